@@ -1,0 +1,105 @@
+//! kernel/fork.c and the exec/exit halves of the mm's life: mm_init with a process image
+//! (the stack exec leaves behind), dup_mm (dup_mmap + copy_page_range), and exit_mmap.
+//! Differs from Linux: a simulated process has a stack and no text, data or libraries.
+
+use super::mm::{vm, Backing, MmCounter, MmStruct, Vma};
+use super::{vm_fault, Kernel, MmId};
+use crate::units::{PAGE_SHIFT, PAGE_SIZE, TASK_SIZE};
+
+/// Size of the initial stack vma (setup_arg_pages expands the stack by 128 KiB, plus the
+/// argument page).
+pub const STACK_SIZE: u64 = 132 * 1024;
+/// mmap_base for a process with an 8 MiB stack rlimit and no randomisation: the gap is
+/// clamped to at least 128 MiB (mmap_base() in arch/x86/mm/mmap.c).
+pub const MMAP_BASE: u64 = TASK_SIZE - (128 << 20);
+
+impl Kernel {
+    /// `mm_alloc` + `pgd_alloc`: an empty mm. None if the PGD cannot be allocated.
+    fn mm_alloc(&mut self) -> Option<MmId> {
+        let pgd = self.pte_alloc_one(None)?;
+        let m = MmStruct::new(pgd, MMAP_BASE);
+        if let Some(i) = self.mms.iter().position(|m| m.is_none()) {
+            self.mms[i] = Some(m);
+            return Some(i as MmId);
+        }
+        self.mms.push(Some(m));
+        Some((self.mms.len() - 1) as MmId)
+    }
+
+    /// A new process image as execve leaves it: a stack vma below TASK_SIZE whose top page
+    /// (arguments and environment) is written. Not counted as the workload's faults.
+    pub fn exec_mm(&mut self) -> Option<MmId> {
+        let mm = self.mm_alloc()?;
+        let start = TASK_SIZE - STACK_SIZE;
+        let vma = Vma {
+            start,
+            end: TASK_SIZE,
+            flags: vm::READ | vm::WRITE | vm::MAYREAD | vm::MAYWRITE | vm::MAYEXEC | vm::GROWSDOWN | vm::ACCOUNT,
+            pgoff: start >> PAGE_SHIFT,
+            backing: Backing::Anon,
+            anon_vma: None,
+        };
+        self.mm_mut(mm).vmas.insert(start, vma);
+        if self.handle_mm_fault(mm, TASK_SIZE - PAGE_SIZE, true) & vm_fault::ERROR != 0 {
+            self.exit_mmap(mm);
+            return None;
+        }
+        Some(mm)
+    }
+
+    /// `dup_mm` -> `dup_mmap`: copy every vma (a shmem mapping takes a file reference, a vma
+    /// with an anon_vma gets its own child anon_vma) and its page tables. None on ENOMEM, with
+    /// the partial child torn down.
+    pub fn dup_mm(&mut self, parent: MmId) -> Option<MmId> {
+        let child = self.mm_alloc()?;
+        let vmas: Vec<Vma> = self.mm(parent).vmas.values().cloned().collect();
+        {
+            let p = self.mm(parent).mmap_base;
+            self.mm_mut(child).mmap_base = p;
+        }
+        for v in vmas {
+            let mut cv = v.clone();
+            if v.anon_vma.is_some() {
+                cv.anon_vma = Some(self.new_anon_vma());
+            }
+            if let Backing::Shmem(o) = v.backing {
+                self.shmem_get(o);
+            }
+            self.mm_mut(child).vmas.insert(cv.start, cv);
+            if self.copy_page_range(child, parent, &v).is_err() {
+                self.exit_mmap(child);
+                return None;
+            }
+        }
+        let hw = self.mm(child).rss_total();
+        self.mm_mut(child).hiwater_rss = hw;
+        Some(child)
+    }
+
+    /// `exit_mmap` + `__mmput`: unmap everything, free every page table and the PGD, drop
+    /// the huge zero folio reference and the shmem files.
+    pub fn exit_mmap(&mut self, mm: MmId) {
+        let vmas: Vec<Vma> = self.mm(mm).vmas.values().cloned().collect();
+        for v in &vmas {
+            self.zap_page_range(mm, v, v.start, v.end);
+        }
+        self.free_pgtables(mm, &vmas, 0, 0);
+        for v in &vmas {
+            if let Backing::Shmem(o) = v.backing {
+                self.shmem_put(o);
+            }
+        }
+        self.mm_mut(mm).vmas.clear();
+        self.mm_put_huge_zero_folio(mm);
+        debug_assert_eq!(self.mm(mm).pgtables_bytes, 0, "page tables leaked at exit");
+        debug_assert!(self.mm(mm).rss.iter().all(|&r| r == 0), "rss left at exit: {:?}", self.mm(mm).rss);
+        let pgd = self.mm(mm).pgd;
+        self.pte_free(None, pgd);
+        self.mms[mm as usize] = None;
+    }
+
+    /// rss of a counter in kB, for status reports.
+    pub fn rss_kb(&self, mm: MmId, c: MmCounter) -> i64 {
+        self.mm(mm).rss[c as usize] * (PAGE_SIZE as i64 / 1024)
+    }
+}

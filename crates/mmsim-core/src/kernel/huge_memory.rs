@@ -1,0 +1,381 @@
+//! The huge-pmd twins of the fault, unmap and fork paths (mm/huge_memory.c): THP eligibility,
+//! do_huge_pmd_anonymous_page with the huge zero folio, do_huge_pmd_wp_page, zap_huge_pmd,
+//! __split_huge_pmd, copy_huge_pmd, and the deferred split queue and its shrinker.
+
+use super::knobs::{ThpDefrag, ThpEnabled};
+use super::memory::{maybe_mkwrite, vm_page_prot, Slot};
+use super::mm::{mmf, vm, MmCounter, Vma};
+use super::mm_types::pg;
+use super::page_alloc::{gfp, Allocated};
+use super::pgtable::{self, Entry};
+use super::vmstat::VmEvent;
+use super::{vm_fault, Kernel, MmId};
+use crate::units::{Pfn, HPAGE_PMD_NR, HPAGE_PMD_ORDER, HPAGE_PMD_SIZE, PAGE_SHIFT, PAGE_SIZE};
+
+/// The huge zero folio (huge_zero_folio, huge_zero_refcount). The refcount holds one
+/// reference per mm that set MMF_HUGE_ZERO_FOLIO plus one for the shrinker.
+#[derive(Clone, Debug, Default)]
+pub struct HugeZero {
+    pub pfn: Option<Pfn>,
+    pub refcount: u64,
+}
+
+impl Kernel {
+    /// `thp_vma_allowable_order(vma, PMD_ORDER)` + `thp_vma_suitable_order`: the knob and
+    /// madvise flags allow THP for this anonymous vma and the aligned 2 MiB range around
+    /// `addr` lies inside it.
+    pub fn thp_vma_allowable(&self, vma: &Vma, addr: u64) -> bool {
+        if !vma.is_anonymous() || vma.flags & vm::NOHUGEPAGE != 0 {
+            return false;
+        }
+        let allowed = match self.knobs.thp_enabled {
+            ThpEnabled::Always => true,
+            ThpEnabled::Madvise => vma.flags & vm::HUGEPAGE != 0,
+            ThpEnabled::Never => false,
+        };
+        let haddr = addr & !(HPAGE_PMD_SIZE - 1);
+        allowed && haddr >= vma.start && haddr + HPAGE_PMD_SIZE <= vma.end
+    }
+
+    /// `vma_thp_gfp_mask`: whether this vma's THP allocations may direct-reclaim.
+    fn vma_thp_gfp_mask(&self, vma: &Vma) -> u32 {
+        let madvised = vma.flags & vm::HUGEPAGE != 0;
+        let reclaim = match self.knobs.thp_defrag {
+            ThpDefrag::Always => true,
+            ThpDefrag::Defer | ThpDefrag::Never => false,
+            ThpDefrag::DeferMadvise | ThpDefrag::Madvise => madvised,
+        };
+        gfp::COMP | gfp::ZERO | gfp::USER | if reclaim { gfp::DIRECT_RECLAIM } else { 0 }
+    }
+
+    /// `vma_alloc_anon_folio_pmd`: a zeroed PMD-sized folio, or THP_FAULT_FALLBACK.
+    fn vma_alloc_anon_folio_pmd(&mut self, vma: &Vma) -> Option<Allocated> {
+        let flags = self.vma_thp_gfp_mask(vma);
+        let a = self.alloc_pages(HPAGE_PMD_ORDER, flags);
+        if a.is_none() {
+            self.stat.count(VmEvent::ThpFaultFallback);
+        }
+        a
+    }
+
+    /// `pgtable_trans_huge_deposit`.
+    fn deposit(&mut self, pmd: Slot, table: Pfn) {
+        let old = self.deposited.insert((pmd.table.0, pmd.idx as u16), table.0);
+        debug_assert!(old.is_none(), "double deposit");
+    }
+
+    /// `pgtable_trans_huge_withdraw`.
+    fn withdraw(&mut self, pmd: Slot) -> Pfn {
+        Pfn(self
+            .deposited
+            .remove(&(pmd.table.0, pmd.idx as u16))
+            .expect("a huge pmd has a deposited table"))
+    }
+
+    /// `zap_deposited_table`: free the table deposited under a huge pmd (mm_dec_nr_ptes).
+    fn zap_deposited_table(&mut self, mm: MmId, pmd: Slot) {
+        let t = self.withdraw(pmd);
+        self.pte_free(Some(mm), t);
+    }
+
+    /// `map_anon_folio_pmd`: map a new THP by a pmd, counting THP_FAULT_ALLOC.
+    fn map_anon_folio_pmd(&mut self, mm: MmId, vma: &Vma, folio: Pfn, pmd: Slot) {
+        let e = maybe_mkwrite(
+            Entry::new(folio, vm_page_prot(vma) | pgtable::PSE | pgtable::DIRTY | pgtable::ACCESSED),
+            vma,
+        );
+        self.folio_add_new_anon_rmap(folio, mm, true);
+        self.mm_mut(mm).add_rss(MmCounter::AnonPages, HPAGE_PMD_NR as i64);
+        self.set_entry(pmd.table, pmd.idx, e);
+        self.stat.count(VmEvent::ThpFaultAlloc);
+    }
+
+    /// `do_huge_pmd_anonymous_page`: a read fault maps the huge zero folio (when
+    /// use_zero_page), a write fault a newly allocated zeroed THP; each with a deposited PTE
+    /// table. VM_FAULT_FALLBACK sends the fault to the pte path.
+    pub fn do_huge_pmd_anonymous_page(&mut self, mm: MmId, vma: &Vma, addr: u64, write: bool, pmd: Slot) -> u32 {
+        let _ = addr;
+        self.anon_vma_prepare(mm, vma.start);
+        if !write && self.knobs.thp_use_zero_page {
+            let Some(pgtable) = self.pte_alloc_one(Some(mm)) else {
+                return vm_fault::OOM;
+            };
+            let Some(zero) = self.mm_get_huge_zero_folio(mm) else {
+                self.pte_free(Some(mm), pgtable);
+                self.stat.count(VmEvent::ThpFaultFallback);
+                return vm_fault::FALLBACK;
+            };
+            // set_huge_zero_folio: read-only, special, deposited table.
+            self.deposit(pmd, pgtable);
+            let e = Entry::new(zero, pgtable::P | pgtable::USER | pgtable::PSE | pgtable::SPECIAL);
+            self.set_entry(pmd.table, pmd.idx, e);
+            return 0;
+        }
+        let Some(folio) = self.vma_alloc_anon_folio_pmd(vma) else {
+            return vm_fault::FALLBACK;
+        };
+        let Some(pgtable) = self.pte_alloc_one(Some(mm)) else {
+            self.mem.pages[folio.pfn.idx()].refcount = 1;
+            self.folio_put(folio.pfn);
+            return vm_fault::OOM;
+        };
+        self.deposit(pmd, pgtable);
+        self.map_anon_folio_pmd(mm, vma, folio.pfn, pmd);
+        0
+    }
+
+    /// Whether a pmd entry maps the huge zero folio (is_huge_zero_pmd).
+    pub fn is_huge_zero_pmd(&self, e: Entry) -> bool {
+        e.huge() && Some(e.pfn()) == self.huge_zero.pfn
+    }
+
+    /// `do_huge_pmd_wp_page`: a write to a read-only huge pmd. On the huge zero folio,
+    /// `do_huge_zero_wp_pmd` replaces it by a new THP (Linux >= 6.13); an exclusive THP is
+    /// reused; otherwise the pmd is split and the pte path copies one 4 KiB page.
+    pub fn do_huge_pmd_wp_page(&mut self, mm: MmId, vma: &Vma, addr: u64, pmd: Slot) -> u32 {
+        let e = self.entry(pmd.table, pmd.idx);
+        let haddr = addr & !(HPAGE_PMD_SIZE - 1);
+        if self.is_huge_zero_pmd(e) {
+            if let Some(folio) = self.vma_alloc_anon_folio_pmd(vma) {
+                // The deposited table stays deposited under the new mapping.
+                self.map_anon_folio_pmd(mm, vma, folio.pfn, pmd);
+                self.stat.count(VmEvent::TlbFlushOne);
+                return 0;
+            }
+            self.__split_huge_pmd(mm, vma, pmd, haddr);
+            return vm_fault::FALLBACK;
+        }
+        let head = e.pfn();
+        let exclusive = self.mem.pages[head.idx()].test(pg::ANON_EXCLUSIVE);
+        let reuse = exclusive || self.mem.pages[head.idx()].refcount == 1;
+        if reuse {
+            for i in 0..HPAGE_PMD_NR as u32 {
+                self.mem.pages[(head.0 + i) as usize].set(pg::ANON_EXCLUSIVE);
+            }
+            self.stat.count(VmEvent::ReuseFault);
+            let ne = maybe_mkwrite(e.with(pgtable::DIRTY | pgtable::ACCESSED), vma);
+            self.set_entry(pmd.table, pmd.idx, ne);
+            return 0;
+        }
+        self.__split_huge_pmd(mm, vma, pmd, haddr);
+        vm_fault::FALLBACK
+    }
+
+    /// `zap_huge_pmd`: unmap a whole huge pmd and free its deposited table.
+    pub fn zap_huge_pmd(&mut self, mm: MmId, pmd: Slot) {
+        let e = self.entry(pmd.table, pmd.idx);
+        self.set_entry(pmd.table, pmd.idx, Entry::NONE);
+        self.stat.count(VmEvent::TlbFlushOne);
+        self.zap_deposited_table(mm, pmd);
+        if self.is_huge_zero_pmd(e) {
+            return;
+        }
+        let head = e.pfn();
+        self.mm_mut(mm).add_rss(MmCounter::AnonPages, -(HPAGE_PMD_NR as i64));
+        self.remove_rmap_pmd(head, mm);
+        self.folio_put(head);
+    }
+
+    /// `__split_huge_pmd` -> `__split_huge_pmd_locked`: replace a huge pmd by its deposited
+    /// PTE table filled with 512 ptes (to the 4 KiB zero page for the huge zero folio, to the
+    /// subpages of the THP otherwise, keeping write/dirty/young). Counts THP_SPLIT_PMD.
+    pub fn __split_huge_pmd(&mut self, mm: MmId, vma: &Vma, pmd: Slot, haddr: u64) {
+        let _ = haddr;
+        let e = self.entry(pmd.table, pmd.idx);
+        debug_assert!(e.huge());
+        self.stat.count(VmEvent::ThpSplitPmd);
+        let table = self.withdraw(pmd);
+        if self.is_huge_zero_pmd(e) {
+            // __split_huge_zero_page_pmd
+            let z = Entry::new(self.zero_pfn, vm_page_prot(vma) | pgtable::SPECIAL);
+            for i in 0..512 {
+                self.set_entry(table, i, z);
+            }
+        } else {
+            let head = e.pfn();
+            let keep = e.0 & (pgtable::RW | pgtable::DIRTY | pgtable::ACCESSED);
+            for i in 0..512u32 {
+                let page = Pfn(head.0 + i);
+                self.folio_get(head);
+                self.add_rmap_pte(page, mm);
+                let pe = Entry(Entry::new(page, vm_page_prot(vma)).0 | keep);
+                self.set_entry(table, i as usize, pe);
+            }
+            self.remove_rmap_pmd(head, mm);
+            self.folio_put(head);
+        }
+        self.set_entry(pmd.table, pmd.idx, Entry::new(table, pgtable::TABLE_FLAGS));
+        self.stat.count(VmEvent::TlbFlushOne);
+    }
+
+    /// Split the huge pmd covering `addr` if [start, end) cuts through it
+    /// (`split_huge_pmd_if_needed`, called by vma splitting and madvise).
+    pub fn split_huge_pmd_address(&mut self, mm: MmId, addr: u64) {
+        let haddr = addr & !(HPAGE_PMD_SIZE - 1);
+        if haddr == addr {
+            return;
+        }
+        let Some(pmd) = self.pmd_slot(mm, addr) else {
+            return;
+        };
+        let e = self.entry(pmd.table, pmd.idx);
+        if e.present() && e.huge() {
+            let vma = self.mm(mm).vma_lookup(addr).expect("huge pmd inside a vma").clone();
+            self.__split_huge_pmd(mm, &vma, pmd, haddr);
+        }
+    }
+
+    /// `copy_huge_pmd`: fork shares a THP (write-protected in both) or the huge zero folio,
+    /// depositing a new table for the child.
+    pub fn copy_huge_pmd(&mut self, dst: MmId, src: MmId, vma: &Vma, dpmd: Slot, spmd: Slot) -> Result<(), ()> {
+        let _ = src;
+        let e = self.entry(spmd.table, spmd.idx);
+        let pgtable = self.pte_alloc_one(Some(dst)).ok_or(())?;
+        if self.is_huge_zero_pmd(e) {
+            if self.mm_get_huge_zero_folio(dst).is_none() {
+                self.pte_free(Some(dst), pgtable);
+                return Err(());
+            }
+            self.deposit(dpmd, pgtable);
+            self.set_entry(dpmd.table, dpmd.idx, e.without(pgtable::ACCESSED));
+            return Ok(());
+        }
+        let head = e.pfn();
+        for i in 0..HPAGE_PMD_NR as u32 {
+            self.mem.pages[(head.0 + i) as usize].clear(pg::ANON_EXCLUSIVE);
+        }
+        self.folio_get(head);
+        self.add_rmap_pmd(head, dst);
+        self.mm_mut(dst).add_rss(MmCounter::AnonPages, HPAGE_PMD_NR as i64);
+        self.deposit(dpmd, pgtable);
+        let wp = if super::memory::is_cow_mapping(vma.flags) {
+            e.without(pgtable::RW)
+        } else {
+            e
+        };
+        self.set_entry(spmd.table, spmd.idx, wp);
+        self.set_entry(dpmd.table, dpmd.idx, wp.without(pgtable::ACCESSED));
+        Ok(())
+    }
+
+    // ---- the huge zero folio -------------------------------------------------------------
+
+    /// `get_huge_zero_folio`: take a reference, allocating the folio (GFP_TRANSHUGE |
+    /// __GFP_ZERO) if the shrinker freed it; a new folio starts with the shrinker's reference.
+    fn get_huge_zero_folio(&mut self) -> bool {
+        if self.huge_zero.refcount > 0 {
+            self.huge_zero.refcount += 1;
+            return true;
+        }
+        let Some(a) = self.alloc_pages(HPAGE_PMD_ORDER, gfp::COMP | gfp::ZERO | gfp::DIRECT_RECLAIM) else {
+            self.stat.count(VmEvent::ThpZeroPageAllocFailed);
+            return false;
+        };
+        self.mem.pages[a.pfn.idx()].set(pg::HUGE_ZERO);
+        self.huge_zero.pfn = Some(a.pfn);
+        self.huge_zero.refcount = 2;
+        self.stat.count(VmEvent::ThpZeroPageAlloc);
+        true
+    }
+
+    /// `put_huge_zero_folio`: only the shrinker may drop the last reference.
+    fn put_huge_zero_folio(&mut self) {
+        assert!(self.huge_zero.refcount > 1, "huge zero refcount would reach zero");
+        self.huge_zero.refcount -= 1;
+    }
+
+    /// `mm_get_huge_zero_folio`: the global reference is taken once per mm (MMF_HUGE_ZERO_FOLIO).
+    pub fn mm_get_huge_zero_folio(&mut self, mm: MmId) -> Option<Pfn> {
+        if self.mm(mm).flags & mmf::HUGE_ZERO_FOLIO != 0 {
+            return self.huge_zero.pfn;
+        }
+        if !self.get_huge_zero_folio() {
+            return None;
+        }
+        self.mm_mut(mm).flags |= mmf::HUGE_ZERO_FOLIO;
+        self.huge_zero.pfn
+    }
+
+    /// `mm_put_huge_zero_folio`, from __mmput.
+    pub fn mm_put_huge_zero_folio(&mut self, mm: MmId) {
+        if self.mm(mm).flags & mmf::HUGE_ZERO_FOLIO != 0 {
+            self.put_huge_zero_folio();
+        }
+    }
+
+    /// `shrink_huge_zero_folio_scan`: free the folio when only the shrinker's reference is left.
+    pub fn shrink_huge_zero_folio(&mut self) {
+        if self.huge_zero.refcount == 1 {
+            self.huge_zero.refcount = 0;
+            let pfn = self.huge_zero.pfn.take().expect("allocated");
+            self.mem.pages[pfn.idx()].clear(pg::HUGE_ZERO);
+            self.mem.pages[pfn.idx()].refcount = 1;
+            self.folio_put(pfn);
+        }
+    }
+
+    // ---- deferred split ------------------------------------------------------------------
+
+    /// `deferred_split_folio`: queue an anonymous THP that is mapped only in part.
+    pub fn maybe_deferred_split(&mut self, head: Pfn) {
+        let h = self.mem.pages[head.idx()];
+        if !h.test(pg::HEAD) || h.test(pg::DEFERRED) || h.entire_mapcount > 0 {
+            return;
+        }
+        let n = self.folio_nr_pages(head) as u32;
+        let mapped = (0..n).filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount > 0).count();
+        if mapped == 0 || mapped == n as usize {
+            return;
+        }
+        self.mem.pages[head.idx()].set(pg::DEFERRED);
+        self.deferred_split.push(head.0);
+        self.stat.count(VmEvent::ThpDeferredSplitPage);
+    }
+
+    /// `deferred_split_scan`: split each queued folio into base pages (split_huge_page),
+    /// freeing the subpages nothing maps. Folios still mapped by a pmd somewhere are skipped
+    /// (Linux would split those pmds through the rmap; mmsim keeps no rmap).
+    pub fn deferred_split_scan(&mut self) {
+        let queue = std::mem::take(&mut self.deferred_split);
+        for h in queue {
+            let head = Pfn(h);
+            let p = self.mem.pages[head.idx()];
+            if p.entire_mapcount > 0 {
+                self.deferred_split.push(h);
+                continue;
+            }
+            self.split_folio(head);
+        }
+    }
+
+    /// `split_huge_page`: turn a PTE-mapped THP into base pages; each keeps one reference per
+    /// pte mapping it, unmapped ones are freed.
+    fn split_folio(&mut self, head: Pfn) {
+        let n = self.folio_nr_pages(head) as u32;
+        self.stat.count(VmEvent::ThpSplitPage);
+        self.folio_mms.remove(&head.0);
+        let flags_keep = pg::ANON | pg::ANON_EXCLUSIVE;
+        for i in 0..n {
+            let pfn = head.0 + i;
+            let p = &mut self.mem.pages[pfn as usize];
+            p.flags &= flags_keep;
+            p.order = 0;
+            p.head = pfn;
+            p.refcount = p.mapcount;
+            p.entire_mapcount = 0;
+        }
+        for i in 0..n {
+            let pfn = Pfn(head.0 + i);
+            if self.mem.pages[pfn.idx()].refcount == 0 {
+                self.mem.pages[pfn.idx()].refcount = 1;
+                self.folio_put(pfn);
+            }
+        }
+    }
+}
+
+/// Bytes of a pmd's range, for callers that step pmd by pmd.
+pub const PMD_SPAN: u64 = HPAGE_PMD_SIZE;
+/// Pages per PTE table.
+pub const PTES_PER_TABLE: u64 = HPAGE_PMD_SIZE >> PAGE_SHIFT;
+const _: () = assert!(PTES_PER_TABLE * PAGE_SIZE == PMD_SPAN);

@@ -1,0 +1,593 @@
+//! The generic fault and page-table paths of mm/memory.c: table allocation, handle_mm_fault,
+//! do_anonymous_page, do_wp_page/wp_page_copy, do_fault with fault-around for shmem,
+//! zap_page_range (unmap), free_pgd_range, and copy_page_range for fork.
+
+use super::mm::{vm, MmCounter, Vma};
+use super::mm_types::pg;
+use super::page_alloc::gfp;
+use super::pgtable::{self, Entry, TABLE_FLAGS};
+use super::vmstat::VmEvent;
+use super::{vm_fault, Kernel, MmId};
+use crate::units::{Pfn, HPAGE_PMD_SIZE, PAGE_SHIFT, PAGE_SIZE, PGDIR_SHIFT, PMD_SHIFT, PUD_SHIFT};
+
+const PMD_MASK: u64 = !(HPAGE_PMD_SIZE - 1);
+const PUD_SIZE: u64 = 1 << PUD_SHIFT;
+const PGDIR_SIZE: u64 = 1 << PGDIR_SHIFT;
+
+/// A slot in a page-table page: the table frame and the entry index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot {
+    pub table: Pfn,
+    pub idx: usize,
+}
+
+/// Leaf protection bits for a vma (vm_get_page_prot): private mappings are mapped read-only
+/// until written (COW), shared writable ones writable.
+pub fn vm_page_prot(vma: &Vma) -> u64 {
+    let mut f = pgtable::P | pgtable::USER;
+    if vma.flags & vm::WRITE != 0 && vma.is_shared() {
+        f |= pgtable::RW;
+    }
+    f
+}
+
+/// `maybe_mkwrite`: make an entry writable if the vma allows writes.
+pub fn maybe_mkwrite(e: Entry, vma: &Vma) -> Entry {
+    if vma.flags & vm::WRITE != 0 {
+        e.with(pgtable::RW)
+    } else {
+        e
+    }
+}
+
+/// `is_cow_mapping`: private and may be written.
+pub fn is_cow_mapping(flags: u32) -> bool {
+    flags & (vm::SHARED | vm::MAYWRITE) == vm::MAYWRITE
+}
+
+impl Kernel {
+    // ---- walking and allocating tables ---------------------------------------------------
+
+    /// The entry one level down from a table entry, when it points to a table.
+    fn next_table(&self, table: Pfn, idx: usize) -> Option<Pfn> {
+        let e = self.entry(table, idx);
+        (e.present() && !e.huge()).then(|| e.pfn())
+    }
+
+    /// The PMD slot for `addr` if the PUD and PMD tables exist (pmd_off without allocation).
+    pub fn pmd_slot(&self, mm: MmId, addr: u64) -> Option<Slot> {
+        let pgd = self.mm(mm).pgd;
+        let pud = self.next_table(pgd, (addr >> PGDIR_SHIFT) as usize & 511)?;
+        let pmd = self.next_table(pud, (addr >> PUD_SHIFT) as usize & 511)?;
+        Some(Slot {
+            table: pmd,
+            idx: (addr >> PMD_SHIFT) as usize & 511,
+        })
+    }
+
+    /// The PTE slot for `addr` if a PTE table is installed (not a huge pmd).
+    pub fn pte_slot(&self, mm: MmId, addr: u64) -> Option<Slot> {
+        let pmd = self.pmd_slot(mm, addr)?;
+        let pte = self.next_table(pmd.table, pmd.idx)?;
+        Some(Slot {
+            table: pte,
+            idx: (addr >> PAGE_SHIFT) as usize & 511,
+        })
+    }
+
+    /// `__pud_alloc` + `__pmd_alloc`: the PMD slot for `addr`, allocating the PUD and PMD
+    /// tables on the way. None when a table allocation failed (VM_FAULT_OOM).
+    pub fn pmd_alloc(&mut self, mm: MmId, addr: u64) -> Option<Slot> {
+        let pgd = self.mm(mm).pgd;
+        let pud = self.table_alloc(mm, pgd, (addr >> PGDIR_SHIFT) as usize & 511)?;
+        let pmd = self.table_alloc(mm, pud, (addr >> PUD_SHIFT) as usize & 511)?;
+        Some(Slot {
+            table: pmd,
+            idx: (addr >> PMD_SHIFT) as usize & 511,
+        })
+    }
+
+    /// Populate `table[idx]` with a new lower-level table if it is none.
+    fn table_alloc(&mut self, mm: MmId, table: Pfn, idx: usize) -> Option<Pfn> {
+        let e = self.entry(table, idx);
+        if e.present() {
+            debug_assert!(!e.huge());
+            return Some(e.pfn());
+        }
+        let new = self.pte_alloc_one(Some(mm))?;
+        self.set_entry(table, idx, Entry::new(new, TABLE_FLAGS));
+        Some(new)
+    }
+
+    /// `pte_alloc`: install a PTE table under an empty pmd.
+    pub fn pte_alloc(&mut self, mm: MmId, pmd: Slot) -> Option<Pfn> {
+        self.table_alloc(mm, pmd.table, pmd.idx)
+    }
+
+    // ---- faults --------------------------------------------------------------------------
+
+    /// `handle_mm_fault` -> `__handle_mm_fault`: allocate the upper tables, try the huge pmd
+    /// paths, then the pte path. Returns VM_FAULT_* bits. The caller (the arch fault handler)
+    /// has found the vma and checked access rights.
+    pub fn handle_mm_fault(&mut self, mm: MmId, addr: u64, write: bool) -> u32 {
+        let vma = self.mm(mm).vma_lookup(addr).expect("arch handler checked the vma").clone();
+        let Some(pmd) = self.pmd_alloc(mm, addr) else {
+            return vm_fault::OOM;
+        };
+        let e = self.entry(pmd.table, pmd.idx);
+        if e.none() && self.thp_vma_allowable(&vma, addr) {
+            let ret = self.do_huge_pmd_anonymous_page(mm, &vma, addr, write, pmd);
+            if ret & vm_fault::FALLBACK == 0 {
+                return ret;
+            }
+        } else if e.present() && e.huge() {
+            if write && !e.write() {
+                let ret = self.do_huge_pmd_wp_page(mm, &vma, addr, pmd);
+                if ret & vm_fault::FALLBACK == 0 {
+                    return ret;
+                }
+            } else {
+                // huge_pmd_set_accessed: a spurious fault (another thread fixed it).
+                let mut ne = e.with(pgtable::ACCESSED);
+                if write {
+                    ne = ne.with(pgtable::DIRTY);
+                }
+                self.set_entry(pmd.table, pmd.idx, ne);
+                return 0;
+            }
+        }
+        self.handle_pte_fault(mm, &vma, addr, write, pmd)
+    }
+
+    /// `handle_pte_fault`.
+    fn handle_pte_fault(&mut self, mm: MmId, vma: &Vma, addr: u64, write: bool, pmd: Slot) -> u32 {
+        let pmd_e = self.entry(pmd.table, pmd.idx);
+        let pte_table = if pmd_e.none() {
+            if vma.is_anonymous() {
+                // do_anonymous_page allocates the table itself.
+                return self.do_anonymous_page(mm, vma, addr, write, pmd);
+            }
+            return self.do_fault(mm, vma, addr, write, pmd);
+        } else {
+            pmd_e.pfn()
+        };
+        let slot = Slot {
+            table: pte_table,
+            idx: (addr >> PAGE_SHIFT) as usize & 511,
+        };
+        let pte = self.entry(slot.table, slot.idx);
+        if pte.none() {
+            if vma.is_anonymous() {
+                return self.do_anonymous_page(mm, vma, addr, write, pmd);
+            }
+            return self.do_fault(mm, vma, addr, write, pmd);
+        }
+        if write && !pte.write() {
+            return self.do_wp_page(mm, vma, addr, slot);
+        }
+        // Spurious: mark young (and dirty); the access will go through.
+        let mut ne = pte.with(pgtable::ACCESSED);
+        if write {
+            ne = ne.with(pgtable::DIRTY);
+        }
+        self.set_entry(slot.table, slot.idx, ne);
+        0
+    }
+
+    /// `anon_vma_prepare`: give the vma an anon_vma (it now may be copied at fork and is no
+    /// longer mergeable with a vma that has another).
+    pub fn anon_vma_prepare(&mut self, mm: MmId, start: u64) -> u32 {
+        if let Some(a) = self.mm(mm).vmas[&start].anon_vma {
+            return a;
+        }
+        let a = self.new_anon_vma();
+        self.mm_mut(mm).vmas.get_mut(&start).expect("vma").anon_vma = Some(a);
+        a
+    }
+
+    /// `do_anonymous_page`: a read maps the zero page (pte_special, not counted in rss); a write
+    /// allocates a zeroed page (vma_alloc_zeroed_movable_folio) mapped writable and dirty.
+    fn do_anonymous_page(&mut self, mm: MmId, vma: &Vma, addr: u64, write: bool, pmd: Slot) -> u32 {
+        let Some(table) = self.pte_alloc(mm, pmd) else {
+            return vm_fault::OOM;
+        };
+        let idx = (addr >> PAGE_SHIFT) as usize & 511;
+        if !write {
+            let e = Entry::new(self.zero_pfn, vm_page_prot(vma) | pgtable::SPECIAL);
+            self.set_entry(table, idx, e);
+            return 0;
+        }
+        self.anon_vma_prepare(mm, vma.start);
+        let Some(a) = self.alloc_pages(0, gfp::ZERO | gfp::USER | gfp::DIRECT_RECLAIM) else {
+            return vm_fault::OOM;
+        };
+        self.folio_add_new_anon_rmap(a.pfn, mm, false);
+        self.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
+        let e = maybe_mkwrite(Entry::new(a.pfn, vm_page_prot(vma) | pgtable::DIRTY), vma);
+        self.set_entry(table, idx, e);
+        0
+    }
+
+    /// `do_wp_page`: a write to a present read-only pte of a writable vma. The zero page and
+    /// shared anonymous pages are copied (wp_page_copy); an exclusive anonymous page, or one
+    /// whose last other reference is gone, is reused (wp_page_reuse).
+    fn do_wp_page(&mut self, mm: MmId, vma: &Vma, addr: u64, slot: Slot) -> u32 {
+        let pte = self.entry(slot.table, slot.idx);
+        let pfn = pte.pfn();
+        if vma.is_shared() {
+            // wp_page_shared: shmem needs no page_mkwrite; make the pte writable.
+            self.set_entry(slot.table, slot.idx, maybe_mkwrite(pte.with(pgtable::DIRTY), vma));
+            return 0;
+        }
+        if !self.is_zero_pfn(pfn) && self.wp_can_reuse_anon_folio(pfn, mm) {
+            self.stat.count(VmEvent::ReuseFault);
+            self.mem.pages[pfn.idx()].set(pg::ANON_EXCLUSIVE);
+            let ne = maybe_mkwrite(pte.with(pgtable::DIRTY | pgtable::ACCESSED), vma);
+            self.set_entry(slot.table, slot.idx, ne);
+            return 0;
+        }
+        self.wp_page_copy(mm, vma, addr, slot)
+    }
+
+    /// `wp_can_reuse_anon_folio`: PageAnonExclusive, or a small folio whose only reference
+    /// is this mapping; a large folio mapped only by this mm with no other references
+    /// (`__wp_can_reuse_large_anon_folio`).
+    fn wp_can_reuse_anon_folio(&mut self, page: Pfn, mm: MmId) -> bool {
+        let p = self.mem.pages[page.idx()];
+        if !p.test(pg::ANON) {
+            return false;
+        }
+        if p.test(pg::ANON_EXCLUSIVE) {
+            return true;
+        }
+        let head = self.head_of(page);
+        let h = self.mem.pages[head.idx()];
+        if h.test(pg::HEAD) {
+            let only_me = self
+                .folio_mms
+                .get(&head.0)
+                .is_some_and(|v| v.len() == 1 && v[0].0 == mm);
+            return only_me && self.folio_mapcount(head) == h.refcount as i64;
+        }
+        h.refcount == 1
+    }
+
+    /// `wp_page_copy`: allocate a new page (zeroed when the old one is the zero page, else a
+    /// copy of it), map it writable, and drop the old mapping.
+    fn wp_page_copy(&mut self, mm: MmId, vma: &Vma, _addr: u64, slot: Slot) -> u32 {
+        let old = self.entry(slot.table, slot.idx).pfn();
+        let zero = self.is_zero_pfn(old);
+        self.anon_vma_prepare(mm, vma.start);
+        let flags = if zero { gfp::ZERO } else { 0 } | gfp::USER | gfp::DIRECT_RECLAIM;
+        let Some(a) = self.alloc_pages(0, flags) else {
+            return vm_fault::OOM;
+        };
+        if !zero {
+            self.copy_page(a.pfn, old);
+            self.stat.count(VmEvent::CowFault);
+        }
+        self.folio_add_new_anon_rmap(a.pfn, mm, false);
+        if zero {
+            self.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
+        } else {
+            let c = self.mm_counter(old);
+            if c != MmCounter::AnonPages {
+                self.mm_mut(mm).add_rss(c, -1);
+                self.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
+            }
+        }
+        let e = maybe_mkwrite(
+            Entry::new(a.pfn, vm_page_prot(vma) | pgtable::DIRTY | pgtable::ACCESSED),
+            vma,
+        );
+        self.set_entry(slot.table, slot.idx, e);
+        self.stat.count(VmEvent::TlbFlushOne);
+        if !zero {
+            self.remove_rmap_pte(old, mm);
+            let h = self.head_of(old);
+            self.folio_put(h);
+        }
+        0
+    }
+
+    /// `do_fault` for shmem: `do_read_fault` (with fault-around) or `do_shared_fault`.
+    fn do_fault(&mut self, mm: MmId, vma: &Vma, addr: u64, write: bool, pmd: Slot) -> u32 {
+        let Some(table) = self.pte_alloc(mm, pmd) else {
+            return vm_fault::OOM;
+        };
+        let idx = (addr >> PAGE_SHIFT) as usize & 511;
+        if !write && self.knobs.fault_around_bytes > PAGE_SIZE {
+            self.do_fault_around(mm, vma, addr, table);
+            if !self.entry(table, idx).none() {
+                return vm_fault::NOPAGE;
+            }
+        }
+        let super::mm::Backing::Shmem(obj) = vma.backing else {
+            return vm_fault::SIGBUS;
+        };
+        let index = vma.linear_page_index(addr);
+        let Some(page) = self.shmem_get_folio(obj, index) else {
+            return vm_fault::OOM;
+        };
+        self.map_shmem_pte(mm, vma, page, table, idx, write);
+        0
+    }
+
+    /// Map a shmem page at `table[idx]` (set_pte_range via finish_fault/filemap_map_pages).
+    fn map_shmem_pte(&mut self, mm: MmId, vma: &Vma, page: Pfn, table: Pfn, idx: usize, dirty: bool) {
+        self.folio_get(page);
+        self.add_rmap_pte(page, mm);
+        self.mm_mut(mm).add_rss(MmCounter::ShmemPages, 1);
+        let mut e = Entry::new(page, vm_page_prot(vma));
+        if dirty {
+            e = maybe_mkwrite(e.with(pgtable::DIRTY), vma);
+        }
+        self.set_entry(table, idx, e);
+    }
+
+    /// `do_fault_around` + `filemap_map_pages`: map the pages of the aligned window around the
+    /// fault (fault_around_bytes, clamped to the vma and the PTE table) that are already in
+    /// the page cache and not yet mapped.
+    fn do_fault_around(&mut self, mm: MmId, vma: &Vma, addr: u64, table: Pfn) {
+        let super::mm::Backing::Shmem(obj) = vma.backing else {
+            return;
+        };
+        let nr = self.knobs.fault_around_bytes >> PAGE_SHIFT;
+        let pte_off = (addr >> PAGE_SHIFT) & 511;
+        let vma_off = (addr - vma.start) >> PAGE_SHIFT;
+        let vma_pages = vma.len() >> PAGE_SHIFT;
+        let from = (pte_off & !(nr - 1)).max(pte_off - pte_off.min(vma_off));
+        let to = (from + nr).min(512).min(pte_off + vma_pages - vma_off) - 1;
+        let base = addr & !((512 * PAGE_SIZE) - 1);
+        let mut mapped = 0;
+        for i in from..=to {
+            if !self.entry(table, i as usize).none() {
+                continue;
+            }
+            let a = base + (i << PAGE_SHIFT);
+            let index = vma.linear_page_index(a);
+            if let Some(page) = self.shmem_find_folio(obj, index) {
+                self.map_shmem_pte(mm, vma, page, table, i as usize, false);
+                mapped += 1;
+            }
+        }
+        self.stat.count_n(VmEvent::FaultAroundPages, mapped);
+    }
+
+    // ---- unmapping -----------------------------------------------------------------------
+
+    /// `unmap_page_range` / `zap_pmd_range` / `zap_pte_range` over [start, end) of one vma:
+    /// whole huge pmds are zapped (zap_huge_pmd), partial ones split first.
+    pub fn zap_page_range(&mut self, mm: MmId, vma: &Vma, start: u64, end: u64) {
+        let mut addr = start;
+        while addr < end {
+            let next = ((addr & PMD_MASK) + HPAGE_PMD_SIZE).min(end);
+            let Some(pmd) = self.pmd_slot(mm, addr) else {
+                // No PMD table here: skip to the next PUD range.
+                addr = ((addr & !(PUD_SIZE - 1)) + PUD_SIZE).min(end);
+                continue;
+            };
+            let e = self.entry(pmd.table, pmd.idx);
+            if e.present() && e.huge() {
+                if next - addr == HPAGE_PMD_SIZE {
+                    self.zap_huge_pmd(mm, pmd);
+                    addr = next;
+                    continue;
+                }
+                self.__split_huge_pmd(mm, vma, pmd, addr & PMD_MASK);
+            }
+            let e = self.entry(pmd.table, pmd.idx);
+            if e.present() {
+                self.zap_pte_range(mm, e.pfn(), addr, next);
+            }
+            addr = next;
+        }
+    }
+
+    /// `zap_pte_range`: clear the ptes of [addr, end) in one table, dropping rss, rmap and refs.
+    fn zap_pte_range(&mut self, mm: MmId, table: Pfn, addr: u64, end: u64) {
+        let mut a = addr;
+        let mut flushed = false;
+        while a < end {
+            let idx = (a >> PAGE_SHIFT) as usize & 511;
+            let e = self.entry(table, idx);
+            if e.present() {
+                self.set_entry(table, idx, Entry::NONE);
+                flushed = true;
+                let pfn = e.pfn();
+                if !e.special() {
+                    let c = self.mm_counter(pfn);
+                    self.mm_mut(mm).add_rss(c, -1);
+                    self.remove_rmap_pte(pfn, mm);
+                    let h = self.head_of(pfn);
+                    self.folio_put(h);
+                }
+            }
+            a += PAGE_SIZE;
+        }
+        if flushed {
+            self.stat.count(VmEvent::TlbFlushOne);
+        }
+    }
+
+    /// `free_pgd_range`: free the page tables that map only [addr, end), given that nothing is
+    /// mapped in [floor, addr) or [end, ceiling) (ceiling 0 = the top of the address space).
+    pub fn free_pgd_range(&mut self, mm: MmId, addr: u64, end: u64, floor: u64, ceiling: u64) {
+        let mut addr = addr & PMD_MASK;
+        let mut end = end;
+        if addr < floor {
+            addr = addr.wrapping_add(HPAGE_PMD_SIZE);
+            if addr == 0 {
+                return;
+            }
+        }
+        let mut ceiling = ceiling;
+        if ceiling != 0 {
+            ceiling &= PMD_MASK;
+            if ceiling == 0 {
+                return;
+            }
+        }
+        if end.wrapping_sub(1) > ceiling.wrapping_sub(1) {
+            end -= HPAGE_PMD_SIZE;
+        }
+        if addr > end.wrapping_sub(1) {
+            return;
+        }
+        let pgd = self.mm(mm).pgd;
+        let mut a = addr;
+        loop {
+            let next = pgd_addr_end(a, end, PGDIR_SIZE);
+            let idx = (a >> PGDIR_SHIFT) as usize & 511;
+            if self.entry(pgd, idx).present() {
+                self.free_pud_range(mm, Slot { table: pgd, idx }, a, next, floor, ceiling);
+            }
+            a = next;
+            if a == end {
+                break;
+            }
+        }
+    }
+
+    /// `free_pud_range` (p4d folded): free PMD tables, then the PUD table if it covers only
+    /// [floor, ceiling).
+    fn free_pud_range(&mut self, mm: MmId, pgd: Slot, addr: u64, end: u64, floor: u64, ceiling: u64) {
+        let pud_table = self.entry(pgd.table, pgd.idx).pfn();
+        let start = addr;
+        let mut a = addr;
+        loop {
+            let next = pgd_addr_end(a, end, PUD_SIZE);
+            let idx = (a >> PUD_SHIFT) as usize & 511;
+            if self.entry(pud_table, idx).present() {
+                self.free_pmd_range(mm, Slot { table: pud_table, idx }, a, next, floor, ceiling);
+            }
+            a = next;
+            if a == end {
+                break;
+            }
+        }
+        if free_upper_ok(start, end, floor, ceiling, PGDIR_SIZE) {
+            self.set_entry(pgd.table, pgd.idx, Entry::NONE);
+            self.pte_free(Some(mm), pud_table);
+        }
+    }
+
+    /// `free_pmd_range`: free PTE tables (free_pte_range), then the PMD table if it covers
+    /// only [floor, ceiling).
+    fn free_pmd_range(&mut self, mm: MmId, pud: Slot, addr: u64, end: u64, floor: u64, ceiling: u64) {
+        let pmd_table = self.entry(pud.table, pud.idx).pfn();
+        let start = addr;
+        let mut a = addr;
+        loop {
+            let next = pgd_addr_end(a, end, HPAGE_PMD_SIZE);
+            let idx = (a >> PMD_SHIFT) as usize & 511;
+            let e = self.entry(pmd_table, idx);
+            if e.present() && !e.huge() {
+                self.set_entry(pmd_table, idx, Entry::NONE);
+                self.pte_free(Some(mm), e.pfn());
+            }
+            a = next;
+            if a == end {
+                break;
+            }
+        }
+        if free_upper_ok(start, end, floor, ceiling, PUD_SIZE) {
+            self.set_entry(pud.table, pud.idx, Entry::NONE);
+            self.pte_free(Some(mm), pmd_table);
+        }
+    }
+
+    // ---- fork ----------------------------------------------------------------------------
+
+    /// `copy_page_range`: copy one vma's page tables into the child, unless the child can
+    /// refault everything (`vma_needs_copy`: only vmas with an anon_vma are copied). Private
+    /// writable ptes become read-only in both (COW). Err on allocation failure (fork ENOMEM).
+    pub fn copy_page_range(&mut self, dst: MmId, src: MmId, vma: &Vma) -> Result<(), ()> {
+        if vma.anon_vma.is_none() {
+            return Ok(());
+        }
+        let mut addr = vma.start;
+        while addr < vma.end {
+            let next = ((addr & PMD_MASK) + HPAGE_PMD_SIZE).min(vma.end);
+            let Some(spmd) = self.pmd_slot(src, addr) else {
+                addr = ((addr & !(PUD_SIZE - 1)) + PUD_SIZE).min(vma.end);
+                continue;
+            };
+            let e = self.entry(spmd.table, spmd.idx);
+            if e.none() {
+                addr = next;
+                continue;
+            }
+            let dpmd = self.pmd_alloc(dst, addr).ok_or(())?;
+            if e.huge() {
+                self.copy_huge_pmd(dst, src, vma, dpmd, spmd)?;
+            } else {
+                let dtable = self.pte_alloc(dst, dpmd).ok_or(())?;
+                self.copy_pte_range(dst, src, vma, dtable, e.pfn(), addr, next);
+            }
+            addr = next;
+        }
+        Ok(())
+    }
+
+    /// `copy_pte_range` / `copy_present_pte`.
+    #[allow(clippy::too_many_arguments)]
+    fn copy_pte_range(&mut self, dst: MmId, _src: MmId, vma: &Vma, dtable: Pfn, stable: Pfn, addr: u64, end: u64) {
+        let cow = is_cow_mapping(vma.flags);
+        let mut a = addr;
+        while a < end {
+            let idx = (a >> PAGE_SHIFT) as usize & 511;
+            let mut e = self.entry(stable, idx);
+            a += PAGE_SIZE;
+            if !e.present() {
+                continue;
+            }
+            if !e.special() {
+                let page = e.pfn();
+                // folio_try_dup_anon_rmap_pte: the page is now shared, never exclusive.
+                self.mem.pages[page.idx()].clear(pg::ANON_EXCLUSIVE);
+                let h = self.head_of(page);
+                self.folio_get(h);
+                self.add_rmap_pte(page, dst);
+                let c = self.mm_counter(page);
+                self.mm_mut(dst).add_rss(c, 1);
+            }
+            if cow && e.write() {
+                e = e.without(pgtable::RW);
+                self.set_entry(stable, idx, e);
+            }
+            if vma.is_shared() {
+                e = e.without(pgtable::DIRTY);
+            }
+            self.set_entry(dtable, idx, e.without(pgtable::ACCESSED));
+        }
+    }
+}
+
+/// `pgd_addr_end` and friends: the end of the `size`-aligned block containing `addr`, or `end`.
+fn pgd_addr_end(addr: u64, end: u64, size: u64) -> u64 {
+    let boundary = (addr & !(size - 1)).wrapping_add(size);
+    if boundary.wrapping_sub(1) < end.wrapping_sub(1) {
+        boundary
+    } else {
+        end
+    }
+}
+
+/// The tail test of free_pmd_range/free_pud_range: the upper table covering `start` (aligned
+/// down to `size`) may go only if [floor, ceiling) spans all of it.
+fn free_upper_ok(start: u64, end: u64, floor: u64, ceiling: u64, size: u64) -> bool {
+    let start = start & !(size - 1);
+    if start < floor {
+        return false;
+    }
+    let mut ceiling = ceiling;
+    if ceiling != 0 {
+        ceiling &= !(size - 1);
+        if ceiling == 0 {
+            return false;
+        }
+    }
+    end.wrapping_sub(1) <= ceiling.wrapping_sub(1)
+}
+

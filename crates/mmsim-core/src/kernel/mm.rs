@@ -1,0 +1,176 @@
+//! `struct mm_struct` and `struct vm_area_struct` (include/linux/mm_types.h): the address
+//! space, its VMA tree (a BTreeMap keyed by vm_start stands in for the maple tree), rss
+//! counters and mm flags.
+
+use std::collections::BTreeMap;
+
+use crate::units::Pfn;
+
+/// vm_flags bits (include/linux/mm.h).
+pub mod vm {
+    pub const READ: u32 = 1 << 0;
+    pub const WRITE: u32 = 1 << 1;
+    pub const EXEC: u32 = 1 << 2;
+    pub const SHARED: u32 = 1 << 3;
+    pub const MAYREAD: u32 = 1 << 4;
+    pub const MAYWRITE: u32 = 1 << 5;
+    pub const MAYEXEC: u32 = 1 << 6;
+    pub const MAYSHARE: u32 = 1 << 7;
+    pub const GROWSDOWN: u32 = 1 << 8;
+    pub const HUGEPAGE: u32 = 1 << 9;
+    pub const NOHUGEPAGE: u32 = 1 << 10;
+    pub const ACCOUNT: u32 = 1 << 11;
+    /// The access bits that mprotect changes.
+    pub const ACCESS: u32 = READ | WRITE | EXEC;
+}
+
+/// mm flags (MMF_*).
+pub mod mmf {
+    /// The mm has taken its reference on the huge zero folio (MMF_HUGE_ZERO_FOLIO).
+    pub const HUGE_ZERO_FOLIO: u32 = 1 << 0;
+}
+
+/// Index of an rss counter (enum mm counters of mm_types_task.h).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MmCounter {
+    FilePages = 0,
+    AnonPages = 1,
+    ShmemPages = 2,
+}
+
+/// What backs a vma.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// Private anonymous memory (vma_is_anonymous).
+    Anon,
+    /// A shmem object (MAP_SHARED|MAP_ANONYMOUS maps /dev/zero's shmem file).
+    Shmem(u32),
+}
+
+/// `struct vm_area_struct`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vma {
+    pub start: u64,
+    pub end: u64,
+    pub flags: u32,
+    /// vm_pgoff: offset into the backing object in pages (anon: vm_start >> PAGE_SHIFT).
+    pub pgoff: u64,
+    pub backing: Backing,
+    /// The vma's anon_vma, once an anonymous page or the huge zero page was mapped in it.
+    pub anon_vma: Option<u32>,
+}
+
+impl Vma {
+    pub fn is_anonymous(&self) -> bool {
+        self.backing == Backing::Anon
+    }
+    pub fn is_shared(&self) -> bool {
+        self.flags & vm::SHARED != 0
+    }
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+    /// Page offset of `addr` in the backing object (linear_page_index).
+    pub fn linear_page_index(&self, addr: u64) -> u64 {
+        ((addr - self.start) >> crate::units::PAGE_SHIFT) + self.pgoff
+    }
+}
+
+/// `struct mm_struct`.
+#[derive(Clone, Debug)]
+pub struct MmStruct {
+    pub pgd: Pfn,
+    pub vmas: BTreeMap<u64, Vma>,
+    /// rss_stat, in pages: [file, anon, shmem].
+    pub rss: [i64; 3],
+    /// `pgtables_bytes`: PTE, PMD and PUD tables (VmPTE), deposited tables included.
+    pub pgtables_bytes: i64,
+    pub flags: u32,
+    /// `mmap_base`: where top-down allocation starts.
+    pub mmap_base: u64,
+    /// `hiwater_rss`: peak rss in pages (VmHWM).
+    pub hiwater_rss: i64,
+    /// `mm_users`.
+    pub users: u32,
+}
+
+impl MmStruct {
+    pub fn new(pgd: Pfn, mmap_base: u64) -> MmStruct {
+        MmStruct {
+            pgd,
+            vmas: BTreeMap::new(),
+            rss: [0; 3],
+            pgtables_bytes: 0,
+            flags: 0,
+            mmap_base,
+            hiwater_rss: 0,
+            users: 1,
+        }
+    }
+
+    /// `find_vma`: the first vma with vm_end > addr.
+    pub fn find_vma(&self, addr: u64) -> Option<&Vma> {
+        if let Some((_, v)) = self.vmas.range(..=addr).next_back() {
+            if v.end > addr {
+                return Some(v);
+            }
+        }
+        self.vmas.range(addr..).next().map(|(_, v)| v)
+    }
+
+    /// `vma_lookup`: the vma containing addr.
+    pub fn vma_lookup(&self, addr: u64) -> Option<&Vma> {
+        self.vmas
+            .range(..=addr)
+            .next_back()
+            .map(|(_, v)| v)
+            .filter(|v| v.end > addr)
+    }
+
+    /// Vmas intersecting [start, end), by start address.
+    pub fn vmas_in(&self, start: u64, end: u64) -> Vec<u64> {
+        let mut v: Vec<u64> = Vec::new();
+        if let Some((&s, vma)) = self.vmas.range(..start).next_back() {
+            if vma.end > start {
+                v.push(s);
+            }
+        }
+        v.extend(self.vmas.range(start..end).map(|(&s, _)| s));
+        v
+    }
+
+    pub fn rss_total(&self) -> i64 {
+        self.rss.iter().sum()
+    }
+
+    /// `add_mm_counter`, keeping the high-water mark.
+    pub fn add_rss(&mut self, c: MmCounter, n: i64) {
+        self.rss[c as usize] += n;
+        let t = self.rss_total();
+        if t > self.hiwater_rss {
+            self.hiwater_rss = t;
+        }
+    }
+
+    /// A drawing of the address space (`AAA  BB`), one character per `unit` bytes over
+    /// [lo, hi), for test failure messages (as tools/testing/vma does).
+    pub fn draw(&self, lo: u64, hi: u64, unit: u64) -> String {
+        let mut s = String::new();
+        let mut a = lo;
+        while a < hi {
+            let c = match self.vma_lookup(a) {
+                None => ' ',
+                Some(v) => {
+                    let i = self.vmas.range(..=v.start).count() - 1;
+                    (b'A' + (i % 26) as u8) as char
+                }
+            };
+            s.push(c);
+            a += unit;
+        }
+        s
+    }
+}

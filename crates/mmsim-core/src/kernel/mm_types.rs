@@ -1,0 +1,105 @@
+//! `struct page` and the per-frame data (include/linux/mm_types.h, page-flags.h). A frame's
+//! metadata is kept small; its contents (user data or page-table entries) live beside it.
+
+use super::content::PageContent;
+
+/// Page flags (a subset of enum pageflags, plus mmsim's PG_zeroed from seed 002).
+pub mod pg {
+    /// Head of a free buddy block (PageBuddy).
+    pub const BUDDY: u32 = 1 << 0;
+    /// A free block known to be all zeroes (seed 002's ZEROED free list).
+    pub const ZEROED: u32 = 1 << 1;
+    /// Head of a compound page (PG_head).
+    pub const HEAD: u32 = 1 << 2;
+    /// Tail of a compound page.
+    pub const TAIL: u32 = 1 << 3;
+    /// Anonymous (folio_test_anon).
+    pub const ANON: u32 = 1 << 4;
+    /// Page cache page of a shmem object (PG_swapbacked, mapping = shmem inode).
+    pub const SHMEM: u32 = 1 << 5;
+    /// A page-table page (PG_table / PageTable).
+    pub const TABLE: u32 = 1 << 6;
+    /// Reserved: never freed (the 4 KiB zero page, kernel memory).
+    pub const RESERVED: u32 = 1 << 7;
+    /// PageAnonExclusive: the page is mapped by exactly one process and may be reused on COW.
+    pub const ANON_EXCLUSIVE: u32 = 1 << 8;
+    /// The huge zero folio (is_huge_zero_folio).
+    pub const HUGE_ZERO: u32 = 1 << 9;
+    /// On the deferred split queue (folio_test_partially_mapped).
+    pub const DEFERRED: u32 = 1 << 10;
+}
+
+/// No frame / end of a list.
+pub const NIL: u32 = u32::MAX;
+
+/// `struct page`, trimmed to what the model needs.
+#[derive(Clone, Copy, Debug)]
+pub struct Page {
+    pub flags: u32,
+    /// `_refcount` (on the head page for compound pages).
+    pub refcount: i32,
+    /// PTE mappings of this page (`_mapcount + 1`).
+    pub mapcount: i32,
+    /// PMD mappings of the folio (`_entire_mapcount + 1`, head page only).
+    pub entire_mapcount: i32,
+    /// Compound order (head) or free block order (buddy head).
+    pub order: u8,
+    /// Head page frame of a compound page (tail pages), else self.
+    pub head: u32,
+    /// `mapping`/`index`: owning shmem object and page index in it (shmem pages).
+    pub mapping: u32,
+    pub index: u32,
+    /// Free-list links (buddy heads only).
+    pub next: u32,
+    pub prev: u32,
+}
+
+impl Default for Page {
+    fn default() -> Self {
+        Page {
+            flags: 0,
+            refcount: 0,
+            mapcount: 0,
+            entire_mapcount: 0,
+            order: 0,
+            head: NIL,
+            mapping: NIL,
+            index: 0,
+            next: NIL,
+            prev: NIL,
+        }
+    }
+}
+
+impl Page {
+    #[inline]
+    pub fn test(&self, f: u32) -> bool {
+        self.flags & f != 0
+    }
+    #[inline]
+    pub fn set(&mut self, f: u32) {
+        self.flags |= f;
+    }
+    #[inline]
+    pub fn clear(&mut self, f: u32) {
+        self.flags &= !f;
+    }
+}
+
+/// What a frame holds: nothing written (reads as zero), user data, or page-table entries.
+#[derive(Clone, Debug, Default)]
+pub enum FrameData {
+    #[default]
+    Zero,
+    Data(Box<PageContent>),
+    Table(Box<[u64; 512]>),
+}
+
+impl FrameData {
+    pub fn content(&self) -> Option<&PageContent> {
+        match self {
+            FrameData::Data(c) => Some(c),
+            _ => None,
+        }
+    }
+}

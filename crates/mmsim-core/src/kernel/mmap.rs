@@ -1,0 +1,281 @@
+//! mm/mmap.c and mm/vma.c: do_mmap with top-down get_unmapped_area (and THP alignment of
+//! large anonymous mappings), vma merging and splitting, and do_munmap with unmap_region and
+//! free_pgtables.
+
+use super::mm::{vm, Backing, Vma};
+use super::Kernel;
+use super::MmId;
+use crate::units::{HPAGE_PMD_SIZE, PAGE_SHIFT, PAGE_SIZE, TASK_SIZE};
+
+/// Lowest address mmap hands out (vm.mmap_min_addr default).
+pub const MMAP_MIN_ADDR: u64 = 65536;
+/// stack_guard_gap: 256 pages kept free below a stack vma.
+pub const STACK_GUARD_GAP: u64 = 256 * PAGE_SIZE;
+
+/// Errors of the memory system calls (errno).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Errno {
+    EINVAL,
+    ENOMEM,
+    EACCES,
+    EEXIST,
+}
+
+impl Errno {
+    pub fn name(self) -> &'static str {
+        match self {
+            Errno::EINVAL => "EINVAL",
+            Errno::ENOMEM => "ENOMEM",
+            Errno::EACCES => "EACCES",
+            Errno::EEXIST => "EEXIST",
+        }
+    }
+}
+
+/// What the caller asks of mmap.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MmapArgs {
+    pub addr: u64,
+    pub len: u64,
+    /// vm::READ | vm::WRITE | vm::EXEC.
+    pub prot: u32,
+    pub shared: bool,
+    pub fixed: bool,
+    /// Required alignment of the start (0 = none): the posix_memalign of the seeds.
+    pub align: u64,
+}
+
+/// Round up to a page.
+pub fn page_align(x: u64) -> Option<u64> {
+    x.checked_add(PAGE_SIZE - 1).map(|v| v & !(PAGE_SIZE - 1))
+}
+
+impl Kernel {
+    /// `do_mmap` -> `mmap_region`: place and insert a new vma (merging with a compatible
+    /// neighbour, as vma_merge_new_range does).
+    pub fn do_mmap(&mut self, mm: MmId, a: MmapArgs) -> Result<u64, Errno> {
+        if a.len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let len = page_align(a.len).ok_or(Errno::ENOMEM)?;
+        if len > TASK_SIZE {
+            return Err(Errno::ENOMEM);
+        }
+        if a.align != 0 && (!a.align.is_power_of_two() || a.align < PAGE_SIZE) {
+            return Err(Errno::EINVAL);
+        }
+        let addr = if a.fixed {
+            if a.addr & (PAGE_SIZE - 1) != 0 || a.addr < MMAP_MIN_ADDR || a.addr.checked_add(len).is_none_or(|e| e > TASK_SIZE) {
+                return Err(Errno::EINVAL);
+            }
+            self.do_munmap(mm, a.addr, len)?;
+            a.addr
+        } else {
+            self.get_unmapped_area(mm, a.addr, len, a.align, a.shared)?
+        };
+        let mut flags = a.prot | vm::MAYREAD | vm::MAYWRITE | vm::MAYEXEC;
+        let backing = if a.shared {
+            flags |= vm::SHARED | vm::MAYSHARE;
+            Backing::Shmem(self.shmem_new(len >> PAGE_SHIFT))
+        } else {
+            if a.prot & vm::WRITE != 0 {
+                flags |= vm::ACCOUNT;
+            }
+            Backing::Anon
+        };
+        let pgoff = match backing {
+            Backing::Anon => addr >> PAGE_SHIFT,
+            Backing::Shmem(_) => 0,
+        };
+        let vma = Vma {
+            start: addr,
+            end: addr + len,
+            flags,
+            pgoff,
+            backing,
+            anon_vma: None,
+        };
+        self.mm_mut(mm).vmas.insert(addr, vma);
+        self.vma_merge_around(mm, addr);
+        Ok(addr)
+    }
+
+    /// `get_unmapped_area`: the hint if free, else top-down below mmap_base
+    /// (vm_unmapped_area); private anonymous lengths that are multiples of 2 MiB are
+    /// PMD-aligned (thp_get_unmapped_area), as Linux >= 6.7 does.
+    pub fn get_unmapped_area(&self, mm: MmId, hint: u64, len: u64, align: u64, shared: bool) -> Result<u64, Errno> {
+        let m = self.mm(mm);
+        if hint != 0 && align == 0 {
+            let h = hint & !(PAGE_SIZE - 1);
+            if h >= MMAP_MIN_ADDR && h.checked_add(len).is_some_and(|e| e <= TASK_SIZE) && self.range_free(mm, h, h + len) {
+                return Ok(h);
+            }
+        }
+        let mut align = align.max(PAGE_SIZE);
+        if !shared && hint == 0 && len % HPAGE_PMD_SIZE == 0 {
+            align = align.max(HPAGE_PMD_SIZE);
+        }
+        // Walk the gaps from the top down.
+        let mut gap_end = m.mmap_base;
+        let mut iter = m.vmas.range(..m.mmap_base).rev().peekable();
+        // A vma straddling mmap_base limits the first gap.
+        if let Some(v) = m.vma_lookup(m.mmap_base.saturating_sub(1)) {
+            gap_end = gap_end.min(v.start);
+        }
+        let next_growsdown = |end: u64| -> u64 {
+            match m.vmas.range(end..).next() {
+                Some((_, v)) if v.start == end && v.flags & vm::GROWSDOWN != 0 => end.saturating_sub(STACK_GUARD_GAP),
+                _ => end,
+            }
+        };
+        loop {
+            let gap_start = match iter.peek() {
+                Some((_, v)) if v.end <= gap_end => v.end,
+                Some((_, v)) => {
+                    gap_end = gap_end.min(v.start);
+                    iter.next();
+                    continue;
+                }
+                None => MMAP_MIN_ADDR,
+            };
+            let top = next_growsdown(gap_end);
+            if top >= len && top - len >= gap_start {
+                let cand = (top - len) & !(align - 1);
+                if cand >= gap_start && cand >= MMAP_MIN_ADDR {
+                    return Ok(cand);
+                }
+            }
+            match iter.next() {
+                Some((_, v)) => gap_end = v.start,
+                None => return Err(Errno::ENOMEM),
+            }
+        }
+    }
+
+    /// True when no vma intersects [start, end).
+    pub fn range_free(&self, mm: MmId, start: u64, end: u64) -> bool {
+        self.mm(mm).vmas_in(start, end).is_empty()
+    }
+
+    /// `is_mergeable_vma` + `is_mergeable_anon_vma`: can `a` (below) and `b` (above) be one vma.
+    fn can_merge(a: &Vma, b: &Vma) -> bool {
+        if a.end != b.start || a.flags != b.flags {
+            return false;
+        }
+        match (a.backing, b.backing) {
+            (Backing::Anon, Backing::Anon) => {
+                let anon_ok = a.anon_vma.is_none() || b.anon_vma.is_none() || a.anon_vma == b.anon_vma;
+                anon_ok && a.pgoff + ((a.end - a.start) >> PAGE_SHIFT) == b.pgoff
+            }
+            (Backing::Shmem(x), Backing::Shmem(y)) => x == y && a.pgoff + ((a.end - a.start) >> PAGE_SHIFT) == b.pgoff,
+            _ => false,
+        }
+    }
+
+    /// Merge the vma at `start` with compatible neighbours (vma_merge). Returns the start of
+    /// the resulting vma.
+    pub fn vma_merge_around(&mut self, mm: MmId, start: u64) -> u64 {
+        let mut start = start;
+        let cur = self.mm(mm).vmas[&start].clone();
+        // With the next vma.
+        if let Some(next) = self.mm(mm).vmas.get(&cur.end).cloned() {
+            if Self::can_merge(&cur, &next) {
+                self.mm_mut(mm).vmas.remove(&next.start);
+                let v = self.mm_mut(mm).vmas.get_mut(&start).expect("vma");
+                v.end = next.end;
+                v.anon_vma = v.anon_vma.or(next.anon_vma);
+                if let Backing::Shmem(o) = next.backing {
+                    self.shmem_put(o);
+                }
+            }
+        }
+        let cur = self.mm(mm).vmas[&start].clone();
+        let prev = self.mm(mm).vmas.range(..start).next_back().map(|(_, v)| v.clone());
+        if let Some(prev) = prev {
+            if Self::can_merge(&prev, &cur) {
+                self.mm_mut(mm).vmas.remove(&start);
+                let v = self.mm_mut(mm).vmas.get_mut(&prev.start).expect("vma");
+                v.end = cur.end;
+                v.anon_vma = v.anon_vma.or(cur.anon_vma);
+                if let Backing::Shmem(o) = cur.backing {
+                    self.shmem_put(o);
+                }
+                start = prev.start;
+            }
+        }
+        start
+    }
+
+    /// `split_vma` -> `__split_vma`: cut the vma containing `addr` in two at `addr`; a huge
+    /// pmd straddling the cut is split first (vma_adjust_trans_huge).
+    pub fn split_vma(&mut self, mm: MmId, addr: u64) {
+        let Some(v) = self.mm(mm).vma_lookup(addr).cloned() else {
+            return;
+        };
+        if v.start == addr {
+            return;
+        }
+        self.split_huge_pmd_address(mm, addr);
+        let mut hi = v.clone();
+        hi.start = addr;
+        hi.pgoff = v.pgoff + ((addr - v.start) >> PAGE_SHIFT);
+        if let Backing::Shmem(o) = v.backing {
+            self.shmem_get(o);
+        }
+        self.mm_mut(mm).vmas.get_mut(&v.start).expect("vma").end = addr;
+        self.mm_mut(mm).vmas.insert(addr, hi);
+    }
+
+    /// `do_munmap` -> `do_vmi_align_munmap`: split the vmas at the range's ends, zap their
+    /// pages, free the page tables no one else needs (free_pgtables between the neighbours),
+    /// and drop the vmas.
+    pub fn do_munmap(&mut self, mm: MmId, start: u64, len: u64) -> Result<(), Errno> {
+        if start & (PAGE_SIZE - 1) != 0 || len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let len = page_align(len).ok_or(Errno::EINVAL)?;
+        let end = start.checked_add(len).filter(|&e| e <= TASK_SIZE).ok_or(Errno::EINVAL)?;
+        if self.mm(mm).vmas_in(start, end).is_empty() {
+            return Ok(());
+        }
+        self.split_vma(mm, start);
+        self.split_vma(mm, end);
+        let victims: Vec<Vma> = self
+            .mm(mm)
+            .vmas_in(start, end)
+            .into_iter()
+            .map(|s| self.mm(mm).vmas[&s].clone())
+            .collect();
+        for v in &victims {
+            self.zap_page_range(mm, v, v.start, v.end);
+        }
+        for v in &victims {
+            self.mm_mut(mm).vmas.remove(&v.start);
+        }
+        let floor = self.mm(mm).vmas.range(..start).next_back().map_or(0, |(_, v)| v.end);
+        let ceiling = self.mm(mm).vmas.range(end..).next().map_or(0, |(_, v)| v.start);
+        self.free_pgtables(mm, &victims, floor, ceiling);
+        for v in &victims {
+            if let Backing::Shmem(o) = v.backing {
+                self.shmem_put(o);
+            }
+        }
+        Ok(())
+    }
+
+    /// `free_pgtables`: free the page tables of removed vmas, gathering neighbours closer than
+    /// a PMD into one free_pgd_range call, as Linux does.
+    pub fn free_pgtables(&mut self, mm: MmId, removed: &[Vma], floor: u64, ceiling: u64) {
+        let mut i = 0;
+        while i < removed.len() {
+            let start = removed[i].start;
+            let mut j = i;
+            while j + 1 < removed.len() && removed[j + 1].start <= removed[j].end + HPAGE_PMD_SIZE {
+                j += 1;
+            }
+            let next_start = if j + 1 < removed.len() { removed[j + 1].start } else { ceiling };
+            self.free_pgd_range(mm, start, removed[j].end, floor, next_start);
+            i = j + 1;
+        }
+    }
+}

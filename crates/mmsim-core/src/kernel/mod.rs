@@ -1,0 +1,445 @@
+//! The kernel's memory manager: one `Kernel` owns physical memory, every mm, the shmem objects
+//! and the counters. Each Linux file it mirrors is a module here adding `impl Kernel` methods
+//! named after the Linux functions (memory.rs, huge_memory.rs, mmap.rs, ...).
+
+pub mod check;
+pub mod content;
+pub mod fault;
+pub mod fork;
+pub mod huge_memory;
+pub mod knobs;
+pub mod madvise;
+pub mod memory;
+pub mod mm;
+pub mod mm_types;
+pub mod mmap;
+pub mod mprotect;
+pub mod page_alloc;
+pub mod pgtable;
+pub mod shmem;
+pub mod vmstat;
+pub mod walk;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+
+use knobs::Knobs;
+use mm::{MmCounter, MmStruct};
+use mm_types::{pg, FrameData, NIL};
+use page_alloc::{gfp, Allocated, PhysMem};
+use pgtable::Entry;
+use shmem::ShmemObject;
+use vmstat::{VmEvent, VmItem, VmStat};
+
+use crate::units::{Pfn, HPAGE_PMD_NR, PAGE_SIZE};
+
+/// Index of an mm in `Kernel::mms`.
+pub type MmId = u32;
+
+/// The kernel's memory-management state.
+pub struct Kernel {
+    pub mem: PhysMem,
+    pub knobs: Knobs,
+    pub stat: VmStat,
+    pub mms: Vec<Option<MmStruct>>,
+    pub shmem: Vec<Option<ShmemObject>>,
+    /// The 4 KiB zero page (ZERO_PAGE(0)), a reserved frame.
+    pub zero_pfn: Pfn,
+    /// The huge zero folio and its refcount (huge_zero_folio, huge_zero_refcount).
+    pub huge_zero: huge_memory::HugeZero,
+    /// Partially mapped anonymous THPs awaiting the deferred split shrinker (head pfns).
+    pub deferred_split: Vec<u32>,
+    /// Which mms map each large anonymous folio and how often (folio->_mm_id/_mm_id_mapcount;
+    /// Linux tracks two ids and a "maybe shared" bit, mmsim keeps the exact list).
+    pub folio_mms: HashMap<u32, Vec<(MmId, i32)>>,
+    /// PTE tables deposited under huge pmds (pgtable_trans_huge_deposit), keyed by the pmd
+    /// slot (PMD table frame, index). Linux chains them off the PMD table's struct page.
+    pub deposited: HashMap<(u32, u16), u32>,
+    next_anon_vma: u32,
+    /// An mm chosen by the OOM killer that the process layer must kill.
+    pub oom_victim: Option<MmId>,
+    /// The last allocation failure was injected (fail_page_alloc), not a real shortage.
+    pub last_fail_injected: bool,
+}
+
+/// Fault result bits (enum vm_fault_reason).
+pub mod vm_fault {
+    pub const OOM: u32 = 1 << 0;
+    pub const SIGBUS: u32 = 1 << 1;
+    pub const SIGSEGV: u32 = 1 << 2;
+    pub const FALLBACK: u32 = 1 << 3;
+    pub const NOPAGE: u32 = 1 << 4;
+    pub const ERROR: u32 = OOM | SIGBUS | SIGSEGV;
+}
+
+/// Frames reserved at boot: frame 0 (the kernel's ZERO_PAGE).
+const RESERVED_FRAMES: u64 = 1;
+
+impl Kernel {
+    /// Boot a machine with `memory` bytes of RAM.
+    pub fn new(memory: u64, knobs: Knobs) -> Kernel {
+        let nr_pages = memory / PAGE_SIZE;
+        let mut mem = PhysMem::new(nr_pages, RESERVED_FRAMES);
+        mem.fail_min_order = knobs.fail_min_order;
+        mem.fail_every = knobs.fail_every;
+        let zero_pfn = Pfn(0);
+        mem.pages[0].set(pg::RESERVED);
+        let mut k = Kernel {
+            mem,
+            knobs,
+            stat: VmStat::default(),
+            mms: Vec::new(),
+            shmem: Vec::new(),
+            zero_pfn,
+            huge_zero: huge_memory::HugeZero::default(),
+            deferred_split: Vec::new(),
+            folio_mms: HashMap::new(),
+            deposited: HashMap::new(),
+            next_anon_vma: 1,
+            oom_victim: None,
+            last_fail_injected: false,
+        };
+        k.sync_items();
+        k
+    }
+
+    /// Apply a knob change at run time (as writing to sysfs would).
+    pub fn set_knob(&mut self, name: &str, value: &str) -> Result<(), String> {
+        self.knobs.set(name, value)?;
+        self.mem.fail_min_order = self.knobs.fail_min_order;
+        self.mem.fail_every = self.knobs.fail_every;
+        Ok(())
+    }
+
+    /// Refresh the items the allocator owns (nr_free_pages).
+    pub fn sync_items(&mut self) {
+        self.stat.items[VmItem::NrFreePages] = self.mem.free_pages as i64;
+        self.stat.items[VmItem::NrZeroedFreePages] = self.mem.zeroed_free_pages as i64;
+        self.stat.items[VmItem::NrDeferredSplit] = self.deferred_split.len() as i64;
+    }
+
+    #[inline]
+    pub fn mm(&self, id: MmId) -> &MmStruct {
+        self.mms[id as usize].as_ref().expect("live mm")
+    }
+
+    #[inline]
+    pub fn mm_mut(&mut self, id: MmId) -> &mut MmStruct {
+        self.mms[id as usize].as_mut().expect("live mm")
+    }
+
+    /// A new anon_vma id (anon_vma_prepare).
+    pub fn new_anon_vma(&mut self) -> u32 {
+        self.next_anon_vma += 1;
+        self.next_anon_vma
+    }
+
+    // ---- page-table pages ------------------------------------------------------------
+
+    /// Read entry `idx` of the table in frame `table`.
+    #[inline]
+    pub fn entry(&self, table: Pfn, idx: usize) -> Entry {
+        match &self.mem.data[table.idx()] {
+            FrameData::Table(t) => Entry(t[idx]),
+            _ => panic!("frame {:#x} is not a page table", table.0),
+        }
+    }
+
+    /// Write entry `idx` of the table in frame `table` (set_pte_at / set_pmd_at).
+    #[inline]
+    pub fn set_entry(&mut self, table: Pfn, idx: usize, e: Entry) {
+        match &mut self.mem.data[table.idx()] {
+            FrameData::Table(t) => t[idx] = e.0,
+            _ => panic!("frame {:#x} is not a page table", table.0),
+        }
+    }
+
+    /// `pagetable_alloc` + the level's ctor: a zeroed table page, counted in NR_PAGETABLE and,
+    /// below the PGD, in the mm's pgtables_bytes (mm_inc_nr_ptes/pmds/puds).
+    pub fn pte_alloc_one(&mut self, mm: Option<MmId>) -> Option<Pfn> {
+        let a = self.alloc_pages(0, gfp::ZERO | gfp::DIRECT_RECLAIM)?;
+        let p = &mut self.mem.pages[a.pfn.idx()];
+        p.set(pg::TABLE);
+        self.mem.data[a.pfn.idx()] = FrameData::Table(Box::new([0; 512]));
+        self.stat.mod_item(VmItem::NrPageTablePages, 1);
+        if let Some(mm) = mm {
+            self.mm_mut(mm).pgtables_bytes += PAGE_SIZE as i64;
+        }
+        Some(a.pfn)
+    }
+
+    /// `pagetable_free` + dtor; `mm` is given for tables counted in pgtables_bytes.
+    pub fn pte_free(&mut self, mm: Option<MmId>, table: Pfn) {
+        debug_assert!(self.mem.pages[table.idx()].test(pg::TABLE));
+        self.mem.pages[table.idx()].clear(pg::TABLE);
+        self.stat.mod_item(VmItem::NrPageTablePages, -1);
+        if let Some(mm) = mm {
+            self.mm_mut(mm).pgtables_bytes -= PAGE_SIZE as i64;
+        }
+        self.mem.pages[table.idx()].refcount = 0;
+        self.mem.free(table, 0, &mut self.stat);
+    }
+
+    // ---- allocation with reclaim ------------------------------------------------------
+
+    /// `alloc_pages`: the buddy fast path, then (with __GFP_DIRECT_RECLAIM) the shrinkers and
+    /// one retry. An order-0 user or page-table allocation that still fails for want of memory
+    /// invokes the OOM killer (`out_of_memory`), which picks a victim for the process layer.
+    pub fn alloc_pages(&mut self, order: u32, gfp_flags: u32) -> Option<Allocated> {
+        if let Some(a) = self.mem.alloc(order, gfp_flags, true, &mut self.stat) {
+            return Some(a);
+        }
+        self.last_fail_injected = self.mem.last_fail_injected;
+        if self.last_fail_injected || gfp_flags & gfp::DIRECT_RECLAIM == 0 {
+            return None;
+        }
+        self.stat.count(VmEvent::AllocStall);
+        if self.shrink_slab() > 0 {
+            // The slow path retries without another fault-injection decision.
+            if let Some(a) = self.mem.alloc(order, gfp_flags, false, &mut self.stat) {
+                return Some(a);
+            }
+        }
+        if order == 0 {
+            self.out_of_memory();
+        }
+        None
+    }
+
+    /// The shrinkers a direct reclaim runs (shrink_slab): the deferred split queue, and the
+    /// huge zero folio's. Returns base pages freed.
+    pub fn shrink_slab(&mut self) -> u64 {
+        let before = self.mem.free_pages;
+        self.deferred_split_scan();
+        self.shrink_huge_zero_folio();
+        self.sync_items();
+        self.mem.free_pages - before
+    }
+
+    /// `out_of_memory` / `select_bad_process`: the mm with the highest oom_badness (rss plus
+    /// page tables, ties to the newest) becomes the victim.
+    fn out_of_memory(&mut self) {
+        if self.oom_victim.is_some() {
+            return;
+        }
+        let mut best: Option<(i64, MmId)> = None;
+        for (i, m) in self.mms.iter().enumerate() {
+            if let Some(m) = m {
+                let points = m.rss_total() + m.pgtables_bytes / PAGE_SIZE as i64;
+                if best.is_none_or(|(b, _)| points >= b) {
+                    best = Some((points, i as MmId));
+                }
+            }
+        }
+        if let Some((_, id)) = best {
+            self.stat.count(VmEvent::OomKill);
+            self.oom_victim = Some(id);
+        }
+    }
+
+    // ---- folios and rmap ---------------------------------------------------------------
+
+    /// `compound_head`.
+    #[inline]
+    pub fn head_of(&self, pfn: Pfn) -> Pfn {
+        Pfn(self.mem.pages[pfn.idx()].head)
+    }
+
+    /// Number of base pages of the folio headed at `head`.
+    pub fn folio_nr_pages(&self, head: Pfn) -> u64 {
+        let p = &self.mem.pages[head.idx()];
+        if p.test(pg::HEAD) {
+            1 << p.order
+        } else {
+            1
+        }
+    }
+
+    pub fn folio_get(&mut self, head: Pfn) {
+        self.mem.pages[head.idx()].refcount += 1;
+    }
+
+    /// `folio_put`: drop a reference; the last frees the folio (a THP whole).
+    pub fn folio_put(&mut self, head: Pfn) {
+        let p = &mut self.mem.pages[head.idx()];
+        p.refcount -= 1;
+        debug_assert!(p.refcount >= 0, "refcount underflow on {:#x}", head.0);
+        if p.refcount > 0 {
+            return;
+        }
+        let (is_head, order, deferred) = (p.test(pg::HEAD), p.order as u32, p.test(pg::DEFERRED));
+        if deferred {
+            self.deferred_split.retain(|&h| h != head.0);
+        }
+        if is_head {
+            self.folio_mms.remove(&head.0);
+        }
+        let order = if is_head { order } else { 0 };
+        self.mem.free(head, order, &mut self.stat);
+    }
+
+    /// Whether page `p` counts in NR_ANON_MAPPED (mapped by a pte, or its folio by a pmd).
+    fn page_mapped(&self, p: Pfn) -> bool {
+        let h = self.head_of(p);
+        self.mem.pages[p.idx()].mapcount > 0 || self.mem.pages[h.idx()].entire_mapcount > 0
+    }
+
+    fn track_mm(&mut self, head: Pfn, mm: MmId, delta: i32) {
+        if !self.mem.pages[head.idx()].test(pg::HEAD) {
+            return;
+        }
+        let v = self.folio_mms.entry(head.0).or_default();
+        match v.iter_mut().find(|e| e.0 == mm) {
+            Some(e) => e.1 += delta,
+            None => v.push((mm, delta)),
+        }
+        v.retain(|e| e.1 != 0);
+    }
+
+    /// `folio_add_new_anon_rmap` for a freshly allocated folio mapped once (by a pte for a
+    /// small folio, by a pmd for a THP): PageAnonExclusive, mapcounts, NR_ANON_MAPPED/THPS.
+    pub fn folio_add_new_anon_rmap(&mut self, head: Pfn, mm: MmId, pmd: bool) {
+        let nr = self.folio_nr_pages(head);
+        for i in 0..nr as u32 {
+            let p = &mut self.mem.pages[(head.0 + i) as usize];
+            p.set(pg::ANON | pg::ANON_EXCLUSIVE);
+        }
+        if pmd {
+            self.mem.pages[head.idx()].entire_mapcount = 1;
+            self.stat.mod_item(VmItem::NrAnonThps, 1);
+        } else {
+            self.mem.pages[head.idx()].mapcount = 1;
+        }
+        self.stat.mod_item(VmItem::NrAnonPages, nr as i64);
+        self.track_mm(head, mm, 1);
+    }
+
+    /// `folio_add_anon_rmap_pte` / `folio_add_file_rmap_pte`: one more pte maps `page`.
+    pub fn add_rmap_pte(&mut self, page: Pfn, mm: MmId) {
+        let was = self.page_mapped(page);
+        self.mem.pages[page.idx()].mapcount += 1;
+        let anon = self.mem.pages[page.idx()].test(pg::ANON);
+        if anon && !was {
+            self.stat.mod_item(VmItem::NrAnonPages, 1);
+        }
+        let h = self.head_of(page);
+        self.track_mm(h, mm, 1);
+    }
+
+    /// `folio_add_anon_rmap_pmd` (fork's copy_huge_pmd).
+    pub fn add_rmap_pmd(&mut self, head: Pfn, mm: MmId) {
+        let e = self.mem.pages[head.idx()].entire_mapcount;
+        if e == 0 {
+            self.stat.mod_item(VmItem::NrAnonThps, 1);
+            let newly = (0..HPAGE_PMD_NR as u32)
+                .filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount == 0)
+                .count();
+            self.stat.mod_item(VmItem::NrAnonPages, newly as i64);
+        }
+        self.mem.pages[head.idx()].entire_mapcount = e + 1;
+        self.track_mm(head, mm, 1);
+    }
+
+    /// `folio_remove_rmap_pte`: a pte mapping `page` went away; queues a partially mapped
+    /// anonymous THP for deferred split.
+    pub fn remove_rmap_pte(&mut self, page: Pfn, mm: MmId) {
+        self.mem.pages[page.idx()].mapcount -= 1;
+        debug_assert!(self.mem.pages[page.idx()].mapcount >= 0);
+        let anon = self.mem.pages[page.idx()].test(pg::ANON);
+        if anon && !self.page_mapped(page) {
+            self.stat.mod_item(VmItem::NrAnonPages, -1);
+        }
+        let h = self.head_of(page);
+        self.track_mm(h, mm, -1);
+        if anon && self.mem.pages[h.idx()].test(pg::HEAD) {
+            self.maybe_deferred_split(h);
+        }
+    }
+
+    /// `folio_remove_rmap_pmd`.
+    pub fn remove_rmap_pmd(&mut self, head: Pfn, mm: MmId) {
+        let e = self.mem.pages[head.idx()].entire_mapcount - 1;
+        self.mem.pages[head.idx()].entire_mapcount = e;
+        if e == 0 {
+            self.stat.mod_item(VmItem::NrAnonThps, -1);
+            let gone = (0..HPAGE_PMD_NR as u32)
+                .filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount == 0)
+                .count();
+            self.stat.mod_item(VmItem::NrAnonPages, -(gone as i64));
+        }
+        self.track_mm(head, mm, -1);
+        self.maybe_deferred_split(head);
+    }
+
+    /// Total mappings of a folio (folio_mapcount).
+    pub fn folio_mapcount(&self, head: Pfn) -> i64 {
+        let n = self.folio_nr_pages(head);
+        let mut c = self.mem.pages[head.idx()].entire_mapcount as i64;
+        for i in 0..n as u32 {
+            c += self.mem.pages[(head.0 + i) as usize].mapcount as i64;
+        }
+        c
+    }
+
+    /// rss counter a page is accounted under (mm_counter).
+    pub fn mm_counter(&self, page: Pfn) -> MmCounter {
+        if self.mem.pages[page.idx()].test(pg::SHMEM) {
+            MmCounter::ShmemPages
+        } else if self.mem.pages[page.idx()].test(pg::ANON) {
+            MmCounter::AnonPages
+        } else {
+            MmCounter::FilePages
+        }
+    }
+
+    /// Whether `pfn` is the 4 KiB zero page (is_zero_pfn).
+    #[inline]
+    pub fn is_zero_pfn(&self, pfn: Pfn) -> bool {
+        pfn == self.zero_pfn
+    }
+
+    /// Data of a base page (None = all zero).
+    pub fn page_content(&self, pfn: Pfn) -> Option<&content::PageContent> {
+        self.mem.data[pfn.idx()].content()
+    }
+
+    /// Mutable data of a base page, materialising an all-zero page on first write.
+    pub fn page_content_mut(&mut self, pfn: Pfn) -> &mut content::PageContent {
+        let d = &mut self.mem.data[pfn.idx()];
+        if !matches!(d, FrameData::Data(_)) {
+            *d = FrameData::Data(Box::default());
+        }
+        match d {
+            FrameData::Data(c) => c,
+            _ => unreachable!(),
+        }
+    }
+
+    /// Copy the data of one base page to another (copy_user_highpage).
+    pub fn copy_page(&mut self, dst: Pfn, src: Pfn) {
+        self.stat.count(VmEvent::PgCopy);
+        self.mem.data[dst.idx()] = match &self.mem.data[src.idx()] {
+            FrameData::Data(c) if !c.is_zero() => FrameData::Data(c.clone()),
+            _ => FrameData::Zero,
+        };
+    }
+
+    /// True when no frame is referenced except the reserved ones (the end-of-run state).
+    pub fn all_free(&self) -> bool {
+        self.mem.free_pages + self.mem.reserved + self.huge_zero_pages() == self.mem.nr_pages()
+    }
+
+    /// Frames held by the huge zero folio (0 or 512).
+    pub fn huge_zero_pages(&self) -> u64 {
+        if self.huge_zero.pfn.is_some() {
+            HPAGE_PMD_NR
+        } else {
+            0
+        }
+    }
+}
+
+/// Sentinel for "no frame" in u32 frame fields.
+pub const NO_PFN: u32 = NIL;

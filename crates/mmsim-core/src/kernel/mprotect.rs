@@ -1,0 +1,138 @@
+//! mm/mprotect.c: do_mprotect_pkey -> mprotect_fixup (split/merge vmas) -> change_protection
+//! -> change_pmd_range (huge pmds split when only partly covered) -> change_pte_range.
+
+use super::mm::{vm, Vma};
+use super::mm_types::pg;
+use super::mmap::{page_align, Errno};
+use super::pgtable::{self, Entry};
+use super::vmstat::VmEvent;
+use super::{Kernel, MmId};
+use crate::units::{HPAGE_PMD_SIZE, PAGE_SHIFT, PAGE_SIZE};
+
+const PMD_MASK: u64 = !(HPAGE_PMD_SIZE - 1);
+
+impl Kernel {
+    /// `do_mprotect_pkey`: change the access bits of every vma in [start, start+len); ENOMEM
+    /// if part of the range is unmapped (after changing the mapped part before the hole, as
+    /// Linux does).
+    pub fn do_mprotect(&mut self, mm: MmId, start: u64, len: u64, prot: u32) -> Result<(), Errno> {
+        if start & (PAGE_SIZE - 1) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let end = page_align(len).and_then(|l| start.checked_add(l)).ok_or(Errno::ENOMEM)?;
+        let mut addr = start;
+        while addr < end {
+            let Some(v) = self.mm(mm).vma_lookup(addr).cloned() else {
+                return Err(Errno::ENOMEM);
+            };
+            let stop = v.end.min(end);
+            self.mprotect_fixup(mm, addr, stop, prot);
+            addr = stop;
+        }
+        Ok(())
+    }
+
+    /// `mprotect_fixup`: isolate [start, end) in its own vma, set the new flags, change the
+    /// page tables, and merge with neighbours that now match.
+    fn mprotect_fixup(&mut self, mm: MmId, start: u64, end: u64, prot: u32) {
+        let v = self.mm(mm).vma_lookup(start).cloned().expect("vma");
+        let newflags = (v.flags & !vm::ACCESS) | prot;
+        if newflags == v.flags {
+            return;
+        }
+        self.split_vma(mm, start);
+        self.split_vma(mm, end);
+        let vma = {
+            let m = self.mm_mut(mm);
+            let vv = m.vmas.get_mut(&start).expect("isolated vma");
+            vv.flags = newflags;
+            if !vv.is_shared() && newflags & vm::WRITE != 0 {
+                vv.flags |= vm::ACCOUNT;
+            }
+            vv.clone()
+        };
+        let changed = self.change_protection(mm, &vma, start, end);
+        if changed > 0 {
+            self.stat.count(VmEvent::TlbFlushAll);
+        }
+        self.vma_merge_around(mm, start);
+    }
+
+    /// `change_protection`: rewrite the leaf entries of [start, end); returns how many changed.
+    fn change_protection(&mut self, mm: MmId, vma: &Vma, start: u64, end: u64) -> u64 {
+        let mut changed = 0;
+        let mut addr = start;
+        while addr < end {
+            let next = ((addr & PMD_MASK) + HPAGE_PMD_SIZE).min(end);
+            let Some(pmd) = self.pmd_slot(mm, addr) else {
+                addr = next;
+                continue;
+            };
+            let e = self.entry(pmd.table, pmd.idx);
+            if e.present() && e.huge() {
+                if next - addr != HPAGE_PMD_SIZE {
+                    self.__split_huge_pmd(mm, vma, pmd, addr & PMD_MASK);
+                } else {
+                    let ne = self.change_leaf(vma, e);
+                    if ne != e {
+                        self.set_entry(pmd.table, pmd.idx, ne);
+                        changed += 1;
+                    }
+                    addr = next;
+                    continue;
+                }
+            }
+            let e = self.entry(pmd.table, pmd.idx);
+            if e.present() {
+                let table = e.pfn();
+                let mut a = addr;
+                while a < next {
+                    let idx = (a >> PAGE_SHIFT) as usize & 511;
+                    let pe = self.entry(table, idx);
+                    if !pe.none() {
+                        let ne = self.change_leaf(vma, pe);
+                        if ne != pe {
+                            self.set_entry(table, idx, ne);
+                            changed += 1;
+                        }
+                    }
+                    a += PAGE_SIZE;
+                }
+            }
+            addr = next;
+        }
+        changed
+    }
+
+    /// `pte_modify` + the MM_CP_TRY_CHANGE_WRITABLE upgrade (`can_change_pte_writable`): keep
+    /// the frame and A/D/special bits, take the protection from the vma; a private entry
+    /// stays writable only if it maps an exclusive anonymous page. PROT_NONE clears present
+    /// and sets PROTNONE, as x86 does.
+    fn change_leaf(&self, vma: &Vma, e: Entry) -> Entry {
+        let keep = e.0 & (pgtable::PFN_MASK | pgtable::ACCESSED | pgtable::DIRTY | pgtable::PSE | pgtable::SPECIAL);
+        let mut ne = Entry(keep | pgtable::USER);
+        if vma.flags & (vm::READ | vm::WRITE | vm::EXEC) == 0 {
+            return ne.with(pgtable::PROTNONE);
+        }
+        ne = ne.with(pgtable::P);
+        if vma.flags & vm::WRITE != 0 {
+            let writable = if vma.is_shared() {
+                true
+            } else {
+                let page = e.pfn();
+                !e.special() && {
+                    let p = &self.mem.pages[page.idx()];
+                    p.test(pg::ANON) && p.test(pg::ANON_EXCLUSIVE)
+                }
+            };
+            if writable {
+                ne = ne.with(pgtable::RW);
+            }
+        }
+        ne
+    }
+}
+

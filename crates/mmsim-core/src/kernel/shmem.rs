@@ -1,0 +1,80 @@
+//! Shared anonymous memory (mm/shmem.c): MAP_SHARED|MAP_ANONYMOUS maps a shmem object whose
+//! page cache holds the pages; every process that inherits the mapping sees the same pages.
+//! Differs from Linux: no swap, no huge shmem (shmem_enabled = never).
+
+use super::mm_types::{pg, NIL};
+use super::page_alloc::gfp;
+use super::vmstat::VmItem;
+use super::Kernel;
+use crate::units::Pfn;
+
+/// A shmem inode: its page cache (index -> frame) and the vmas that map it.
+#[derive(Clone, Debug)]
+pub struct ShmemObject {
+    pub pages: Vec<u32>,
+    /// vmas referencing the object (the file's reference count).
+    pub refs: u32,
+}
+
+impl Kernel {
+    /// `shmem_zero_setup` / `shmem_kernel_file_setup`: a new object of `nr_pages` pages.
+    pub fn shmem_new(&mut self, nr_pages: u64) -> u32 {
+        let obj = ShmemObject {
+            pages: vec![NIL; nr_pages as usize],
+            refs: 1,
+        };
+        if let Some(i) = self.shmem.iter().position(|s| s.is_none()) {
+            self.shmem[i] = Some(obj);
+            return i as u32;
+        }
+        self.shmem.push(Some(obj));
+        (self.shmem.len() - 1) as u32
+    }
+
+    /// `filemap_get_folio`: the cached page at `index`, if any.
+    pub fn shmem_find_folio(&self, obj: u32, index: u64) -> Option<Pfn> {
+        let o = self.shmem[obj as usize].as_ref()?;
+        match o.pages.get(index as usize) {
+            Some(&p) if p != NIL => Some(Pfn(p)),
+            _ => None,
+        }
+    }
+
+    /// `shmem_get_folio_gfp(SGP_CACHE)`: the page at `index`, allocated and cleared on first
+    /// use (shmem_alloc_and_add_folio; NR_SHMEM). None on allocation failure.
+    pub fn shmem_get_folio(&mut self, obj: u32, index: u64) -> Option<Pfn> {
+        if let Some(p) = self.shmem_find_folio(obj, index) {
+            return Some(p);
+        }
+        let a = self.alloc_pages(0, gfp::ZERO | gfp::USER | gfp::DIRECT_RECLAIM)?;
+        let p = &mut self.mem.pages[a.pfn.idx()];
+        p.set(pg::SHMEM);
+        p.mapping = obj;
+        p.index = index as u32;
+        self.shmem[obj as usize].as_mut().expect("object").pages[index as usize] = a.pfn.0;
+        self.stat.mod_item(VmItem::NrShmem, 1);
+        Some(a.pfn)
+    }
+
+    /// `get_file`: one more vma maps the object.
+    pub fn shmem_get(&mut self, obj: u32) {
+        self.shmem[obj as usize].as_mut().expect("object").refs += 1;
+    }
+
+    /// `fput` of the last reference: `shmem_evict_inode` truncates the page cache.
+    pub fn shmem_put(&mut self, obj: u32) {
+        let o = self.shmem[obj as usize].as_mut().expect("object");
+        o.refs -= 1;
+        if o.refs > 0 {
+            return;
+        }
+        let o = self.shmem[obj as usize].take().expect("object");
+        for p in o.pages {
+            if p != NIL {
+                self.stat.mod_item(VmItem::NrShmem, -1);
+                self.mem.pages[p as usize].clear(pg::SHMEM);
+                self.folio_put(Pfn(p));
+            }
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! `/proc/vmstat`: event counters and state items, each declared exactly once (mirrors
+//! include/linux/vm_event_item.h and mmzone.h's node_stat_item; mm/vmstat.c prints them).
+
+use serde::Serialize;
+
+macro_rules! declare_counters {
+    ($(#[$m:meta])* $enum:ident, $array:ident, $names:ident; $($variant:ident => $name:literal),* $(,)?) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[repr(usize)]
+        pub enum $enum { $($variant),* }
+        /// The `/proc/vmstat` name of each counter, in declaration order.
+        pub const $names: &[&str] = &[$($name),*];
+        impl $enum {
+            pub const COUNT: usize = $names.len();
+            pub fn name(self) -> &'static str { $names[self as usize] }
+        }
+        /// One value per counter.
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        pub struct $array(pub [i64; $names.len()]);
+        impl Default for $array { fn default() -> Self { Self([0; $names.len()]) } }
+        impl std::ops::Index<$enum> for $array {
+            type Output = i64;
+            fn index(&self, i: $enum) -> &i64 { &self.0[i as usize] }
+        }
+        impl std::ops::IndexMut<$enum> for $array {
+            fn index_mut(&mut self, i: $enum) -> &mut i64 { &mut self.0[i as usize] }
+        }
+    };
+}
+
+declare_counters! {
+    /// Monotonic events (`count_vm_event`).
+    VmEvent, VmEvents, VM_EVENT_NAMES;
+    PgFault => "pgfault",
+    PgMajFault => "pgmajfault",
+    PgAlloc => "pgalloc_normal",
+    PgFree => "pgfree",
+    ThpFaultAlloc => "thp_fault_alloc",
+    ThpFaultFallback => "thp_fault_fallback",
+    ThpSplitPmd => "thp_split_pmd",
+    ThpSplitPage => "thp_split_page",
+    ThpDeferredSplitPage => "thp_deferred_split_page",
+    ThpZeroPageAlloc => "thp_zero_page_alloc",
+    ThpZeroPageAllocFailed => "thp_zero_page_alloc_failed",
+    AllocStall => "allocstall_normal",
+    OomKill => "oom_kill",
+    TlbFlushAll => "nr_tlb_local_flush_all",
+    TlbFlushOne => "nr_tlb_local_flush_one",
+    // mmsim's own diagnostics (no /proc/vmstat counterpart), prefixed so they cannot be
+    // mistaken for Linux's.
+    PgZeroed => "mmsim_pgalloc_prezeroed",
+    PgClear => "mmsim_pgclear",
+    PgCopy => "mmsim_pgcopy",
+    CowFault => "mmsim_cow_copy",
+    ReuseFault => "mmsim_cow_reuse",
+    FaultAroundPages => "mmsim_fault_around_pages",
+    AllocFailInjected => "mmsim_fail_page_alloc_injected",
+}
+
+declare_counters! {
+    /// State items (`mod_node_page_state`), in pages unless the name says otherwise.
+    VmItem, VmItems, VM_ITEM_NAMES;
+    NrFreePages => "nr_free_pages",
+    NrZeroedFreePages => "mmsim_nr_zeroed_free_pages",
+    NrAnonPages => "nr_anon_pages",
+    NrAnonThps => "nr_anon_transparent_hugepages",
+    NrShmem => "nr_shmem",
+    NrPageTablePages => "nr_page_table_pages",
+    NrDeferredSplit => "mmsim_nr_deferred_split",
+}
+
+/// Both halves of `/proc/vmstat`, as the kernel keeps them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VmStat {
+    pub events: VmEvents,
+    pub items: VmItems,
+}
+
+impl VmStat {
+    /// `count_vm_event`.
+    #[inline]
+    pub fn count(&mut self, e: VmEvent) {
+        self.events[e] += 1;
+    }
+    /// `count_vm_events`.
+    #[inline]
+    pub fn count_n(&mut self, e: VmEvent, n: i64) {
+        self.events[e] += n;
+    }
+    /// `mod_node_page_state`.
+    #[inline]
+    pub fn mod_item(&mut self, i: VmItem, delta: i64) {
+        self.items[i] += delta;
+    }
+    /// Name/value pairs in `/proc/vmstat` order (items first, as the kernel prints them).
+    pub fn entries(&self) -> Vec<(&'static str, i64)> {
+        let mut v: Vec<(&'static str, i64)> = VM_ITEM_NAMES
+            .iter()
+            .copied()
+            .zip(self.items.0.iter().copied())
+            .collect();
+        v.extend(VM_EVENT_NAMES.iter().copied().zip(self.events.0.iter().copied()));
+        v
+    }
+}
+
+/// A name -> value map as the report prints it (ordered as declared).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Named(pub Vec<(String, i64)>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique() {
+        let mut all: Vec<&str> = VM_EVENT_NAMES.to_vec();
+        all.extend(VM_ITEM_NAMES);
+        let n = all.len();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), n);
+        assert_eq!(VmEvent::ThpSplitPmd.name(), "thp_split_pmd");
+    }
+}

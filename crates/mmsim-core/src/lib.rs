@@ -1,0 +1,13 @@
+//! mmsim-core: a Linux-faithful memory-management simulator engine. No I/O: front ends pass a
+//! workload in and get counters out (see `api`).
+
+pub mod api;
+pub mod error;
+pub mod kernel;
+pub mod oracle;
+pub mod report;
+pub mod sim;
+pub mod units;
+pub mod workload;
+
+pub use error::Error;

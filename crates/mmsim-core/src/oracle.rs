@@ -1,0 +1,178 @@
+//! The reference model: what each process must read, from POSIX semantics alone. A process's
+//! memory is a list of mappings; private pages are per-process copies (fork copies the map),
+//! shared pages live in shared objects. It knows nothing of page tables, zero pages, THP or
+//! COW, so any difference from the simulator is a bug in the simulator's optimisations.
+
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+use crate::kernel::content::PageContent;
+use crate::units::PAGE_SIZE;
+
+/// A reference mapping.
+#[derive(Clone, Debug)]
+struct RefVma {
+    end: u64,
+    readable: bool,
+    writable: bool,
+    /// Shared object and page offset of `start` in it, or None for private.
+    shared: Option<(u32, u64)>,
+}
+
+/// One process's memory as POSIX defines it.
+#[derive(Clone, Debug, Default)]
+pub struct RefSpace {
+    vmas: BTreeMap<u64, RefVma>,
+    private: HashMap<u64, Rc<PageContent>>,
+}
+
+/// The reference model of every process.
+#[derive(Default)]
+pub struct Oracle {
+    spaces: HashMap<u32, RefSpace>,
+    objects: HashMap<u32, HashMap<u64, PageContent>>,
+    next_obj: u32,
+}
+
+/// Where a page's bytes live in the reference model.
+enum Home {
+    Private(u64),
+    Shared(u32, u64),
+}
+
+impl Oracle {
+    pub fn new_process(&mut self, pid: u32) {
+        self.spaces.insert(pid, RefSpace::default());
+    }
+
+    /// fork: the child gets a copy of the private pages and the same shared objects.
+    pub fn fork(&mut self, parent: u32, child: u32) {
+        let s = self.spaces[&parent].clone();
+        self.spaces.insert(child, s);
+    }
+
+    pub fn exit(&mut self, pid: u32) {
+        self.spaces.remove(&pid);
+    }
+
+    /// A new mapping at [addr, addr+len) (placed by the simulator; MAP_FIXED replaces).
+    pub fn mmap(&mut self, pid: u32, addr: u64, len: u64, readable: bool, writable: bool, shared: bool) {
+        self.munmap(pid, addr, len);
+        let shared = shared.then(|| {
+            self.next_obj += 1;
+            self.objects.insert(self.next_obj, HashMap::new());
+            (self.next_obj, 0)
+        });
+        let sp = self.spaces.get_mut(&pid).expect("process");
+        sp.vmas.insert(addr, RefVma { end: addr + len, readable, writable, shared });
+    }
+
+    fn split(sp: &mut RefSpace, at: u64) {
+        let Some((&s, v)) = sp.vmas.range(..at).next_back() else { return };
+        if v.end <= at {
+            return;
+        }
+        let mut hi = v.clone();
+        if let Some((o, off)) = hi.shared {
+            hi.shared = Some((o, off + (at - s) / PAGE_SIZE));
+        }
+        sp.vmas.get_mut(&s).expect("vma").end = at;
+        sp.vmas.insert(at, hi);
+    }
+
+    pub fn munmap(&mut self, pid: u32, addr: u64, len: u64) {
+        let end = addr + len;
+        let sp = self.spaces.get_mut(&pid).expect("process");
+        Self::split(sp, addr);
+        Self::split(sp, end);
+        let keys: Vec<u64> = sp.vmas.range(addr..end).map(|(&k, _)| k).collect();
+        for k in keys {
+            sp.vmas.remove(&k);
+        }
+        sp.private.retain(|&p, _| p < addr || p >= end);
+    }
+
+    pub fn mprotect(&mut self, pid: u32, addr: u64, len: u64, readable: bool, writable: bool) {
+        let end = addr + len;
+        let sp = self.spaces.get_mut(&pid).expect("process");
+        Self::split(sp, addr);
+        Self::split(sp, end);
+        for (_, v) in sp.vmas.range_mut(addr..end) {
+            v.readable = readable;
+            v.writable = writable;
+        }
+    }
+
+    /// MADV_DONTNEED: private anonymous pages read as zero again; shared ones keep their data.
+    pub fn dontneed(&mut self, pid: u32, addr: u64, len: u64) {
+        let end = addr + len;
+        let sp = self.spaces.get_mut(&pid).expect("process");
+        sp.private.retain(|&p, _| p < addr || p >= end);
+    }
+
+    fn home(&self, pid: u32, page: u64) -> Option<(Home, &RefVma)> {
+        let sp = self.spaces.get(&pid)?;
+        let (&s, v) = sp.vmas.range(..=page).next_back()?;
+        if v.end <= page {
+            return None;
+        }
+        Some(match v.shared {
+            Some((o, off)) => (Home::Shared(o, off + (page - s) / PAGE_SIZE), v),
+            None => (Home::Private(page), v),
+        })
+    }
+
+    /// Whether a read (or write) of the page at `page` is allowed; None if unmapped.
+    pub fn access_ok(&self, pid: u32, page: u64, write: bool) -> bool {
+        match self.home(pid, page) {
+            Some((_, v)) => if write { v.writable } else { v.readable || v.writable },
+            None => false,
+        }
+    }
+
+    /// The expected contents of the page at `page` (None = all zero).
+    pub fn page(&self, pid: u32, page: u64) -> Option<&PageContent> {
+        match self.home(pid, page)?.0 {
+            Home::Private(p) => self.spaces[&pid].private.get(&p).map(|c| c.as_ref()),
+            Home::Shared(o, i) => self.objects.get(&o)?.get(&i),
+        }
+    }
+
+    /// Store `value` at `start, start+stride, ... < end` within the page at `page`.
+    pub fn write(&mut self, pid: u32, page: u64, start: usize, end: usize, stride: usize, value: u8) {
+        match self.home(pid, page).map(|h| h.0) {
+            Some(Home::Private(p)) => {
+                let sp = self.spaces.get_mut(&pid).expect("process");
+                let c = sp.private.entry(p).or_default();
+                Rc::make_mut(c).write(start, end, stride, value);
+            }
+            Some(Home::Shared(o, i)) => {
+                self.objects.get_mut(&o).expect("object").entry(i).or_default().write(start, end, stride, value);
+            }
+            None => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fork_isolates_private_and_shares_shared() {
+        let mut o = Oracle::default();
+        o.new_process(1);
+        o.mmap(1, 0x10000, 0x2000, true, true, false);
+        o.mmap(1, 0x20000, 0x2000, true, true, true);
+        o.write(1, 0x10000, 0, 1, 1, 5);
+        o.fork(1, 2);
+        o.write(2, 0x10000, 0, 1, 1, 6);
+        o.write(2, 0x20000, 0, 1, 1, 7);
+        assert_eq!(o.page(1, 0x10000).unwrap().get(0), 5);
+        assert_eq!(o.page(2, 0x10000).unwrap().get(0), 6);
+        assert_eq!(o.page(1, 0x20000).unwrap().get(0), 7);
+        o.munmap(1, 0x10000, 0x1000);
+        assert!(!o.access_ok(1, 0x10000, false));
+        assert!(o.access_ok(1, 0x11000, false));
+    }
+}

@@ -1,0 +1,115 @@
+//! What a run reports, in the vocabulary of `perf stat`, /proc/meminfo, /proc/vmstat and
+//! /proc/PID/status. Plain data, separate from printers (the front ends format it).
+
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+
+/// An ordered name -> integer map (serialised as a JSON object in declaration order).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters(pub Vec<(String, i64)>);
+
+impl Counters {
+    pub fn get(&self, name: &str) -> Option<i64> {
+        self.0.iter().find(|e| e.0 == name).map(|e| e.1)
+    }
+    pub fn push(&mut self, name: &str, v: i64) {
+        self.0.push((name.to_string(), v));
+    }
+}
+
+impl Serialize for Counters {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+/// An ordered name -> string map.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Strings(pub Vec<(String, String)>);
+
+impl Serialize for Strings {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+/// One process as /proc/PID/status shows it (sizes in kB).
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ProcessStatus {
+    pub pid: u32,
+    pub ppid: u32,
+    /// "running", "exited" or "killed".
+    pub state: String,
+    pub minflt: i64,
+    #[serde(rename = "VmRSS")]
+    pub vm_rss: i64,
+    #[serde(rename = "VmHWM")]
+    pub vm_hwm: i64,
+    #[serde(rename = "RssAnon")]
+    pub rss_anon: i64,
+    #[serde(rename = "RssFile")]
+    pub rss_file: i64,
+    #[serde(rename = "RssShmem")]
+    pub rss_shmem: i64,
+    #[serde(rename = "VmPTE")]
+    pub vm_pte: i64,
+    #[serde(rename = "AnonHugePages")]
+    pub anon_huge_pages: i64,
+}
+
+/// The state of the machine at one moment.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Snapshot {
+    pub label: String,
+    pub perf: Counters,
+    pub vmstat: Counters,
+    pub meminfo: Counters,
+    pub processes: Vec<ProcessStatus>,
+}
+
+/// Something a process ran into: a segmentation fault, a failed system call, an OOM kill, an
+/// `expect` that failed, a `--check` mismatch.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Event {
+    pub pid: u32,
+    /// "segfault", "syscall", "oom-kill", "expect", "mismatch", "fork-failed".
+    pub kind: String,
+    pub message: String,
+}
+
+/// The reference-model check's summary.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct CheckSummary {
+    pub enabled: bool,
+    pub reads_checked: u64,
+    pub mismatches: u64,
+    pub expect_failures: u64,
+    pub invariant_checks: u64,
+}
+
+/// The whole run: what `mmsim run --json` prints.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Report {
+    pub workload: String,
+    pub machine: Strings,
+    pub knobs: Strings,
+    pub perf: Counters,
+    pub vmstat: Counters,
+    pub meminfo: Counters,
+    /// The state before the first operation (so deltas can be taken).
+    pub baseline: Snapshot,
+    pub processes: Vec<ProcessStatus>,
+    pub snapshots: Vec<Snapshot>,
+    pub events: Vec<Event>,
+    pub check: CheckSummary,
+    /// True when the run should exit non-zero (an expect failed or the check found a mismatch).
+    pub failed: bool,
+}

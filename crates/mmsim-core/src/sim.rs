@@ -1,0 +1,188 @@
+//! A whole run: boot the machine, apply knobs, interpret the workload, take snapshots, check
+//! conservation at the end, and build the report.
+
+use crate::error::Error;
+use crate::kernel::knobs::Knobs;
+use crate::kernel::mm::MmCounter;
+use crate::kernel::vmstat::VmItem;
+use crate::kernel::{Kernel, MmId};
+use crate::report::{CheckSummary, Counters, ProcessStatus, Report, Snapshot, Strings};
+use crate::units::{HPAGE_PMD_NR, PAGE_SIZE};
+use crate::workload::interp::{Interp, Task, TaskState};
+use crate::workload::spec::Workload;
+
+const KB_PER_PAGE: i64 = (PAGE_SIZE / 1024) as i64;
+
+/// Options of a run beyond the workload.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Run the reference model and check every read.
+    pub check: bool,
+    /// Check the kernel's invariants after every system call (fuzz mode).
+    pub invariants_each_op: bool,
+    /// Stop after this many steps (None = no limit).
+    pub max_steps: Option<u64>,
+}
+
+/// Run `w` with knob overrides `sets` (applied after the workload's own knobs).
+pub fn run(w: &Workload, sets: &[(String, String)], check: bool) -> Result<Report, Error> {
+    run_with(w, sets, &RunOptions { check, ..Default::default() })
+}
+
+/// `run` with all options.
+pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> Result<Report, Error> {
+    let mut knobs = Knobs::default();
+    for (k, v) in &w.knobs {
+        knobs.set(k, &v.0).map_err(|e| Error::Knob(format!("knobs.{k}: {e}")))?;
+    }
+    for (k, v) in sets {
+        knobs.set(k, v).map_err(|e| Error::Knob(format!("--set {k}={v}: {e}")))?;
+    }
+    let effective = knobs.effective();
+    let kernel = Kernel::new(w.machine.memory.0, knobs);
+    let mut it = Interp::new(kernel, w.program.clone(), opts.check).map_err(|e| Error::Limit(e.to_string()))?;
+    it.check_invariants_each_op = opts.invariants_each_op;
+    if let Some(m) = opts.max_steps {
+        it.max_steps = m;
+    }
+    let baseline = snapshot(&mut it, "baseline");
+    let mut snapshots = Vec::new();
+    loop {
+        let more = it.round();
+        for label in std::mem::take(&mut it.snapshot_requests) {
+            snapshots.push(snapshot(&mut it, &label));
+        }
+        if it.steps >= it.max_steps {
+            return Err(Error::Limit(format!("the run exceeded --max-ops ({} operations)", it.max_steps)));
+        }
+        if !more {
+            break;
+        }
+    }
+    let end = snapshot(&mut it, "end");
+    let mut check = it.check.clone();
+    let mut failed = check.expect_failures > 0 || check.mismatches > 0;
+    // Conservation: with every process gone, every frame is free but the reserved ones.
+    if it.tasks.iter().all(|t| matches!(t.state, TaskState::Exited | TaskState::Killed)) {
+        check.invariant_checks += 1;
+        let inv = it.kernel.check_invariants().and_then(|_| {
+            if it.kernel.all_free() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "conservation: {} frames still allocated after every process exited",
+                    it.kernel.mem.nr_pages() - it.kernel.mem.free_pages - it.kernel.mem.reserved - it.kernel.huge_zero_pages()
+                ))
+            }
+        });
+        if let Err(e) = inv {
+            it.invariant_violation.get_or_insert(e);
+        }
+    }
+    let mut events = it.events.clone();
+    if let Some(v) = &it.invariant_violation {
+        failed = true;
+        events.push(crate::report::Event { pid: 0, kind: "invariant".into(), message: v.clone() });
+    }
+    let machine = Strings(vec![
+        ("profile".into(), w.machine.profile.clone()),
+        ("memory".into(), w.machine.memory.0.to_string()),
+        ("cpus".into(), w.machine.cpus.to_string()),
+    ]);
+    Ok(Report {
+        workload: w.name.clone(),
+        machine,
+        knobs: Strings(effective),
+        perf: end.perf.clone(),
+        vmstat: end.vmstat.clone(),
+        meminfo: end.meminfo.clone(),
+        baseline,
+        processes: end.processes.clone(),
+        snapshots,
+        events,
+        check: CheckSummary { ..check },
+        failed,
+    })
+}
+
+/// PMD-mapped anonymous THPs of one mm (smaps AnonHugePages), in kB.
+fn anon_huge_kb(k: &Kernel, mm: MmId) -> i64 {
+    let mut n = 0;
+    let vmas: Vec<(u64, u64)> = k.mm(mm).vmas.values().map(|v| (v.start, v.end)).collect();
+    for (s, e) in vmas {
+        let mut a = (s + crate::units::HPAGE_PMD_SIZE - 1) & !(crate::units::HPAGE_PMD_SIZE - 1);
+        while a + crate::units::HPAGE_PMD_SIZE <= e {
+            if let Some(slot) = k.pmd_slot(mm, a) {
+                let en = k.entry(slot.table, slot.idx);
+                if en.present() && en.huge() && !k.is_huge_zero_pmd(en) {
+                    n += 1;
+                }
+            }
+            a += crate::units::HPAGE_PMD_SIZE;
+        }
+    }
+    n * HPAGE_PMD_NR as i64 * KB_PER_PAGE
+}
+
+/// /proc/PID/status of a task (its last status if it has exited).
+pub fn process_status(k: &Kernel, t: &Task) -> ProcessStatus {
+    if let (None, Some(s)) = (t.mm, &t.last_status) {
+        return s.clone();
+    }
+    let mut st = ProcessStatus {
+        pid: t.pid,
+        ppid: t.ppid,
+        state: t.state.name().into(),
+        minflt: t.minflt,
+        vm_rss: 0,
+        vm_hwm: 0,
+        rss_anon: 0,
+        rss_file: 0,
+        rss_shmem: 0,
+        vm_pte: 0,
+        anon_huge_pages: 0,
+    };
+    if let Some(mm) = t.mm {
+        let m = k.mm(mm);
+        st.rss_anon = m.rss[MmCounter::AnonPages as usize] * KB_PER_PAGE;
+        st.rss_file = m.rss[MmCounter::FilePages as usize] * KB_PER_PAGE;
+        st.rss_shmem = m.rss[MmCounter::ShmemPages as usize] * KB_PER_PAGE;
+        st.vm_rss = st.rss_anon + st.rss_file + st.rss_shmem;
+        st.vm_hwm = m.hiwater_rss * KB_PER_PAGE;
+        st.vm_pte = m.pgtables_bytes / 1024;
+        st.anon_huge_pages = anon_huge_kb(k, mm);
+    }
+    st
+}
+
+/// The machine's counters now.
+fn snapshot(it: &mut Interp, label: &str) -> Snapshot {
+    it.kernel.sync_items();
+    let k = &it.kernel;
+    let mut perf = Counters::default();
+    let faults: i64 = it.tasks.iter().map(|t| t.page_faults).sum();
+    let minflt: i64 = it.tasks.iter().map(|t| t.minflt).sum();
+    perf.push("page-faults", faults);
+    perf.push("minor-faults", minflt);
+    perf.push("major-faults", 0);
+    let mut vmstat = Counters::default();
+    for (n, v) in k.stat.entries() {
+        vmstat.push(n, v);
+    }
+    let items = &k.stat.items;
+    let mut meminfo = Counters::default();
+    meminfo.push("MemTotal", ((k.mem.nr_pages() - k.mem.reserved) as i64) * KB_PER_PAGE);
+    meminfo.push("MemFree", items[VmItem::NrFreePages] * KB_PER_PAGE);
+    meminfo.push("AnonPages", items[VmItem::NrAnonPages] * KB_PER_PAGE);
+    meminfo.push("Shmem", items[VmItem::NrShmem] * KB_PER_PAGE);
+    meminfo.push("PageTables", items[VmItem::NrPageTablePages] * KB_PER_PAGE);
+    meminfo.push("AnonHugePages", items[VmItem::NrAnonThps] * HPAGE_PMD_NR as i64 * KB_PER_PAGE);
+    let processes = it.tasks.iter().map(|t| process_status(k, t)).collect();
+    Snapshot {
+        label: label.into(),
+        perf,
+        vmstat,
+        meminfo,
+        processes,
+    }
+}

@@ -1,0 +1,630 @@
+//! The workload interpreter: processes running programs under a deterministic round-robin
+//! scheduler, turning ops into system calls and memory accesses, with the reference model
+//! checking every byte read when asked.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use super::spec::*;
+use crate::kernel::content::PageContent;
+use crate::kernel::fault::{Access, FaultOutcome};
+use crate::kernel::madvise::Advice;
+use crate::kernel::mm::vm;
+use crate::kernel::mmap::{page_align, MmapArgs};
+use crate::kernel::{Kernel, MmId};
+use crate::oracle::Oracle;
+use crate::report::{CheckSummary, Event};
+use crate::units::{Pfn, PAGE_SIZE};
+
+/// Pages a task touches (or syscalls it makes) before the scheduler moves on.
+pub const QUANTUM: u64 = 64;
+/// Consecutive VM_FAULT_OOM retries of one access before the task is killed.
+const OOM_RETRIES: u32 = 64;
+/// Events kept in the report (the rest are counted).
+const MAX_EVENTS: usize = 200;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskState {
+    Running,
+    Waiting,
+    Exited,
+    Killed,
+}
+
+impl TaskState {
+    pub fn name(self) -> &'static str {
+        match self {
+            TaskState::Running | TaskState::Waiting => "running",
+            TaskState::Exited => "exited",
+            TaskState::Killed => "killed",
+        }
+    }
+}
+
+struct Frame {
+    ops: Rc<Vec<Op>>,
+    pc: usize,
+    /// Further iterations of this body after the current one.
+    remaining: u64,
+}
+
+/// A read/write/compare in progress (so a long op can be preempted).
+#[derive(Clone, Copy)]
+enum Cursor {
+    Idle,
+    Access { write: bool, next: u64, end: u64, stride: u64, value: u8, expect: Option<u8>, failed: bool },
+    Compare { a: u64, b: u64, pos: u64, len: u64, expect: Option<bool> },
+}
+
+/// A simulated process.
+pub struct Task {
+    pub pid: u32,
+    pub ppid: u32,
+    pub mm: Option<MmId>,
+    frames: Vec<Frame>,
+    regions: HashMap<String, (u64, u64)>,
+    pub state: TaskState,
+    /// min_flt.
+    pub minflt: i64,
+    /// Hardware page faults taken (perf's page-faults: every #PF, failed ones included).
+    pub page_faults: i64,
+    children: Vec<u32>,
+    cursor: Cursor,
+    /// Status captured when the task exited (rss and VmPTE just before teardown).
+    pub last_status: Option<crate::report::ProcessStatus>,
+}
+
+/// Why an access stopped the task.
+enum Stop {
+    Dead,
+}
+
+/// The interpreter state.
+pub struct Interp {
+    pub kernel: Kernel,
+    pub tasks: Vec<Task>,
+    pub oracle: Option<Oracle>,
+    pub check: CheckSummary,
+    pub events: Vec<Event>,
+    pub events_dropped: u64,
+    /// Labels reached by `snapshot` ops, in order, for the caller to record.
+    pub snapshot_requests: Vec<String>,
+    /// Check invariants after every system call (fuzz mode).
+    pub check_invariants_each_op: bool,
+    pub invariant_violation: Option<String>,
+    /// Memory operations executed (steps), for limits and statistics.
+    pub steps: u64,
+    pub max_steps: u64,
+}
+
+impl Interp {
+    /// Start the first process running `program`.
+    pub fn new(kernel: Kernel, program: Vec<Op>, check: bool) -> Result<Interp, String> {
+        let mut it = Interp {
+            kernel,
+            tasks: Vec::new(),
+            oracle: check.then(Oracle::default),
+            check: CheckSummary { enabled: check, ..Default::default() },
+            events: Vec::new(),
+            events_dropped: 0,
+            snapshot_requests: Vec::new(),
+            check_invariants_each_op: false,
+            invariant_violation: None,
+            steps: 0,
+            max_steps: u64::MAX,
+        };
+        let mm = it.kernel.exec_mm().ok_or("machine too small to start the first process")?;
+        it.tasks.push(Task {
+            pid: 1,
+            ppid: 0,
+            mm: Some(mm),
+            frames: vec![Frame { ops: Rc::new(program), pc: 0, remaining: 0 }],
+            regions: HashMap::new(),
+            state: TaskState::Running,
+            minflt: 0,
+            page_faults: 0,
+            children: Vec::new(),
+            cursor: Cursor::Idle,
+            last_status: None,
+        });
+        if let Some(o) = it.oracle.as_mut() {
+            o.new_process(1);
+        }
+        Ok(it)
+    }
+
+    fn event(&mut self, pid: u32, kind: &str, message: String) {
+        if self.events.len() < MAX_EVENTS {
+            self.events.push(Event { pid, kind: kind.into(), message });
+        } else {
+            self.events_dropped += 1;
+        }
+    }
+
+    /// Run one scheduling round over all tasks; false when nothing can run any more. A
+    /// `snapshot` op ends the round early so the caller can record it.
+    pub fn round(&mut self) -> bool {
+        let mut any = false;
+        let n = self.tasks.len();
+        for t in 0..n {
+            match self.tasks[t].state {
+                TaskState::Waiting => {
+                    let done = self.tasks[t].children.iter().all(|&c| {
+                        matches!(self.tasks[(c - 1) as usize].state, TaskState::Exited | TaskState::Killed)
+                    });
+                    if done {
+                        self.tasks[t].state = TaskState::Running;
+                    } else {
+                        any = true;
+                        continue;
+                    }
+                }
+                TaskState::Running => {}
+                _ => continue,
+            }
+            any = true;
+            self.run_task(t, QUANTUM);
+            if !self.snapshot_requests.is_empty() || self.steps >= self.max_steps {
+                return true;
+            }
+        }
+        any
+    }
+
+    /// Run task `t` for up to `budget` steps.
+    fn run_task(&mut self, t: usize, budget: u64) {
+        let mut budget = budget;
+        while budget > 0 && self.tasks[t].state == TaskState::Running {
+            if self.steps >= self.max_steps {
+                return;
+            }
+            if !matches!(self.tasks[t].cursor, Cursor::Idle) {
+                let used = self.continue_cursor(t, budget);
+                budget = budget.saturating_sub(used.max(1));
+                continue;
+            }
+            let Some(op) = self.next_op(t) else {
+                self.exit_task(t, TaskState::Exited);
+                return;
+            };
+            self.steps += 1;
+            budget -= 1;
+            self.exec_op(t, &op);
+            if !self.snapshot_requests.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// Fetch the next op, unwinding finished loop bodies.
+    fn next_op(&mut self, t: usize) -> Option<Op> {
+        let task = &mut self.tasks[t];
+        loop {
+            let f = task.frames.last_mut()?;
+            if f.pc < f.ops.len() {
+                f.pc += 1;
+                return Some(f.ops[f.pc - 1].clone());
+            }
+            if f.remaining > 0 {
+                f.remaining -= 1;
+                f.pc = 0;
+                continue;
+            }
+            task.frames.pop();
+        }
+    }
+
+    fn region(&self, t: usize, name: &str) -> (u64, u64) {
+        *self.tasks[t].regions.get(name).expect("validated: region mapped before use")
+    }
+
+    fn range(&self, t: usize, region: &str, offset: u64, length: Option<u64>) -> (u64, u64) {
+        let (base, size) = self.region(t, region);
+        let len = length.unwrap_or(size.saturating_sub(offset));
+        (base.saturating_add(offset), len)
+    }
+
+    fn exec_op(&mut self, t: usize, op: &Op) {
+        let pid = self.tasks[t].pid;
+        let mm = self.tasks[t].mm.expect("running task has an mm");
+        match op {
+            Op::Mmap(MmapOp { name, size, align, prot, flags, addr, fixed }) => {
+                let p = parse_prot(prot).expect("validated");
+                let shared = flags.iter().any(|f| f == "shared");
+                let args = MmapArgs {
+                    addr: addr.map_or(0, |a| a.0),
+                    len: size.0,
+                    prot: p,
+                    shared,
+                    fixed: *fixed,
+                    align: align.map_or(0, |a| a.0),
+                };
+                match self.kernel.do_mmap(mm, args) {
+                    Ok(a) => {
+                        self.tasks[t].regions.insert(name.clone(), (a, size.0));
+                        if let Some(o) = self.oracle.as_mut() {
+                            let len = page_align(size.0).expect("fits");
+                            o.mmap(pid, a, len, p & (vm::READ | vm::EXEC) != 0, p & vm::WRITE != 0, shared);
+                        }
+                    }
+                    Err(e) => {
+                        self.event(pid, "syscall", format!("mmap {name} ({} bytes): {}", size.0, e.name()));
+                        self.exit_task(t, TaskState::Exited);
+                    }
+                }
+                self.after_syscall();
+            }
+            Op::Munmap(MunmapOp { region, offset, length }) => {
+                let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
+                if len > 0 {
+                    match self.kernel.do_munmap(mm, a, len) {
+                        Ok(()) => {
+                            if let Some(o) = self.oracle.as_mut() {
+                                o.munmap(pid, a, page_align(len).unwrap_or(len));
+                            }
+                        }
+                        Err(e) => self.event(pid, "syscall", format!("munmap {region}: {}", e.name())),
+                    }
+                }
+                self.after_syscall();
+            }
+            Op::Mprotect(MprotectOp { region, offset, length, prot }) => {
+                let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
+                let p = parse_prot(prot).expect("validated");
+                let r = self.kernel.do_mprotect(mm, a, len, p);
+                if let Some(o) = self.oracle.as_mut() {
+                    // The mapped part up to a hole is changed even when the call fails.
+                    o.mprotect(pid, a, page_align(len).unwrap_or(len), p & (vm::READ | vm::EXEC) != 0, p & vm::WRITE != 0);
+                }
+                if let Err(e) = r {
+                    self.event(pid, "syscall", format!("mprotect {region}: {}", e.name()));
+                }
+                self.after_syscall();
+            }
+            Op::Madvise(MadviseOp { region, offset, length, advice }) => {
+                let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
+                let adv = match advice.as_str() {
+                    "hugepage" => Advice::HugePage,
+                    "nohugepage" => Advice::NoHugePage,
+                    _ => Advice::DontNeed,
+                };
+                let r = self.kernel.do_madvise(mm, a, len, adv);
+                if adv == Advice::DontNeed {
+                    if let Some(o) = self.oracle.as_mut() {
+                        o.dontneed(pid, a, page_align(len).unwrap_or(len));
+                    }
+                }
+                if let Err(e) = r {
+                    self.event(pid, "syscall", format!("madvise {region} {advice}: {}", e.name()));
+                }
+                self.after_syscall();
+            }
+            Op::Read(ReadOp { region, offset, length, stride, expect }) | Op::Write(WriteOp { region, offset, length, stride, value: expect }) => {
+                let write = matches!(op, Op::Write(WriteOp { .. }));
+                let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
+                let stride = stride.map_or(DEFAULT_STRIDE, |s| s.0);
+                self.tasks[t].cursor = Cursor::Access {
+                    write,
+                    next: a,
+                    end: a.saturating_add(len),
+                    stride,
+                    value: if write { expect.unwrap_or(DEFAULT_VALUE) } else { 0 },
+                    expect: if write { None } else { *expect },
+                    failed: false,
+                };
+            }
+            Op::Compare(CompareOp { a, b, length, expect }) => {
+                let (ab, _) = self.region(t, &a.region);
+                let (bb, _) = self.region(t, &b.region);
+                self.tasks[t].cursor = Cursor::Compare {
+                    a: ab + a.offset.0,
+                    b: bb + b.offset.0,
+                    pos: 0,
+                    len: length.0,
+                    expect: *expect,
+                };
+            }
+            Op::Loop(LoopOp { count, body }) => {
+                if *count > 0 {
+                    self.tasks[t].frames.push(Frame { ops: Rc::new(body.clone()), pc: 0, remaining: count - 1 });
+                }
+            }
+            Op::Fork(ForkOp { count, program }) => {
+                let prog = Rc::new(program.clone());
+                for _ in 0..*count {
+                    self.fork(t, prog.clone());
+                    if self.tasks[t].state != TaskState::Running {
+                        break;
+                    }
+                }
+                self.after_syscall();
+            }
+            Op::Wait(_) => {
+                self.tasks[t].state = TaskState::Waiting;
+            }
+            Op::Exit(_) => self.exit_task(t, TaskState::Exited),
+            Op::Snapshot(SnapshotOp { label }) => self.snapshot_requests.push(label.clone()),
+            Op::Set(SetOp { knob, value }) => {
+                if let Err(e) = self.kernel.set_knob(knob, &value.0) {
+                    self.event(pid, "syscall", e);
+                }
+            }
+        }
+    }
+
+    fn after_syscall(&mut self) {
+        if self.check_invariants_each_op && self.invariant_violation.is_none() {
+            self.check.invariant_checks += 1;
+            if let Err(e) = self.kernel.check_invariants() {
+                self.invariant_violation = Some(e);
+            }
+        }
+    }
+
+    fn fork(&mut self, t: usize, program: Rc<Vec<Op>>) {
+        let parent_pid = self.tasks[t].pid;
+        let mm = self.tasks[t].mm.expect("mm");
+        let Some(child_mm) = self.kernel.dup_mm(mm) else {
+            self.event(parent_pid, "fork-failed", "fork: ENOMEM".into());
+            return;
+        };
+        let pid = self.tasks.len() as u32 + 1;
+        let regions = self.tasks[t].regions.clone();
+        self.tasks.push(Task {
+            pid,
+            ppid: parent_pid,
+            mm: Some(child_mm),
+            frames: vec![Frame { ops: program, pc: 0, remaining: 0 }],
+            regions,
+            state: TaskState::Running,
+            minflt: 0,
+            page_faults: 0,
+            children: Vec::new(),
+            cursor: Cursor::Idle,
+            last_status: None,
+        });
+        self.tasks[t].children.push(pid);
+        if let Some(o) = self.oracle.as_mut() {
+            o.fork(parent_pid, pid);
+        }
+    }
+
+    /// The task ends (exit or a fatal signal): record its last status and tear down its mm.
+    pub fn exit_task(&mut self, t: usize, how: TaskState) {
+        let Some(mm) = self.tasks[t].mm else { return };
+        let mut st = crate::sim::process_status(&self.kernel, &self.tasks[t]);
+        st.state = how.name().into();
+        self.tasks[t].last_status = Some(st);
+        self.tasks[t].state = how;
+        self.tasks[t].cursor = Cursor::Idle;
+        self.tasks[t].frames.clear();
+        self.tasks[t].mm = None;
+        self.kernel.exit_mmap(mm);
+        if let Some(o) = self.oracle.as_mut() {
+            o.exit(self.tasks[t].pid);
+        }
+        self.after_syscall();
+    }
+
+    /// Kill the task owning `mm` (the OOM killer's choice).
+    fn kill_mm(&mut self, mm: MmId) {
+        if let Some(v) = self.tasks.iter().position(|x| x.mm == Some(mm)) {
+            let pid = self.tasks[v].pid;
+            self.event(pid, "oom-kill", format!("Out of memory: Killed process {pid}"));
+            self.exit_task(v, TaskState::Killed);
+        }
+    }
+
+    /// Make one page accessible: walk, fault as needed. Err when the task died.
+    fn access_page(&mut self, t: usize, addr: u64, write: bool) -> Result<Pfn, Stop> {
+        let mut oom_tries = 0;
+        loop {
+            let mm = self.tasks[t].mm.ok_or(Stop::Dead)?;
+            if let Some(pfn) = self.kernel.translate(mm, addr, write) {
+                return Ok(pfn);
+            }
+            self.tasks[t].page_faults += 1;
+            let access = if write { Access::Write } else { Access::Read };
+            match self.kernel.do_user_addr_fault(mm, addr, access) {
+                FaultOutcome::Handled => self.tasks[t].minflt += 1,
+                FaultOutcome::Segv => {
+                    let pid = self.tasks[t].pid;
+                    let what = if write { "write" } else { "read" };
+                    self.event(pid, "segfault", format!("segfault at {addr:#x}: {what} of unmapped or protected memory"));
+                    if let Some(o) = &self.oracle {
+                        if o.access_ok(pid, addr & !(PAGE_SIZE - 1), write) {
+                            self.mismatch(pid, format!("{what} at {addr:#x}: simulator raised SIGSEGV, reference model allows it"));
+                        }
+                    }
+                    self.exit_task(t, TaskState::Killed);
+                    return Err(Stop::Dead);
+                }
+                FaultOutcome::Bus => {
+                    let pid = self.tasks[t].pid;
+                    self.event(pid, "segfault", format!("SIGBUS at {addr:#x}"));
+                    self.exit_task(t, TaskState::Killed);
+                    return Err(Stop::Dead);
+                }
+                FaultOutcome::Oom => {
+                    if let Some(victim) = self.kernel.oom_victim.take() {
+                        self.kill_mm(victim);
+                        if self.tasks[t].mm.is_none() {
+                            return Err(Stop::Dead);
+                        }
+                    }
+                    oom_tries += 1;
+                    if oom_tries >= OOM_RETRIES {
+                        let pid = self.tasks[t].pid;
+                        self.event(pid, "oom-kill", format!("fault at {addr:#x} failed {OOM_RETRIES} times for want of memory: killed"));
+                        self.exit_task(t, TaskState::Killed);
+                        return Err(Stop::Dead);
+                    }
+                }
+            }
+        }
+    }
+
+    fn mismatch(&mut self, pid: u32, msg: String) {
+        self.check.mismatches += 1;
+        self.event(pid, "mismatch", msg);
+    }
+
+    /// Advance a read/write/compare by up to `budget` pages; returns the pages used.
+    fn continue_cursor(&mut self, t: usize, budget: u64) -> u64 {
+        match self.tasks[t].cursor {
+            Cursor::Access { .. } => self.continue_access(t, budget),
+            Cursor::Compare { .. } => self.continue_compare(t, budget),
+            Cursor::Idle => 0,
+        }
+    }
+
+    fn continue_access(&mut self, t: usize, budget: u64) -> u64 {
+        let pid = self.tasks[t].pid;
+        let mut used = 0;
+        while used < budget {
+            let Cursor::Access { write, next, end, stride, value, expect, failed } = self.tasks[t].cursor else {
+                return used;
+            };
+            if next >= end {
+                self.tasks[t].cursor = Cursor::Idle;
+                return used;
+            }
+            let page = next & !(PAGE_SIZE - 1);
+            let page_end = (page + PAGE_SIZE).min(end);
+            // Offsets in this page: next, next+stride, ... < page_end.
+            let ps = (next - page) as usize;
+            let pe = (page_end - page) as usize;
+            let count = (pe - ps).div_ceil(stride as usize) as u64;
+            let after = next.saturating_add(count * stride);
+            used += 1;
+            self.steps += 1;
+            let Ok(pfn) = self.access_page(t, next, write) else {
+                return used;
+            };
+            let st = stride.min(PAGE_SIZE) as usize;
+            let mut failed = failed;
+            if write {
+                self.kernel.page_content_mut(pfn).write(ps, pe, st, value);
+                if let Some(o) = self.oracle.as_mut() {
+                    o.write(pid, page, ps, pe, st, value);
+                }
+            } else {
+                let got = self.kernel.page_content(pfn);
+                let mut expect_msg = None;
+                let mut mismatch_msg = None;
+                if let Some(x) = expect {
+                    let bad = match got {
+                        Some(c) => c.find_not(ps, pe, st, x),
+                        None => (x != 0).then_some(ps),
+                    };
+                    if let Some(off) = bad {
+                        if !failed {
+                            let found = got.map_or(0, |c| c.get(off));
+                            expect_msg = Some(format!("read at {:#x}: expected {x}, found {found}", page + off as u64));
+                        }
+                        failed = true;
+                    }
+                }
+                if let Some(o) = &self.oracle {
+                    let want = o.page(pid, page);
+                    if let Some(off) = first_diff_strided(got, want, ps, pe, st) {
+                        let (g, w) = (got.map_or(0, |c| c.get(off)), want.map_or(0, |c| c.get(off)));
+                        mismatch_msg = Some(format!("read at {:#x}: reference model expects {w}, simulator returned {g}", page + off as u64));
+                    }
+                    self.check.reads_checked += count;
+                }
+                if let Some(m) = expect_msg {
+                    self.check.expect_failures += 1;
+                    self.event(pid, "expect", m);
+                }
+                if let Some(m) = mismatch_msg {
+                    self.mismatch(pid, m);
+                }
+            }
+            if let Cursor::Access { next: n, failed: f, .. } = &mut self.tasks[t].cursor {
+                *n = after;
+                *f = failed;
+            }
+        }
+        used
+    }
+
+    fn continue_compare(&mut self, t: usize, budget: u64) -> u64 {
+        let pid = self.tasks[t].pid;
+        let mut used = 0;
+        while used < budget {
+            let Cursor::Compare { a, b, pos, len, expect } = self.tasks[t].cursor else {
+                return used;
+            };
+            if pos >= len {
+                self.finish_compare(t, true, expect);
+                return used;
+            }
+            let pa = a + pos;
+            let pb = b + pos;
+            let chunk = (PAGE_SIZE - (pa & (PAGE_SIZE - 1)))
+                .min(PAGE_SIZE - (pb & (PAGE_SIZE - 1)))
+                .min(len - pos);
+            used += 1;
+            self.steps += 1;
+            let Ok(fa) = self.access_page(t, pa, false) else { return used };
+            let Ok(fb) = self.access_page(t, pb, false) else { return used };
+            let oa = (pa & (PAGE_SIZE - 1)) as usize;
+            let ob = (pb & (PAGE_SIZE - 1)) as usize;
+            let same = chunk_equal(self.kernel.page_content(fa), oa, self.kernel.page_content(fb), ob, chunk as usize);
+            if let Some(o) = &self.oracle {
+                let ra = o.page(pid, pa & !(PAGE_SIZE - 1));
+                let rb = o.page(pid, pb & !(PAGE_SIZE - 1));
+                self.check.reads_checked += 2 * chunk;
+                if chunk_equal(ra, oa, rb, ob, chunk as usize) != same {
+                    self.mismatch(pid, format!("compare at {pa:#x} vs {pb:#x}: simulator says equal={same}, reference model disagrees"));
+                }
+            }
+            if !same {
+                self.finish_compare(t, false, expect);
+                return used;
+            }
+            if let Cursor::Compare { pos: p, .. } = &mut self.tasks[t].cursor {
+                *p += chunk;
+            }
+        }
+        used
+    }
+
+    fn finish_compare(&mut self, t: usize, equal: bool, expect: Option<bool>) {
+        self.tasks[t].cursor = Cursor::Idle;
+        if let Some(e) = expect {
+            if e != equal {
+                let pid = self.tasks[t].pid;
+                self.check.expect_failures += 1;
+                self.event(pid, "expect", format!("compare: expected equal={e}, memcmp found equal={equal}"));
+            }
+        }
+    }
+}
+
+/// First offset in [ps, pe) stepping `st` where two pages differ.
+fn first_diff_strided(a: Option<&PageContent>, b: Option<&PageContent>, ps: usize, pe: usize, st: usize) -> Option<usize> {
+    match (a, b) {
+        (None, None) => None,
+        (Some(x), Some(y)) if x == y => None,
+        (Some(x), None) | (None, Some(x)) => x.find_not(ps, pe, st, 0),
+        (Some(x), Some(y)) => {
+            if let (Some(u), Some(v)) = (x.uniform(), y.uniform()) {
+                return (u != v).then_some(ps);
+            }
+            (ps..pe).step_by(st).find(|&o| x.get(o) != y.get(o))
+        }
+    }
+}
+
+/// memcmp of `n` bytes at offset `oa` of one page and `ob` of another.
+fn chunk_equal(a: Option<&PageContent>, oa: usize, b: Option<&PageContent>, ob: usize, n: usize) -> bool {
+    let ua = a.map_or(Some(0), |c| c.uniform());
+    let ub = b.map_or(Some(0), |c| c.uniform());
+    if let (Some(x), Some(y)) = (ua, ub) {
+        return x == y;
+    }
+    let get = |c: Option<&PageContent>, o: usize| c.map_or(0, |c| c.get(o));
+    (0..n).all(|i| get(a, oa + i) == get(b, ob + i))
+}

@@ -1,0 +1,4 @@
+//! Workloads: the JSON format (`spec`) and its interpreter (`interp`).
+
+pub mod interp;
+pub mod spec;

@@ -1,0 +1,494 @@
+//! The workload format (a public contract: extend it, never break it). Parsed with serde,
+//! unknown fields refused, and every error reported with the path of the field
+//! (`program[2].stride: ...`).
+
+use std::collections::BTreeMap;
+
+use serde::de::{self, Deserializer};
+use serde::Deserialize;
+
+use crate::error::Error;
+use crate::units::parse_size;
+
+/// A size: an integer number of bytes or a string such as "200M".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Size(pub u64);
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Size, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Str(String),
+        }
+        match Raw::deserialize(d).map_err(|_| de::Error::custom("expected a size: bytes as an integer, or a string like \"200M\""))? {
+            Raw::Int(n) => Ok(Size(n)),
+            Raw::Str(s) => parse_size(&s).map(Size).map_err(de::Error::custom),
+        }
+    }
+}
+
+/// A knob value: sysfs takes text; numbers and booleans are accepted too.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KnobValue(pub String);
+
+impl<'de> Deserialize<'de> for KnobValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<KnobValue, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        match v {
+            serde_json::Value::String(s) => Ok(KnobValue(s)),
+            serde_json::Value::Number(n) => Ok(KnobValue(n.to_string())),
+            serde_json::Value::Bool(b) => Ok(KnobValue(if b { "1" } else { "0" }.into())),
+            _ => Err(de::Error::custom("expected a string or a number")),
+        }
+    }
+}
+
+fn default_name() -> String {
+    "workload".into()
+}
+fn default_profile() -> String {
+    "default".into()
+}
+fn default_memory() -> Size {
+    Size(16 << 30)
+}
+fn default_cpus() -> u32 {
+    1
+}
+fn default_prot() -> String {
+    "rw".into()
+}
+fn default_flags() -> Vec<String> {
+    vec!["private".into(), "anonymous".into()]
+}
+fn default_one() -> u64 {
+    1
+}
+
+/// The simulated machine.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MachineSpec {
+    #[serde(default = "default_profile")]
+    pub profile: String,
+    #[serde(default = "default_memory")]
+    pub memory: Size,
+    #[serde(default = "default_cpus")]
+    pub cpus: u32,
+}
+
+impl Default for MachineSpec {
+    fn default() -> Self {
+        MachineSpec {
+            profile: default_profile(),
+            memory: default_memory(),
+            cpus: default_cpus(),
+        }
+    }
+}
+
+/// A workload: a machine, knob settings and the first process's program.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    #[serde(default = "default_name")]
+    pub name: String,
+    #[serde(default)]
+    pub machine: MachineSpec,
+    #[serde(default)]
+    pub knobs: BTreeMap<String, KnobValue>,
+    pub program: Vec<Op>,
+}
+
+/// A location for `compare`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Loc {
+    pub region: String,
+    #[serde(default)]
+    pub offset: Size,
+}
+
+/// One operation of a program (tagged by its `op` field).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    Mmap(MmapOp),
+    Munmap(MunmapOp),
+    Mprotect(MprotectOp),
+    Madvise(MadviseOp),
+    Read(ReadOp),
+    Write(WriteOp),
+    Compare(CompareOp),
+    Loop(LoopOp),
+    Fork(ForkOp),
+    Wait(WaitOp),
+    Exit(ExitOp),
+    Snapshot(SnapshotOp),
+    Set(SetOp),
+}
+
+/// The `mmap` op.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MmapOp {
+    pub name: String,
+    pub size: Size,
+    #[serde(default)]
+    pub align: Option<Size>,
+    #[serde(default = "default_prot")]
+    pub prot: String,
+    #[serde(default = "default_flags")]
+    pub flags: Vec<String>,
+    #[serde(default)]
+    pub addr: Option<Size>,
+    #[serde(default)]
+    pub fixed: bool,
+}
+
+/// The `munmap` op.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MunmapOp {
+    pub region: String,
+    #[serde(default)]
+    pub offset: Size,
+    #[serde(default)]
+    pub length: Option<Size>,
+}
+
+/// The `mprotect` op.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MprotectOp {
+    pub region: String,
+    #[serde(default)]
+    pub offset: Size,
+    #[serde(default)]
+    pub length: Option<Size>,
+    pub prot: String,
+}
+
+/// The `madvise` op.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MadviseOp {
+    pub region: String,
+    #[serde(default)]
+    pub offset: Size,
+    #[serde(default)]
+    pub length: Option<Size>,
+    pub advice: String,
+}
+
+/// The `read` op.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ReadOp {
+    pub region: String,
+    #[serde(default)]
+    pub offset: Size,
+    #[serde(default)]
+    pub length: Option<Size>,
+    #[serde(default)]
+    pub stride: Option<Size>,
+    #[serde(default)]
+    pub expect: Option<u8>,
+}
+
+/// The `write` op.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WriteOp {
+    pub region: String,
+    #[serde(default)]
+    pub offset: Size,
+    #[serde(default)]
+    pub length: Option<Size>,
+    #[serde(default)]
+    pub stride: Option<Size>,
+    #[serde(default)]
+    pub value: Option<u8>,
+}
+
+/// The `compare` op.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CompareOp {
+    pub a: Loc,
+    pub b: Loc,
+    pub length: Size,
+    #[serde(default)]
+    pub expect: Option<bool>,
+}
+
+/// The `loop` op.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LoopOp {
+    pub count: u64,
+    pub body: Vec<Op>,
+}
+
+/// The `fork` op.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ForkOp {
+    #[serde(default = "default_one")]
+    pub count: u64,
+    #[serde(default)]
+    pub program: Vec<Op>,
+}
+
+/// The `wait` op.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WaitOp {}
+
+/// The `exit` op.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ExitOp {}
+
+/// The `snapshot` op.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotOp {
+    pub label: String,
+}
+
+/// The `set` op.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SetOp {
+    pub knob: String,
+    pub value: KnobValue,
+}
+
+/// Deserialize one op's fields, tracking the path of a bad field ("size: ...").
+fn field<'de, T: Deserialize<'de>, D: Deserializer<'de>>(v: serde_json::Value) -> Result<T, D::Error> {
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        if path == "." {
+            de::Error::custom(inner)
+        } else {
+            de::Error::custom(format!("{FIELD_MARK}{path}: {inner}"))
+        }
+    })
+}
+
+/// Marks an error message that starts with a field path, so the caller can join the paths.
+const FIELD_MARK: &str = "\u{1}";
+
+const OP_NAMES: &str = "mmap, munmap, mprotect, madvise, read, write, compare, loop, fork, wait, exit, snapshot, set";
+
+impl<'de> Deserialize<'de> for Op {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Op, D::Error> {
+        let mut v = serde_json::Value::deserialize(d)?;
+        let obj = v.as_object_mut().ok_or_else(|| de::Error::custom("an op must be an object with an \"op\" field"))?;
+        let tag = match obj.remove("op") {
+            Some(serde_json::Value::String(s)) => s,
+            Some(_) => return Err(de::Error::custom(format!("{FIELD_MARK}op: must be a string, one of {OP_NAMES}"))),
+            None => return Err(de::Error::custom(format!("missing field `op` (one of {OP_NAMES})"))),
+        };
+        Ok(match tag.as_str() {
+            "mmap" => Op::Mmap(field::<MmapOp, D>(v)?),
+            "munmap" => Op::Munmap(field::<MunmapOp, D>(v)?),
+            "mprotect" => Op::Mprotect(field::<MprotectOp, D>(v)?),
+            "madvise" => Op::Madvise(field::<MadviseOp, D>(v)?),
+            "read" => Op::Read(field::<ReadOp, D>(v)?),
+            "write" => Op::Write(field::<WriteOp, D>(v)?),
+            "compare" => Op::Compare(field::<CompareOp, D>(v)?),
+            "loop" => Op::Loop(field::<LoopOp, D>(v)?),
+            "fork" => Op::Fork(field::<ForkOp, D>(v)?),
+            "wait" => Op::Wait(field::<WaitOp, D>(v)?),
+            "exit" => Op::Exit(field::<ExitOp, D>(v)?),
+            "snapshot" => Op::Snapshot(field::<SnapshotOp, D>(v)?),
+            "set" => Op::Set(field::<SetOp, D>(v)?),
+            other => return Err(de::Error::custom(format!("{FIELD_MARK}op: unknown op {other:?} (expected one of {OP_NAMES})"))),
+        })
+    }
+}
+
+/// Default stride of `read` and `write`: one access per 4 KiB page, as the seeds' tests do.
+pub const DEFAULT_STRIDE: u64 = 4096;
+/// Default byte a `write` stores.
+pub const DEFAULT_VALUE: u8 = 1;
+
+/// Parse and validate a workload; the error names the field.
+pub fn parse_workload(text: &str) -> Result<Workload, Error> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    let w: Workload = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        let inner = inner.split(" at line ").next().unwrap_or(&inner).to_string();
+        if let Some(rest) = inner.strip_prefix(FIELD_MARK) {
+            Error::Workload(format!("{path}.{rest}"))
+        } else if path == "." || path.is_empty() {
+            Error::Workload(inner)
+        } else {
+            Error::Workload(format!("{path}: {inner}"))
+        }
+    })?;
+    validate(&w)?;
+    Ok(w)
+}
+
+/// Parse a prot string ("r", "rw", "rx", "rwx", "none") into vm::READ|WRITE|EXEC bits.
+pub fn parse_prot(s: &str) -> Option<u32> {
+    use crate::kernel::mm::vm;
+    match s {
+        "none" => Some(0),
+        "r" => Some(vm::READ),
+        "w" | "rw" => Some(vm::READ | vm::WRITE),
+        "x" | "rx" => Some(vm::READ | vm::EXEC),
+        "rwx" => Some(vm::READ | vm::WRITE | vm::EXEC),
+        _ => None,
+    }
+}
+
+fn validate(w: &Workload) -> Result<(), Error> {
+    let err = |path: String, msg: &str| Error::Workload(format!("{path}: {msg}"));
+    if w.machine.memory.0 < 16 << 20 {
+        return Err(err("machine.memory".into(), "must be at least 16M"));
+    }
+    if w.machine.memory.0 > 1 << 44 {
+        return Err(err("machine.memory".into(), "must be at most 16T"));
+    }
+    if w.machine.cpus == 0 || w.machine.cpus > 4096 {
+        return Err(err("machine.cpus".into(), "must be between 1 and 4096"));
+    }
+    if w.machine.profile != "default" {
+        return Err(err("machine.profile".into(), &format!("unknown profile {:?} (known: default)", w.machine.profile)));
+    }
+    let mut k = crate::kernel::knobs::Knobs::default();
+    for (name, v) in &w.knobs {
+        k.set(name, &v.0).map_err(|e| err(format!("knobs.{name}"), &e))?;
+    }
+    let mut names = Vec::new();
+    validate_ops(&w.program, "program", &mut names)
+}
+
+fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>) -> Result<(), Error> {
+    let err = |i: usize, field: &str, msg: String| Error::Workload(format!("{path}[{i}].{field}: {msg}"));
+    let known = |names: &Vec<String>, i: usize, field: &str, r: &str| -> Result<(), Error> {
+        if names.iter().any(|n| n == r) {
+            Ok(())
+        } else {
+            Err(err(i, field, format!("no region named {r:?} is mapped before this op")))
+        }
+    };
+    for (i, op) in ops.iter().enumerate() {
+        match op {
+            Op::Mmap(MmapOp { name, size, align, prot, flags, .. }) => {
+                if size.0 == 0 {
+                    return Err(err(i, "size", "must be greater than 0".into()));
+                }
+                if size.0 > 1 << 47 {
+                    return Err(err(i, "size", "larger than the 128 TiB user address space".into()));
+                }
+                if let Some(a) = align {
+                    if !a.0.is_power_of_two() || a.0 < 4096 {
+                        return Err(err(i, "align", "must be a power of two of at least 4096".into()));
+                    }
+                }
+                if parse_prot(prot).is_none() {
+                    return Err(err(i, "prot", format!("{prot:?} is not one of none, r, rw, rx, rwx")));
+                }
+                let mut shared = 0;
+                for f in flags {
+                    match f.as_str() {
+                        "private" | "shared" => shared += 1,
+                        "anonymous" => {}
+                        _ => return Err(err(i, "flags", format!("unknown flag {f:?} (expected private, shared, anonymous)"))),
+                    }
+                }
+                if shared != 1 {
+                    return Err(err(i, "flags", "exactly one of private and shared is required".into()));
+                }
+                if !flags.iter().any(|f| f == "anonymous") {
+                    return Err(err(i, "flags", "only anonymous mappings are supported (add \"anonymous\")".into()));
+                }
+                names.push(name.clone());
+            }
+            Op::Munmap(MunmapOp { region, .. }) => known(names, i, "region", region)?,
+            Op::Mprotect(MprotectOp { region, prot, .. }) => {
+                known(names, i, "region", region)?;
+                if parse_prot(prot).is_none() {
+                    return Err(err(i, "prot", format!("{prot:?} is not one of none, r, rw, rx, rwx")));
+                }
+            }
+            Op::Madvise(MadviseOp { region, advice, .. }) => {
+                known(names, i, "region", region)?;
+                if !matches!(advice.as_str(), "hugepage" | "nohugepage" | "dontneed") {
+                    return Err(err(i, "advice", format!("{advice:?} is not one of hugepage, nohugepage, dontneed")));
+                }
+            }
+            Op::Read(ReadOp { region, stride, .. }) | Op::Write(WriteOp { region, stride, .. }) => {
+                known(names, i, "region", region)?;
+                if stride.is_some_and(|s| s.0 == 0) {
+                    return Err(err(i, "stride", "must be greater than 0".into()));
+                }
+            }
+            Op::Compare(CompareOp { a, b, length, .. }) => {
+                known(names, i, "a.region", &a.region)?;
+                known(names, i, "b.region", &b.region)?;
+                if length.0 == 0 {
+                    return Err(err(i, "length", "must be greater than 0".into()));
+                }
+            }
+            Op::Loop(LoopOp { body, .. }) => validate_ops(body, &format!("{path}[{i}].body"), names)?,
+            Op::Fork(ForkOp { count, program }) => {
+                if *count == 0 {
+                    return Err(err(i, "count", "must be at least 1".into()));
+                }
+                let mut child = names.clone();
+                validate_ops(program, &format!("{path}[{i}].program"), &mut child)?;
+            }
+            Op::Set(SetOp { knob, value }) => {
+                let mut k = crate::kernel::knobs::Knobs::default();
+                k.set(knob, &value.0).map_err(|e| err(i, "knob", e))?;
+            }
+            Op::Wait(_) | Op::Exit(_) | Op::Snapshot(_) => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_example() {
+        let w = parse_workload(
+            r#"{"name":"hzp-rss","machine":{"profile":"default","memory":"16G","cpus":1},
+            "knobs":{"transparent_hugepage/enabled":"always","transparent_hugepage/use_zero_page":1},
+            "program":[{"op":"mmap","name":"p","size":"200M","align":"2M","prot":"rw","flags":["private","anonymous"]},
+            {"op":"madvise","region":"p","advice":"hugepage"},
+            {"op":"read","region":"p","offset":0,"length":"200M","stride":4096},
+            {"op":"snapshot","label":"after-read"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(w.program.len(), 4);
+        assert_eq!(w.machine.memory, Size(16 << 30));
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let e = parse_workload(r#"{"program":[{"op":"mmap","name":"p","size":"12Q"}]}"#).unwrap_err();
+        assert!(e.to_string().contains("program[0].size"), "{e}");
+        let e = parse_workload(r#"{"program":[{"op":"mmap","name":"p","size":4096,"bogus":1}]}"#).unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+        let e = parse_workload(r#"{"program":[{"op":"read","region":"q"}]}"#).unwrap_err();
+        assert!(e.to_string().contains("program[0].region"), "{e}");
+        let e = parse_workload(r#"{"knobs":{"nope":1},"program":[]}"#).unwrap_err();
+        assert!(e.to_string().contains("knobs.nope"), "{e}");
+        let e = parse_workload(r#"{"program":[{"op":"jump"}]}"#).unwrap_err();
+        assert!(e.to_string().contains("jump"), "{e}");
+        let e = parse_workload(r#"{"program":[{"op":"fork","program":[{"op":"write","region":"x","stride":0}]}]}"#).unwrap_err();
+        assert!(e.to_string().contains("program[0].program[0]"), "{e}");
+    }
+}
