@@ -56,7 +56,15 @@ impl Oracle {
     }
 
     /// A new mapping at [addr, addr+len) (placed by the simulator; MAP_FIXED replaces).
-    pub fn mmap(&mut self, pid: u32, addr: u64, len: u64, readable: bool, writable: bool, shared: bool) {
+    pub fn mmap(
+        &mut self,
+        pid: u32,
+        addr: u64,
+        len: u64,
+        readable: bool,
+        writable: bool,
+        shared: bool,
+    ) {
         self.munmap(pid, addr, len);
         let shared = shared.then(|| {
             self.next_obj += 1;
@@ -64,11 +72,21 @@ impl Oracle {
             (self.next_obj, 0)
         });
         let sp = self.spaces.get_mut(&pid).expect("process");
-        sp.vmas.insert(addr, RefVma { end: addr + len, readable, writable, shared });
+        sp.vmas.insert(
+            addr,
+            RefVma {
+                end: addr + len,
+                readable,
+                writable,
+                shared,
+            },
+        );
     }
 
     fn split(sp: &mut RefSpace, at: u64) {
-        let Some((&s, v)) = sp.vmas.range(..at).next_back() else { return };
+        let Some((&s, v)) = sp.vmas.range(..at).next_back() else {
+            return;
+        };
         if v.end <= at {
             return;
         }
@@ -125,7 +143,13 @@ impl Oracle {
     /// Whether a read (or write) of the page at `page` is allowed; None if unmapped.
     pub fn access_ok(&self, pid: u32, page: u64, write: bool) -> bool {
         match self.home(pid, page) {
-            Some((_, v)) => if write { v.writable } else { v.readable || v.writable },
+            Some((_, v)) => {
+                if write {
+                    v.writable
+                } else {
+                    v.readable || v.writable
+                }
+            }
             None => false,
         }
     }
@@ -139,7 +163,15 @@ impl Oracle {
     }
 
     /// Store `value` at `start, start+stride, ... < end` within the page at `page`.
-    pub fn write(&mut self, pid: u32, page: u64, start: usize, end: usize, stride: usize, value: u8) {
+    pub fn write(
+        &mut self,
+        pid: u32,
+        page: u64,
+        start: usize,
+        end: usize,
+        stride: usize,
+        value: u8,
+    ) {
         match self.home(pid, page).map(|h| h.0) {
             Some(Home::Private(p)) => {
                 let sp = self.spaces.get_mut(&pid).expect("process");
@@ -147,7 +179,12 @@ impl Oracle {
                 Rc::make_mut(c).write(start, end, stride, value);
             }
             Some(Home::Shared(o, i)) => {
-                self.objects.get_mut(&o).expect("object").entry(i).or_default().write(start, end, stride, value);
+                self.objects
+                    .get_mut(&o)
+                    .expect("object")
+                    .entry(i)
+                    .or_default()
+                    .write(start, end, stride, value);
             }
             None => {}
         }

@@ -22,25 +22,44 @@ pub struct RunOptions {
     pub invariants_each_op: bool,
     /// Stop after this many steps (None = no limit).
     pub max_steps: Option<u64>,
+    /// Deliberate bugs (tests of the checkers only).
+    pub sabotage: crate::kernel::Sabotage,
 }
 
 /// Run `w` with knob overrides `sets` (applied after the workload's own knobs).
 pub fn run(w: &Workload, sets: &[(String, String)], check: bool) -> Result<Report, Error> {
-    run_with(w, sets, &RunOptions { check, ..Default::default() })
+    run_with(
+        w,
+        sets,
+        &RunOptions {
+            check,
+            ..Default::default()
+        },
+    )
 }
 
 /// `run` with all options.
-pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> Result<Report, Error> {
+pub fn run_with(
+    w: &Workload,
+    sets: &[(String, String)],
+    opts: &RunOptions,
+) -> Result<Report, Error> {
     let mut knobs = Knobs::default();
     for (k, v) in &w.knobs {
-        knobs.set(k, &v.0).map_err(|e| Error::Knob(format!("knobs.{k}: {e}")))?;
+        knobs
+            .set(k, &v.0)
+            .map_err(|e| Error::Knob(format!("knobs.{k}: {e}")))?;
     }
     for (k, v) in sets {
-        knobs.set(k, v).map_err(|e| Error::Knob(format!("--set {k}={v}: {e}")))?;
+        knobs
+            .set(k, v)
+            .map_err(|e| Error::Knob(format!("--set {k}={v}: {e}")))?;
     }
     let effective = knobs.effective();
-    let kernel = Kernel::new(w.machine.memory.0, knobs);
-    let mut it = Interp::new(kernel, w.program.clone(), opts.check).map_err(|e| Error::Limit(e.to_string()))?;
+    let mut kernel = Kernel::new(w.machine.memory.0, knobs);
+    kernel.sabotage = opts.sabotage;
+    let mut it = Interp::new(kernel, w.program.clone(), opts.check)
+        .map_err(|e| Error::Limit(e.to_string()))?;
     it.check_invariants_each_op = opts.invariants_each_op;
     if let Some(m) = opts.max_steps {
         it.max_steps = m;
@@ -53,7 +72,10 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
             snapshots.push(snapshot(&mut it, &label));
         }
         if it.steps >= it.max_steps {
-            return Err(Error::Limit(format!("the run exceeded --max-ops ({} operations)", it.max_steps)));
+            return Err(Error::Limit(format!(
+                "the run exceeded --max-ops ({} operations)",
+                it.max_steps
+            )));
         }
         if !more {
             break;
@@ -63,7 +85,11 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
     let mut check = it.check.clone();
     let mut failed = check.expect_failures > 0 || check.mismatches > 0;
     // Conservation: with every process gone, every frame is free but the reserved ones.
-    if it.tasks.iter().all(|t| matches!(t.state, TaskState::Exited | TaskState::Killed)) {
+    if it
+        .tasks
+        .iter()
+        .all(|t| matches!(t.state, TaskState::Exited | TaskState::Killed))
+    {
         check.invariant_checks += 1;
         let inv = it.kernel.check_invariants().and_then(|_| {
             if it.kernel.all_free() {
@@ -71,7 +97,10 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
             } else {
                 Err(format!(
                     "conservation: {} frames still allocated after every process exited",
-                    it.kernel.mem.nr_pages() - it.kernel.mem.free_pages - it.kernel.mem.reserved - it.kernel.huge_zero_pages()
+                    it.kernel.mem.nr_pages()
+                        - it.kernel.mem.free_pages
+                        - it.kernel.mem.reserved
+                        - it.kernel.huge_zero_pages()
                 ))
             }
         });
@@ -82,7 +111,11 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
     let mut events = it.events.clone();
     if let Some(v) = &it.invariant_violation {
         failed = true;
-        events.push(crate::report::Event { pid: 0, kind: "invariant".into(), message: v.clone() });
+        events.push(crate::report::Event {
+            pid: 0,
+            kind: "invariant".into(),
+            message: v.clone(),
+        });
     }
     let machine = Strings(vec![
         ("profile".into(), w.machine.profile.clone()),
@@ -171,12 +204,18 @@ fn snapshot(it: &mut Interp, label: &str) -> Snapshot {
     }
     let items = &k.stat.items;
     let mut meminfo = Counters::default();
-    meminfo.push("MemTotal", ((k.mem.nr_pages() - k.mem.reserved) as i64) * KB_PER_PAGE);
+    meminfo.push(
+        "MemTotal",
+        ((k.mem.nr_pages() - k.mem.reserved) as i64) * KB_PER_PAGE,
+    );
     meminfo.push("MemFree", items[VmItem::NrFreePages] * KB_PER_PAGE);
     meminfo.push("AnonPages", items[VmItem::NrAnonPages] * KB_PER_PAGE);
     meminfo.push("Shmem", items[VmItem::NrShmem] * KB_PER_PAGE);
     meminfo.push("PageTables", items[VmItem::NrPageTablePages] * KB_PER_PAGE);
-    meminfo.push("AnonHugePages", items[VmItem::NrAnonThps] * HPAGE_PMD_NR as i64 * KB_PER_PAGE);
+    meminfo.push(
+        "AnonHugePages",
+        items[VmItem::NrAnonThps] * HPAGE_PMD_NR as i64 * KB_PER_PAGE,
+    );
     let processes = it.tasks.iter().map(|t| process_status(k, t)).collect();
     Snapshot {
         label: label.into(),

@@ -137,7 +137,11 @@ mod tests {
         c.write(0, 4096, 1, 3);
         assert_eq!(c.uniform(), Some(3));
         c.write(10, 11, 1, 3);
-        assert_eq!(c.uniform(), Some(3), "writing the fill byte adds no override");
+        assert_eq!(
+            c.uniform(),
+            Some(3),
+            "writing the fill byte adds no override"
+        );
     }
 
     #[test]

@@ -34,7 +34,13 @@ impl Kernel {
         let vma = Vma {
             start,
             end: TASK_SIZE,
-            flags: vm::READ | vm::WRITE | vm::MAYREAD | vm::MAYWRITE | vm::MAYEXEC | vm::GROWSDOWN | vm::ACCOUNT,
+            flags: vm::READ
+                | vm::WRITE
+                | vm::MAYREAD
+                | vm::MAYWRITE
+                | vm::MAYEXEC
+                | vm::GROWSDOWN
+                | vm::ACCOUNT,
             pgoff: start >> PAGE_SHIFT,
             backing: Backing::Anon,
             anon_vma: None,
@@ -91,8 +97,18 @@ impl Kernel {
         }
         self.mm_mut(mm).vmas.clear();
         self.mm_put_huge_zero_folio(mm);
-        debug_assert_eq!(self.mm(mm).pgtables_bytes, 0, "page tables leaked at exit");
-        debug_assert!(self.mm(mm).rss.iter().all(|&r| r == 0), "rss left at exit: {:?}", self.mm(mm).rss);
+        if self.mm(mm).pgtables_bytes != 0 {
+            let b = self.mm(mm).pgtables_bytes;
+            self.report_bug(format!(
+                "exit_mmap: {b} bytes of page tables still accounted (mm_pgtables_bytes)"
+            ));
+        }
+        if self.mm(mm).rss.iter().any(|&r| r != 0) {
+            let r = self.mm(mm).rss;
+            self.report_bug(format!(
+                "exit_mmap: rss counters not zero at exit (file, anon, shmem) = {r:?}"
+            ));
+        }
         let pgd = self.mm(mm).pgd;
         self.pte_free(None, pgd);
         self.mms[mm as usize] = None;

@@ -6,6 +6,7 @@ use super::knobs::{ThpDefrag, ThpEnabled};
 use super::memory::{maybe_mkwrite, vm_page_prot, Slot};
 use super::mm::{mmf, vm, MmCounter, Vma};
 use super::mm_types::pg;
+use super::mmap::Errno;
 use super::page_alloc::{gfp, Allocated};
 use super::pgtable::{self, Entry};
 use super::vmstat::VmEvent;
@@ -60,7 +61,9 @@ impl Kernel {
 
     /// `pgtable_trans_huge_deposit`.
     fn deposit(&mut self, pmd: Slot, table: Pfn) {
-        let old = self.deposited.insert((pmd.table.0, pmd.idx as u16), table.0);
+        let old = self
+            .deposited
+            .insert((pmd.table.0, pmd.idx as u16), table.0);
         debug_assert!(old.is_none(), "double deposit");
     }
 
@@ -81,11 +84,15 @@ impl Kernel {
     /// `map_anon_folio_pmd`: map a new THP by a pmd, counting THP_FAULT_ALLOC.
     fn map_anon_folio_pmd(&mut self, mm: MmId, vma: &Vma, folio: Pfn, pmd: Slot) {
         let e = maybe_mkwrite(
-            Entry::new(folio, vm_page_prot(vma) | pgtable::PSE | pgtable::DIRTY | pgtable::ACCESSED),
+            Entry::new(
+                folio,
+                vm_page_prot(vma) | pgtable::PSE | pgtable::DIRTY | pgtable::ACCESSED,
+            ),
             vma,
         );
         self.folio_add_new_anon_rmap(folio, mm, true);
-        self.mm_mut(mm).add_rss(MmCounter::AnonPages, HPAGE_PMD_NR as i64);
+        self.mm_mut(mm)
+            .add_rss(MmCounter::AnonPages, HPAGE_PMD_NR as i64);
         self.set_entry(pmd.table, pmd.idx, e);
         self.stat.count(VmEvent::ThpFaultAlloc);
     }
@@ -93,7 +100,14 @@ impl Kernel {
     /// `do_huge_pmd_anonymous_page`: a read fault maps the huge zero folio (when
     /// use_zero_page), a write fault a newly allocated zeroed THP; each with a deposited PTE
     /// table. VM_FAULT_FALLBACK sends the fault to the pte path.
-    pub fn do_huge_pmd_anonymous_page(&mut self, mm: MmId, vma: &Vma, addr: u64, write: bool, pmd: Slot) -> u32 {
+    pub fn do_huge_pmd_anonymous_page(
+        &mut self,
+        mm: MmId,
+        vma: &Vma,
+        addr: u64,
+        write: bool,
+        pmd: Slot,
+    ) -> u32 {
         let _ = addr;
         self.anon_vma_prepare(mm, vma.start);
         if !write && self.knobs.thp_use_zero_page {
@@ -107,7 +121,10 @@ impl Kernel {
             };
             // set_huge_zero_folio: read-only, special, deposited table.
             self.deposit(pmd, pgtable);
-            let e = Entry::new(zero, pgtable::P | pgtable::USER | pgtable::PSE | pgtable::SPECIAL);
+            let e = Entry::new(
+                zero,
+                pgtable::P | pgtable::USER | pgtable::PSE | pgtable::SPECIAL,
+            );
             self.set_entry(pmd.table, pmd.idx, e);
             return 0;
         }
@@ -171,7 +188,8 @@ impl Kernel {
             return;
         }
         let head = e.pfn();
-        self.mm_mut(mm).add_rss(MmCounter::AnonPages, -(HPAGE_PMD_NR as i64));
+        self.mm_mut(mm)
+            .add_rss(MmCounter::AnonPages, -(HPAGE_PMD_NR as i64));
         self.remove_rmap_pmd(head, mm);
         self.folio_put(head);
     }
@@ -220,21 +238,32 @@ impl Kernel {
         };
         let e = self.entry(pmd.table, pmd.idx);
         if e.present() && e.huge() {
-            let vma = self.mm(mm).vma_lookup(addr).expect("huge pmd inside a vma").clone();
+            let vma = self
+                .mm(mm)
+                .vma_lookup(addr)
+                .expect("huge pmd inside a vma")
+                .clone();
             self.__split_huge_pmd(mm, &vma, pmd, haddr);
         }
     }
 
     /// `copy_huge_pmd`: fork shares a THP (write-protected in both) or the huge zero folio,
     /// depositing a new table for the child.
-    pub fn copy_huge_pmd(&mut self, dst: MmId, src: MmId, vma: &Vma, dpmd: Slot, spmd: Slot) -> Result<(), ()> {
+    pub fn copy_huge_pmd(
+        &mut self,
+        dst: MmId,
+        src: MmId,
+        vma: &Vma,
+        dpmd: Slot,
+        spmd: Slot,
+    ) -> Result<(), Errno> {
         let _ = src;
         let e = self.entry(spmd.table, spmd.idx);
-        let pgtable = self.pte_alloc_one(Some(dst)).ok_or(())?;
+        let pgtable = self.pte_alloc_one(Some(dst)).ok_or(Errno::ENOMEM)?;
         if self.is_huge_zero_pmd(e) {
             if self.mm_get_huge_zero_folio(dst).is_none() {
                 self.pte_free(Some(dst), pgtable);
-                return Err(());
+                return Err(Errno::ENOMEM);
             }
             self.deposit(dpmd, pgtable);
             self.set_entry(dpmd.table, dpmd.idx, e.without(pgtable::ACCESSED));
@@ -246,7 +275,8 @@ impl Kernel {
         }
         self.folio_get(head);
         self.add_rmap_pmd(head, dst);
-        self.mm_mut(dst).add_rss(MmCounter::AnonPages, HPAGE_PMD_NR as i64);
+        self.mm_mut(dst)
+            .add_rss(MmCounter::AnonPages, HPAGE_PMD_NR as i64);
         self.deposit(dpmd, pgtable);
         let wp = if super::memory::is_cow_mapping(vma.flags) {
             e.without(pgtable::RW)
@@ -267,7 +297,9 @@ impl Kernel {
             self.huge_zero.refcount += 1;
             return true;
         }
-        let Some(a) = self.alloc_pages(HPAGE_PMD_ORDER, gfp::COMP | gfp::ZERO | gfp::DIRECT_RECLAIM) else {
+        let Some(a) =
+            self.alloc_pages(HPAGE_PMD_ORDER, gfp::COMP | gfp::ZERO | gfp::DIRECT_RECLAIM)
+        else {
             self.stat.count(VmEvent::ThpZeroPageAllocFailed);
             return false;
         };
@@ -280,7 +312,10 @@ impl Kernel {
 
     /// `put_huge_zero_folio`: only the shrinker may drop the last reference.
     fn put_huge_zero_folio(&mut self) {
-        assert!(self.huge_zero.refcount > 1, "huge zero refcount would reach zero");
+        assert!(
+            self.huge_zero.refcount > 1,
+            "huge zero refcount would reach zero"
+        );
         self.huge_zero.refcount -= 1;
     }
 
@@ -323,7 +358,9 @@ impl Kernel {
             return;
         }
         let n = self.folio_nr_pages(head) as u32;
-        let mapped = (0..n).filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount > 0).count();
+        let mapped = (0..n)
+            .filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount > 0)
+            .count();
         if mapped == 0 || mapped == n as usize {
             return;
         }

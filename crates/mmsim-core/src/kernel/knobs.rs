@@ -70,12 +70,36 @@ const FAULT_AROUND: &str = "fault_around_bytes";
 
 /// (name, accepted values, meaning) of every knob, in the order `mmsim knobs` lists them.
 const KNOB_TABLE: &[(&str, &str, &str)] = &[
-    (THP_ENABLED, "always|madvise|never", "THP for anonymous memory: every suitable vma, only MADV_HUGEPAGE vmas, or none"),
-    (THP_DEFRAG, "always|defer|defer+madvise|madvise|never", "whether a THP fault allocation may reclaim (run shrinkers) before falling back"),
-    (THP_USE_ZERO_PAGE, "0|1", "map the huge zero page on a read fault of a THP-suitable range"),
-    (FAIL_MIN_ORDER, "off|0..10", "fault injection: every page allocation of at least this order fails"),
-    (FAIL_EVERY, "0|K", "fault injection: every Kth page allocation fails (0 = off)"),
-    (FAULT_AROUND, "4096..65536 (power of two)", "read faults on file/shmem mappings also map up to this many bytes of pages already cached"),
+    (
+        THP_ENABLED,
+        "always|madvise|never",
+        "THP for anonymous memory: every suitable vma, only MADV_HUGEPAGE vmas, or none",
+    ),
+    (
+        THP_DEFRAG,
+        "always|defer|defer+madvise|madvise|never",
+        "whether a THP fault allocation may reclaim (run shrinkers) before falling back",
+    ),
+    (
+        THP_USE_ZERO_PAGE,
+        "0|1",
+        "map the huge zero page on a read fault of a THP-suitable range",
+    ),
+    (
+        FAIL_MIN_ORDER,
+        "off|0..10",
+        "fault injection: every page allocation of at least this order fails",
+    ),
+    (
+        FAIL_EVERY,
+        "0|K",
+        "fault injection: every Kth page allocation fails (0 = off)",
+    ),
+    (
+        FAULT_AROUND,
+        "4096..65536 (power of two)",
+        "read faults on file/shmem mappings also map up to this many bytes of pages already cached",
+    ),
 ];
 
 impl Knobs {
@@ -130,7 +154,8 @@ impl Knobs {
     /// the knob and what it accepts.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
         let v = value.trim();
-        let bad = |accepted: &str| format!("knob {name}: invalid value {v:?} (expected {accepted})");
+        let bad =
+            |accepted: &str| format!("knob {name}: invalid value {v:?} (expected {accepted})");
         match name {
             THP_ENABLED => {
                 self.thp_enabled = match v {
@@ -215,7 +240,9 @@ mod tests {
     #[test]
     fn errors_name_the_knob() {
         let mut k = Knobs::default();
-        let e = k.set("transparent_hugepage/enabled", "sometimes").unwrap_err();
+        let e = k
+            .set("transparent_hugepage/enabled", "sometimes")
+            .unwrap_err();
         assert!(e.contains("transparent_hugepage/enabled"), "{e}");
         let e = k.set("no/such", "1").unwrap_err();
         assert!(e.contains("unknown knob"), "{e}");

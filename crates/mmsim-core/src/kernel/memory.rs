@@ -4,6 +4,7 @@
 
 use super::mm::{vm, MmCounter, Vma};
 use super::mm_types::pg;
+use super::mmap::Errno;
 use super::page_alloc::gfp;
 use super::pgtable::{self, Entry, TABLE_FLAGS};
 use super::vmstat::VmEvent;
@@ -110,7 +111,11 @@ impl Kernel {
     /// paths, then the pte path. Returns VM_FAULT_* bits. The caller (the arch fault handler)
     /// has found the vma and checked access rights.
     pub fn handle_mm_fault(&mut self, mm: MmId, addr: u64, write: bool) -> u32 {
-        let vma = self.mm(mm).vma_lookup(addr).expect("arch handler checked the vma").clone();
+        let vma = self
+            .mm(mm)
+            .vma_lookup(addr)
+            .expect("arch handler checked the vma")
+            .clone();
         let Some(pmd) = self.pmd_alloc(mm, addr) else {
             return vm_fault::OOM;
         };
@@ -216,7 +221,11 @@ impl Kernel {
         let pfn = pte.pfn();
         if vma.is_shared() {
             // wp_page_shared: shmem needs no page_mkwrite; make the pte writable.
-            self.set_entry(slot.table, slot.idx, maybe_mkwrite(pte.with(pgtable::DIRTY), vma));
+            self.set_entry(
+                slot.table,
+                slot.idx,
+                maybe_mkwrite(pte.with(pgtable::DIRTY), vma),
+            );
             return 0;
         }
         if !self.is_zero_pfn(pfn) && self.wp_can_reuse_anon_folio(pfn, mm) {
@@ -277,7 +286,10 @@ impl Kernel {
             }
         }
         let e = maybe_mkwrite(
-            Entry::new(a.pfn, vm_page_prot(vma) | pgtable::DIRTY | pgtable::ACCESSED),
+            Entry::new(
+                a.pfn,
+                vm_page_prot(vma) | pgtable::DIRTY | pgtable::ACCESSED,
+            ),
             vma,
         );
         self.set_entry(slot.table, slot.idx, e);
@@ -314,7 +326,15 @@ impl Kernel {
     }
 
     /// Map a shmem page at `table[idx]` (set_pte_range via finish_fault/filemap_map_pages).
-    fn map_shmem_pte(&mut self, mm: MmId, vma: &Vma, page: Pfn, table: Pfn, idx: usize, dirty: bool) {
+    fn map_shmem_pte(
+        &mut self,
+        mm: MmId,
+        vma: &Vma,
+        page: Pfn,
+        table: Pfn,
+        idx: usize,
+        dirty: bool,
+    ) {
         self.folio_get(page);
         self.add_rmap_pte(page, mm);
         self.mm_mut(mm).add_rss(MmCounter::ShmemPages, 1);
@@ -397,7 +417,9 @@ impl Kernel {
                 let pfn = e.pfn();
                 if !e.special() {
                     let c = self.mm_counter(pfn);
-                    self.mm_mut(mm).add_rss(c, -1);
+                    if !self.sabotage.skip_rss_dec {
+                        self.mm_mut(mm).add_rss(c, -1);
+                    }
                     self.remove_rmap_pte(pfn, mm);
                     let h = self.head_of(pfn);
                     self.folio_put(h);
@@ -451,7 +473,15 @@ impl Kernel {
 
     /// `free_pud_range` (p4d folded): free PMD tables, then the PUD table if it covers only
     /// [floor, ceiling).
-    fn free_pud_range(&mut self, mm: MmId, pgd: Slot, addr: u64, end: u64, floor: u64, ceiling: u64) {
+    fn free_pud_range(
+        &mut self,
+        mm: MmId,
+        pgd: Slot,
+        addr: u64,
+        end: u64,
+        floor: u64,
+        ceiling: u64,
+    ) {
         let pud_table = self.entry(pgd.table, pgd.idx).pfn();
         let start = addr;
         let mut a = addr;
@@ -459,7 +489,17 @@ impl Kernel {
             let next = pgd_addr_end(a, end, PUD_SIZE);
             let idx = (a >> PUD_SHIFT) as usize & 511;
             if self.entry(pud_table, idx).present() {
-                self.free_pmd_range(mm, Slot { table: pud_table, idx }, a, next, floor, ceiling);
+                self.free_pmd_range(
+                    mm,
+                    Slot {
+                        table: pud_table,
+                        idx,
+                    },
+                    a,
+                    next,
+                    floor,
+                    ceiling,
+                );
             }
             a = next;
             if a == end {
@@ -474,7 +514,15 @@ impl Kernel {
 
     /// `free_pmd_range`: free PTE tables (free_pte_range), then the PMD table if it covers
     /// only [floor, ceiling).
-    fn free_pmd_range(&mut self, mm: MmId, pud: Slot, addr: u64, end: u64, floor: u64, ceiling: u64) {
+    fn free_pmd_range(
+        &mut self,
+        mm: MmId,
+        pud: Slot,
+        addr: u64,
+        end: u64,
+        floor: u64,
+        ceiling: u64,
+    ) {
         let pmd_table = self.entry(pud.table, pud.idx).pfn();
         let start = addr;
         let mut a = addr;
@@ -502,7 +550,7 @@ impl Kernel {
     /// `copy_page_range`: copy one vma's page tables into the child, unless the child can
     /// refault everything (`vma_needs_copy`: only vmas with an anon_vma are copied). Private
     /// writable ptes become read-only in both (COW). Err on allocation failure (fork ENOMEM).
-    pub fn copy_page_range(&mut self, dst: MmId, src: MmId, vma: &Vma) -> Result<(), ()> {
+    pub fn copy_page_range(&mut self, dst: MmId, src: MmId, vma: &Vma) -> Result<(), Errno> {
         if vma.anon_vma.is_none() {
             return Ok(());
         }
@@ -518,11 +566,11 @@ impl Kernel {
                 addr = next;
                 continue;
             }
-            let dpmd = self.pmd_alloc(dst, addr).ok_or(())?;
+            let dpmd = self.pmd_alloc(dst, addr).ok_or(Errno::ENOMEM)?;
             if e.huge() {
                 self.copy_huge_pmd(dst, src, vma, dpmd, spmd)?;
             } else {
-                let dtable = self.pte_alloc(dst, dpmd).ok_or(())?;
+                let dtable = self.pte_alloc(dst, dpmd).ok_or(Errno::ENOMEM)?;
                 self.copy_pte_range(dst, src, vma, dtable, e.pfn(), addr, next);
             }
             addr = next;
@@ -532,7 +580,16 @@ impl Kernel {
 
     /// `copy_pte_range` / `copy_present_pte`.
     #[allow(clippy::too_many_arguments)]
-    fn copy_pte_range(&mut self, dst: MmId, _src: MmId, vma: &Vma, dtable: Pfn, stable: Pfn, addr: u64, end: u64) {
+    fn copy_pte_range(
+        &mut self,
+        dst: MmId,
+        _src: MmId,
+        vma: &Vma,
+        dtable: Pfn,
+        stable: Pfn,
+        addr: u64,
+        end: u64,
+    ) {
         let cow = is_cow_mapping(vma.flags);
         let mut a = addr;
         while a < end {
@@ -590,4 +647,3 @@ fn free_upper_ok(start: u64, end: u64, floor: u64, ceiling: u64, size: u64) -> b
     }
     end.wrapping_sub(1) <= ceiling.wrapping_sub(1)
 }
-

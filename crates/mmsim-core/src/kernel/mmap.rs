@@ -65,7 +65,10 @@ impl Kernel {
             return Err(Errno::EINVAL);
         }
         let addr = if a.fixed {
-            if a.addr & (PAGE_SIZE - 1) != 0 || a.addr < MMAP_MIN_ADDR || a.addr.checked_add(len).is_none_or(|e| e > TASK_SIZE) {
+            if a.addr & (PAGE_SIZE - 1) != 0
+                || a.addr < MMAP_MIN_ADDR
+                || a.addr.checked_add(len).is_none_or(|e| e > TASK_SIZE)
+            {
                 return Err(Errno::EINVAL);
             }
             self.do_munmap(mm, a.addr, len)?;
@@ -103,16 +106,26 @@ impl Kernel {
     /// `get_unmapped_area`: the hint if free, else top-down below mmap_base
     /// (vm_unmapped_area); private anonymous lengths that are multiples of 2 MiB are
     /// PMD-aligned (thp_get_unmapped_area), as Linux >= 6.7 does.
-    pub fn get_unmapped_area(&self, mm: MmId, hint: u64, len: u64, align: u64, shared: bool) -> Result<u64, Errno> {
+    pub fn get_unmapped_area(
+        &self,
+        mm: MmId,
+        hint: u64,
+        len: u64,
+        align: u64,
+        shared: bool,
+    ) -> Result<u64, Errno> {
         let m = self.mm(mm);
         if hint != 0 && align == 0 {
             let h = hint & !(PAGE_SIZE - 1);
-            if h >= MMAP_MIN_ADDR && h.checked_add(len).is_some_and(|e| e <= TASK_SIZE) && self.range_free(mm, h, h + len) {
+            if h >= MMAP_MIN_ADDR
+                && h.checked_add(len).is_some_and(|e| e <= TASK_SIZE)
+                && self.range_free(mm, h, h + len)
+            {
                 return Ok(h);
             }
         }
         let mut align = align.max(PAGE_SIZE);
-        if !shared && hint == 0 && len % HPAGE_PMD_SIZE == 0 {
+        if !shared && hint == 0 && len.is_multiple_of(HPAGE_PMD_SIZE) {
             align = align.max(HPAGE_PMD_SIZE);
         }
         // Walk the gaps from the top down.
@@ -124,7 +137,9 @@ impl Kernel {
         }
         let next_growsdown = |end: u64| -> u64 {
             match m.vmas.range(end..).next() {
-                Some((_, v)) if v.start == end && v.flags & vm::GROWSDOWN != 0 => end.saturating_sub(STACK_GUARD_GAP),
+                Some((_, v)) if v.start == end && v.flags & vm::GROWSDOWN != 0 => {
+                    end.saturating_sub(STACK_GUARD_GAP)
+                }
                 _ => end,
             }
         };
@@ -164,10 +179,13 @@ impl Kernel {
         }
         match (a.backing, b.backing) {
             (Backing::Anon, Backing::Anon) => {
-                let anon_ok = a.anon_vma.is_none() || b.anon_vma.is_none() || a.anon_vma == b.anon_vma;
+                let anon_ok =
+                    a.anon_vma.is_none() || b.anon_vma.is_none() || a.anon_vma == b.anon_vma;
                 anon_ok && a.pgoff + ((a.end - a.start) >> PAGE_SHIFT) == b.pgoff
             }
-            (Backing::Shmem(x), Backing::Shmem(y)) => x == y && a.pgoff + ((a.end - a.start) >> PAGE_SHIFT) == b.pgoff,
+            (Backing::Shmem(x), Backing::Shmem(y)) => {
+                x == y && a.pgoff + ((a.end - a.start) >> PAGE_SHIFT) == b.pgoff
+            }
             _ => false,
         }
     }
@@ -190,7 +208,12 @@ impl Kernel {
             }
         }
         let cur = self.mm(mm).vmas[&start].clone();
-        let prev = self.mm(mm).vmas.range(..start).next_back().map(|(_, v)| v.clone());
+        let prev = self
+            .mm(mm)
+            .vmas
+            .range(..start)
+            .next_back()
+            .map(|(_, v)| v.clone());
         if let Some(prev) = prev {
             if Self::can_merge(&prev, &cur) {
                 self.mm_mut(mm).vmas.remove(&start);
@@ -234,7 +257,10 @@ impl Kernel {
             return Err(Errno::EINVAL);
         }
         let len = page_align(len).ok_or(Errno::EINVAL)?;
-        let end = start.checked_add(len).filter(|&e| e <= TASK_SIZE).ok_or(Errno::EINVAL)?;
+        let end = start
+            .checked_add(len)
+            .filter(|&e| e <= TASK_SIZE)
+            .ok_or(Errno::EINVAL)?;
         if self.mm(mm).vmas_in(start, end).is_empty() {
             return Ok(());
         }
@@ -252,8 +278,18 @@ impl Kernel {
         for v in &victims {
             self.mm_mut(mm).vmas.remove(&v.start);
         }
-        let floor = self.mm(mm).vmas.range(..start).next_back().map_or(0, |(_, v)| v.end);
-        let ceiling = self.mm(mm).vmas.range(end..).next().map_or(0, |(_, v)| v.start);
+        let floor = self
+            .mm(mm)
+            .vmas
+            .range(..start)
+            .next_back()
+            .map_or(0, |(_, v)| v.end);
+        let ceiling = self
+            .mm(mm)
+            .vmas
+            .range(end..)
+            .next()
+            .map_or(0, |(_, v)| v.start);
         self.free_pgtables(mm, &victims, floor, ceiling);
         for v in &victims {
             if let Backing::Shmem(o) = v.backing {
@@ -273,7 +309,11 @@ impl Kernel {
             while j + 1 < removed.len() && removed[j + 1].start <= removed[j].end + HPAGE_PMD_SIZE {
                 j += 1;
             }
-            let next_start = if j + 1 < removed.len() { removed[j + 1].start } else { ceiling };
+            let next_start = if j + 1 < removed.len() {
+                removed[j + 1].start
+            } else {
+                ceiling
+            };
             self.free_pgd_range(mm, start, removed[j].end, floor, next_start);
             i = j + 1;
         }

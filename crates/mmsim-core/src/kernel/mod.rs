@@ -62,6 +62,20 @@ pub struct Kernel {
     pub oom_victim: Option<MmId>,
     /// The last allocation failure was injected (fail_page_alloc), not a real shortage.
     pub last_fail_injected: bool,
+    /// The first inconsistency the kernel noticed itself (its BUG()/WARN() reports).
+    pub bug: Option<String>,
+    /// Deliberate bugs, for proving that the checkers catch them (tests only).
+    pub sabotage: Sabotage,
+}
+
+/// Deliberately broken behaviour a test can switch on to show the reference model and the
+/// invariant checks catch it. Never set by the front ends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sabotage {
+    /// wp_page_copy maps a new page without copying the old one's data.
+    pub skip_cow_copy: bool,
+    /// zap_pte_range forgets to drop the rss counter.
+    pub skip_rss_dec: bool,
 }
 
 /// Fault result bits (enum vm_fault_reason).
@@ -100,9 +114,17 @@ impl Kernel {
             next_anon_vma: 1,
             oom_victim: None,
             last_fail_injected: false,
+            sabotage: Sabotage::default(),
+            bug: None,
         };
         k.sync_items();
         k
+    }
+
+    /// Record an inconsistency (the model's WARN_ON): the run reports it as an invariant
+    /// violation instead of crashing.
+    pub fn report_bug(&mut self, msg: String) {
+        self.bug.get_or_insert(msg);
     }
 
     /// Apply a knob change at run time (as writing to sysfs would).
@@ -419,6 +441,9 @@ impl Kernel {
 
     /// Copy the data of one base page to another (copy_user_highpage).
     pub fn copy_page(&mut self, dst: Pfn, src: Pfn) {
+        if self.sabotage.skip_cow_copy {
+            return;
+        }
         self.stat.count(VmEvent::PgCopy);
         self.mem.data[dst.idx()] = match &self.mem.data[src.idx()] {
             FrameData::Data(c) if !c.is_zero() => FrameData::Data(c.clone()),

@@ -22,7 +22,9 @@ impl Kernel {
         if len == 0 {
             return Ok(());
         }
-        let end = page_align(len).and_then(|l| start.checked_add(l)).ok_or(Errno::ENOMEM)?;
+        let end = page_align(len)
+            .and_then(|l| start.checked_add(l))
+            .ok_or(Errno::ENOMEM)?;
         let mut addr = start;
         while addr < end {
             let Some(v) = self.mm(mm).vma_lookup(addr).cloned() else {
@@ -112,7 +114,12 @@ impl Kernel {
     /// stays writable only if it maps an exclusive anonymous page. PROT_NONE clears present
     /// and sets PROTNONE, as x86 does.
     fn change_leaf(&self, vma: &Vma, e: Entry) -> Entry {
-        let keep = e.0 & (pgtable::PFN_MASK | pgtable::ACCESSED | pgtable::DIRTY | pgtable::PSE | pgtable::SPECIAL);
+        let keep = e.0
+            & (pgtable::PFN_MASK
+                | pgtable::ACCESSED
+                | pgtable::DIRTY
+                | pgtable::PSE
+                | pgtable::SPECIAL);
         let mut ne = Entry(keep | pgtable::USER);
         if vma.flags & (vm::READ | vm::WRITE | vm::EXEC) == 0 {
             return ne.with(pgtable::PROTNONE);
@@ -135,4 +142,3 @@ impl Kernel {
         ne
     }
 }
-

@@ -154,7 +154,7 @@ impl PhysMem {
         if self.fail_min_order.is_some_and(|m| order >= m) {
             return true;
         }
-        self.fail_every > 0 && self.attempts % self.fail_every == 0
+        self.fail_every > 0 && self.attempts.is_multiple_of(self.fail_every)
     }
 
     /// `__alloc_pages` without reclaim: take the smallest free block of at least `order`,
@@ -318,7 +318,11 @@ mod tests {
         for p in got.iter().rev() {
             m.free(*p, 0, &mut s);
         }
-        assert_eq!(m.buddyinfo()[10], 1, "everything merges back into one block");
+        assert_eq!(
+            m.buddyinfo()[10],
+            1,
+            "everything merges back into one block"
+        );
     }
 
     #[test]
@@ -335,7 +339,10 @@ mod tests {
         let c = m.alloc(0, gfp::ZERO, true, &mut s);
         assert!(c.is_none());
         m.free(a.pfn, 9, &mut s);
-        assert_eq!(m.zeroed_free_pages, 0, "freed memory is never known to be zero");
+        assert_eq!(
+            m.zeroed_free_pages, 0,
+            "freed memory is never known to be zero"
+        );
         let d = m.alloc(0, gfp::ZERO, true, &mut s).unwrap();
         assert_eq!(d.cleared, 1);
     }
@@ -349,7 +356,9 @@ mod tests {
         assert!(m.alloc(0, 0, true, &mut s).is_some());
         m.fail_min_order = None;
         m.fail_every = 3;
-        let ok: Vec<bool> = (0..6).map(|_| m.alloc(0, 0, true, &mut s).is_some()).collect();
+        let ok: Vec<bool> = (0..6)
+            .map(|_| m.alloc(0, 0, true, &mut s).is_some())
+            .collect();
         // attempts 3..8 (two were made above): the 3rd and 6th fail.
         assert_eq!(ok, vec![false, true, true, false, true, true]);
         assert_eq!(s.events[VmEvent::AllocFailInjected], 3);

@@ -127,7 +127,7 @@ mod tests {
         let e = Entry::new(Pfn(0x1234), P | RW | USER);
         assert_eq!(e.pfn(), Pfn(0x1234));
         assert!(e.present() && e.write() && !e.huge());
-        assert_eq!(e.0, 0x1234_000 | 7);
+        assert_eq!(e.0, 0x0123_4000 | 7);
         assert_eq!(format!("{:?}", e.without(RW)), "pfn 0x1234 [PU]");
     }
 }

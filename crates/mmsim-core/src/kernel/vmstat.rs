@@ -100,7 +100,12 @@ impl VmStat {
             .copied()
             .zip(self.items.0.iter().copied())
             .collect();
-        v.extend(VM_EVENT_NAMES.iter().copied().zip(self.events.0.iter().copied()));
+        v.extend(
+            VM_EVENT_NAMES
+                .iter()
+                .copied()
+                .zip(self.events.0.iter().copied()),
+        );
         v
     }
 }

@@ -52,8 +52,22 @@ struct Frame {
 #[derive(Clone, Copy)]
 enum Cursor {
     Idle,
-    Access { write: bool, next: u64, end: u64, stride: u64, value: u8, expect: Option<u8>, failed: bool },
-    Compare { a: u64, b: u64, pos: u64, len: u64, expect: Option<bool> },
+    Access {
+        write: bool,
+        next: u64,
+        end: u64,
+        stride: u64,
+        value: u8,
+        expect: Option<u8>,
+        failed: bool,
+    },
+    Compare {
+        a: u64,
+        b: u64,
+        pos: u64,
+        len: u64,
+        expect: Option<bool>,
+    },
 }
 
 /// A simulated process.
@@ -104,7 +118,10 @@ impl Interp {
             kernel,
             tasks: Vec::new(),
             oracle: check.then(Oracle::default),
-            check: CheckSummary { enabled: check, ..Default::default() },
+            check: CheckSummary {
+                enabled: check,
+                ..Default::default()
+            },
             events: Vec::new(),
             events_dropped: 0,
             snapshot_requests: Vec::new(),
@@ -113,12 +130,25 @@ impl Interp {
             steps: 0,
             max_steps: u64::MAX,
         };
-        let mm = it.kernel.exec_mm().ok_or("machine too small to start the first process")?;
+        // The first process exists before the workload starts: fault injection does not apply.
+        let (fmo, fe) = (
+            it.kernel.mem.fail_min_order.take(),
+            std::mem::take(&mut it.kernel.mem.fail_every),
+        );
+        let mm = it
+            .kernel
+            .exec_mm()
+            .ok_or("machine too small to start the first process")?;
+        (it.kernel.mem.fail_min_order, it.kernel.mem.fail_every) = (fmo, fe);
         it.tasks.push(Task {
             pid: 1,
             ppid: 0,
             mm: Some(mm),
-            frames: vec![Frame { ops: Rc::new(program), pc: 0, remaining: 0 }],
+            frames: vec![Frame {
+                ops: Rc::new(program),
+                pc: 0,
+                remaining: 0,
+            }],
             regions: HashMap::new(),
             state: TaskState::Running,
             minflt: 0,
@@ -135,7 +165,11 @@ impl Interp {
 
     fn event(&mut self, pid: u32, kind: &str, message: String) {
         if self.events.len() < MAX_EVENTS {
-            self.events.push(Event { pid, kind: kind.into(), message });
+            self.events.push(Event {
+                pid,
+                kind: kind.into(),
+                message,
+            });
         } else {
             self.events_dropped += 1;
         }
@@ -150,7 +184,10 @@ impl Interp {
             match self.tasks[t].state {
                 TaskState::Waiting => {
                     let done = self.tasks[t].children.iter().all(|&c| {
-                        matches!(self.tasks[(c - 1) as usize].state, TaskState::Exited | TaskState::Killed)
+                        matches!(
+                            self.tasks[(c - 1) as usize].state,
+                            TaskState::Exited | TaskState::Killed
+                        )
                     });
                     if done {
                         self.tasks[t].state = TaskState::Running;
@@ -215,7 +252,10 @@ impl Interp {
     }
 
     fn region(&self, t: usize, name: &str) -> (u64, u64) {
-        *self.tasks[t].regions.get(name).expect("validated: region mapped before use")
+        *self.tasks[t]
+            .regions
+            .get(name)
+            .expect("validated: region mapped before use")
     }
 
     fn range(&self, t: usize, region: &str, offset: u64, length: Option<u64>) -> (u64, u64) {
@@ -228,7 +268,15 @@ impl Interp {
         let pid = self.tasks[t].pid;
         let mm = self.tasks[t].mm.expect("running task has an mm");
         match op {
-            Op::Mmap(MmapOp { name, size, align, prot, flags, addr, fixed }) => {
+            Op::Mmap(MmapOp {
+                name,
+                size,
+                align,
+                prot,
+                flags,
+                addr,
+                fixed,
+            }) => {
                 let p = parse_prot(prot).expect("validated");
                 let shared = flags.iter().any(|f| f == "shared");
                 let args = MmapArgs {
@@ -244,17 +292,32 @@ impl Interp {
                         self.tasks[t].regions.insert(name.clone(), (a, size.0));
                         if let Some(o) = self.oracle.as_mut() {
                             let len = page_align(size.0).expect("fits");
-                            o.mmap(pid, a, len, p & (vm::READ | vm::EXEC) != 0, p & vm::WRITE != 0, shared);
+                            o.mmap(
+                                pid,
+                                a,
+                                len,
+                                p & (vm::READ | vm::EXEC) != 0,
+                                p & vm::WRITE != 0,
+                                shared,
+                            );
                         }
                     }
                     Err(e) => {
-                        self.event(pid, "syscall", format!("mmap {name} ({} bytes): {}", size.0, e.name()));
+                        self.event(
+                            pid,
+                            "syscall",
+                            format!("mmap {name} ({} bytes): {}", size.0, e.name()),
+                        );
                         self.exit_task(t, TaskState::Exited);
                     }
                 }
                 self.after_syscall();
             }
-            Op::Munmap(MunmapOp { region, offset, length }) => {
+            Op::Munmap(MunmapOp {
+                region,
+                offset,
+                length,
+            }) => {
                 let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
                 if len > 0 {
                     match self.kernel.do_munmap(mm, a, len) {
@@ -263,25 +326,43 @@ impl Interp {
                                 o.munmap(pid, a, page_align(len).unwrap_or(len));
                             }
                         }
-                        Err(e) => self.event(pid, "syscall", format!("munmap {region}: {}", e.name())),
+                        Err(e) => {
+                            self.event(pid, "syscall", format!("munmap {region}: {}", e.name()))
+                        }
                     }
                 }
                 self.after_syscall();
             }
-            Op::Mprotect(MprotectOp { region, offset, length, prot }) => {
+            Op::Mprotect(MprotectOp {
+                region,
+                offset,
+                length,
+                prot,
+            }) => {
                 let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
                 let p = parse_prot(prot).expect("validated");
                 let r = self.kernel.do_mprotect(mm, a, len, p);
                 if let Some(o) = self.oracle.as_mut() {
                     // The mapped part up to a hole is changed even when the call fails.
-                    o.mprotect(pid, a, page_align(len).unwrap_or(len), p & (vm::READ | vm::EXEC) != 0, p & vm::WRITE != 0);
+                    o.mprotect(
+                        pid,
+                        a,
+                        page_align(len).unwrap_or(len),
+                        p & (vm::READ | vm::EXEC) != 0,
+                        p & vm::WRITE != 0,
+                    );
                 }
                 if let Err(e) = r {
                     self.event(pid, "syscall", format!("mprotect {region}: {}", e.name()));
                 }
                 self.after_syscall();
             }
-            Op::Madvise(MadviseOp { region, offset, length, advice }) => {
+            Op::Madvise(MadviseOp {
+                region,
+                offset,
+                length,
+                advice,
+            }) => {
                 let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
                 let adv = match advice.as_str() {
                     "hugepage" => Advice::HugePage,
@@ -295,11 +376,28 @@ impl Interp {
                     }
                 }
                 if let Err(e) = r {
-                    self.event(pid, "syscall", format!("madvise {region} {advice}: {}", e.name()));
+                    self.event(
+                        pid,
+                        "syscall",
+                        format!("madvise {region} {advice}: {}", e.name()),
+                    );
                 }
                 self.after_syscall();
             }
-            Op::Read(ReadOp { region, offset, length, stride, expect }) | Op::Write(WriteOp { region, offset, length, stride, value: expect }) => {
+            Op::Read(ReadOp {
+                region,
+                offset,
+                length,
+                stride,
+                expect,
+            })
+            | Op::Write(WriteOp {
+                region,
+                offset,
+                length,
+                stride,
+                value: expect,
+            }) => {
                 let write = matches!(op, Op::Write(WriteOp { .. }));
                 let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
                 let stride = stride.map_or(DEFAULT_STRIDE, |s| s.0);
@@ -308,12 +406,21 @@ impl Interp {
                     next: a,
                     end: a.saturating_add(len),
                     stride,
-                    value: if write { expect.unwrap_or(DEFAULT_VALUE) } else { 0 },
+                    value: if write {
+                        expect.unwrap_or(DEFAULT_VALUE)
+                    } else {
+                        0
+                    },
                     expect: if write { None } else { *expect },
                     failed: false,
                 };
             }
-            Op::Compare(CompareOp { a, b, length, expect }) => {
+            Op::Compare(CompareOp {
+                a,
+                b,
+                length,
+                expect,
+            }) => {
                 let (ab, _) = self.region(t, &a.region);
                 let (bb, _) = self.region(t, &b.region);
                 self.tasks[t].cursor = Cursor::Compare {
@@ -326,7 +433,11 @@ impl Interp {
             }
             Op::Loop(LoopOp { count, body }) => {
                 if *count > 0 {
-                    self.tasks[t].frames.push(Frame { ops: Rc::new(body.clone()), pc: 0, remaining: count - 1 });
+                    self.tasks[t].frames.push(Frame {
+                        ops: Rc::new(body.clone()),
+                        pc: 0,
+                        remaining: count - 1,
+                    });
                 }
             }
             Op::Fork(ForkOp { count, program }) => {
@@ -353,6 +464,9 @@ impl Interp {
     }
 
     fn after_syscall(&mut self) {
+        if let Some(b) = self.kernel.bug.take() {
+            self.invariant_violation.get_or_insert(b);
+        }
         if self.check_invariants_each_op && self.invariant_violation.is_none() {
             self.check.invariant_checks += 1;
             if let Err(e) = self.kernel.check_invariants() {
@@ -374,7 +488,11 @@ impl Interp {
             pid,
             ppid: parent_pid,
             mm: Some(child_mm),
-            frames: vec![Frame { ops: program, pc: 0, remaining: 0 }],
+            frames: vec![Frame {
+                ops: program,
+                pc: 0,
+                remaining: 0,
+            }],
             regions,
             state: TaskState::Running,
             minflt: 0,
@@ -410,7 +528,11 @@ impl Interp {
     fn kill_mm(&mut self, mm: MmId) {
         if let Some(v) = self.tasks.iter().position(|x| x.mm == Some(mm)) {
             let pid = self.tasks[v].pid;
-            self.event(pid, "oom-kill", format!("Out of memory: Killed process {pid}"));
+            self.event(
+                pid,
+                "oom-kill",
+                format!("Out of memory: Killed process {pid}"),
+            );
             self.exit_task(v, TaskState::Killed);
         }
     }
@@ -430,7 +552,11 @@ impl Interp {
                 FaultOutcome::Segv => {
                     let pid = self.tasks[t].pid;
                     let what = if write { "write" } else { "read" };
-                    self.event(pid, "segfault", format!("segfault at {addr:#x}: {what} of unmapped or protected memory"));
+                    self.event(
+                        pid,
+                        "segfault",
+                        format!("segfault at {addr:#x}: {what} of unmapped or protected memory"),
+                    );
                     if let Some(o) = &self.oracle {
                         if o.access_ok(pid, addr & !(PAGE_SIZE - 1), write) {
                             self.mismatch(pid, format!("{what} at {addr:#x}: simulator raised SIGSEGV, reference model allows it"));
@@ -482,7 +608,16 @@ impl Interp {
         let pid = self.tasks[t].pid;
         let mut used = 0;
         while used < budget {
-            let Cursor::Access { write, next, end, stride, value, expect, failed } = self.tasks[t].cursor else {
+            let Cursor::Access {
+                write,
+                next,
+                end,
+                stride,
+                value,
+                expect,
+                failed,
+            } = self.tasks[t].cursor
+            else {
                 return used;
             };
             if next >= end {
@@ -520,7 +655,10 @@ impl Interp {
                     if let Some(off) = bad {
                         if !failed {
                             let found = got.map_or(0, |c| c.get(off));
-                            expect_msg = Some(format!("read at {:#x}: expected {x}, found {found}", page + off as u64));
+                            expect_msg = Some(format!(
+                                "read at {:#x}: expected {x}, found {found}",
+                                page + off as u64
+                            ));
                         }
                         failed = true;
                     }
@@ -528,8 +666,14 @@ impl Interp {
                 if let Some(o) = &self.oracle {
                     let want = o.page(pid, page);
                     if let Some(off) = first_diff_strided(got, want, ps, pe, st) {
-                        let (g, w) = (got.map_or(0, |c| c.get(off)), want.map_or(0, |c| c.get(off)));
-                        mismatch_msg = Some(format!("read at {:#x}: reference model expects {w}, simulator returned {g}", page + off as u64));
+                        let (g, w) = (
+                            got.map_or(0, |c| c.get(off)),
+                            want.map_or(0, |c| c.get(off)),
+                        );
+                        mismatch_msg = Some(format!(
+                            "read at {:#x}: reference model expects {w}, simulator returned {g}",
+                            page + off as u64
+                        ));
                     }
                     self.check.reads_checked += count;
                 }
@@ -541,7 +685,10 @@ impl Interp {
                     self.mismatch(pid, m);
                 }
             }
-            if let Cursor::Access { next: n, failed: f, .. } = &mut self.tasks[t].cursor {
+            if let Cursor::Access {
+                next: n, failed: f, ..
+            } = &mut self.tasks[t].cursor
+            {
                 *n = after;
                 *f = failed;
             }
@@ -553,7 +700,14 @@ impl Interp {
         let pid = self.tasks[t].pid;
         let mut used = 0;
         while used < budget {
-            let Cursor::Compare { a, b, pos, len, expect } = self.tasks[t].cursor else {
+            let Cursor::Compare {
+                a,
+                b,
+                pos,
+                len,
+                expect,
+            } = self.tasks[t].cursor
+            else {
                 return used;
             };
             if pos >= len {
@@ -567,11 +721,21 @@ impl Interp {
                 .min(len - pos);
             used += 1;
             self.steps += 1;
-            let Ok(fa) = self.access_page(t, pa, false) else { return used };
-            let Ok(fb) = self.access_page(t, pb, false) else { return used };
+            let Ok(fa) = self.access_page(t, pa, false) else {
+                return used;
+            };
+            let Ok(fb) = self.access_page(t, pb, false) else {
+                return used;
+            };
             let oa = (pa & (PAGE_SIZE - 1)) as usize;
             let ob = (pb & (PAGE_SIZE - 1)) as usize;
-            let same = chunk_equal(self.kernel.page_content(fa), oa, self.kernel.page_content(fb), ob, chunk as usize);
+            let same = chunk_equal(
+                self.kernel.page_content(fa),
+                oa,
+                self.kernel.page_content(fb),
+                ob,
+                chunk as usize,
+            );
             if let Some(o) = &self.oracle {
                 let ra = o.page(pid, pa & !(PAGE_SIZE - 1));
                 let rb = o.page(pid, pb & !(PAGE_SIZE - 1));
@@ -597,14 +761,24 @@ impl Interp {
             if e != equal {
                 let pid = self.tasks[t].pid;
                 self.check.expect_failures += 1;
-                self.event(pid, "expect", format!("compare: expected equal={e}, memcmp found equal={equal}"));
+                self.event(
+                    pid,
+                    "expect",
+                    format!("compare: expected equal={e}, memcmp found equal={equal}"),
+                );
             }
         }
     }
 }
 
 /// First offset in [ps, pe) stepping `st` where two pages differ.
-fn first_diff_strided(a: Option<&PageContent>, b: Option<&PageContent>, ps: usize, pe: usize, st: usize) -> Option<usize> {
+fn first_diff_strided(
+    a: Option<&PageContent>,
+    b: Option<&PageContent>,
+    ps: usize,
+    pe: usize,
+    st: usize,
+) -> Option<usize> {
     match (a, b) {
         (None, None) => None,
         (Some(x), Some(y)) if x == y => None,
@@ -619,7 +793,13 @@ fn first_diff_strided(a: Option<&PageContent>, b: Option<&PageContent>, ps: usiz
 }
 
 /// memcmp of `n` bytes at offset `oa` of one page and `ob` of another.
-fn chunk_equal(a: Option<&PageContent>, oa: usize, b: Option<&PageContent>, ob: usize, n: usize) -> bool {
+fn chunk_equal(
+    a: Option<&PageContent>,
+    oa: usize,
+    b: Option<&PageContent>,
+    ob: usize,
+    n: usize,
+) -> bool {
     let ua = a.map_or(Some(0), |c| c.uniform());
     let ub = b.map_or(Some(0), |c| c.uniform());
     if let (Some(x), Some(y)) = (ua, ub) {

@@ -2,3 +2,6 @@
 
 pub mod interp;
 pub mod spec;
+
+#[cfg(test)]
+mod proptests;
