@@ -319,3 +319,144 @@ impl Kernel {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::knobs::Knobs;
+    use crate::kernel::madvise::Advice;
+
+    const P: u64 = PAGE_SIZE;
+
+    fn setup() -> (Kernel, MmId, u64) {
+        let mut k = Kernel::new(64 << 20, Knobs::default());
+        let mm = k.exec_mm().unwrap();
+        let a = k
+            .do_mmap(
+                mm,
+                MmapArgs {
+                    len: 16 * P,
+                    prot: vm::READ | vm::WRITE,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        (k, mm, a)
+    }
+
+    #[test]
+    fn munmap_in_the_middle_splits_the_vma() {
+        let (mut k, mm, a) = setup();
+        assert_eq!(k.mm(mm).draw(a, a + 16 * P, P), "AAAAAAAAAAAAAAAA");
+        k.do_munmap(mm, a + 4 * P, 4 * P).unwrap();
+        assert_eq!(k.mm(mm).draw(a, a + 16 * P, P), "AAAA    BBBBBBBB");
+        k.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn mprotect_splits_and_merges_back() {
+        let (mut k, mm, a) = setup();
+        k.do_mprotect(mm, a + 2 * P, 3 * P, vm::READ).unwrap();
+        assert_eq!(k.mm(mm).draw(a, a + 16 * P, P), "AABBBCCCCCCCCCCC");
+        k.do_mprotect(mm, a + 2 * P, 3 * P, vm::READ | vm::WRITE)
+            .unwrap();
+        assert_eq!(k.mm(mm).draw(a, a + 16 * P, P), "AAAAAAAAAAAAAAAA");
+        assert_eq!(
+            k.do_mprotect(mm, a + 15 * P, 4 * P, vm::READ),
+            Err(Errno::ENOMEM),
+            "hole after the vma"
+        );
+    }
+
+    #[test]
+    fn madvise_hugepage_splits_vma_flags_only() {
+        let (mut k, mm, a) = setup();
+        k.do_madvise(mm, a + 8 * P, 8 * P, Advice::HugePage)
+            .unwrap();
+        assert_eq!(k.mm(mm).draw(a, a + 16 * P, P), "AAAAAAAABBBBBBBB");
+        k.do_madvise(mm, a + 8 * P, 8 * P, Advice::NoHugePage)
+            .unwrap();
+        k.do_madvise(mm, a, 16 * P, Advice::NoHugePage).unwrap();
+        assert_eq!(k.mm(mm).draw(a, a + 16 * P, P), "AAAAAAAAAAAAAAAA");
+    }
+
+    #[test]
+    fn adjacent_anonymous_mmaps_merge_and_thp_sized_ones_are_aligned() {
+        let (mut k, mm, a) = setup();
+        let b = k
+            .do_mmap(
+                mm,
+                MmapArgs {
+                    len: 16 * P,
+                    prot: vm::READ | vm::WRITE,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(b + 16 * P, a, "top-down, right below");
+        assert_eq!(
+            k.mm(mm).draw(b, a + 16 * P, P),
+            "A".repeat(32),
+            "merged into one vma"
+        );
+        let c = k
+            .do_mmap(
+                mm,
+                MmapArgs {
+                    len: 4 << 20,
+                    prot: vm::READ,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            c % HPAGE_PMD_SIZE,
+            0,
+            "lengths that are multiples of 2 MiB get PMD alignment"
+        );
+        let s = k
+            .do_mmap(
+                mm,
+                MmapArgs {
+                    len: 16 * P,
+                    prot: vm::READ,
+                    shared: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert!(k.mm(mm).vma_lookup(s).unwrap().is_shared());
+    }
+
+    #[test]
+    fn fixed_mapping_replaces_what_was_there() {
+        let (mut k, mm, a) = setup();
+        let f = k
+            .do_mmap(
+                mm,
+                MmapArgs {
+                    addr: a + 4 * P,
+                    len: 2 * P,
+                    prot: vm::READ,
+                    fixed: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(f, a + 4 * P);
+        assert_eq!(k.mm(mm).draw(a, a + 16 * P, P), "AAAABBCCCCCCCCCC");
+        assert_eq!(
+            k.do_mmap(
+                mm,
+                MmapArgs {
+                    addr: a + 1,
+                    len: P,
+                    prot: vm::READ,
+                    fixed: true,
+                    ..Default::default()
+                }
+            ),
+            Err(Errno::EINVAL)
+        );
+    }
+}

@@ -307,3 +307,137 @@ fn every_kth_allocation_failing_loses_nothing() {
     assert_eq!(r.check.expect_failures, 0, "{:?}", r.events);
     assert!(r.vmstat.get("mmsim_fail_page_alloc_injected").unwrap() > 0);
 }
+
+#[test]
+fn mprotect_in_the_middle_of_a_thp_splits_only_that_pmd() {
+    let r = run(
+        json!({"knobs":{"transparent_hugepage/enabled":"always"},"program":[
+            {"op":"mmap","name":"p","size":"4M","align":"2M"},
+            {"op":"write","region":"p","value":4},
+            {"op":"snapshot","label":"written"},
+            {"op":"mprotect","region":"p","offset":"1M","length":"4K","prot":"r"},
+            {"op":"snapshot","label":"protected"},
+            {"op":"write","region":"p","offset":"0","length":"1M","value":5},
+            {"op":"write","region":"p","offset":"2M","value":5},
+            {"op":"read","region":"p","offset":"1M","length":"4K","expect":4},
+            {"op":"snapshot","label":"rewritten"},
+        ]}),
+    );
+    let (w, p, rw) = (
+        snap(&r, "written"),
+        snap(&r, "protected"),
+        snap(&r, "rewritten"),
+    );
+    assert_eq!(vm(p, "thp_split_pmd"), 1);
+    assert_eq!(mi(p, "AnonHugePages"), 2048);
+    assert_eq!(
+        p1(p).rss_anon,
+        p1(w).rss_anon,
+        "the split keeps every page mapped"
+    );
+    assert_eq!(
+        p1(rw).minflt,
+        p1(p).minflt,
+        "exclusive pages stay writable across the split: no faults"
+    );
+    assert_eq!(r.check.expect_failures, 0, "{:?}", r.events);
+}
+
+#[test]
+fn dontneed_part_of_a_thp_zaps_4k_and_keeps_the_vma() {
+    let r = run(
+        json!({"knobs":{"transparent_hugepage/enabled":"always"},"program":[
+            {"op":"mmap","name":"p","size":"2M","align":"2M"},
+            {"op":"write","region":"p","value":4},
+            {"op":"madvise","region":"p","offset":"8K","length":"8K","advice":"dontneed"},
+            {"op":"snapshot","label":"s"},
+            {"op":"read","region":"p","offset":"8K","length":"8K","expect":0},
+            {"op":"read","region":"p","offset":"16K","length":"4K","expect":4},
+        ]}),
+    );
+    let s = snap(&r, "s");
+    assert_eq!(vm(s, "thp_split_pmd"), 1);
+    assert_eq!(p1(s).rss_anon, 4 + 2048 - 8);
+    assert_eq!(vm(s, "thp_deferred_split_page"), 1);
+    assert_eq!(r.check.expect_failures, 0, "{:?}", r.events);
+}
+
+#[test]
+fn thp_cow_after_fork_splits_the_child_pmd_and_copies_4k() {
+    let r = run(
+        json!({"knobs":{"transparent_hugepage/enabled":"always"},"program":[
+            {"op":"mmap","name":"p","size":"4M","align":"2M"},
+            {"op":"write","region":"p","value":1},
+            {"op":"snapshot","label":"parent"},
+            {"op":"fork","program":[
+                {"op":"snapshot","label":"child-start"},
+                {"op":"write","region":"p","length":1,"value":2},
+                {"op":"snapshot","label":"child-wrote"},
+                {"op":"read","region":"p","length":1,"expect":2},
+                {"op":"read","region":"p","offset":"4K","expect":1}]},
+            {"op":"wait"},
+            {"op":"read","region":"p","expect":1},
+        ]}),
+    );
+    let (s, c) = (snap(&r, "child-start"), snap(&r, "child-wrote"));
+    let child = |x: &Snapshot| x.processes[1].clone();
+    assert_eq!(child(s).anon_huge_pages, 4096);
+    assert_eq!(child(c).minflt - child(s).minflt, 1);
+    assert_eq!(vm(c, "thp_split_pmd") - vm(s, "thp_split_pmd"), 1);
+    assert_eq!(
+        vm(c, "thp_fault_alloc") - vm(s, "thp_fault_alloc"),
+        0,
+        "no new THP: the pte path copies 4 KiB"
+    );
+    assert_eq!(child(c).anon_huge_pages, 2048);
+    assert_eq!(child(c).rss_anon, child(s).rss_anon);
+    assert_eq!(r.check.expect_failures, 0, "{:?}", r.events);
+}
+
+#[test]
+fn shared_memory_fault_around_maps_cached_pages_in_the_child() {
+    let r = run(json!({"program":[
+        {"op":"mmap","name":"s","size":"16M","align":"64K","flags":["shared","anonymous"]},
+        {"op":"read","region":"s"},
+        {"op":"snapshot","label":"parent"},
+        {"op":"fork","program":[{"op":"read","region":"s"},{"op":"snapshot","label":"child"}]},
+        {"op":"wait"},
+    ]}));
+    let (p, c) = (snap(&r, "parent"), snap(&r, "child"));
+    assert_eq!(
+        p1(p).minflt,
+        4096,
+        "every page is allocated by its own fault"
+    );
+    assert_eq!(p1(p).rss_shmem, 16384);
+    assert_eq!(mi(p, "Shmem"), 16384);
+    // The child's page tables are not copied (no anon_vma); it refaults, and each fault maps
+    // the 16 cached pages of its 64 KiB window.
+    assert_eq!(c.processes[1].minflt, 4096 / 16);
+    assert_eq!(c.processes[1].rss_shmem, 16384);
+}
+
+#[test]
+fn fork_of_a_read_only_touched_region_does_not_copy_zero_ptes() {
+    let r = run(
+        json!({"knobs":{"transparent_hugepage/enabled":"never"},"program":[
+            {"op":"mmap","name":"p","size":"16M"},
+            {"op":"read","region":"p"},
+            {"op":"fork","program":[{"op":"read","region":"p"},{"op":"snapshot","label":"no-anon-vma"}]},
+            {"op":"wait"},
+            {"op":"write","region":"p","length":1},
+            {"op":"fork","program":[{"op":"read","region":"p"},{"op":"snapshot","label":"anon-vma"}]},
+            {"op":"wait"},
+        ]}),
+    );
+    assert_eq!(
+        snap(&r, "no-anon-vma").processes[1].minflt,
+        4096,
+        "vma_needs_copy: refault everything"
+    );
+    assert_eq!(
+        snap(&r, "anon-vma").processes[2].minflt,
+        0,
+        "page tables copied with the anon_vma"
+    );
+}
