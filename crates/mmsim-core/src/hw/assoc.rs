@@ -1,0 +1,266 @@
+//! One generic set-associative structure for caches, TLBs and page-walk caches (as ChampSim
+//! does): `sets x ways` tags with a pluggable replacement policy. Keys are already reduced to
+//! the unit the structure caches (line number, page number, ...); the low bits pick the set.
+
+/// Replacement policies, by the names profiles use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replacement {
+    /// Least recently used.
+    Lru,
+    /// First in, first out (hits do not refresh).
+    Fifo,
+    /// Pseudo-random, from a fixed seed (deterministic).
+    Random,
+}
+
+impl Replacement {
+    pub fn parse(s: &str) -> Option<Replacement> {
+        match s {
+            "lru" => Some(Replacement::Lru),
+            "fifo" => Some(Replacement::Fifo),
+            "random" => Some(Replacement::Random),
+            _ => None,
+        }
+    }
+}
+
+const INVALID: u64 = u64::MAX;
+
+/// A set-associative array of tags.
+#[derive(Clone, Debug)]
+pub struct SetAssoc {
+    ways: usize,
+    /// sets - 1 when the number of sets is a power of two (mask), else 0 and `sets` is used.
+    set_mask: u64,
+    sets: u64,
+    tags: Vec<u64>,
+    stamps: Vec<u64>,
+    tick: u64,
+    policy: Replacement,
+    rng: u64,
+}
+
+impl SetAssoc {
+    /// `entries` in total, `ways` per set (ways == entries: fully associative). The number of
+    /// sets need not be a power of two (then the set index is the key modulo the sets).
+    pub fn new(entries: usize, ways: usize, policy: Replacement) -> Result<SetAssoc, String> {
+        if entries == 0 {
+            return Ok(SetAssoc { ways: 0, set_mask: 0, sets: 0, tags: Vec::new(), stamps: Vec::new(), tick: 0, policy, rng: 1 });
+        }
+        if ways == 0 || entries % ways != 0 {
+            return Err(format!("{entries} entries do not divide into sets of {ways} ways"));
+        }
+        let sets = entries / ways;
+        Ok(SetAssoc {
+            ways,
+            // Non-power-of-two set counts (a 30 MiB 24-way LLC) index by modulo, standing in
+            // for the slice hash real LLCs use.
+            set_mask: if sets.is_power_of_two() { (sets - 1) as u64 } else { 0 },
+            sets: sets as u64,
+            tags: vec![INVALID; entries],
+            stamps: vec![0; entries],
+            tick: 0,
+            policy,
+            rng: 0x9e37_79b9_7f4a_7c15,
+        })
+    }
+
+    /// Total entries.
+    pub fn capacity(&self) -> usize {
+        self.tags.len()
+    }
+
+    #[inline]
+    fn set_base(&self, key: u64) -> usize {
+        let set = if self.set_mask != 0 || self.sets == 1 { key & self.set_mask } else { key % self.sets };
+        (set as usize) * self.ways
+    }
+
+    /// Look `key` up; a hit refreshes its recency (LRU).
+    #[inline]
+    pub fn lookup(&mut self, key: u64) -> bool {
+        if self.ways == 0 {
+            return false;
+        }
+        let b = self.set_base(key);
+        for i in b..b + self.ways {
+            if self.tags[i] == key {
+                if self.policy == Replacement::Lru {
+                    self.tick += 1;
+                    self.stamps[i] = self.tick;
+                }
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Whether `key` is present, without touching recency.
+    pub fn contains(&self, key: u64) -> bool {
+        if self.ways == 0 {
+            return false;
+        }
+        let b = self.set_base(key);
+        self.tags[b..b + self.ways].contains(&key)
+    }
+
+    /// Insert `key` (assumed absent), evicting by policy; returns the evicted key.
+    #[inline]
+    pub fn insert(&mut self, key: u64) -> Option<u64> {
+        if self.ways == 0 {
+            return None;
+        }
+        let b = self.set_base(key);
+        let mut victim = b;
+        let mut best = u64::MAX;
+        for i in b..b + self.ways {
+            if self.tags[i] == INVALID {
+                victim = i;
+                best = 0;
+                break;
+            }
+            if self.stamps[i] < best {
+                best = self.stamps[i];
+                victim = i;
+            }
+        }
+        if best != 0 && self.policy == Replacement::Random {
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 7;
+            self.rng ^= self.rng << 17;
+            victim = b + (self.rng % self.ways as u64) as usize;
+        }
+        let old = self.tags[victim];
+        self.tags[victim] = key;
+        self.tick += 1;
+        self.stamps[victim] = self.tick;
+        (old != INVALID).then_some(old)
+    }
+
+    /// Look up and fill on a miss; true on a hit.
+    #[inline]
+    pub fn access(&mut self, key: u64) -> bool {
+        if self.lookup(key) {
+            return true;
+        }
+        self.insert(key);
+        false
+    }
+
+    /// Drop `key` if present (invlpg, a cache line invalidation).
+    pub fn invalidate(&mut self, key: u64) -> bool {
+        if self.ways == 0 {
+            return false;
+        }
+        let b = self.set_base(key);
+        for i in b..b + self.ways {
+            if self.tags[i] == key {
+                self.tags[i] = INVALID;
+                self.stamps[i] = 0;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Drop every entry for which `pred(key)` holds (a flush by ASID, say).
+    pub fn invalidate_if(&mut self, pred: impl Fn(u64) -> bool) -> u64 {
+        let mut n = 0;
+        for i in 0..self.tags.len() {
+            if self.tags[i] != INVALID && pred(self.tags[i]) {
+                self.tags[i] = INVALID;
+                self.stamps[i] = 0;
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Drop everything.
+    pub fn flush(&mut self) {
+        self.tags.fill(INVALID);
+        self.stamps.fill(0);
+    }
+
+    /// Keys of one set from most to least recently used (tests and debugging).
+    pub fn set_order(&self, set: usize) -> Vec<u64> {
+        let b = set * self.ways;
+        let mut v: Vec<(u64, u64)> = (b..b + self.ways)
+            .filter(|&i| self.tags[i] != INVALID)
+            .map(|i| (self.stamps[i], self.tags[i]))
+            .collect();
+        v.sort_by(|a, b| b.0.cmp(&a.0));
+        v.into_iter().map(|e| e.1).collect()
+    }
+
+    /// A digest of the contents and recency order (for exact fast-forward of loops).
+    pub fn digest(&self, h: &mut u64) {
+        for s in 0..self.sets as usize {
+            for k in self.set_order(s) {
+                *h = (*h ^ k).wrapping_mul(0x100_0000_01b3);
+            }
+            *h = (*h ^ 0xff).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lru_order_and_eviction() {
+        let mut c = SetAssoc::new(4, 4, Replacement::Lru).unwrap();
+        for k in [1, 2, 3, 4] {
+            assert!(!c.access(k));
+        }
+        assert!(c.access(1));
+        assert_eq!(c.set_order(0), vec![1, 4, 3, 2]);
+        assert!(!c.access(5), "miss evicts the LRU entry, 2");
+        assert!(!c.contains(2));
+        assert_eq!(c.set_order(0), vec![5, 1, 4, 3]);
+    }
+
+    #[test]
+    fn sets_are_independent() {
+        let mut c = SetAssoc::new(8, 2, Replacement::Lru).unwrap();
+        // 4 sets; keys 0, 4, 8 map to set 0.
+        c.access(0);
+        c.access(4);
+        c.access(1);
+        c.access(8);
+        assert!(!c.contains(0), "set 0 holds two ways");
+        assert!(c.contains(4) && c.contains(8) && c.contains(1));
+    }
+
+    #[test]
+    fn fifo_ignores_hits() {
+        let mut c = SetAssoc::new(2, 2, Replacement::Fifo).unwrap();
+        c.access(1);
+        c.access(2);
+        c.access(1);
+        c.access(3);
+        assert!(!c.contains(1), "FIFO evicts the oldest insertion even if it was hit");
+    }
+
+    #[test]
+    fn random_is_deterministic() {
+        let run = || {
+            let mut c = SetAssoc::new(4, 4, Replacement::Random).unwrap();
+            (0..100).map(|k| c.access(k % 7) as u8).collect::<Vec<_>>()
+        };
+        assert_eq!(run(), run());
+    }
+
+    #[test]
+    fn bad_geometry() {
+        assert!(SetAssoc::new(10, 4, Replacement::Lru).is_err());
+        let mut c = SetAssoc::new(12, 4, Replacement::Lru).unwrap();
+        // 3 sets, indexed by modulo: 0, 3, 6, 9, 12 share set 0.
+        for k in [0, 3, 6, 9, 12] {
+            c.access(k);
+        }
+        assert!(!c.contains(0) && c.contains(12));
+        assert_eq!(SetAssoc::new(0, 0, Replacement::Lru).unwrap().capacity(), 0);
+    }
+}

@@ -1,0 +1,5 @@
+//! The hardware model: set-associative structures, TLBs, page-walk caches, caches, CPUs and
+//! the cycle cost model, configured by a profile.
+
+pub mod assoc;
+pub mod profile;

@@ -1,0 +1,299 @@
+//! Hardware profiles: a machine's TLBs, page-walk caches, caches, memory and cycle costs, read
+//! from a TOML file (`profiles/NAME.toml`). Every parameter can be overridden per run by its
+//! path (`--set hw.cache.llc.size=8M`); `flatten` lists every path with its value.
+
+use serde::Deserialize;
+
+use crate::workload::spec::Size;
+
+/// A set-associative array (TLB level or page-walk cache).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ArraySpec {
+    pub entries: usize,
+    pub ways: usize,
+    #[serde(default = "lru")]
+    pub replacement: String,
+}
+
+/// A cache level.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CacheLevel {
+    pub size: Size,
+    pub ways: usize,
+    /// Load-to-use latency of a hit at this level, cycles.
+    pub latency: f64,
+    #[serde(default = "lru")]
+    pub replacement: String,
+}
+
+fn lru() -> String {
+    "lru".into()
+}
+
+/// The core.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CpuSpec {
+    pub freq_ghz: f64,
+    /// Cycles per instruction when every access hits the L1 and the L1 TLB.
+    pub base_cpi: f64,
+}
+
+/// TLBs and page-walk caches of one CPU.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlbSpec {
+    /// Entries are tagged with the address space (PCID): no flush on a context switch.
+    pub pcid: bool,
+    pub itlb_4k: ArraySpec,
+    pub itlb_2m: ArraySpec,
+    pub dtlb_4k: ArraySpec,
+    pub dtlb_2m: ArraySpec,
+    pub dtlb_1g: ArraySpec,
+    /// The unified second-level TLB.
+    pub stlb: ArraySpec,
+    /// Whether the STLB also holds 2 MiB translations.
+    pub stlb_2m: bool,
+    /// Extra cycles of an L1 TLB miss that hits the STLB.
+    pub stlb_latency: f64,
+    /// Paging-structure caches: PML4 entries, PDPT entries, PDE entries.
+    pub pwc_pml4: ArraySpec,
+    pub pwc_pdpt: ArraySpec,
+    pub pwc_pde: ArraySpec,
+    /// Fixed cycles of a page walk beyond its memory accesses.
+    pub walk_overhead: f64,
+}
+
+/// Caches.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CacheSpec {
+    pub line: u64,
+    pub l1d: CacheLevel,
+    pub l1i: CacheLevel,
+    pub l2: CacheLevel,
+    /// Shared by all CPUs.
+    pub llc: CacheLevel,
+    /// Next-line stream prefetcher into the L2 (0 = off): lines fetched ahead of a detected
+    /// ascending stream within a 4 KiB page.
+    pub prefetch_degree: u32,
+}
+
+/// DRAM.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySpec {
+    /// Load-to-use latency of a miss in every cache, cycles.
+    pub latency: f64,
+    /// Misses a core keeps in flight for an independent stream (line fill buffers).
+    pub mlp: f64,
+}
+
+/// Software costs: instructions of the workload's loops and the kernel's paths.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CostSpec {
+    /// Instructions per access of a `read`/`write` loop (load or store, add, compare, branch).
+    pub access_instructions: f64,
+    /// Instructions per byte compared by memcmp.
+    pub memcmp_instructions_per_byte: f64,
+    /// Cycles of a page fault's entry and exit (exception, pt_regs, iret), excluding the
+    /// handler's work.
+    pub fault_entry_exit: f64,
+    /// Cycles of handle_mm_fault's own logic (vma lookup, locking, table walk in software).
+    pub fault_handler: f64,
+    /// Bytes per cycle that clear_page stores (temporal stores: lines go through the caches).
+    pub clear_bytes_per_cycle: f64,
+    /// clear_page uses non-temporal stores (the zeroed lines bypass the caches).
+    pub clear_nontemporal: bool,
+    /// Bytes per cycle copy_page moves.
+    pub copy_bytes_per_cycle: f64,
+    /// Cycles of a local TLB flush of one address (invlpg).
+    pub tlb_flush_one: f64,
+    /// Cycles of a full local TLB flush.
+    pub tlb_flush_all: f64,
+    /// Cycles of a system call's entry and exit.
+    pub syscall: f64,
+}
+
+/// Costs of sharing between CPUs.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SmpSpec {
+    /// Cycles to move a modified cache line from another CPU (an atomic on a contended line).
+    pub line_transfer: f64,
+    /// Cycles to send a TLB-shootdown IPI and wait for one acknowledgement.
+    pub shootdown_ipi: f64,
+    /// Cycles of an uncontended atomic read-modify-write on a line this CPU owns.
+    pub atomic: f64,
+}
+
+/// A hardware profile.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub name: String,
+    pub description: String,
+    pub cpu: CpuSpec,
+    pub tlb: TlbSpec,
+    pub cache: CacheSpec,
+    pub memory: MemorySpec,
+    pub cost: CostSpec,
+    pub smp: SmpSpec,
+}
+
+/// The profiles shipped with mmsim (profiles/*.toml), embedded at build time.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("default", include_str!("../../../../profiles/default.toml")),
+];
+
+/// Parse a profile from TOML text, applying `overrides` (PATH, VALUE) first.
+pub fn parse(text: &str, overrides: &[(String, String)]) -> Result<Profile, String> {
+    let mut v: toml::Value = toml::from_str(text).map_err(|e| format!("profile: {}", e.message()))?;
+    for (path, value) in overrides {
+        set_path(&mut v, path, value)?;
+    }
+    let p: Profile = serde_path_to_error::deserialize(v).map_err(|e| format!("profile: {}: {}", e.path(), e.inner()))?;
+    validate(&p)?;
+    Ok(p)
+}
+
+/// A built-in profile by name, with overrides.
+pub fn builtin(name: &str, overrides: &[(String, String)]) -> Result<Profile, String> {
+    let text = BUILTIN
+        .iter()
+        .find(|b| b.0 == name)
+        .map(|b| b.1)
+        .ok_or_else(|| format!("unknown profile {name:?} (known: {})", names().join(", ")))?;
+    parse(text, overrides)
+}
+
+/// Names of the built-in profiles.
+pub fn names() -> Vec<&'static str> {
+    BUILTIN.iter().map(|b| b.0).collect()
+}
+
+/// Replace the value at a dotted `path` with `value` (parsed as the type already there).
+fn set_path(root: &mut toml::Value, path: &str, value: &str) -> Result<(), String> {
+    let mut cur = root;
+    let parts: Vec<&str> = path.split('.').collect();
+    for (i, part) in parts.iter().enumerate() {
+        let table = cur.as_table_mut().ok_or_else(|| format!("hw.{path}: {} is not a table", parts[..i].join(".")))?;
+        let known: Vec<String> = table.keys().cloned().collect();
+        cur = table
+            .get_mut(*part)
+            .ok_or_else(|| format!("hw.{path}: no parameter {part:?} here (known: {})", known.join(", ")))?;
+    }
+    let new = match cur {
+        toml::Value::Integer(_) => match crate::units::parse_size(value) {
+            Ok(n) => toml::Value::Integer(n as i64),
+            Err(_) => return Err(format!("hw.{path}: expected an integer, got {value:?}")),
+        },
+        toml::Value::Float(_) => toml::Value::Float(value.parse().map_err(|_| format!("hw.{path}: expected a number, got {value:?}"))?),
+        toml::Value::Boolean(_) => toml::Value::Boolean(match value {
+            "true" | "1" => true,
+            "false" | "0" => false,
+            _ => return Err(format!("hw.{path}: expected true or false, got {value:?}")),
+        }),
+        toml::Value::String(_) => toml::Value::String(value.to_string()),
+        _ => return Err(format!("hw.{path}: is a table, set one of its parameters")),
+    };
+    *cur = new;
+    Ok(())
+}
+
+/// Every (PATH, VALUE) of a profile, in file order.
+pub fn flatten(text: &str) -> Result<Vec<(String, String)>, String> {
+    let v: toml::Value = toml::from_str(text).map_err(|e| format!("profile: {}", e.message()))?;
+    let mut out = Vec::new();
+    fn walk(prefix: &str, v: &toml::Value, out: &mut Vec<(String, String)>) {
+        match v {
+            toml::Value::Table(t) => {
+                for (k, v) in t {
+                    let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                    walk(&p, v, out);
+                }
+            }
+            toml::Value::String(s) => out.push((prefix.to_string(), s.clone())),
+            other => out.push((prefix.to_string(), other.to_string())),
+        }
+    }
+    walk("", &v, &mut out);
+    Ok(out)
+}
+
+fn validate(p: &Profile) -> Result<(), String> {
+    let pos = |name: &str, v: f64| if v > 0.0 && v.is_finite() { Ok(()) } else { Err(format!("profile: {name}: must be positive")) };
+    pos("cpu.freq_ghz", p.cpu.freq_ghz)?;
+    pos("cpu.base_cpi", p.cpu.base_cpi)?;
+    pos("memory.mlp", p.memory.mlp)?;
+    pos("cost.clear_bytes_per_cycle", p.cost.clear_bytes_per_cycle)?;
+    pos("cost.copy_bytes_per_cycle", p.cost.copy_bytes_per_cycle)?;
+    if !p.cache.line.is_power_of_two() || p.cache.line < 16 || p.cache.line > 4096 {
+        return Err("profile: cache.line: must be a power of two between 16 and 4096".into());
+    }
+    let arrays = [
+        ("tlb.itlb_4k", &p.tlb.itlb_4k),
+        ("tlb.itlb_2m", &p.tlb.itlb_2m),
+        ("tlb.dtlb_4k", &p.tlb.dtlb_4k),
+        ("tlb.dtlb_2m", &p.tlb.dtlb_2m),
+        ("tlb.dtlb_1g", &p.tlb.dtlb_1g),
+        ("tlb.stlb", &p.tlb.stlb),
+        ("tlb.pwc_pml4", &p.tlb.pwc_pml4),
+        ("tlb.pwc_pdpt", &p.tlb.pwc_pdpt),
+        ("tlb.pwc_pde", &p.tlb.pwc_pde),
+    ];
+    for (name, a) in arrays {
+        super::assoc::SetAssoc::new(a.entries, a.ways, replacement(name, &a.replacement)?)
+            .map_err(|e| format!("profile: {name}: {e}"))?;
+    }
+    for (name, c) in [("cache.l1d", &p.cache.l1d), ("cache.l1i", &p.cache.l1i), ("cache.l2", &p.cache.l2), ("cache.llc", &p.cache.llc)] {
+        let lines = c.size.0 / p.cache.line;
+        if lines == 0 || c.size.0 % p.cache.line != 0 {
+            return Err(format!("profile: {name}.size: must be a positive multiple of the line size"));
+        }
+        super::assoc::SetAssoc::new(lines as usize, c.ways, replacement(name, &c.replacement)?)
+            .map_err(|e| format!("profile: {name}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Parse a replacement policy name for `field`.
+pub fn replacement(field: &str, s: &str) -> Result<super::assoc::Replacement, String> {
+    super::assoc::Replacement::parse(s)
+        .ok_or_else(|| format!("profile: {field}.replacement: {s:?} is not one of lru, fifo, random"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_profiles_parse() {
+        for name in names() {
+            builtin(name, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+
+    #[test]
+    fn overrides_by_path() {
+        let p = builtin("default", &[("cache.llc.size".into(), "8M".into()), ("tlb.dtlb_4k.entries".into(), "4".into()), ("tlb.dtlb_4k.ways".into(), "4".into())]).unwrap();
+        assert_eq!(p.cache.llc.size.0, 8 << 20);
+        assert_eq!(p.tlb.dtlb_4k.entries, 4);
+        let e = builtin("default", &[("cache.llc.bogus".into(), "1".into())]).unwrap_err();
+        assert!(e.contains("hw.cache.llc.bogus") && e.contains("known"), "{e}");
+        let e = builtin("default", &[("tlb.dtlb_4k.entries".into(), "x".into())]).unwrap_err();
+        assert!(e.contains("expected an integer"), "{e}");
+        let e = builtin("default", &[("tlb.dtlb_4k.entries".into(), "3".into())]).unwrap_err();
+        assert!(e.contains("tlb.dtlb_4k"), "{e}");
+    }
+
+    #[test]
+    fn flatten_lists_every_path() {
+        let f = flatten(BUILTIN[0].1).unwrap();
+        assert!(f.iter().any(|(p, _)| p == "cache.llc.size"));
+        assert!(f.iter().any(|(p, _)| p == "tlb.stlb.entries"));
+    }
+}
