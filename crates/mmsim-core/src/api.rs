@@ -4,11 +4,7 @@ use crate::error::Error;
 
 /// Run a workload given as JSON text, with knob overrides (`--set NAME=VALUE`, applied after
 /// the workload's own knobs) and the reference-model check. Returns the report as JSON.
-pub fn run_json(
-    workload_json: &str,
-    sets: &[(String, String)],
-    check: bool,
-) -> Result<String, Error> {
+pub fn run_json(workload_json: &str, sets: &[(String, String)], check: bool) -> Result<String, Error> {
     let spec = crate::workload::spec::parse_workload(workload_json)?;
     let report = crate::sim::run(&spec, sets, check)?;
     Ok(serde_json::to_string(&report).expect("reports serialise"))

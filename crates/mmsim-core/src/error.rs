@@ -10,6 +10,9 @@ pub enum Error {
     /// A knob name or value is not accepted.
     #[error("{0}")]
     Knob(String),
+    /// A hardware profile is unknown or malformed, or an `hw.` override does not apply.
+    #[error("{0}")]
+    Profile(String),
     /// A resource limit refused the run.
     #[error("limit: {0}")]
     Limit(String),

@@ -56,15 +56,7 @@ impl Oracle {
     }
 
     /// A new mapping at [addr, addr+len) (placed by the simulator; MAP_FIXED replaces).
-    pub fn mmap(
-        &mut self,
-        pid: u32,
-        addr: u64,
-        len: u64,
-        readable: bool,
-        writable: bool,
-        shared: bool,
-    ) {
+    pub fn mmap(&mut self, pid: u32, addr: u64, len: u64, readable: bool, writable: bool, shared: bool) {
         self.munmap(pid, addr, len);
         let shared = shared.then(|| {
             self.next_obj += 1;
@@ -72,15 +64,7 @@ impl Oracle {
             (self.next_obj, 0)
         });
         let sp = self.spaces.get_mut(&pid).expect("process");
-        sp.vmas.insert(
-            addr,
-            RefVma {
-                end: addr + len,
-                readable,
-                writable,
-                shared,
-            },
-        );
+        sp.vmas.insert(addr, RefVma { end: addr + len, readable, writable, shared });
     }
 
     fn split(sp: &mut RefSpace, at: u64) {
@@ -163,15 +147,7 @@ impl Oracle {
     }
 
     /// Store `value` at `start, start+stride, ... < end` within the page at `page`.
-    pub fn write(
-        &mut self,
-        pid: u32,
-        page: u64,
-        start: usize,
-        end: usize,
-        stride: usize,
-        value: u8,
-    ) {
+    pub fn write(&mut self, pid: u32, page: u64, start: usize, end: usize, stride: usize, value: u8) {
         match self.home(pid, page).map(|h| h.0) {
             Some(Home::Private(p)) => {
                 let sp = self.spaces.get_mut(&pid).expect("process");
@@ -179,12 +155,7 @@ impl Oracle {
                 Rc::make_mut(c).write(start, end, stride, value);
             }
             Some(Home::Shared(o, i)) => {
-                self.objects
-                    .get_mut(&o)
-                    .expect("object")
-                    .entry(i)
-                    .or_default()
-                    .write(start, end, stride, value);
+                self.objects.get_mut(&o).expect("object").entry(i).or_default().write(start, end, stride, value);
             }
             None => {}
         }

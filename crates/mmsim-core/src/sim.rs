@@ -28,38 +28,30 @@ pub struct RunOptions {
 
 /// Run `w` with knob overrides `sets` (applied after the workload's own knobs).
 pub fn run(w: &Workload, sets: &[(String, String)], check: bool) -> Result<Report, Error> {
-    run_with(
-        w,
-        sets,
-        &RunOptions {
-            check,
-            ..Default::default()
-        },
-    )
+    run_with(w, sets, &RunOptions { check, ..Default::default() })
 }
 
 /// `run` with all options.
-pub fn run_with(
-    w: &Workload,
-    sets: &[(String, String)],
-    opts: &RunOptions,
-) -> Result<Report, Error> {
+pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> Result<Report, Error> {
     let mut knobs = Knobs::default();
     for (k, v) in &w.knobs {
-        knobs
-            .set(k, &v.0)
-            .map_err(|e| Error::Knob(format!("knobs.{k}: {e}")))?;
+        knobs.set(k, &v.0).map_err(|e| Error::Knob(format!("knobs.{k}: {e}")))?;
     }
+    let mut hw_sets = Vec::new();
     for (k, v) in sets {
-        knobs
-            .set(k, v)
-            .map_err(|e| Error::Knob(format!("--set {k}={v}: {e}")))?;
+        if let Some(path) = k.strip_prefix("hw.") {
+            hw_sets.push((path.to_string(), v.clone()));
+            continue;
+        }
+        knobs.set(k, v).map_err(|e| Error::Knob(format!("--set {k}={v}: {e}")))?;
     }
+    let profile = crate::hw::profile::builtin(&w.machine.profile, &hw_sets).map_err(Error::Profile)?;
+    let machine = crate::hw::machine::Machine::new(profile, w.machine.cpus as usize);
     let effective = knobs.effective();
     let mut kernel = Kernel::new(w.machine.memory.0, knobs);
     kernel.sabotage = opts.sabotage;
-    let mut it = Interp::new(kernel, w.program.clone(), opts.check)
-        .map_err(|e| Error::Limit(e.to_string()))?;
+    let first_cpu = w.cpu.unwrap_or(0) as usize % w.machine.cpus as usize;
+    let mut it = Interp::new(kernel, machine, w.program.clone(), first_cpu, opts.check).map_err(Error::Limit)?;
     it.check_invariants_each_op = opts.invariants_each_op;
     if let Some(m) = opts.max_steps {
         it.max_steps = m;
@@ -72,10 +64,7 @@ pub fn run_with(
             snapshots.push(snapshot(&mut it, &label));
         }
         if it.steps >= it.max_steps {
-            return Err(Error::Limit(format!(
-                "the run exceeded --max-ops ({} operations)",
-                it.max_steps
-            )));
+            return Err(Error::Limit(format!("the run exceeded --max-ops ({} operations)", it.max_steps)));
         }
         if !more {
             break;
@@ -85,11 +74,7 @@ pub fn run_with(
     let mut check = it.check.clone();
     let mut failed = check.expect_failures > 0 || check.mismatches > 0;
     // Conservation: with every process gone, every frame is free but the reserved ones.
-    if it
-        .tasks
-        .iter()
-        .all(|t| matches!(t.state, TaskState::Exited | TaskState::Killed))
-    {
+    if it.tasks.iter().all(|t| matches!(t.state, TaskState::Exited | TaskState::Killed)) {
         check.invariant_checks += 1;
         let inv = it.kernel.check_invariants().and_then(|_| {
             if it.kernel.all_free() {
@@ -111,11 +96,7 @@ pub fn run_with(
     let mut events = it.events.clone();
     if let Some(v) = &it.invariant_violation {
         failed = true;
-        events.push(crate::report::Event {
-            pid: 0,
-            kind: "invariant".into(),
-            message: v.clone(),
-        });
+        events.push(crate::report::Event { pid: 0, kind: "invariant".into(), message: v.clone() });
     }
     let machine = Strings(vec![
         ("profile".into(), w.machine.profile.clone()),
@@ -204,24 +185,12 @@ fn snapshot(it: &mut Interp, label: &str) -> Snapshot {
     }
     let items = &k.stat.items;
     let mut meminfo = Counters::default();
-    meminfo.push(
-        "MemTotal",
-        ((k.mem.nr_pages() - k.mem.reserved) as i64) * KB_PER_PAGE,
-    );
+    meminfo.push("MemTotal", ((k.mem.nr_pages() - k.mem.reserved) as i64) * KB_PER_PAGE);
     meminfo.push("MemFree", items[VmItem::NrFreePages] * KB_PER_PAGE);
     meminfo.push("AnonPages", items[VmItem::NrAnonPages] * KB_PER_PAGE);
     meminfo.push("Shmem", items[VmItem::NrShmem] * KB_PER_PAGE);
     meminfo.push("PageTables", items[VmItem::NrPageTablePages] * KB_PER_PAGE);
-    meminfo.push(
-        "AnonHugePages",
-        items[VmItem::NrAnonThps] * HPAGE_PMD_NR as i64 * KB_PER_PAGE,
-    );
+    meminfo.push("AnonHugePages", items[VmItem::NrAnonThps] * HPAGE_PMD_NR as i64 * KB_PER_PAGE);
     let processes = it.tasks.iter().map(|t| process_status(k, t)).collect();
-    Snapshot {
-        label: label.into(),
-        perf,
-        vmstat,
-        meminfo,
-        processes,
-    }
+    Snapshot { label: label.into(), perf, vmstat, meminfo, processes }
 }

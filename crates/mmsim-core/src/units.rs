@@ -79,10 +79,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         return u64::from_str_radix(hex, 16).map_err(|_| format!("bad hex size {s:?}"));
     }
     let upper = t.to_ascii_uppercase();
-    let body = upper
-        .strip_suffix("IB")
-        .or_else(|| upper.strip_suffix('B'))
-        .unwrap_or(&upper);
+    let body = upper.strip_suffix("IB").or_else(|| upper.strip_suffix('B')).unwrap_or(&upper);
     let (num, shift) = match body.chars().last() {
         Some('K') => (&body[..body.len() - 1], 10),
         Some('M') => (&body[..body.len() - 1], 20),
@@ -91,11 +88,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         _ => (body, 0),
     };
     let num = num.trim();
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("bad size {s:?} (expected bytes or a number with K/M/G/T)"))?;
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("size {s:?} overflows 64 bits"))
+    let n: u64 = num.parse().map_err(|_| format!("bad size {s:?} (expected bytes or a number with K/M/G/T)"))?;
+    n.checked_mul(1u64 << shift).ok_or_else(|| format!("size {s:?} overflows 64 bits"))
 }
 
 #[cfg(test)]

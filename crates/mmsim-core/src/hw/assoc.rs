@@ -34,6 +34,8 @@ pub struct SetAssoc {
     set_mask: u64,
     sets: u64,
     tags: Vec<u64>,
+    /// A payload per entry (a TLB's translation); unused by caches.
+    vals: Vec<u64>,
     stamps: Vec<u64>,
     tick: u64,
     policy: Replacement,
@@ -45,9 +47,19 @@ impl SetAssoc {
     /// sets need not be a power of two (then the set index is the key modulo the sets).
     pub fn new(entries: usize, ways: usize, policy: Replacement) -> Result<SetAssoc, String> {
         if entries == 0 {
-            return Ok(SetAssoc { ways: 0, set_mask: 0, sets: 0, tags: Vec::new(), stamps: Vec::new(), tick: 0, policy, rng: 1 });
+            return Ok(SetAssoc {
+                ways: 0,
+                set_mask: 0,
+                sets: 0,
+                tags: Vec::new(),
+                vals: Vec::new(),
+                stamps: Vec::new(),
+                tick: 0,
+                policy,
+                rng: 1,
+            });
         }
-        if ways == 0 || entries % ways != 0 {
+        if ways == 0 || !entries.is_multiple_of(ways) {
             return Err(format!("{entries} entries do not divide into sets of {ways} ways"));
         }
         let sets = entries / ways;
@@ -58,6 +70,7 @@ impl SetAssoc {
             set_mask: if sets.is_power_of_two() { (sets - 1) as u64 } else { 0 },
             sets: sets as u64,
             tags: vec![INVALID; entries],
+            vals: vec![0; entries],
             stamps: vec![0; entries],
             tick: 0,
             policy,
@@ -95,6 +108,43 @@ impl SetAssoc {
         false
     }
 
+    /// Look `key` up and return its payload; a hit refreshes its recency (LRU).
+    #[inline]
+    pub fn get(&mut self, key: u64) -> Option<u64> {
+        if self.ways == 0 {
+            return None;
+        }
+        let b = self.set_base(key);
+        for i in b..b + self.ways {
+            if self.tags[i] == key {
+                if self.policy == Replacement::Lru {
+                    self.tick += 1;
+                    self.stamps[i] = self.tick;
+                }
+                return Some(self.vals[i]);
+            }
+        }
+        None
+    }
+
+    /// Insert or update `key` with payload `val`; returns the evicted key.
+    #[inline]
+    pub fn put(&mut self, key: u64, val: u64) -> Option<u64> {
+        if self.ways == 0 {
+            return None;
+        }
+        let b = self.set_base(key);
+        for i in b..b + self.ways {
+            if self.tags[i] == key {
+                self.vals[i] = val;
+                return None;
+            }
+        }
+        let (slot, old) = self.insert_slot(key);
+        self.vals[slot] = val;
+        old
+    }
+
     /// Whether `key` is present, without touching recency.
     pub fn contains(&self, key: u64) -> bool {
         if self.ways == 0 {
@@ -110,6 +160,11 @@ impl SetAssoc {
         if self.ways == 0 {
             return None;
         }
+        self.insert_slot(key).1
+    }
+
+    #[inline]
+    fn insert_slot(&mut self, key: u64) -> (usize, Option<u64>) {
         let b = self.set_base(key);
         let mut victim = b;
         let mut best = u64::MAX;
@@ -134,7 +189,7 @@ impl SetAssoc {
         self.tags[victim] = key;
         self.tick += 1;
         self.stamps[victim] = self.tick;
-        (old != INVALID).then_some(old)
+        (victim, (old != INVALID).then_some(old))
     }
 
     /// Look up and fill on a miss; true on a hit.
@@ -185,11 +240,9 @@ impl SetAssoc {
     /// Keys of one set from most to least recently used (tests and debugging).
     pub fn set_order(&self, set: usize) -> Vec<u64> {
         let b = set * self.ways;
-        let mut v: Vec<(u64, u64)> = (b..b + self.ways)
-            .filter(|&i| self.tags[i] != INVALID)
-            .map(|i| (self.stamps[i], self.tags[i]))
-            .collect();
-        v.sort_by(|a, b| b.0.cmp(&a.0));
+        let mut v: Vec<(u64, u64)> =
+            (b..b + self.ways).filter(|&i| self.tags[i] != INVALID).map(|i| (self.stamps[i], self.tags[i])).collect();
+        v.sort_by_key(|e| std::cmp::Reverse(e.0));
         v.into_iter().map(|e| e.1).collect()
     }
 

@@ -2,4 +2,7 @@
 //! the cycle cost model, configured by a profile.
 
 pub mod assoc;
+pub mod machine;
+pub mod perf;
 pub mod profile;
+pub mod tlb;

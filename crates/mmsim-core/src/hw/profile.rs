@@ -99,6 +99,8 @@ pub struct CostSpec {
     pub access_instructions: f64,
     /// Instructions per byte compared by memcmp.
     pub memcmp_instructions_per_byte: f64,
+    /// Bytes each memcmp load reads from one side (32 for AVX2 code).
+    pub memcmp_load_bytes: u64,
     /// Cycles of a page fault's entry and exit (exception, pt_regs, iret), excluding the
     /// handler's work.
     pub fault_entry_exit: f64,
@@ -145,9 +147,7 @@ pub struct Profile {
 }
 
 /// The profiles shipped with mmsim (profiles/*.toml), embedded at build time.
-pub const BUILTIN: &[(&str, &str)] = &[
-    ("default", include_str!("../../../../profiles/default.toml")),
-];
+pub const BUILTIN: &[(&str, &str)] = &[("default", include_str!("../../../../profiles/default.toml"))];
 
 /// Parse a profile from TOML text, applying `overrides` (PATH, VALUE) first.
 pub fn parse(text: &str, overrides: &[(String, String)]) -> Result<Profile, String> {
@@ -155,7 +155,8 @@ pub fn parse(text: &str, overrides: &[(String, String)]) -> Result<Profile, Stri
     for (path, value) in overrides {
         set_path(&mut v, path, value)?;
     }
-    let p: Profile = serde_path_to_error::deserialize(v).map_err(|e| format!("profile: {}: {}", e.path(), e.inner()))?;
+    let p: Profile =
+        serde_path_to_error::deserialize(v).map_err(|e| format!("profile: {}: {}", e.path(), e.inner()))?;
     validate(&p)?;
     Ok(p)
 }
@@ -191,7 +192,9 @@ fn set_path(root: &mut toml::Value, path: &str, value: &str) -> Result<(), Strin
             Ok(n) => toml::Value::Integer(n as i64),
             Err(_) => return Err(format!("hw.{path}: expected an integer, got {value:?}")),
         },
-        toml::Value::Float(_) => toml::Value::Float(value.parse().map_err(|_| format!("hw.{path}: expected a number, got {value:?}"))?),
+        toml::Value::Float(_) => {
+            toml::Value::Float(value.parse().map_err(|_| format!("hw.{path}: expected a number, got {value:?}"))?)
+        }
         toml::Value::Boolean(_) => toml::Value::Boolean(match value {
             "true" | "1" => true,
             "false" | "0" => false,
@@ -225,7 +228,13 @@ pub fn flatten(text: &str) -> Result<Vec<(String, String)>, String> {
 }
 
 fn validate(p: &Profile) -> Result<(), String> {
-    let pos = |name: &str, v: f64| if v > 0.0 && v.is_finite() { Ok(()) } else { Err(format!("profile: {name}: must be positive")) };
+    let pos = |name: &str, v: f64| {
+        if v > 0.0 && v.is_finite() {
+            Ok(())
+        } else {
+            Err(format!("profile: {name}: must be positive"))
+        }
+    };
     pos("cpu.freq_ghz", p.cpu.freq_ghz)?;
     pos("cpu.base_cpi", p.cpu.base_cpi)?;
     pos("memory.mlp", p.memory.mlp)?;
@@ -249,7 +258,12 @@ fn validate(p: &Profile) -> Result<(), String> {
         super::assoc::SetAssoc::new(a.entries, a.ways, replacement(name, &a.replacement)?)
             .map_err(|e| format!("profile: {name}: {e}"))?;
     }
-    for (name, c) in [("cache.l1d", &p.cache.l1d), ("cache.l1i", &p.cache.l1i), ("cache.l2", &p.cache.l2), ("cache.llc", &p.cache.llc)] {
+    for (name, c) in [
+        ("cache.l1d", &p.cache.l1d),
+        ("cache.l1i", &p.cache.l1i),
+        ("cache.l2", &p.cache.l2),
+        ("cache.llc", &p.cache.llc),
+    ] {
         let lines = c.size.0 / p.cache.line;
         if lines == 0 || c.size.0 % p.cache.line != 0 {
             return Err(format!("profile: {name}.size: must be a positive multiple of the line size"));
@@ -279,7 +293,15 @@ mod tests {
 
     #[test]
     fn overrides_by_path() {
-        let p = builtin("default", &[("cache.llc.size".into(), "8M".into()), ("tlb.dtlb_4k.entries".into(), "4".into()), ("tlb.dtlb_4k.ways".into(), "4".into())]).unwrap();
+        let p = builtin(
+            "default",
+            &[
+                ("cache.llc.size".into(), "8M".into()),
+                ("tlb.dtlb_4k.entries".into(), "4".into()),
+                ("tlb.dtlb_4k.ways".into(), "4".into()),
+            ],
+        )
+        .unwrap();
         assert_eq!(p.cache.llc.size.0, 8 << 20);
         assert_eq!(p.tlb.dtlb_4k.entries, 4);
         let e = builtin("default", &[("cache.llc.bogus".into(), "1".into())]).unwrap_err();

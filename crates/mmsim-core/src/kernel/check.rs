@@ -53,10 +53,7 @@ impl Kernel {
             free_total += 1u64 << order;
         }
         if free_total != self.mem.free_pages {
-            return Err(format!(
-                "free lists hold {free_total} pages, counter says {}",
-                self.mem.free_pages
-            ));
+            return Err(format!("free lists hold {free_total} pages, counter says {}", self.mem.free_pages));
         }
         for p in 0..self.mem.reserved as u32 {
             claim(p, Owner::Reserved, &mut owner)?;
@@ -76,16 +73,10 @@ impl Kernel {
             self.recount_table(m.pgd, 3, 0, &mut c, &mut rss)?;
             let pgtables = (c.tables.len() as i64 - 1) * PAGE_SIZE as i64;
             if pgtables != m.pgtables_bytes {
-                return Err(format!(
-                    "mm {id}: VmPTE recount {pgtables} bytes, kernel says {}",
-                    m.pgtables_bytes
-                ));
+                return Err(format!("mm {id}: VmPTE recount {pgtables} bytes, kernel says {}", m.pgtables_bytes));
             }
             if rss != m.rss {
-                return Err(format!(
-                    "mm {id}: rss recount {rss:?} (file, anon, shmem), kernel says {:?}",
-                    m.rss
-                ));
+                return Err(format!("mm {id}: rss recount {rss:?} (file, anon, shmem), kernel says {:?}", m.rss));
             }
             nr_tables += c.tables.len() as i64;
             for t in c.tables.drain(..) {
@@ -116,10 +107,7 @@ impl Kernel {
             }
         }
         if nr_shmem != self.stat.items[VmItem::NrShmem] {
-            return Err(format!(
-                "nr_shmem: recount {nr_shmem}, kernel says {}",
-                self.stat.items[VmItem::NrShmem]
-            ));
+            return Err(format!("nr_shmem: recount {nr_shmem}, kernel says {}", self.stat.items[VmItem::NrShmem]));
         }
         // Every other allocated frame belongs to a folio; check its counts.
         let mut anon_mapped = 0i64;
@@ -132,38 +120,20 @@ impl Kernel {
             }
             let p = &self.mem.pages[pfn];
             if p.test(pg::TAIL) || p.head != pfn as u32 {
-                return Err(format!(
-                    "frame {pfn:#x} is allocated but belongs to nothing (head {:#x})",
-                    p.head
-                ));
+                return Err(format!("frame {pfn:#x} is allocated but belongs to nothing (head {:#x})", p.head));
             }
-            let nr = if p.test(pg::HEAD) {
-                1usize << p.order
-            } else {
-                1
-            };
+            let nr = if p.test(pg::HEAD) { 1usize << p.order } else { 1 };
             let pmd = counts.pmd_maps.get(&(pfn as u32)).copied().unwrap_or(0);
             if p.entire_mapcount != pmd {
-                return Err(format!(
-                    "folio {pfn:#x}: entire_mapcount {} but {pmd} pmds map it",
-                    p.entire_mapcount
-                ));
+                return Err(format!("folio {pfn:#x}: entire_mapcount {} but {pmd} pmds map it", p.entire_mapcount));
             }
             let mut refs = pmd + cache_refs.get(&(pfn as u32)).copied().unwrap_or(0);
             let mut mapped_any = false;
             for i in 0..nr {
                 let sp = &self.mem.pages[pfn + i];
-                let m = counts
-                    .pte_maps
-                    .get(&((pfn + i) as u32))
-                    .copied()
-                    .unwrap_or(0);
+                let m = counts.pte_maps.get(&((pfn + i) as u32)).copied().unwrap_or(0);
                 if sp.mapcount != m {
-                    return Err(format!(
-                        "page {:#x}: mapcount {} but {m} ptes map it",
-                        pfn + i,
-                        sp.mapcount
-                    ));
+                    return Err(format!("page {:#x}: mapcount {} but {m} ptes map it", pfn + i, sp.mapcount));
                 }
                 refs += m;
                 if sp.test(pg::ANON) && (m > 0 || pmd > 0) {
@@ -176,15 +146,10 @@ impl Kernel {
                 anon_thps += 1;
             }
             if refs == 0 {
-                return Err(format!(
-                    "folio {pfn:#x} ({nr} pages) is allocated but unreferenced (leak)"
-                ));
+                return Err(format!("folio {pfn:#x} ({nr} pages) is allocated but unreferenced (leak)"));
             }
             if p.refcount != refs {
-                return Err(format!(
-                    "folio {pfn:#x}: refcount {} but {refs} references found",
-                    p.refcount
-                ));
+                return Err(format!("folio {pfn:#x}: refcount {} but {refs} references found", p.refcount));
             }
             let _ = mapped_any;
             pfn += nr;
@@ -215,10 +180,7 @@ impl Kernel {
     ) -> Result<(), String> {
         c.tables.push(table.0);
         if !self.mem.pages[table.idx()].test(pg::TABLE) {
-            return Err(format!(
-                "frame {:#x} used as a {} table lacks PG_table",
-                table.0, level
-            ));
+            return Err(format!("frame {:#x} used as a {} table lacks PG_table", table.0, level));
         }
         for i in 0..512 {
             let e = self.entry(table, i);
@@ -228,10 +190,7 @@ impl Kernel {
             if level == 0 {
                 if e.special() {
                     if !self.is_zero_pfn(e.pfn()) {
-                        return Err(format!(
-                            "special pte to {:#x}, not the zero page",
-                            e.pfn().0
-                        ));
+                        return Err(format!("special pte to {:#x}, not the zero page", e.pfn().0));
                     }
                     continue;
                 }
@@ -239,9 +198,10 @@ impl Kernel {
                 let ctr = self.mm_counter(e.pfn());
                 rss[ctr as usize] += 1;
             } else if level == 1 && e.huge() {
-                let dep = self.deposited.get(&(table.0, i as u16)).ok_or_else(|| {
-                    format!("huge pmd {:#x}[{i}] has no deposited table", table.0)
-                })?;
+                let dep = self
+                    .deposited
+                    .get(&(table.0, i as u16))
+                    .ok_or_else(|| format!("huge pmd {:#x}[{i}] has no deposited table", table.0))?;
                 c.tables.push(*dep);
                 if self.is_huge_zero_pmd(e) {
                     continue;

@@ -24,10 +24,7 @@ const PAGE_BYTES: usize = PAGE_SIZE as usize;
 impl PageContent {
     /// A page whose every byte is `b` (0xaa is the kernel's PAGE_POISON, used for stale data).
     pub fn filled(b: u8) -> Self {
-        PageContent {
-            base: b,
-            over: Vec::new(),
-        }
+        PageContent { base: b, over: Vec::new() }
     }
 
     /// The byte at `off`.
@@ -107,12 +104,7 @@ pub fn byte_at(c: Option<&PageContent>, off: usize) -> u8 {
 }
 
 /// First offset in `start..end` where two pages differ (memcmp over one page).
-pub fn first_difference(
-    a: Option<&PageContent>,
-    b: Option<&PageContent>,
-    start: usize,
-    end: usize,
-) -> Option<usize> {
+pub fn first_difference(a: Option<&PageContent>, b: Option<&PageContent>, start: usize, end: usize) -> Option<usize> {
     match (a, b) {
         (None, None) => None,
         (Some(x), Some(y)) if x == y => None,
@@ -137,11 +129,7 @@ mod tests {
         c.write(0, 4096, 1, 3);
         assert_eq!(c.uniform(), Some(3));
         c.write(10, 11, 1, 3);
-        assert_eq!(
-            c.uniform(),
-            Some(3),
-            "writing the fill byte adds no override"
-        );
+        assert_eq!(c.uniform(), Some(3), "writing the fill byte adds no override");
     }
 
     #[test]

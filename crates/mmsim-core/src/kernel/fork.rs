@@ -34,13 +34,7 @@ impl Kernel {
         let vma = Vma {
             start,
             end: TASK_SIZE,
-            flags: vm::READ
-                | vm::WRITE
-                | vm::MAYREAD
-                | vm::MAYWRITE
-                | vm::MAYEXEC
-                | vm::GROWSDOWN
-                | vm::ACCOUNT,
+            flags: vm::READ | vm::WRITE | vm::MAYREAD | vm::MAYWRITE | vm::MAYEXEC | vm::GROWSDOWN | vm::ACCOUNT,
             pgoff: start >> PAGE_SHIFT,
             backing: Backing::Anon,
             anon_vma: None,
@@ -77,6 +71,10 @@ impl Kernel {
                 return None;
             }
         }
+        // dup_mmap's flush_tlb_mm(oldmm): the parent's now read-only ptes.
+        if !self.sabotage.skip_fork_flush {
+            self.work.push(super::Work::FlushMm { mm: parent });
+        }
         let hw = self.mm(child).rss_total();
         self.mm_mut(child).hiwater_rss = hw;
         Some(child)
@@ -99,18 +97,15 @@ impl Kernel {
         self.mm_put_huge_zero_folio(mm);
         if self.mm(mm).pgtables_bytes != 0 {
             let b = self.mm(mm).pgtables_bytes;
-            self.report_bug(format!(
-                "exit_mmap: {b} bytes of page tables still accounted (mm_pgtables_bytes)"
-            ));
+            self.report_bug(format!("exit_mmap: {b} bytes of page tables still accounted (mm_pgtables_bytes)"));
         }
         if self.mm(mm).rss.iter().any(|&r| r != 0) {
             let r = self.mm(mm).rss;
-            self.report_bug(format!(
-                "exit_mmap: rss counters not zero at exit (file, anon, shmem) = {r:?}"
-            ));
+            self.report_bug(format!("exit_mmap: rss counters not zero at exit (file, anon, shmem) = {r:?}"));
         }
         let pgd = self.mm(mm).pgd;
         self.pte_free(None, pgd);
+        self.work.push(super::Work::MmExit { mm });
         self.mms[mm as usize] = None;
     }
 

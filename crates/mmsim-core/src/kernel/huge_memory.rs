@@ -61,18 +61,13 @@ impl Kernel {
 
     /// `pgtable_trans_huge_deposit`.
     fn deposit(&mut self, pmd: Slot, table: Pfn) {
-        let old = self
-            .deposited
-            .insert((pmd.table.0, pmd.idx as u16), table.0);
+        let old = self.deposited.insert((pmd.table.0, pmd.idx as u16), table.0);
         debug_assert!(old.is_none(), "double deposit");
     }
 
     /// `pgtable_trans_huge_withdraw`.
     fn withdraw(&mut self, pmd: Slot) -> Pfn {
-        Pfn(self
-            .deposited
-            .remove(&(pmd.table.0, pmd.idx as u16))
-            .expect("a huge pmd has a deposited table"))
+        Pfn(self.deposited.remove(&(pmd.table.0, pmd.idx as u16)).expect("a huge pmd has a deposited table"))
     }
 
     /// `zap_deposited_table`: free the table deposited under a huge pmd (mm_dec_nr_ptes).
@@ -84,15 +79,11 @@ impl Kernel {
     /// `map_anon_folio_pmd`: map a new THP by a pmd, counting THP_FAULT_ALLOC.
     fn map_anon_folio_pmd(&mut self, mm: MmId, vma: &Vma, folio: Pfn, pmd: Slot) {
         let e = maybe_mkwrite(
-            Entry::new(
-                folio,
-                vm_page_prot(vma) | pgtable::PSE | pgtable::DIRTY | pgtable::ACCESSED,
-            ),
+            Entry::new(folio, vm_page_prot(vma) | pgtable::PSE | pgtable::DIRTY | pgtable::ACCESSED),
             vma,
         );
         self.folio_add_new_anon_rmap(folio, mm, true);
-        self.mm_mut(mm)
-            .add_rss(MmCounter::AnonPages, HPAGE_PMD_NR as i64);
+        self.mm_mut(mm).add_rss(MmCounter::AnonPages, HPAGE_PMD_NR as i64);
         self.set_entry(pmd.table, pmd.idx, e);
         self.stat.count(VmEvent::ThpFaultAlloc);
     }
@@ -100,14 +91,7 @@ impl Kernel {
     /// `do_huge_pmd_anonymous_page`: a read fault maps the huge zero folio (when
     /// use_zero_page), a write fault a newly allocated zeroed THP; each with a deposited PTE
     /// table. VM_FAULT_FALLBACK sends the fault to the pte path.
-    pub fn do_huge_pmd_anonymous_page(
-        &mut self,
-        mm: MmId,
-        vma: &Vma,
-        addr: u64,
-        write: bool,
-        pmd: Slot,
-    ) -> u32 {
+    pub fn do_huge_pmd_anonymous_page(&mut self, mm: MmId, vma: &Vma, addr: u64, write: bool, pmd: Slot) -> u32 {
         let _ = addr;
         self.anon_vma_prepare(mm, vma.start);
         if !write && self.knobs.thp_use_zero_page {
@@ -121,10 +105,7 @@ impl Kernel {
             };
             // set_huge_zero_folio: read-only, special, deposited table.
             self.deposit(pmd, pgtable);
-            let e = Entry::new(
-                zero,
-                pgtable::P | pgtable::USER | pgtable::PSE | pgtable::SPECIAL,
-            );
+            let e = Entry::new(zero, pgtable::P | pgtable::USER | pgtable::PSE | pgtable::SPECIAL);
             self.set_entry(pmd.table, pmd.idx, e);
             return 0;
         }
@@ -156,7 +137,7 @@ impl Kernel {
             if let Some(folio) = self.vma_alloc_anon_folio_pmd(vma) {
                 // The deposited table stays deposited under the new mapping.
                 self.map_anon_folio_pmd(mm, vma, folio.pfn, pmd);
-                self.stat.count(VmEvent::TlbFlushOne);
+                self.flush_tlb_range(mm, haddr, haddr + HPAGE_PMD_SIZE);
                 return 0;
             }
             self.__split_huge_pmd(mm, vma, pmd, haddr);
@@ -182,14 +163,12 @@ impl Kernel {
     pub fn zap_huge_pmd(&mut self, mm: MmId, pmd: Slot) {
         let e = self.entry(pmd.table, pmd.idx);
         self.set_entry(pmd.table, pmd.idx, Entry::NONE);
-        self.stat.count(VmEvent::TlbFlushOne);
         self.zap_deposited_table(mm, pmd);
         if self.is_huge_zero_pmd(e) {
             return;
         }
         let head = e.pfn();
-        self.mm_mut(mm)
-            .add_rss(MmCounter::AnonPages, -(HPAGE_PMD_NR as i64));
+        self.mm_mut(mm).add_rss(MmCounter::AnonPages, -(HPAGE_PMD_NR as i64));
         self.remove_rmap_pmd(head, mm);
         self.folio_put(head);
     }
@@ -198,7 +177,6 @@ impl Kernel {
     /// PTE table filled with 512 ptes (to the 4 KiB zero page for the huge zero folio, to the
     /// subpages of the THP otherwise, keeping write/dirty/young). Counts THP_SPLIT_PMD.
     pub fn __split_huge_pmd(&mut self, mm: MmId, vma: &Vma, pmd: Slot, haddr: u64) {
-        let _ = haddr;
         let e = self.entry(pmd.table, pmd.idx);
         debug_assert!(e.huge());
         self.stat.count(VmEvent::ThpSplitPmd);
@@ -223,7 +201,8 @@ impl Kernel {
             self.folio_put(head);
         }
         self.set_entry(pmd.table, pmd.idx, Entry::new(table, pgtable::TABLE_FLAGS));
-        self.stat.count(VmEvent::TlbFlushOne);
+        // pmdp_invalidate: the huge translation must leave every TLB.
+        self.flush_tlb_range(mm, haddr, haddr + HPAGE_PMD_SIZE);
     }
 
     /// Split the huge pmd covering `addr` if [start, end) cuts through it
@@ -238,25 +217,14 @@ impl Kernel {
         };
         let e = self.entry(pmd.table, pmd.idx);
         if e.present() && e.huge() {
-            let vma = self
-                .mm(mm)
-                .vma_lookup(addr)
-                .expect("huge pmd inside a vma")
-                .clone();
+            let vma = self.mm(mm).vma_lookup(addr).expect("huge pmd inside a vma").clone();
             self.__split_huge_pmd(mm, &vma, pmd, haddr);
         }
     }
 
     /// `copy_huge_pmd`: fork shares a THP (write-protected in both) or the huge zero folio,
     /// depositing a new table for the child.
-    pub fn copy_huge_pmd(
-        &mut self,
-        dst: MmId,
-        src: MmId,
-        vma: &Vma,
-        dpmd: Slot,
-        spmd: Slot,
-    ) -> Result<(), Errno> {
+    pub fn copy_huge_pmd(&mut self, dst: MmId, src: MmId, vma: &Vma, dpmd: Slot, spmd: Slot) -> Result<(), Errno> {
         let _ = src;
         let e = self.entry(spmd.table, spmd.idx);
         let pgtable = self.pte_alloc_one(Some(dst)).ok_or(Errno::ENOMEM)?;
@@ -275,14 +243,9 @@ impl Kernel {
         }
         self.folio_get(head);
         self.add_rmap_pmd(head, dst);
-        self.mm_mut(dst)
-            .add_rss(MmCounter::AnonPages, HPAGE_PMD_NR as i64);
+        self.mm_mut(dst).add_rss(MmCounter::AnonPages, HPAGE_PMD_NR as i64);
         self.deposit(dpmd, pgtable);
-        let wp = if super::memory::is_cow_mapping(vma.flags) {
-            e.without(pgtable::RW)
-        } else {
-            e
-        };
+        let wp = if super::memory::is_cow_mapping(vma.flags) { e.without(pgtable::RW) } else { e };
         self.set_entry(spmd.table, spmd.idx, wp);
         self.set_entry(dpmd.table, dpmd.idx, wp.without(pgtable::ACCESSED));
         Ok(())
@@ -297,9 +260,7 @@ impl Kernel {
             self.huge_zero.refcount += 1;
             return true;
         }
-        let Some(a) =
-            self.alloc_pages(HPAGE_PMD_ORDER, gfp::COMP | gfp::ZERO | gfp::DIRECT_RECLAIM)
-        else {
+        let Some(a) = self.alloc_pages(HPAGE_PMD_ORDER, gfp::COMP | gfp::ZERO | gfp::DIRECT_RECLAIM) else {
             self.stat.count(VmEvent::ThpZeroPageAllocFailed);
             return false;
         };
@@ -312,10 +273,7 @@ impl Kernel {
 
     /// `put_huge_zero_folio`: only the shrinker may drop the last reference.
     fn put_huge_zero_folio(&mut self) {
-        assert!(
-            self.huge_zero.refcount > 1,
-            "huge zero refcount would reach zero"
-        );
+        assert!(self.huge_zero.refcount > 1, "huge zero refcount would reach zero");
         self.huge_zero.refcount -= 1;
     }
 
@@ -358,9 +316,7 @@ impl Kernel {
             return;
         }
         let n = self.folio_nr_pages(head) as u32;
-        let mapped = (0..n)
-            .filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount > 0)
-            .count();
+        let mapped = (0..n).filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount > 0).count();
         if mapped == 0 || mapped == n as usize {
             return;
         }

@@ -80,21 +80,9 @@ const KNOB_TABLE: &[(&str, &str, &str)] = &[
         "always|defer|defer+madvise|madvise|never",
         "whether a THP fault allocation may reclaim (run shrinkers) before falling back",
     ),
-    (
-        THP_USE_ZERO_PAGE,
-        "0|1",
-        "map the huge zero page on a read fault of a THP-suitable range",
-    ),
-    (
-        FAIL_MIN_ORDER,
-        "off|0..10",
-        "fault injection: every page allocation of at least this order fails",
-    ),
-    (
-        FAIL_EVERY,
-        "0|K",
-        "fault injection: every Kth page allocation fails (0 = off)",
-    ),
+    (THP_USE_ZERO_PAGE, "0|1", "map the huge zero page on a read fault of a THP-suitable range"),
+    (FAIL_MIN_ORDER, "off|0..10", "fault injection: every page allocation of at least this order fails"),
+    (FAIL_EVERY, "0|K", "fault injection: every Kth page allocation fails (0 = off)"),
     (
         FAULT_AROUND,
         "4096..65536 (power of two)",
@@ -154,8 +142,7 @@ impl Knobs {
     /// the knob and what it accepts.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
         let v = value.trim();
-        let bad =
-            |accepted: &str| format!("knob {name}: invalid value {v:?} (expected {accepted})");
+        let bad = |accepted: &str| format!("knob {name}: invalid value {v:?} (expected {accepted})");
         match name {
             THP_ENABLED => {
                 self.thp_enabled = match v {
@@ -203,10 +190,7 @@ impl Knobs {
             }
             _ => {
                 let known: Vec<&str> = Knobs::names().collect();
-                return Err(format!(
-                    "unknown knob {name:?} (known: {})",
-                    known.join(", ")
-                ));
+                return Err(format!("unknown knob {name:?} (known: {})", known.join(", ")));
             }
         }
         Ok(())
@@ -214,9 +198,7 @@ impl Knobs {
 
     /// All knobs as name -> value, as a run reports its effective settings.
     pub fn effective(&self) -> Vec<(String, String)> {
-        Knobs::names()
-            .map(|n| (n.to_string(), self.get(n).expect("known")))
-            .collect()
+        Knobs::names().map(|n| (n.to_string(), self.get(n).expect("known"))).collect()
     }
 }
 
@@ -240,9 +222,7 @@ mod tests {
     #[test]
     fn errors_name_the_knob() {
         let mut k = Knobs::default();
-        let e = k
-            .set("transparent_hugepage/enabled", "sometimes")
-            .unwrap_err();
+        let e = k.set("transparent_hugepage/enabled", "sometimes").unwrap_err();
         assert!(e.contains("transparent_hugepage/enabled"), "{e}");
         let e = k.set("no/such", "1").unwrap_err();
         assert!(e.contains("unknown knob"), "{e}");

@@ -17,19 +17,11 @@ pub enum Advice {
 impl Kernel {
     /// `do_madvise`: apply `advice` to every vma in [start, start+len). ENOMEM if part of the
     /// range is unmapped (the mapped parts are still advised, as Linux does).
-    pub fn do_madvise(
-        &mut self,
-        mm: MmId,
-        start: u64,
-        len: u64,
-        advice: Advice,
-    ) -> Result<(), Errno> {
+    pub fn do_madvise(&mut self, mm: MmId, start: u64, len: u64, advice: Advice) -> Result<(), Errno> {
         if start & (PAGE_SIZE - 1) != 0 {
             return Err(Errno::EINVAL);
         }
-        let end = page_align(len)
-            .and_then(|l| start.checked_add(l))
-            .ok_or(Errno::EINVAL)?;
+        let end = page_align(len).and_then(|l| start.checked_add(l)).ok_or(Errno::EINVAL)?;
         if end == start {
             return Ok(());
         }
@@ -62,11 +54,7 @@ impl Kernel {
                     if newflags != v.flags {
                         self.split_vma(mm, addr);
                         self.split_vma(mm, stop);
-                        self.mm_mut(mm)
-                            .vmas
-                            .get_mut(&addr)
-                            .expect("isolated vma")
-                            .flags = newflags;
+                        self.mm_mut(mm).vmas.get_mut(&addr).expect("isolated vma").flags = newflags;
                         self.vma_merge_around(mm, addr);
                     }
                 }

@@ -60,20 +60,14 @@ impl Kernel {
         let pgd = self.mm(mm).pgd;
         let pud = self.next_table(pgd, (addr >> PGDIR_SHIFT) as usize & 511)?;
         let pmd = self.next_table(pud, (addr >> PUD_SHIFT) as usize & 511)?;
-        Some(Slot {
-            table: pmd,
-            idx: (addr >> PMD_SHIFT) as usize & 511,
-        })
+        Some(Slot { table: pmd, idx: (addr >> PMD_SHIFT) as usize & 511 })
     }
 
     /// The PTE slot for `addr` if a PTE table is installed (not a huge pmd).
     pub fn pte_slot(&self, mm: MmId, addr: u64) -> Option<Slot> {
         let pmd = self.pmd_slot(mm, addr)?;
         let pte = self.next_table(pmd.table, pmd.idx)?;
-        Some(Slot {
-            table: pte,
-            idx: (addr >> PAGE_SHIFT) as usize & 511,
-        })
+        Some(Slot { table: pte, idx: (addr >> PAGE_SHIFT) as usize & 511 })
     }
 
     /// `__pud_alloc` + `__pmd_alloc`: the PMD slot for `addr`, allocating the PUD and PMD
@@ -82,10 +76,7 @@ impl Kernel {
         let pgd = self.mm(mm).pgd;
         let pud = self.table_alloc(mm, pgd, (addr >> PGDIR_SHIFT) as usize & 511)?;
         let pmd = self.table_alloc(mm, pud, (addr >> PUD_SHIFT) as usize & 511)?;
-        Some(Slot {
-            table: pmd,
-            idx: (addr >> PMD_SHIFT) as usize & 511,
-        })
+        Some(Slot { table: pmd, idx: (addr >> PMD_SHIFT) as usize & 511 })
     }
 
     /// Populate `table[idx]` with a new lower-level table if it is none.
@@ -111,11 +102,7 @@ impl Kernel {
     /// paths, then the pte path. Returns VM_FAULT_* bits. The caller (the arch fault handler)
     /// has found the vma and checked access rights.
     pub fn handle_mm_fault(&mut self, mm: MmId, addr: u64, write: bool) -> u32 {
-        let vma = self
-            .mm(mm)
-            .vma_lookup(addr)
-            .expect("arch handler checked the vma")
-            .clone();
+        let vma = self.mm(mm).vma_lookup(addr).expect("arch handler checked the vma").clone();
         let Some(pmd) = self.pmd_alloc(mm, addr) else {
             return vm_fault::OOM;
         };
@@ -156,10 +143,7 @@ impl Kernel {
         } else {
             pmd_e.pfn()
         };
-        let slot = Slot {
-            table: pte_table,
-            idx: (addr >> PAGE_SHIFT) as usize & 511,
-        };
+        let slot = Slot { table: pte_table, idx: (addr >> PAGE_SHIFT) as usize & 511 };
         let pte = self.entry(slot.table, slot.idx);
         if pte.none() {
             if vma.is_anonymous() {
@@ -221,11 +205,7 @@ impl Kernel {
         let pfn = pte.pfn();
         if vma.is_shared() {
             // wp_page_shared: shmem needs no page_mkwrite; make the pte writable.
-            self.set_entry(
-                slot.table,
-                slot.idx,
-                maybe_mkwrite(pte.with(pgtable::DIRTY), vma),
-            );
+            self.set_entry(slot.table, slot.idx, maybe_mkwrite(pte.with(pgtable::DIRTY), vma));
             return 0;
         }
         if !self.is_zero_pfn(pfn) && self.wp_can_reuse_anon_folio(pfn, mm) {
@@ -252,10 +232,7 @@ impl Kernel {
         let head = self.head_of(page);
         let h = self.mem.pages[head.idx()];
         if h.test(pg::HEAD) {
-            let only_me = self
-                .folio_mms
-                .get(&head.0)
-                .is_some_and(|v| v.len() == 1 && v[0].0 == mm);
+            let only_me = self.folio_mms.get(&head.0).is_some_and(|v| v.len() == 1 && v[0].0 == mm);
             return only_me && self.folio_mapcount(head) == h.refcount as i64;
         }
         h.refcount == 1
@@ -263,7 +240,7 @@ impl Kernel {
 
     /// `wp_page_copy`: allocate a new page (zeroed when the old one is the zero page, else a
     /// copy of it), map it writable, and drop the old mapping.
-    fn wp_page_copy(&mut self, mm: MmId, vma: &Vma, _addr: u64, slot: Slot) -> u32 {
+    fn wp_page_copy(&mut self, mm: MmId, vma: &Vma, addr: u64, slot: Slot) -> u32 {
         let old = self.entry(slot.table, slot.idx).pfn();
         let zero = self.is_zero_pfn(old);
         self.anon_vma_prepare(mm, vma.start);
@@ -285,15 +262,11 @@ impl Kernel {
                 self.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
             }
         }
-        let e = maybe_mkwrite(
-            Entry::new(
-                a.pfn,
-                vm_page_prot(vma) | pgtable::DIRTY | pgtable::ACCESSED,
-            ),
-            vma,
-        );
+        let e = maybe_mkwrite(Entry::new(a.pfn, vm_page_prot(vma) | pgtable::DIRTY | pgtable::ACCESSED), vma);
         self.set_entry(slot.table, slot.idx, e);
-        self.stat.count(VmEvent::TlbFlushOne);
+        // ptep_clear_flush: the old translation leaves every TLB.
+        let page = addr & !(PAGE_SIZE - 1);
+        self.flush_tlb_range(mm, page, page + PAGE_SIZE);
         if !zero {
             self.remove_rmap_pte(old, mm);
             let h = self.head_of(old);
@@ -326,15 +299,7 @@ impl Kernel {
     }
 
     /// Map a shmem page at `table[idx]` (set_pte_range via finish_fault/filemap_map_pages).
-    fn map_shmem_pte(
-        &mut self,
-        mm: MmId,
-        vma: &Vma,
-        page: Pfn,
-        table: Pfn,
-        idx: usize,
-        dirty: bool,
-    ) {
+    fn map_shmem_pte(&mut self, mm: MmId, vma: &Vma, page: Pfn, table: Pfn, idx: usize, dirty: bool) {
         self.folio_get(page);
         self.add_rmap_pte(page, mm);
         self.mm_mut(mm).add_rss(MmCounter::ShmemPages, 1);
@@ -379,6 +344,8 @@ impl Kernel {
     /// `unmap_page_range` / `zap_pmd_range` / `zap_pte_range` over [start, end) of one vma:
     /// whole huge pmds are zapped (zap_huge_pmd), partial ones split first.
     pub fn zap_page_range(&mut self, mm: MmId, vma: &Vma, start: u64, end: u64) {
+        // tlb_finish_mmu: one flush of the whole range once the entries are cleared.
+        self.flush_tlb_range(mm, start, end);
         let mut addr = start;
         while addr < end {
             let next = ((addr & PMD_MASK) + HPAGE_PMD_SIZE).min(end);
@@ -407,13 +374,11 @@ impl Kernel {
     /// `zap_pte_range`: clear the ptes of [addr, end) in one table, dropping rss, rmap and refs.
     fn zap_pte_range(&mut self, mm: MmId, table: Pfn, addr: u64, end: u64) {
         let mut a = addr;
-        let mut flushed = false;
         while a < end {
             let idx = (a >> PAGE_SHIFT) as usize & 511;
             let e = self.entry(table, idx);
             if e.present() {
                 self.set_entry(table, idx, Entry::NONE);
-                flushed = true;
                 let pfn = e.pfn();
                 if !e.special() {
                     let c = self.mm_counter(pfn);
@@ -426,9 +391,6 @@ impl Kernel {
                 }
             }
             a += PAGE_SIZE;
-        }
-        if flushed {
-            self.stat.count(VmEvent::TlbFlushOne);
         }
     }
 
@@ -473,15 +435,7 @@ impl Kernel {
 
     /// `free_pud_range` (p4d folded): free PMD tables, then the PUD table if it covers only
     /// [floor, ceiling).
-    fn free_pud_range(
-        &mut self,
-        mm: MmId,
-        pgd: Slot,
-        addr: u64,
-        end: u64,
-        floor: u64,
-        ceiling: u64,
-    ) {
+    fn free_pud_range(&mut self, mm: MmId, pgd: Slot, addr: u64, end: u64, floor: u64, ceiling: u64) {
         let pud_table = self.entry(pgd.table, pgd.idx).pfn();
         let start = addr;
         let mut a = addr;
@@ -489,17 +443,7 @@ impl Kernel {
             let next = pgd_addr_end(a, end, PUD_SIZE);
             let idx = (a >> PUD_SHIFT) as usize & 511;
             if self.entry(pud_table, idx).present() {
-                self.free_pmd_range(
-                    mm,
-                    Slot {
-                        table: pud_table,
-                        idx,
-                    },
-                    a,
-                    next,
-                    floor,
-                    ceiling,
-                );
+                self.free_pmd_range(mm, Slot { table: pud_table, idx }, a, next, floor, ceiling);
             }
             a = next;
             if a == end {
@@ -514,15 +458,7 @@ impl Kernel {
 
     /// `free_pmd_range`: free PTE tables (free_pte_range), then the PMD table if it covers
     /// only [floor, ceiling).
-    fn free_pmd_range(
-        &mut self,
-        mm: MmId,
-        pud: Slot,
-        addr: u64,
-        end: u64,
-        floor: u64,
-        ceiling: u64,
-    ) {
+    fn free_pmd_range(&mut self, mm: MmId, pud: Slot, addr: u64, end: u64, floor: u64, ceiling: u64) {
         let pmd_table = self.entry(pud.table, pud.idx).pfn();
         let start = addr;
         let mut a = addr;
@@ -580,16 +516,7 @@ impl Kernel {
 
     /// `copy_pte_range` / `copy_present_pte`.
     #[allow(clippy::too_many_arguments)]
-    fn copy_pte_range(
-        &mut self,
-        dst: MmId,
-        _src: MmId,
-        vma: &Vma,
-        dtable: Pfn,
-        stable: Pfn,
-        addr: u64,
-        end: u64,
-    ) {
+    fn copy_pte_range(&mut self, dst: MmId, _src: MmId, vma: &Vma, dtable: Pfn, stable: Pfn, addr: u64, end: u64) {
         let cow = is_cow_mapping(vma.flags);
         let mut a = addr;
         while a < end {

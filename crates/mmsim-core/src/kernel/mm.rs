@@ -123,11 +123,7 @@ impl MmStruct {
 
     /// `vma_lookup`: the vma containing addr.
     pub fn vma_lookup(&self, addr: u64) -> Option<&Vma> {
-        self.vmas
-            .range(..=addr)
-            .next_back()
-            .map(|(_, v)| v)
-            .filter(|v| v.end > addr)
+        self.vmas.range(..=addr).next_back().map(|(_, v)| v).filter(|v| v.end > addr)
     }
 
     /// Vmas intersecting [start, end), by start address.

@@ -90,14 +90,7 @@ impl Kernel {
             Backing::Anon => addr >> PAGE_SHIFT,
             Backing::Shmem(_) => 0,
         };
-        let vma = Vma {
-            start: addr,
-            end: addr + len,
-            flags,
-            pgoff,
-            backing,
-            anon_vma: None,
-        };
+        let vma = Vma { start: addr, end: addr + len, flags, pgoff, backing, anon_vma: None };
         self.mm_mut(mm).vmas.insert(addr, vma);
         self.vma_merge_around(mm, addr);
         Ok(addr)
@@ -106,14 +99,7 @@ impl Kernel {
     /// `get_unmapped_area`: the hint if free, else top-down below mmap_base
     /// (vm_unmapped_area); private anonymous lengths that are multiples of 2 MiB are
     /// PMD-aligned (thp_get_unmapped_area), as Linux >= 6.7 does.
-    pub fn get_unmapped_area(
-        &self,
-        mm: MmId,
-        hint: u64,
-        len: u64,
-        align: u64,
-        shared: bool,
-    ) -> Result<u64, Errno> {
+    pub fn get_unmapped_area(&self, mm: MmId, hint: u64, len: u64, align: u64, shared: bool) -> Result<u64, Errno> {
         let m = self.mm(mm);
         if hint != 0 && align == 0 {
             let h = hint & !(PAGE_SIZE - 1);
@@ -137,9 +123,7 @@ impl Kernel {
         }
         let next_growsdown = |end: u64| -> u64 {
             match m.vmas.range(end..).next() {
-                Some((_, v)) if v.start == end && v.flags & vm::GROWSDOWN != 0 => {
-                    end.saturating_sub(STACK_GUARD_GAP)
-                }
+                Some((_, v)) if v.start == end && v.flags & vm::GROWSDOWN != 0 => end.saturating_sub(STACK_GUARD_GAP),
                 _ => end,
             }
         };
@@ -179,13 +163,10 @@ impl Kernel {
         }
         match (a.backing, b.backing) {
             (Backing::Anon, Backing::Anon) => {
-                let anon_ok =
-                    a.anon_vma.is_none() || b.anon_vma.is_none() || a.anon_vma == b.anon_vma;
+                let anon_ok = a.anon_vma.is_none() || b.anon_vma.is_none() || a.anon_vma == b.anon_vma;
                 anon_ok && a.pgoff + ((a.end - a.start) >> PAGE_SHIFT) == b.pgoff
             }
-            (Backing::Shmem(x), Backing::Shmem(y)) => {
-                x == y && a.pgoff + ((a.end - a.start) >> PAGE_SHIFT) == b.pgoff
-            }
+            (Backing::Shmem(x), Backing::Shmem(y)) => x == y && a.pgoff + ((a.end - a.start) >> PAGE_SHIFT) == b.pgoff,
             _ => false,
         }
     }
@@ -208,12 +189,7 @@ impl Kernel {
             }
         }
         let cur = self.mm(mm).vmas[&start].clone();
-        let prev = self
-            .mm(mm)
-            .vmas
-            .range(..start)
-            .next_back()
-            .map(|(_, v)| v.clone());
+        let prev = self.mm(mm).vmas.range(..start).next_back().map(|(_, v)| v.clone());
         if let Some(prev) = prev {
             if Self::can_merge(&prev, &cur) {
                 self.mm_mut(mm).vmas.remove(&start);
@@ -257,39 +233,22 @@ impl Kernel {
             return Err(Errno::EINVAL);
         }
         let len = page_align(len).ok_or(Errno::EINVAL)?;
-        let end = start
-            .checked_add(len)
-            .filter(|&e| e <= TASK_SIZE)
-            .ok_or(Errno::EINVAL)?;
+        let end = start.checked_add(len).filter(|&e| e <= TASK_SIZE).ok_or(Errno::EINVAL)?;
         if self.mm(mm).vmas_in(start, end).is_empty() {
             return Ok(());
         }
         self.split_vma(mm, start);
         self.split_vma(mm, end);
-        let victims: Vec<Vma> = self
-            .mm(mm)
-            .vmas_in(start, end)
-            .into_iter()
-            .map(|s| self.mm(mm).vmas[&s].clone())
-            .collect();
+        let victims: Vec<Vma> =
+            self.mm(mm).vmas_in(start, end).into_iter().map(|s| self.mm(mm).vmas[&s].clone()).collect();
         for v in &victims {
             self.zap_page_range(mm, v, v.start, v.end);
         }
         for v in &victims {
             self.mm_mut(mm).vmas.remove(&v.start);
         }
-        let floor = self
-            .mm(mm)
-            .vmas
-            .range(..start)
-            .next_back()
-            .map_or(0, |(_, v)| v.end);
-        let ceiling = self
-            .mm(mm)
-            .vmas
-            .range(end..)
-            .next()
-            .map_or(0, |(_, v)| v.start);
+        let floor = self.mm(mm).vmas.range(..start).next_back().map_or(0, |(_, v)| v.end);
+        let ceiling = self.mm(mm).vmas.range(end..).next().map_or(0, |(_, v)| v.start);
         self.free_pgtables(mm, &victims, floor, ceiling);
         for v in &victims {
             if let Backing::Shmem(o) = v.backing {
@@ -309,11 +268,7 @@ impl Kernel {
             while j + 1 < removed.len() && removed[j + 1].start <= removed[j].end + HPAGE_PMD_SIZE {
                 j += 1;
             }
-            let next_start = if j + 1 < removed.len() {
-                removed[j + 1].start
-            } else {
-                ceiling
-            };
+            let next_start = if j + 1 < removed.len() { removed[j + 1].start } else { ceiling };
             self.free_pgd_range(mm, start, removed[j].end, floor, next_start);
             i = j + 1;
         }
@@ -331,16 +286,7 @@ mod tests {
     fn setup() -> (Kernel, MmId, u64) {
         let mut k = Kernel::new(64 << 20, Knobs::default());
         let mm = k.exec_mm().unwrap();
-        let a = k
-            .do_mmap(
-                mm,
-                MmapArgs {
-                    len: 16 * P,
-                    prot: vm::READ | vm::WRITE,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+        let a = k.do_mmap(mm, MmapArgs { len: 16 * P, prot: vm::READ | vm::WRITE, ..Default::default() }).unwrap();
         (k, mm, a)
     }
 
@@ -358,24 +304,17 @@ mod tests {
         let (mut k, mm, a) = setup();
         k.do_mprotect(mm, a + 2 * P, 3 * P, vm::READ).unwrap();
         assert_eq!(k.mm(mm).draw(a, a + 16 * P, P), "AABBBCCCCCCCCCCC");
-        k.do_mprotect(mm, a + 2 * P, 3 * P, vm::READ | vm::WRITE)
-            .unwrap();
+        k.do_mprotect(mm, a + 2 * P, 3 * P, vm::READ | vm::WRITE).unwrap();
         assert_eq!(k.mm(mm).draw(a, a + 16 * P, P), "AAAAAAAAAAAAAAAA");
-        assert_eq!(
-            k.do_mprotect(mm, a + 15 * P, 4 * P, vm::READ),
-            Err(Errno::ENOMEM),
-            "hole after the vma"
-        );
+        assert_eq!(k.do_mprotect(mm, a + 15 * P, 4 * P, vm::READ), Err(Errno::ENOMEM), "hole after the vma");
     }
 
     #[test]
     fn madvise_hugepage_splits_vma_flags_only() {
         let (mut k, mm, a) = setup();
-        k.do_madvise(mm, a + 8 * P, 8 * P, Advice::HugePage)
-            .unwrap();
+        k.do_madvise(mm, a + 8 * P, 8 * P, Advice::HugePage).unwrap();
         assert_eq!(k.mm(mm).draw(a, a + 16 * P, P), "AAAAAAAABBBBBBBB");
-        k.do_madvise(mm, a + 8 * P, 8 * P, Advice::NoHugePage)
-            .unwrap();
+        k.do_madvise(mm, a + 8 * P, 8 * P, Advice::NoHugePage).unwrap();
         k.do_madvise(mm, a, 16 * P, Advice::NoHugePage).unwrap();
         assert_eq!(k.mm(mm).draw(a, a + 16 * P, P), "AAAAAAAAAAAAAAAA");
     }
@@ -383,48 +322,12 @@ mod tests {
     #[test]
     fn adjacent_anonymous_mmaps_merge_and_thp_sized_ones_are_aligned() {
         let (mut k, mm, a) = setup();
-        let b = k
-            .do_mmap(
-                mm,
-                MmapArgs {
-                    len: 16 * P,
-                    prot: vm::READ | vm::WRITE,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+        let b = k.do_mmap(mm, MmapArgs { len: 16 * P, prot: vm::READ | vm::WRITE, ..Default::default() }).unwrap();
         assert_eq!(b + 16 * P, a, "top-down, right below");
-        assert_eq!(
-            k.mm(mm).draw(b, a + 16 * P, P),
-            "A".repeat(32),
-            "merged into one vma"
-        );
-        let c = k
-            .do_mmap(
-                mm,
-                MmapArgs {
-                    len: 4 << 20,
-                    prot: vm::READ,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
-        assert_eq!(
-            c % HPAGE_PMD_SIZE,
-            0,
-            "lengths that are multiples of 2 MiB get PMD alignment"
-        );
-        let s = k
-            .do_mmap(
-                mm,
-                MmapArgs {
-                    len: 16 * P,
-                    prot: vm::READ,
-                    shared: true,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+        assert_eq!(k.mm(mm).draw(b, a + 16 * P, P), "A".repeat(32), "merged into one vma");
+        let c = k.do_mmap(mm, MmapArgs { len: 4 << 20, prot: vm::READ, ..Default::default() }).unwrap();
+        assert_eq!(c % HPAGE_PMD_SIZE, 0, "lengths that are multiples of 2 MiB get PMD alignment");
+        let s = k.do_mmap(mm, MmapArgs { len: 16 * P, prot: vm::READ, shared: true, ..Default::default() }).unwrap();
         assert!(k.mm(mm).vma_lookup(s).unwrap().is_shared());
     }
 
@@ -432,30 +335,12 @@ mod tests {
     fn fixed_mapping_replaces_what_was_there() {
         let (mut k, mm, a) = setup();
         let f = k
-            .do_mmap(
-                mm,
-                MmapArgs {
-                    addr: a + 4 * P,
-                    len: 2 * P,
-                    prot: vm::READ,
-                    fixed: true,
-                    ..Default::default()
-                },
-            )
+            .do_mmap(mm, MmapArgs { addr: a + 4 * P, len: 2 * P, prot: vm::READ, fixed: true, ..Default::default() })
             .unwrap();
         assert_eq!(f, a + 4 * P);
         assert_eq!(k.mm(mm).draw(a, a + 16 * P, P), "AAAABBCCCCCCCCCC");
         assert_eq!(
-            k.do_mmap(
-                mm,
-                MmapArgs {
-                    addr: a + 1,
-                    len: P,
-                    prot: vm::READ,
-                    fixed: true,
-                    ..Default::default()
-                }
-            ),
+            k.do_mmap(mm, MmapArgs { addr: a + 1, len: P, prot: vm::READ, fixed: true, ..Default::default() }),
             Err(Errno::EINVAL)
         );
     }

@@ -62,10 +62,28 @@ pub struct Kernel {
     pub oom_victim: Option<MmId>,
     /// The last allocation failure was injected (fail_page_alloc), not a real shortage.
     pub last_fail_injected: bool,
+    /// Work done since the hardware model last looked (zeroing, copying, TLB flushes): the
+    /// kernel stays hardware-agnostic and the machine charges each item to a CPU.
+    pub work: Vec<Work>,
     /// The first inconsistency the kernel noticed itself (its BUG()/WARN() reports).
     pub bug: Option<String>,
     /// Deliberate bugs, for proving that the checkers catch them (tests only).
     pub sabotage: Sabotage,
+}
+
+/// A piece of kernel work with a hardware cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work {
+    /// clear_page of `pages` base pages starting at `pfn` (the block was not prezeroed).
+    Clear { pfn: Pfn, pages: u64 },
+    /// copy_user_highpage.
+    Copy { dst: Pfn, src: Pfn },
+    /// flush_tlb_mm_range over [start, end) of an mm on every CPU that may cache it.
+    Flush { mm: MmId, start: u64, end: u64 },
+    /// flush_tlb_mm: everything of an mm (fork's write-protect).
+    FlushMm { mm: MmId },
+    /// The mm is destroyed (exit_mmap): its translations go and its id may be reused.
+    MmExit { mm: MmId },
 }
 
 /// Deliberately broken behaviour a test can switch on to show the reference model and the
@@ -76,6 +94,8 @@ pub struct Sabotage {
     pub skip_cow_copy: bool,
     /// zap_pte_range forgets to drop the rss counter.
     pub skip_rss_dec: bool,
+    /// dup_mmap write-protects the parent's ptes without flushing its TLB.
+    pub skip_fork_flush: bool,
 }
 
 /// Fault result bits (enum vm_fault_reason).
@@ -116,6 +136,7 @@ impl Kernel {
             last_fail_injected: false,
             sabotage: Sabotage::default(),
             bug: None,
+            work: Vec::new(),
         };
         k.sync_items();
         k
@@ -181,7 +202,7 @@ impl Kernel {
     /// `pagetable_alloc` + the level's ctor: a zeroed table page, counted in NR_PAGETABLE and,
     /// below the PGD, in the mm's pgtables_bytes (mm_inc_nr_ptes/pmds/puds).
     pub fn pte_alloc_one(&mut self, mm: Option<MmId>) -> Option<Pfn> {
-        let a = self.alloc_pages(0, gfp::ZERO | gfp::DIRECT_RECLAIM)?;
+        let a = self.alloc_pages(0, gfp::ZERO | gfp::DIRECT_RECLAIM | gfp::TABLE)?;
         let p = &mut self.mem.pages[a.pfn.idx()];
         p.set(pg::TABLE);
         self.mem.data[a.pfn.idx()] = FrameData::Table(Box::new([0; 512]));
@@ -210,6 +231,14 @@ impl Kernel {
     /// one retry. An order-0 user or page-table allocation that still fails for want of memory
     /// invokes the OOM killer (`out_of_memory`), which picks a victim for the process layer.
     pub fn alloc_pages(&mut self, order: u32, gfp_flags: u32) -> Option<Allocated> {
+        let a = self.alloc_pages_inner(order, gfp_flags)?;
+        if a.cleared > 0 && gfp_flags & gfp::TABLE == 0 {
+            self.work.push(Work::Clear { pfn: a.pfn, pages: a.cleared });
+        }
+        Some(a)
+    }
+
+    fn alloc_pages_inner(&mut self, order: u32, gfp_flags: u32) -> Option<Allocated> {
         if let Some(a) = self.mem.alloc(order, gfp_flags, true, &mut self.stat) {
             return Some(a);
         }
@@ -355,9 +384,8 @@ impl Kernel {
         let e = self.mem.pages[head.idx()].entire_mapcount;
         if e == 0 {
             self.stat.mod_item(VmItem::NrAnonThps, 1);
-            let newly = (0..HPAGE_PMD_NR as u32)
-                .filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount == 0)
-                .count();
+            let newly =
+                (0..HPAGE_PMD_NR as u32).filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount == 0).count();
             self.stat.mod_item(VmItem::NrAnonPages, newly as i64);
         }
         self.mem.pages[head.idx()].entire_mapcount = e + 1;
@@ -386,9 +414,7 @@ impl Kernel {
         self.mem.pages[head.idx()].entire_mapcount = e;
         if e == 0 {
             self.stat.mod_item(VmItem::NrAnonThps, -1);
-            let gone = (0..HPAGE_PMD_NR as u32)
-                .filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount == 0)
-                .count();
+            let gone = (0..HPAGE_PMD_NR as u32).filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount == 0).count();
             self.stat.mod_item(VmItem::NrAnonPages, -(gone as i64));
         }
         self.track_mm(head, mm, -1);
@@ -414,6 +440,11 @@ impl Kernel {
         } else {
             MmCounter::FilePages
         }
+    }
+
+    /// Queue a TLB flush of [start, end) of `mm` (flush_tlb_range).
+    pub fn flush_tlb_range(&mut self, mm: MmId, start: u64, end: u64) {
+        self.work.push(Work::Flush { mm, start, end });
     }
 
     /// Whether `pfn` is the 4 KiB zero page (is_zero_pfn).
@@ -445,6 +476,7 @@ impl Kernel {
             return;
         }
         self.stat.count(VmEvent::PgCopy);
+        self.work.push(Work::Copy { dst, src });
         self.mem.data[dst.idx()] = match &self.mem.data[src.idx()] {
             FrameData::Data(c) if !c.is_zero() => FrameData::Data(c.clone()),
             _ => FrameData::Zero,

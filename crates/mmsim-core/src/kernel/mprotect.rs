@@ -5,7 +5,6 @@ use super::mm::{vm, Vma};
 use super::mm_types::pg;
 use super::mmap::{page_align, Errno};
 use super::pgtable::{self, Entry};
-use super::vmstat::VmEvent;
 use super::{Kernel, MmId};
 use crate::units::{HPAGE_PMD_SIZE, PAGE_SHIFT, PAGE_SIZE};
 
@@ -22,9 +21,7 @@ impl Kernel {
         if len == 0 {
             return Ok(());
         }
-        let end = page_align(len)
-            .and_then(|l| start.checked_add(l))
-            .ok_or(Errno::ENOMEM)?;
+        let end = page_align(len).and_then(|l| start.checked_add(l)).ok_or(Errno::ENOMEM)?;
         let mut addr = start;
         while addr < end {
             let Some(v) = self.mm(mm).vma_lookup(addr).cloned() else {
@@ -58,7 +55,7 @@ impl Kernel {
         };
         let changed = self.change_protection(mm, &vma, start, end);
         if changed > 0 {
-            self.stat.count(VmEvent::TlbFlushAll);
+            self.flush_tlb_range(mm, start, end);
         }
         self.vma_merge_around(mm, start);
     }
@@ -114,12 +111,7 @@ impl Kernel {
     /// stays writable only if it maps an exclusive anonymous page. PROT_NONE clears present
     /// and sets PROTNONE, as x86 does.
     fn change_leaf(&self, vma: &Vma, e: Entry) -> Entry {
-        let keep = e.0
-            & (pgtable::PFN_MASK
-                | pgtable::ACCESSED
-                | pgtable::DIRTY
-                | pgtable::PSE
-                | pgtable::SPECIAL);
+        let keep = e.0 & (pgtable::PFN_MASK | pgtable::ACCESSED | pgtable::DIRTY | pgtable::PSE | pgtable::SPECIAL);
         let mut ne = Entry(keep | pgtable::USER);
         if vma.flags & (vm::READ | vm::WRITE | vm::EXEC) == 0 {
             return ne.with(pgtable::PROTNONE);

@@ -21,6 +21,8 @@ pub mod gfp {
     pub const DIRECT_RECLAIM: u32 = 1 << 2;
     /// A user page (GFP_HIGHUSER_MOVABLE): order-0 user faults that fail end in the OOM path.
     pub const USER: u32 = 1 << 3;
+    /// A page-table page (its clearing is charged to the table allocation, not clear_page).
+    pub const TABLE: u32 = 1 << 4;
 }
 
 /// Outcome of a successful allocation.
@@ -160,13 +162,7 @@ impl PhysMem {
     /// `__alloc_pages` without reclaim: take the smallest free block of at least `order`,
     /// split it (`expand`), prepare the pages, clear them for `__GFP_ZERO` unless the block
     /// was already zeroed. None when injection or a lack of free blocks fails it.
-    pub fn alloc(
-        &mut self,
-        order: u32,
-        gfp_flags: u32,
-        inject: bool,
-        stat: &mut VmStat,
-    ) -> Option<Allocated> {
+    pub fn alloc(&mut self, order: u32, gfp_flags: u32, inject: bool, stat: &mut VmStat) -> Option<Allocated> {
         self.last_fail_injected = false;
         if order > MAX_ORDER {
             return None;
@@ -216,10 +212,7 @@ impl PhysMem {
                 stat.count_n(VmEvent::PgClear, n as i64);
             }
         }
-        Some(Allocated {
-            pfn: Pfn(pfn),
-            cleared,
-        })
+        Some(Allocated { pfn: Pfn(pfn), cleared })
     }
 
     /// `__free_pages_ok`: return a block and merge it with free buddies. Stale data stays in
@@ -318,11 +311,7 @@ mod tests {
         for p in got.iter().rev() {
             m.free(*p, 0, &mut s);
         }
-        assert_eq!(
-            m.buddyinfo()[10],
-            1,
-            "everything merges back into one block"
-        );
+        assert_eq!(m.buddyinfo()[10], 1, "everything merges back into one block");
     }
 
     #[test]
@@ -339,10 +328,7 @@ mod tests {
         let c = m.alloc(0, gfp::ZERO, true, &mut s);
         assert!(c.is_none());
         m.free(a.pfn, 9, &mut s);
-        assert_eq!(
-            m.zeroed_free_pages, 0,
-            "freed memory is never known to be zero"
-        );
+        assert_eq!(m.zeroed_free_pages, 0, "freed memory is never known to be zero");
         let d = m.alloc(0, gfp::ZERO, true, &mut s).unwrap();
         assert_eq!(d.cleared, 1);
     }
@@ -356,9 +342,7 @@ mod tests {
         assert!(m.alloc(0, 0, true, &mut s).is_some());
         m.fail_min_order = None;
         m.fail_every = 3;
-        let ok: Vec<bool> = (0..6)
-            .map(|_| m.alloc(0, 0, true, &mut s).is_some())
-            .collect();
+        let ok: Vec<bool> = (0..6).map(|_| m.alloc(0, 0, true, &mut s).is_some()).collect();
         // attempts 3..8 (two were made above): the 3rd and 6th fail.
         assert_eq!(ok, vec![false, true, true, false, true, true]);
         assert_eq!(s.events[VmEvent::AllocFailInjected], 3);

@@ -19,10 +19,7 @@ pub struct ShmemObject {
 impl Kernel {
     /// `shmem_zero_setup` / `shmem_kernel_file_setup`: a new object of `nr_pages` pages.
     pub fn shmem_new(&mut self, nr_pages: u64) -> u32 {
-        let obj = ShmemObject {
-            pages: vec![NIL; nr_pages as usize],
-            refs: 1,
-        };
+        let obj = ShmemObject { pages: vec![NIL; nr_pages as usize], refs: 1 };
         if let Some(i) = self.shmem.iter().position(|s| s.is_none()) {
             self.shmem[i] = Some(obj);
             return i as u32;

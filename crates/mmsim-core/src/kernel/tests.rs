@@ -9,46 +9,23 @@ use crate::workload::spec::parse_workload;
 
 fn run(w: serde_json::Value) -> Report {
     let w = parse_workload(&w.to_string()).expect("valid workload");
-    let r = run_with(
-        &w,
-        &[],
-        &RunOptions {
-            check: true,
-            invariants_each_op: true,
-            ..Default::default()
-        },
-    )
-    .expect("runs");
-    assert_eq!(
-        r.check.mismatches, 0,
-        "reference model mismatches: {:?}",
-        r.events
-    );
-    assert!(
-        !r.events.iter().any(|e| e.kind == "invariant"),
-        "invariant violated: {:?}",
-        r.events
-    );
+    let r =
+        run_with(&w, &[], &RunOptions { check: true, invariants_each_op: true, ..Default::default() }).expect("runs");
+    assert_eq!(r.check.mismatches, 0, "reference model mismatches: {:?}", r.events);
+    assert!(!r.events.iter().any(|e| e.kind == "invariant"), "invariant violated: {:?}", r.events);
     r
 }
 
 fn snap<'a>(r: &'a Report, label: &str) -> &'a Snapshot {
-    r.snapshots
-        .iter()
-        .find(|s| s.label == label)
-        .unwrap_or_else(|| panic!("no snapshot {label}"))
+    r.snapshots.iter().find(|s| s.label == label).unwrap_or_else(|| panic!("no snapshot {label}"))
 }
 
 fn vm(s: &Snapshot, name: &str) -> i64 {
-    s.vmstat
-        .get(name)
-        .unwrap_or_else(|| panic!("no vmstat {name}"))
+    s.vmstat.get(name).unwrap_or_else(|| panic!("no vmstat {name}"))
 }
 
 fn mi(s: &Snapshot, name: &str) -> i64 {
-    s.meminfo
-        .get(name)
-        .unwrap_or_else(|| panic!("no meminfo {name}"))
+    s.meminfo.get(name).unwrap_or_else(|| panic!("no meminfo {name}"))
 }
 
 fn p1(s: &Snapshot) -> &crate::report::ProcessStatus {
@@ -57,10 +34,8 @@ fn p1(s: &Snapshot) -> &crate::report::ProcessStatus {
 
 /// The seed 000 test program: 200 MiB, 2 MiB aligned, one read per 4 KiB.
 fn hzp_rss(knobs: serde_json::Value, madvise: bool) -> serde_json::Value {
-    let mut prog = vec![
-        json!({"op":"mmap","name":"p","size":"200M","align":"2M"}),
-        json!({"op":"snapshot","label":"before"}),
-    ];
+    let mut prog =
+        vec![json!({"op":"mmap","name":"p","size":"200M","align":"2M"}), json!({"op":"snapshot","label":"before"})];
     if madvise {
         prog.insert(1, json!({"op":"madvise","region":"p","advice":"hugepage"}));
     }
@@ -73,10 +48,7 @@ fn hzp_rss(knobs: serde_json::Value, madvise: bool) -> serde_json::Value {
 
 #[test]
 fn seed000_thp_never_maps_the_4k_zero_page() {
-    let r = run(hzp_rss(
-        json!({"transparent_hugepage/enabled":"never"}),
-        false,
-    ));
+    let r = run(hzp_rss(json!({"transparent_hugepage/enabled":"never"}), false));
     let (b, a) = (snap(&r, "before"), snap(&r, "after-read"));
     assert_eq!(p1(a).minflt - p1(b).minflt, 51200);
     assert_eq!(p1(a).rss_anon - p1(b).rss_anon, 0);
@@ -89,14 +61,8 @@ fn seed000_thp_never_maps_the_4k_zero_page() {
 #[test]
 fn seed000_thp_always_without_zero_page_allocates_100_thps() {
     for (knobs, madv) in [
-        (
-            json!({"transparent_hugepage/enabled":"always","transparent_hugepage/use_zero_page":0}),
-            false,
-        ),
-        (
-            json!({"transparent_hugepage/enabled":"madvise","transparent_hugepage/use_zero_page":0}),
-            true,
-        ),
+        (json!({"transparent_hugepage/enabled":"always","transparent_hugepage/use_zero_page":0}), false),
+        (json!({"transparent_hugepage/enabled":"madvise","transparent_hugepage/use_zero_page":0}), true),
     ] {
         let r = run(hzp_rss(knobs, madv));
         let (b, a) = (snap(&r, "before"), snap(&r, "after-read"));
@@ -106,24 +72,15 @@ fn seed000_thp_always_without_zero_page_allocates_100_thps() {
         assert_eq!(p1(a).anon_huge_pages, 204800);
         assert_eq!(vm(a, "thp_fault_alloc") - vm(b, "thp_fault_alloc"), 100);
         assert_eq!(p1(a).vm_pte - p1(b).vm_pte, 400, "100 deposited PTE tables");
-        assert_eq!(
-            vm(a, "nr_page_table_pages") - vm(b, "nr_page_table_pages"),
-            100
-        );
+        assert_eq!(vm(a, "nr_page_table_pages") - vm(b, "nr_page_table_pages"), 100);
     }
 }
 
 #[test]
 fn seed000_huge_zero_page_read_then_write() {
-    let r = run(hzp_rss(
-        json!({"transparent_hugepage/enabled":"always","transparent_hugepage/use_zero_page":1}),
-        false,
-    ));
-    let (b, a, w) = (
-        snap(&r, "before"),
-        snap(&r, "after-read"),
-        snap(&r, "after-write"),
-    );
+    let r =
+        run(hzp_rss(json!({"transparent_hugepage/enabled":"always","transparent_hugepage/use_zero_page":1}), false));
+    let (b, a, w) = (snap(&r, "before"), snap(&r, "after-read"), snap(&r, "after-write"));
     assert_eq!(p1(a).minflt - p1(b).minflt, 100);
     assert_eq!(p1(a).rss_anon - p1(b).rss_anon, 0);
     assert_eq!(p1(a).vm_pte - p1(b).vm_pte, 400);
@@ -142,25 +99,15 @@ fn hzp_write_falls_back_to_split_and_4k_cow_when_thp_allocation_fails() {
     let mut w = hzp_rss(json!({"transparent_hugepage/enabled":"always"}), false);
     // Fail every order-9 allocation after the huge zero folio exists.
     let prog = w["program"].as_array_mut().unwrap();
-    let idx = prog
-        .iter()
-        .position(|o| o["label"] == "after-read")
-        .unwrap();
-    prog.insert(
-        idx + 1,
-        json!({"op":"set","knob":"fail_page_alloc/min_order","value":9}),
-    );
+    let idx = prog.iter().position(|o| o["label"] == "after-read").unwrap();
+    prog.insert(idx + 1, json!({"op":"set","knob":"fail_page_alloc/min_order","value":9}));
     let r = run(w);
     let (a, w) = (snap(&r, "after-read"), snap(&r, "after-write"));
     assert_eq!(vm(w, "thp_fault_alloc") - vm(a, "thp_fault_alloc"), 0);
     assert_eq!(vm(w, "thp_fault_fallback") - vm(a, "thp_fault_fallback"), 1);
     assert_eq!(vm(w, "thp_split_pmd") - vm(a, "thp_split_pmd"), 1);
     assert_eq!(p1(w).rss_anon - p1(a).rss_anon, 4);
-    assert_eq!(
-        p1(w).vm_pte - p1(a).vm_pte,
-        0,
-        "the deposited table became the PTE table"
-    );
+    assert_eq!(p1(w).vm_pte - p1(a).vm_pte, 0, "the deposited table became the PTE table");
 }
 
 #[test]
@@ -201,52 +148,40 @@ fn fork_cow_children_see_their_own_data_and_shared_is_shared() {
 
 #[test]
 fn munmap_in_the_middle_of_a_thp_splits_it() {
-    let r = run(
-        json!({"knobs":{"transparent_hugepage/enabled":"always"},"program":[
-            {"op":"mmap","name":"p","size":"4M","align":"2M"},
-            {"op":"write","region":"p"},
-            {"op":"snapshot","label":"written"},
-            {"op":"munmap","region":"p","offset":"1M","length":"4K"},
-            {"op":"snapshot","label":"unmapped"},
-            {"op":"read","region":"p","offset":0,"length":"1M","expect":1},
-            {"op":"read","region":"p","offset":"2M","expect":1},
-        ]}),
-    );
+    let r = run(json!({"knobs":{"transparent_hugepage/enabled":"always"},"program":[
+        {"op":"mmap","name":"p","size":"4M","align":"2M"},
+        {"op":"write","region":"p"},
+        {"op":"snapshot","label":"written"},
+        {"op":"munmap","region":"p","offset":"1M","length":"4K"},
+        {"op":"snapshot","label":"unmapped"},
+        {"op":"read","region":"p","offset":0,"length":"1M","expect":1},
+        {"op":"read","region":"p","offset":"2M","expect":1},
+    ]}));
     let (w, u) = (snap(&r, "written"), snap(&r, "unmapped"));
     assert_eq!(mi(w, "AnonHugePages"), 4096);
     assert_eq!(vm(u, "thp_split_pmd"), 1);
     assert_eq!(mi(u, "AnonHugePages"), 2048, "the second THP stays huge");
     assert_eq!(p1(u).rss_anon, p1(w).rss_anon - 4);
     assert_eq!(vm(u, "thp_deferred_split_page"), 1);
-    assert_eq!(
-        mi(u, "MemFree"),
-        mi(w, "MemFree"),
-        "the THP is freed by the deferred split, not at munmap"
-    );
+    assert_eq!(mi(u, "MemFree"), mi(w, "MemFree"), "the THP is freed by the deferred split, not at munmap");
     assert_eq!(r.check.expect_failures, 0, "{:?}", r.events);
 }
 
 #[test]
 fn mprotect_in_the_middle_of_a_huge_zero_pmd() {
-    let r = run(
-        json!({"knobs":{"transparent_hugepage/enabled":"always"},"program":[
-            {"op":"mmap","name":"p","size":"2M","align":"2M"},
-            {"op":"read","region":"p","expect":0},
-            {"op":"snapshot","label":"read"},
-            {"op":"mprotect","region":"p","offset":"1M","length":"4K","prot":"r"},
-            {"op":"snapshot","label":"protected"},
-            {"op":"read","region":"p","expect":0},
-            {"op":"snapshot","label":"reread"},
-        ]}),
-    );
+    let r = run(json!({"knobs":{"transparent_hugepage/enabled":"always"},"program":[
+        {"op":"mmap","name":"p","size":"2M","align":"2M"},
+        {"op":"read","region":"p","expect":0},
+        {"op":"snapshot","label":"read"},
+        {"op":"mprotect","region":"p","offset":"1M","length":"4K","prot":"r"},
+        {"op":"snapshot","label":"protected"},
+        {"op":"read","region":"p","expect":0},
+        {"op":"snapshot","label":"reread"},
+    ]}));
     let (a, b, c) = (snap(&r, "read"), snap(&r, "protected"), snap(&r, "reread"));
     assert_eq!(vm(b, "thp_split_pmd") - vm(a, "thp_split_pmd"), 1);
     assert_eq!(p1(b).vm_pte, p1(a).vm_pte, "the deposited table is reused");
-    assert_eq!(
-        p1(c).minflt,
-        p1(b).minflt,
-        "all 512 ptes map the zero page: no new faults"
-    );
+    assert_eq!(p1(c).minflt, p1(b).minflt, "all 512 ptes map the zero page: no new faults");
 }
 
 #[test]
@@ -262,14 +197,12 @@ fn write_to_read_only_memory_is_a_segfault() {
 
 #[test]
 fn out_of_memory_falls_back_to_4k() {
-    let r = run(
-        json!({"knobs":{"transparent_hugepage/enabled":"always","fail_page_alloc/min_order":9},"program":[
-            {"op":"mmap","name":"p","size":"4M","align":"2M"},
-            {"op":"write","region":"p","value":3},
-            {"op":"read","region":"p","expect":3},
-            {"op":"snapshot","label":"s"},
-        ]}),
-    );
+    let r = run(json!({"knobs":{"transparent_hugepage/enabled":"always","fail_page_alloc/min_order":9},"program":[
+        {"op":"mmap","name":"p","size":"4M","align":"2M"},
+        {"op":"write","region":"p","value":3},
+        {"op":"read","region":"p","expect":3},
+        {"op":"snapshot","label":"s"},
+    ]}));
     let s = snap(&r, "s");
     assert_eq!(vm(s, "thp_fault_fallback"), 2);
     assert_eq!(vm(s, "thp_fault_alloc"), 0);
@@ -279,82 +212,58 @@ fn out_of_memory_falls_back_to_4k() {
 
 #[test]
 fn small_machine_falls_back_and_oom_kills() {
-    let r = run(
-        json!({"machine":{"memory":"16M"},"knobs":{"transparent_hugepage/enabled":"always"},"program":[
-            {"op":"mmap","name":"p","size":"64M","align":"2M"},
-            {"op":"write","region":"p"},
-        ]}),
-    );
+    let r = run(json!({"machine":{"memory":"16M"},"knobs":{"transparent_hugepage/enabled":"always"},"program":[
+        {"op":"mmap","name":"p","size":"64M","align":"2M"},
+        {"op":"write","region":"p"},
+    ]}));
     assert!(r.vmstat.get("thp_fault_fallback").unwrap() > 0);
-    assert!(
-        r.events.iter().any(|e| e.kind == "oom-kill"),
-        "{:?}",
-        r.events
-    );
+    assert!(r.events.iter().any(|e| e.kind == "oom-kill"), "{:?}", r.events);
 }
 
 #[test]
 fn every_kth_allocation_failing_loses_nothing() {
-    let r = run(
-        json!({"knobs":{"transparent_hugepage/enabled":"always","fail_page_alloc/every":7},"program":[
-            {"op":"mmap","name":"p","size":"8M","align":"2M"},
-            {"op":"write","region":"p","stride":"64K","value":5},
-            {"op":"fork","program":[{"op":"write","region":"p","stride":"128K","value":6},{"op":"read","region":"p","stride":"64K"}]},
-            {"op":"wait"},
-            {"op":"read","region":"p","stride":"64K","expect":5},
-        ]}),
-    );
+    let r = run(json!({"knobs":{"transparent_hugepage/enabled":"always","fail_page_alloc/every":7},"program":[
+        {"op":"mmap","name":"p","size":"8M","align":"2M"},
+        {"op":"write","region":"p","stride":"64K","value":5},
+        {"op":"fork","program":[{"op":"write","region":"p","stride":"128K","value":6},{"op":"read","region":"p","stride":"64K"}]},
+        {"op":"wait"},
+        {"op":"read","region":"p","stride":"64K","expect":5},
+    ]}));
     assert_eq!(r.check.expect_failures, 0, "{:?}", r.events);
     assert!(r.vmstat.get("mmsim_fail_page_alloc_injected").unwrap() > 0);
 }
 
 #[test]
 fn mprotect_in_the_middle_of_a_thp_splits_only_that_pmd() {
-    let r = run(
-        json!({"knobs":{"transparent_hugepage/enabled":"always"},"program":[
-            {"op":"mmap","name":"p","size":"4M","align":"2M"},
-            {"op":"write","region":"p","value":4},
-            {"op":"snapshot","label":"written"},
-            {"op":"mprotect","region":"p","offset":"1M","length":"4K","prot":"r"},
-            {"op":"snapshot","label":"protected"},
-            {"op":"write","region":"p","offset":"0","length":"1M","value":5},
-            {"op":"write","region":"p","offset":"2M","value":5},
-            {"op":"read","region":"p","offset":"1M","length":"4K","expect":4},
-            {"op":"snapshot","label":"rewritten"},
-        ]}),
-    );
-    let (w, p, rw) = (
-        snap(&r, "written"),
-        snap(&r, "protected"),
-        snap(&r, "rewritten"),
-    );
+    let r = run(json!({"knobs":{"transparent_hugepage/enabled":"always"},"program":[
+        {"op":"mmap","name":"p","size":"4M","align":"2M"},
+        {"op":"write","region":"p","value":4},
+        {"op":"snapshot","label":"written"},
+        {"op":"mprotect","region":"p","offset":"1M","length":"4K","prot":"r"},
+        {"op":"snapshot","label":"protected"},
+        {"op":"write","region":"p","offset":"0","length":"1M","value":5},
+        {"op":"write","region":"p","offset":"2M","value":5},
+        {"op":"read","region":"p","offset":"1M","length":"4K","expect":4},
+        {"op":"snapshot","label":"rewritten"},
+    ]}));
+    let (w, p, rw) = (snap(&r, "written"), snap(&r, "protected"), snap(&r, "rewritten"));
     assert_eq!(vm(p, "thp_split_pmd"), 1);
     assert_eq!(mi(p, "AnonHugePages"), 2048);
-    assert_eq!(
-        p1(p).rss_anon,
-        p1(w).rss_anon,
-        "the split keeps every page mapped"
-    );
-    assert_eq!(
-        p1(rw).minflt,
-        p1(p).minflt,
-        "exclusive pages stay writable across the split: no faults"
-    );
+    assert_eq!(p1(p).rss_anon, p1(w).rss_anon, "the split keeps every page mapped");
+    assert_eq!(p1(rw).minflt, p1(p).minflt, "exclusive pages stay writable across the split: no faults");
     assert_eq!(r.check.expect_failures, 0, "{:?}", r.events);
 }
 
 #[test]
 fn dontneed_part_of_a_thp_zaps_4k_and_keeps_the_vma() {
-    let r = run(
-        json!({"knobs":{"transparent_hugepage/enabled":"always"},"program":[
-            {"op":"mmap","name":"p","size":"2M","align":"2M"},
-            {"op":"write","region":"p","value":4},
-            {"op":"madvise","region":"p","offset":"8K","length":"8K","advice":"dontneed"},
-            {"op":"snapshot","label":"s"},
-            {"op":"read","region":"p","offset":"8K","length":"8K","expect":0},
-            {"op":"read","region":"p","offset":"16K","length":"4K","expect":4},
-        ]}),
-    );
+    let r = run(json!({"knobs":{"transparent_hugepage/enabled":"always"},"program":[
+        {"op":"mmap","name":"p","size":"2M","align":"2M"},
+        {"op":"write","region":"p","value":4},
+        {"op":"madvise","region":"p","offset":"8K","length":"8K","advice":"dontneed"},
+        {"op":"snapshot","label":"s"},
+        {"op":"read","region":"p","offset":"8K","length":"8K","expect":0},
+        {"op":"read","region":"p","offset":"16K","length":"4K","expect":4},
+    ]}));
     let s = snap(&r, "s");
     assert_eq!(vm(s, "thp_split_pmd"), 1);
     assert_eq!(p1(s).rss_anon, 4 + 2048 - 8);
@@ -364,31 +273,25 @@ fn dontneed_part_of_a_thp_zaps_4k_and_keeps_the_vma() {
 
 #[test]
 fn thp_cow_after_fork_splits_the_child_pmd_and_copies_4k() {
-    let r = run(
-        json!({"knobs":{"transparent_hugepage/enabled":"always"},"program":[
-            {"op":"mmap","name":"p","size":"4M","align":"2M"},
-            {"op":"write","region":"p","value":1},
-            {"op":"snapshot","label":"parent"},
-            {"op":"fork","program":[
-                {"op":"snapshot","label":"child-start"},
-                {"op":"write","region":"p","length":1,"value":2},
-                {"op":"snapshot","label":"child-wrote"},
-                {"op":"read","region":"p","length":1,"expect":2},
-                {"op":"read","region":"p","offset":"4K","expect":1}]},
-            {"op":"wait"},
-            {"op":"read","region":"p","expect":1},
-        ]}),
-    );
+    let r = run(json!({"knobs":{"transparent_hugepage/enabled":"always"},"program":[
+        {"op":"mmap","name":"p","size":"4M","align":"2M"},
+        {"op":"write","region":"p","value":1},
+        {"op":"snapshot","label":"parent"},
+        {"op":"fork","program":[
+            {"op":"snapshot","label":"child-start"},
+            {"op":"write","region":"p","length":1,"value":2},
+            {"op":"snapshot","label":"child-wrote"},
+            {"op":"read","region":"p","length":1,"expect":2},
+            {"op":"read","region":"p","offset":"4K","expect":1}]},
+        {"op":"wait"},
+        {"op":"read","region":"p","expect":1},
+    ]}));
     let (s, c) = (snap(&r, "child-start"), snap(&r, "child-wrote"));
     let child = |x: &Snapshot| x.processes[1].clone();
     assert_eq!(child(s).anon_huge_pages, 4096);
     assert_eq!(child(c).minflt - child(s).minflt, 1);
     assert_eq!(vm(c, "thp_split_pmd") - vm(s, "thp_split_pmd"), 1);
-    assert_eq!(
-        vm(c, "thp_fault_alloc") - vm(s, "thp_fault_alloc"),
-        0,
-        "no new THP: the pte path copies 4 KiB"
-    );
+    assert_eq!(vm(c, "thp_fault_alloc") - vm(s, "thp_fault_alloc"), 0, "no new THP: the pte path copies 4 KiB");
     assert_eq!(child(c).anon_huge_pages, 2048);
     assert_eq!(child(c).rss_anon, child(s).rss_anon);
     assert_eq!(r.check.expect_failures, 0, "{:?}", r.events);
@@ -404,11 +307,7 @@ fn shared_memory_fault_around_maps_cached_pages_in_the_child() {
         {"op":"wait"},
     ]}));
     let (p, c) = (snap(&r, "parent"), snap(&r, "child"));
-    assert_eq!(
-        p1(p).minflt,
-        4096,
-        "every page is allocated by its own fault"
-    );
+    assert_eq!(p1(p).minflt, 4096, "every page is allocated by its own fault");
     assert_eq!(p1(p).rss_shmem, 16384);
     assert_eq!(mi(p, "Shmem"), 16384);
     // The child's page tables are not copied (no anon_vma); it refaults, and each fault maps
@@ -419,25 +318,15 @@ fn shared_memory_fault_around_maps_cached_pages_in_the_child() {
 
 #[test]
 fn fork_of_a_read_only_touched_region_does_not_copy_zero_ptes() {
-    let r = run(
-        json!({"knobs":{"transparent_hugepage/enabled":"never"},"program":[
-            {"op":"mmap","name":"p","size":"16M"},
-            {"op":"read","region":"p"},
-            {"op":"fork","program":[{"op":"read","region":"p"},{"op":"snapshot","label":"no-anon-vma"}]},
-            {"op":"wait"},
-            {"op":"write","region":"p","length":1},
-            {"op":"fork","program":[{"op":"read","region":"p"},{"op":"snapshot","label":"anon-vma"}]},
-            {"op":"wait"},
-        ]}),
-    );
-    assert_eq!(
-        snap(&r, "no-anon-vma").processes[1].minflt,
-        4096,
-        "vma_needs_copy: refault everything"
-    );
-    assert_eq!(
-        snap(&r, "anon-vma").processes[2].minflt,
-        0,
-        "page tables copied with the anon_vma"
-    );
+    let r = run(json!({"knobs":{"transparent_hugepage/enabled":"never"},"program":[
+        {"op":"mmap","name":"p","size":"16M"},
+        {"op":"read","region":"p"},
+        {"op":"fork","program":[{"op":"read","region":"p"},{"op":"snapshot","label":"no-anon-vma"}]},
+        {"op":"wait"},
+        {"op":"write","region":"p","length":1},
+        {"op":"fork","program":[{"op":"read","region":"p"},{"op":"snapshot","label":"anon-vma"}]},
+        {"op":"wait"},
+    ]}));
+    assert_eq!(snap(&r, "no-anon-vma").processes[1].minflt, 4096, "vma_needs_copy: refault everything");
+    assert_eq!(snap(&r, "anon-vma").processes[2].minflt, 0, "page tables copied with the anon_vma");
 }

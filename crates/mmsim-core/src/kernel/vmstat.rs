@@ -95,17 +95,8 @@ impl VmStat {
     }
     /// Name/value pairs in `/proc/vmstat` order (items first, as the kernel prints them).
     pub fn entries(&self) -> Vec<(&'static str, i64)> {
-        let mut v: Vec<(&'static str, i64)> = VM_ITEM_NAMES
-            .iter()
-            .copied()
-            .zip(self.items.0.iter().copied())
-            .collect();
-        v.extend(
-            VM_EVENT_NAMES
-                .iter()
-                .copied()
-                .zip(self.events.0.iter().copied()),
-        );
+        let mut v: Vec<(&'static str, i64)> = VM_ITEM_NAMES.iter().copied().zip(self.items.0.iter().copied()).collect();
+        v.extend(VM_EVENT_NAMES.iter().copied().zip(self.events.0.iter().copied()));
         v
     }
 }

@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::spec::*;
+use crate::hw::machine::{Machine, Translation};
+use crate::hw::perf::PerfCounters;
 use crate::kernel::content::PageContent;
 use crate::kernel::fault::{Access, FaultOutcome};
 use crate::kernel::madvise::Advice;
@@ -52,22 +54,8 @@ struct Frame {
 #[derive(Clone, Copy)]
 enum Cursor {
     Idle,
-    Access {
-        write: bool,
-        next: u64,
-        end: u64,
-        stride: u64,
-        value: u8,
-        expect: Option<u8>,
-        failed: bool,
-    },
-    Compare {
-        a: u64,
-        b: u64,
-        pos: u64,
-        len: u64,
-        expect: Option<bool>,
-    },
+    Access { write: bool, next: u64, end: u64, stride: u64, value: u8, expect: Option<u8>, failed: bool },
+    Compare { a: u64, b: u64, pos: u64, len: u64, expect: Option<bool> },
 }
 
 /// A simulated process.
@@ -86,6 +74,14 @@ pub struct Task {
     cursor: Cursor,
     /// Status captured when the task exited (rss and VmPTE just before teardown).
     pub last_status: Option<crate::report::ProcessStatus>,
+    /// The CPU the task runs on (pinned, or assigned round-robin at creation).
+    pub cpu: usize,
+    /// Hardware and software event counts of this task.
+    pub perf: PerfCounters,
+    /// The CPU clock when the task exited (a parent waiting on it wakes no earlier).
+    pub exit_clock: f64,
+    /// Scheduling order among tasks sharing a CPU.
+    last_run: u64,
 }
 
 /// Why an access stopped the task.
@@ -96,6 +92,10 @@ enum Stop {
 /// The interpreter state.
 pub struct Interp {
     pub kernel: Kernel,
+    pub machine: Machine,
+    run_seq: u64,
+    /// The running task's cycle count when its quantum began.
+    quantum_base: f64,
     pub tasks: Vec<Task>,
     pub oracle: Option<Oracle>,
     pub check: CheckSummary,
@@ -113,15 +113,21 @@ pub struct Interp {
 
 impl Interp {
     /// Start the first process running `program`.
-    pub fn new(kernel: Kernel, program: Vec<Op>, check: bool) -> Result<Interp, String> {
+    pub fn new(
+        kernel: Kernel,
+        machine: Machine,
+        program: Vec<Op>,
+        first_cpu: usize,
+        check: bool,
+    ) -> Result<Interp, String> {
         let mut it = Interp {
             kernel,
+            machine,
+            run_seq: 0,
+            quantum_base: 0.0,
             tasks: Vec::new(),
             oracle: check.then(Oracle::default),
-            check: CheckSummary {
-                enabled: check,
-                ..Default::default()
-            },
+            check: CheckSummary { enabled: check, ..Default::default() },
             events: Vec::new(),
             events_dropped: 0,
             snapshot_requests: Vec::new(),
@@ -131,24 +137,14 @@ impl Interp {
             max_steps: u64::MAX,
         };
         // The first process exists before the workload starts: fault injection does not apply.
-        let (fmo, fe) = (
-            it.kernel.mem.fail_min_order.take(),
-            std::mem::take(&mut it.kernel.mem.fail_every),
-        );
-        let mm = it
-            .kernel
-            .exec_mm()
-            .ok_or("machine too small to start the first process")?;
+        let (fmo, fe) = (it.kernel.mem.fail_min_order.take(), std::mem::take(&mut it.kernel.mem.fail_every));
+        let mm = it.kernel.exec_mm().ok_or("machine too small to start the first process")?;
         (it.kernel.mem.fail_min_order, it.kernel.mem.fail_every) = (fmo, fe);
         it.tasks.push(Task {
             pid: 1,
             ppid: 0,
             mm: Some(mm),
-            frames: vec![Frame {
-                ops: Rc::new(program),
-                pc: 0,
-                remaining: 0,
-            }],
+            frames: vec![Frame { ops: Rc::new(program), pc: 0, remaining: 0 }],
             regions: HashMap::new(),
             state: TaskState::Running,
             minflt: 0,
@@ -156,7 +152,12 @@ impl Interp {
             children: Vec::new(),
             cursor: Cursor::Idle,
             last_status: None,
+            cpu: first_cpu,
+            perf: PerfCounters::default(),
+            exit_clock: 0.0,
+            last_run: 0,
         });
+        it.kernel.work.clear();
         if let Some(o) = it.oracle.as_mut() {
             o.new_process(1);
         }
@@ -165,47 +166,63 @@ impl Interp {
 
     fn event(&mut self, pid: u32, kind: &str, message: String) {
         if self.events.len() < MAX_EVENTS {
-            self.events.push(Event {
-                pid,
-                kind: kind.into(),
-                message,
-            });
+            self.events.push(Event { pid, kind: kind.into(), message });
         } else {
             self.events_dropped += 1;
         }
     }
 
-    /// Run one scheduling round over all tasks; false when nothing can run any more. A
-    /// `snapshot` op ends the round early so the caller can record it.
+    /// Run one quantum of the runnable task whose CPU is furthest behind in time (ties: the
+    /// task that ran least recently); false when nothing can run any more.
     pub fn round(&mut self) -> bool {
-        let mut any = false;
-        let n = self.tasks.len();
-        for t in 0..n {
-            match self.tasks[t].state {
-                TaskState::Waiting => {
-                    let done = self.tasks[t].children.iter().all(|&c| {
-                        matches!(
-                            self.tasks[(c - 1) as usize].state,
-                            TaskState::Exited | TaskState::Killed
-                        )
-                    });
-                    if done {
-                        self.tasks[t].state = TaskState::Running;
-                    } else {
-                        any = true;
-                        continue;
-                    }
-                }
-                TaskState::Running => {}
-                _ => continue,
+        // Wake parents whose children have all exited, no earlier than the last exit.
+        let mut waiting = false;
+        for t in 0..self.tasks.len() {
+            if self.tasks[t].state != TaskState::Waiting {
+                continue;
             }
-            any = true;
-            self.run_task(t, QUANTUM);
-            if !self.snapshot_requests.is_empty() || self.steps >= self.max_steps {
-                return true;
+            let kids = self.tasks[t].children.clone();
+            let done = kids
+                .iter()
+                .all(|&c| matches!(self.tasks[(c - 1) as usize].state, TaskState::Exited | TaskState::Killed));
+            if done {
+                let wake = kids.iter().map(|&c| self.tasks[(c - 1) as usize].exit_clock).fold(0.0, f64::max);
+                let cpu = self.tasks[t].cpu;
+                let c = &mut self.machine.cpus[cpu].clock;
+                *c = c.max(wake);
+                self.tasks[t].state = TaskState::Running;
+            } else {
+                waiting = true;
             }
         }
-        any
+        let mut best: Option<(f64, u64, usize)> = None;
+        for (i, task) in self.tasks.iter().enumerate() {
+            if task.state != TaskState::Running {
+                continue;
+            }
+            let key = (self.machine.cpus[task.cpu].clock, task.last_run);
+            if best.is_none_or(|b| key.0 < b.0 || (key.0 == b.0 && key.1 < b.1)) {
+                best = Some((key.0, key.1, i));
+            }
+        }
+        let Some((_, _, t)) = best else {
+            return waiting;
+        };
+        self.run_seq += 1;
+        self.tasks[t].last_run = self.run_seq;
+        let cpu = self.tasks[t].cpu;
+        if let Some(mm) = self.tasks[t].mm {
+            self.machine.switch_mm(cpu, mm, &mut self.tasks[t].perf);
+        }
+        let before = self.tasks[t].perf.cycles;
+        self.quantum_base = before;
+        self.run_task(t, QUANTUM);
+        let spent = self.tasks[t].perf.cycles - before;
+        self.machine.cpus[cpu].clock += spent;
+        if matches!(self.tasks[t].state, TaskState::Exited | TaskState::Killed) {
+            self.tasks[t].exit_clock = self.machine.cpus[cpu].clock;
+        }
+        true
     }
 
     /// Run task `t` for up to `budget` steps.
@@ -227,6 +244,10 @@ impl Interp {
             self.steps += 1;
             budget -= 1;
             self.exec_op(t, &op);
+            if matches!(op, Op::Mmap(_) | Op::Munmap(_) | Op::Mprotect(_) | Op::Madvise(_) | Op::Fork(_) | Op::Exit(_))
+            {
+                self.charge_syscall(t);
+            }
             if !self.snapshot_requests.is_empty() {
                 return;
             }
@@ -252,10 +273,7 @@ impl Interp {
     }
 
     fn region(&self, t: usize, name: &str) -> (u64, u64) {
-        *self.tasks[t]
-            .regions
-            .get(name)
-            .expect("validated: region mapped before use")
+        *self.tasks[t].regions.get(name).expect("validated: region mapped before use")
     }
 
     fn range(&self, t: usize, region: &str, offset: u64, length: Option<u64>) -> (u64, u64) {
@@ -268,15 +286,7 @@ impl Interp {
         let pid = self.tasks[t].pid;
         let mm = self.tasks[t].mm.expect("running task has an mm");
         match op {
-            Op::Mmap(MmapOp {
-                name,
-                size,
-                align,
-                prot,
-                flags,
-                addr,
-                fixed,
-            }) => {
+            Op::Mmap(MmapOp { name, size, align, prot, flags, addr, fixed }) => {
                 let p = parse_prot(prot).expect("validated");
                 let shared = flags.iter().any(|f| f == "shared");
                 let args = MmapArgs {
@@ -292,32 +302,17 @@ impl Interp {
                         self.tasks[t].regions.insert(name.clone(), (a, size.0));
                         if let Some(o) = self.oracle.as_mut() {
                             let len = page_align(size.0).expect("fits");
-                            o.mmap(
-                                pid,
-                                a,
-                                len,
-                                p & (vm::READ | vm::EXEC) != 0,
-                                p & vm::WRITE != 0,
-                                shared,
-                            );
+                            o.mmap(pid, a, len, p & (vm::READ | vm::EXEC) != 0, p & vm::WRITE != 0, shared);
                         }
                     }
                     Err(e) => {
-                        self.event(
-                            pid,
-                            "syscall",
-                            format!("mmap {name} ({} bytes): {}", size.0, e.name()),
-                        );
+                        self.event(pid, "syscall", format!("mmap {name} ({} bytes): {}", size.0, e.name()));
                         self.exit_task(t, TaskState::Exited);
                     }
                 }
                 self.after_syscall();
             }
-            Op::Munmap(MunmapOp {
-                region,
-                offset,
-                length,
-            }) => {
+            Op::Munmap(MunmapOp { region, offset, length }) => {
                 let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
                 if len > 0 {
                     match self.kernel.do_munmap(mm, a, len) {
@@ -326,19 +321,12 @@ impl Interp {
                                 o.munmap(pid, a, page_align(len).unwrap_or(len));
                             }
                         }
-                        Err(e) => {
-                            self.event(pid, "syscall", format!("munmap {region}: {}", e.name()))
-                        }
+                        Err(e) => self.event(pid, "syscall", format!("munmap {region}: {}", e.name())),
                     }
                 }
                 self.after_syscall();
             }
-            Op::Mprotect(MprotectOp {
-                region,
-                offset,
-                length,
-                prot,
-            }) => {
+            Op::Mprotect(MprotectOp { region, offset, length, prot }) => {
                 let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
                 let p = parse_prot(prot).expect("validated");
                 let r = self.kernel.do_mprotect(mm, a, len, p);
@@ -357,12 +345,7 @@ impl Interp {
                 }
                 self.after_syscall();
             }
-            Op::Madvise(MadviseOp {
-                region,
-                offset,
-                length,
-                advice,
-            }) => {
+            Op::Madvise(MadviseOp { region, offset, length, advice }) => {
                 let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
                 let adv = match advice.as_str() {
                     "hugepage" => Advice::HugePage,
@@ -376,28 +359,12 @@ impl Interp {
                     }
                 }
                 if let Err(e) = r {
-                    self.event(
-                        pid,
-                        "syscall",
-                        format!("madvise {region} {advice}: {}", e.name()),
-                    );
+                    self.event(pid, "syscall", format!("madvise {region} {advice}: {}", e.name()));
                 }
                 self.after_syscall();
             }
-            Op::Read(ReadOp {
-                region,
-                offset,
-                length,
-                stride,
-                expect,
-            })
-            | Op::Write(WriteOp {
-                region,
-                offset,
-                length,
-                stride,
-                value: expect,
-            }) => {
+            Op::Read(ReadOp { region, offset, length, stride, expect })
+            | Op::Write(WriteOp { region, offset, length, stride, value: expect }) => {
                 let write = matches!(op, Op::Write(WriteOp { .. }));
                 let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
                 let stride = stride.map_or(DEFAULT_STRIDE, |s| s.0);
@@ -406,44 +373,26 @@ impl Interp {
                     next: a,
                     end: a.saturating_add(len),
                     stride,
-                    value: if write {
-                        expect.unwrap_or(DEFAULT_VALUE)
-                    } else {
-                        0
-                    },
+                    value: if write { expect.unwrap_or(DEFAULT_VALUE) } else { 0 },
                     expect: if write { None } else { *expect },
                     failed: false,
                 };
             }
-            Op::Compare(CompareOp {
-                a,
-                b,
-                length,
-                expect,
-            }) => {
+            Op::Compare(CompareOp { a, b, length, expect }) => {
                 let (ab, _) = self.region(t, &a.region);
                 let (bb, _) = self.region(t, &b.region);
-                self.tasks[t].cursor = Cursor::Compare {
-                    a: ab + a.offset.0,
-                    b: bb + b.offset.0,
-                    pos: 0,
-                    len: length.0,
-                    expect: *expect,
-                };
+                self.tasks[t].cursor =
+                    Cursor::Compare { a: ab + a.offset.0, b: bb + b.offset.0, pos: 0, len: length.0, expect: *expect };
             }
             Op::Loop(LoopOp { count, body }) => {
                 if *count > 0 {
-                    self.tasks[t].frames.push(Frame {
-                        ops: Rc::new(body.clone()),
-                        pc: 0,
-                        remaining: count - 1,
-                    });
+                    self.tasks[t].frames.push(Frame { ops: Rc::new(body.clone()), pc: 0, remaining: count - 1 });
                 }
             }
-            Op::Fork(ForkOp { count, program }) => {
+            Op::Fork(ForkOp { count, program, cpu }) => {
                 let prog = Rc::new(program.clone());
-                for _ in 0..*count {
-                    self.fork(t, prog.clone());
+                for i in 0..*count {
+                    self.fork(t, prog.clone(), cpu.map(|c| (c + i) as usize));
                     if self.tasks[t].state != TaskState::Running {
                         break;
                     }
@@ -463,6 +412,14 @@ impl Interp {
         }
     }
 
+    /// Charge a system call and the kernel work it queued to task `t`'s CPU.
+    fn charge_syscall(&mut self, t: usize) {
+        let cpu = self.tasks[t].cpu;
+        let cost = self.machine.p.cost.syscall;
+        self.tasks[t].perf.charge("entry_SYSCALL_64", cost);
+        self.machine.drain_work(cpu, &mut self.kernel, &mut self.tasks[t].perf);
+    }
+
     fn after_syscall(&mut self) {
         if let Some(b) = self.kernel.bug.take() {
             self.invariant_violation.get_or_insert(b);
@@ -475,7 +432,7 @@ impl Interp {
         }
     }
 
-    fn fork(&mut self, t: usize, program: Rc<Vec<Op>>) {
+    fn fork(&mut self, t: usize, program: Rc<Vec<Op>>, cpu: Option<usize>) {
         let parent_pid = self.tasks[t].pid;
         let mm = self.tasks[t].mm.expect("mm");
         let Some(child_mm) = self.kernel.dup_mm(mm) else {
@@ -483,16 +440,21 @@ impl Interp {
             return;
         };
         let pid = self.tasks.len() as u32 + 1;
+        let ncpus = self.machine.cpus.len();
+        let cpu = cpu.unwrap_or((pid as usize - 1) % ncpus) % ncpus;
+        // The child starts no earlier than the moment of the fork.
+        let pc = self.tasks[t].cpu;
+        if cpu != pc {
+            let now = self.machine.cpus[pc].clock + self.tasks[t].perf.cycles - self.quantum_base;
+            let c = &mut self.machine.cpus[cpu].clock;
+            *c = c.max(now);
+        }
         let regions = self.tasks[t].regions.clone();
         self.tasks.push(Task {
             pid,
             ppid: parent_pid,
             mm: Some(child_mm),
-            frames: vec![Frame {
-                ops: program,
-                pc: 0,
-                remaining: 0,
-            }],
+            frames: vec![Frame { ops: program, pc: 0, remaining: 0 }],
             regions,
             state: TaskState::Running,
             minflt: 0,
@@ -500,6 +462,10 @@ impl Interp {
             children: Vec::new(),
             cursor: Cursor::Idle,
             last_status: None,
+            cpu,
+            perf: PerfCounters::default(),
+            exit_clock: 0.0,
+            last_run: 0,
         });
         self.tasks[t].children.push(pid);
         if let Some(o) = self.oracle.as_mut() {
@@ -528,11 +494,7 @@ impl Interp {
     fn kill_mm(&mut self, mm: MmId) {
         if let Some(v) = self.tasks.iter().position(|x| x.mm == Some(mm)) {
             let pid = self.tasks[v].pid;
-            self.event(
-                pid,
-                "oom-kill",
-                format!("Out of memory: Killed process {pid}"),
-            );
+            self.event(pid, "oom-kill", format!("Out of memory: Killed process {pid}"));
             self.exit_task(v, TaskState::Killed);
         }
     }
@@ -542,12 +504,23 @@ impl Interp {
         let mut oom_tries = 0;
         loop {
             let mm = self.tasks[t].mm.ok_or(Stop::Dead)?;
-            if let Some(pfn) = self.kernel.translate(mm, addr, write) {
+            let cpu = self.tasks[t].cpu;
+            if let Translation::Frame(pfn) =
+                self.machine.translate(cpu, &mut self.kernel, mm, addr, write, &mut self.tasks[t].perf)
+            {
                 return Ok(pfn);
             }
             self.tasks[t].page_faults += 1;
             let access = if write { Access::Write } else { Access::Read };
-            match self.kernel.do_user_addr_fault(mm, addr, access) {
+            let outcome = self.kernel.do_user_addr_fault(mm, addr, access);
+            {
+                let (entry, handler) = (self.machine.p.cost.fault_entry_exit, self.machine.p.cost.fault_handler);
+                let perf = &mut self.tasks[t].perf;
+                perf.charge("asm_exc_page_fault", entry);
+                perf.charge("handle_mm_fault", handler);
+                self.machine.drain_work(cpu, &mut self.kernel, perf);
+            }
+            match outcome {
                 FaultOutcome::Handled => self.tasks[t].minflt += 1,
                 FaultOutcome::Segv => {
                     let pid = self.tasks[t].pid;
@@ -559,7 +532,10 @@ impl Interp {
                     );
                     if let Some(o) = &self.oracle {
                         if o.access_ok(pid, addr & !(PAGE_SIZE - 1), write) {
-                            self.mismatch(pid, format!("{what} at {addr:#x}: simulator raised SIGSEGV, reference model allows it"));
+                            self.mismatch(
+                                pid,
+                                format!("{what} at {addr:#x}: simulator raised SIGSEGV, reference model allows it"),
+                            );
                         }
                     }
                     self.exit_task(t, TaskState::Killed);
@@ -581,7 +557,11 @@ impl Interp {
                     oom_tries += 1;
                     if oom_tries >= OOM_RETRIES {
                         let pid = self.tasks[t].pid;
-                        self.event(pid, "oom-kill", format!("fault at {addr:#x} failed {OOM_RETRIES} times for want of memory: killed"));
+                        self.event(
+                            pid,
+                            "oom-kill",
+                            format!("fault at {addr:#x} failed {OOM_RETRIES} times for want of memory: killed"),
+                        );
                         self.exit_task(t, TaskState::Killed);
                         return Err(Stop::Dead);
                     }
@@ -608,16 +588,7 @@ impl Interp {
         let pid = self.tasks[t].pid;
         let mut used = 0;
         while used < budget {
-            let Cursor::Access {
-                write,
-                next,
-                end,
-                stride,
-                value,
-                expect,
-                failed,
-            } = self.tasks[t].cursor
-            else {
+            let Cursor::Access { write, next, end, stride, value, expect, failed } = self.tasks[t].cursor else {
                 return used;
             };
             if next >= end {
@@ -637,6 +608,20 @@ impl Interp {
                 return used;
             };
             let st = stride.min(PAGE_SIZE) as usize;
+            {
+                let cpu = self.tasks[t].cpu;
+                let ipa = self.machine.p.cost.access_instructions;
+                self.machine.page_accesses(
+                    cpu,
+                    pfn,
+                    ps as u64,
+                    pe as u64,
+                    stride.min(PAGE_SIZE),
+                    write,
+                    ipa,
+                    &mut self.tasks[t].perf,
+                );
+            }
             let mut failed = failed;
             if write {
                 self.kernel.page_content_mut(pfn).write(ps, pe, st, value);
@@ -655,10 +640,7 @@ impl Interp {
                     if let Some(off) = bad {
                         if !failed {
                             let found = got.map_or(0, |c| c.get(off));
-                            expect_msg = Some(format!(
-                                "read at {:#x}: expected {x}, found {found}",
-                                page + off as u64
-                            ));
+                            expect_msg = Some(format!("read at {:#x}: expected {x}, found {found}", page + off as u64));
                         }
                         failed = true;
                     }
@@ -666,10 +648,7 @@ impl Interp {
                 if let Some(o) = &self.oracle {
                     let want = o.page(pid, page);
                     if let Some(off) = first_diff_strided(got, want, ps, pe, st) {
-                        let (g, w) = (
-                            got.map_or(0, |c| c.get(off)),
-                            want.map_or(0, |c| c.get(off)),
-                        );
+                        let (g, w) = (got.map_or(0, |c| c.get(off)), want.map_or(0, |c| c.get(off)));
                         mismatch_msg = Some(format!(
                             "read at {:#x}: reference model expects {w}, simulator returned {g}",
                             page + off as u64
@@ -685,10 +664,7 @@ impl Interp {
                     self.mismatch(pid, m);
                 }
             }
-            if let Cursor::Access {
-                next: n, failed: f, ..
-            } = &mut self.tasks[t].cursor
-            {
+            if let Cursor::Access { next: n, failed: f, .. } = &mut self.tasks[t].cursor {
                 *n = after;
                 *f = failed;
             }
@@ -700,14 +676,7 @@ impl Interp {
         let pid = self.tasks[t].pid;
         let mut used = 0;
         while used < budget {
-            let Cursor::Compare {
-                a,
-                b,
-                pos,
-                len,
-                expect,
-            } = self.tasks[t].cursor
-            else {
+            let Cursor::Compare { a, b, pos, len, expect } = self.tasks[t].cursor else {
                 return used;
             };
             if pos >= len {
@@ -716,9 +685,7 @@ impl Interp {
             }
             let pa = a + pos;
             let pb = b + pos;
-            let chunk = (PAGE_SIZE - (pa & (PAGE_SIZE - 1)))
-                .min(PAGE_SIZE - (pb & (PAGE_SIZE - 1)))
-                .min(len - pos);
+            let chunk = (PAGE_SIZE - (pa & (PAGE_SIZE - 1))).min(PAGE_SIZE - (pb & (PAGE_SIZE - 1))).min(len - pos);
             used += 1;
             self.steps += 1;
             let Ok(fa) = self.access_page(t, pa, false) else {
@@ -729,19 +696,27 @@ impl Interp {
             };
             let oa = (pa & (PAGE_SIZE - 1)) as usize;
             let ob = (pb & (PAGE_SIZE - 1)) as usize;
-            let same = chunk_equal(
-                self.kernel.page_content(fa),
-                oa,
-                self.kernel.page_content(fb),
-                ob,
-                chunk as usize,
-            );
+            {
+                // memcmp: vector loads of both ranges; its instructions split between them.
+                let cpu = self.tasks[t].cpu;
+                let lb = self.machine.p.cost.memcmp_load_bytes;
+                let ipa = self.machine.p.cost.memcmp_instructions_per_byte * lb as f64 / 2.0;
+                let perf = &mut self.tasks[t].perf;
+                self.machine.page_accesses(cpu, fa, oa as u64, oa as u64 + chunk, lb, false, ipa, perf);
+                self.machine.page_accesses(cpu, fb, ob as u64, ob as u64 + chunk, lb, false, ipa, perf);
+            }
+            let same = chunk_equal(self.kernel.page_content(fa), oa, self.kernel.page_content(fb), ob, chunk as usize);
             if let Some(o) = &self.oracle {
                 let ra = o.page(pid, pa & !(PAGE_SIZE - 1));
                 let rb = o.page(pid, pb & !(PAGE_SIZE - 1));
                 self.check.reads_checked += 2 * chunk;
                 if chunk_equal(ra, oa, rb, ob, chunk as usize) != same {
-                    self.mismatch(pid, format!("compare at {pa:#x} vs {pb:#x}: simulator says equal={same}, reference model disagrees"));
+                    self.mismatch(
+                        pid,
+                        format!(
+                            "compare at {pa:#x} vs {pb:#x}: simulator says equal={same}, reference model disagrees"
+                        ),
+                    );
                 }
             }
             if !same {
@@ -761,11 +736,7 @@ impl Interp {
             if e != equal {
                 let pid = self.tasks[t].pid;
                 self.check.expect_failures += 1;
-                self.event(
-                    pid,
-                    "expect",
-                    format!("compare: expected equal={e}, memcmp found equal={equal}"),
-                );
+                self.event(pid, "expect", format!("compare: expected equal={e}, memcmp found equal={equal}"));
             }
         }
     }
@@ -793,13 +764,7 @@ fn first_diff_strided(
 }
 
 /// memcmp of `n` bytes at offset `oa` of one page and `ob` of another.
-fn chunk_equal(
-    a: Option<&PageContent>,
-    oa: usize,
-    b: Option<&PageContent>,
-    ob: usize,
-    n: usize,
-) -> bool {
+fn chunk_equal(a: Option<&PageContent>, oa: usize, b: Option<&PageContent>, ob: usize, n: usize) -> bool {
     let ua = a.map_or(Some(0), |c| c.uniform());
     let ub = b.map_or(Some(0), |c| c.uniform());
     if let (Some(x), Some(y)) = (ua, ub) {

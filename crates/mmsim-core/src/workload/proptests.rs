@@ -18,13 +18,8 @@ const SIZES: [u64; 6] = [1, 16, 512, 513, 1024, 1536];
 /// A page range inside region `i` (rarely past its end, which must segfault).
 fn range(sizes: &[u64]) -> impl Strategy<Value = (String, u64, u64)> {
     let sizes = sizes.to_vec();
-    (
-        0..sizes.len(),
-        any::<prop::sample::Index>(),
-        any::<prop::sample::Index>(),
-        0u8..20,
-    )
-        .prop_map(move |(i, a, b, over)| {
+    (0..sizes.len(), any::<prop::sample::Index>(), any::<prop::sample::Index>(), 0u8..20).prop_map(
+        move |(i, a, b, over)| {
             let size = sizes[i];
             let mut off = a.index(size as usize) as u64;
             // Bias offsets to THP boundaries.
@@ -36,11 +31,18 @@ fn range(sizes: &[u64]) -> impl Strategy<Value = (String, u64, u64)> {
                 len += 600;
             }
             (format!("r{i}"), off, len)
-        })
+        },
+    )
 }
 
 fn access_op(sizes: &[u64]) -> impl Strategy<Value = Value> {
-    (range(sizes), 0u64..4096, prop_oneof![Just(4096u64), Just(1536), Just(65536), Just(100), Just(1)], any::<bool>(), 1u8..255)
+    (
+        range(sizes),
+        0u64..4096,
+        prop_oneof![Just(4096u64), Just(1536), Just(65536), Just(100), Just(1)],
+        any::<bool>(),
+        1u8..255,
+    )
         .prop_map(|((r, off, len), b, stride, write, value)| {
             // Stride-1 accesses stay short: they are byte by byte.
             let len = if stride == 1 { len.min(3) * 1500 } else { len * 4096 };
@@ -71,31 +73,35 @@ fn leaf_op(sizes: &[u64]) -> impl Strategy<Value = Value> {
     prop_oneof![3 => access_op(sizes), 2 => syscall_op(sizes)]
 }
 
+/// Byte-by-byte reads of every region: what a process can see, checked in full.
+fn verify(n: usize) -> Vec<Value> {
+    (0..n).map(|i| json!({"op":"read","region":format!("r{i}"),"stride":1})).collect()
+}
+
 fn op(sizes: &[u64]) -> impl Strategy<Value = Value> {
+    let n = sizes.len();
     prop_oneof![
         8 => leaf_op(sizes),
-        2 => (1u64..3, prop::collection::vec(leaf_op(sizes), 0..8)).prop_map(|(n, p)| json!({"op":"fork","count":n,"program":p})),
+        2 => (1u64..3, any::<bool>(), prop::collection::vec(leaf_op(sizes), 0..8)).prop_map(move |(count, check_first, p)| {
+            let mut prog = if check_first { verify(n) } else { Vec::new() };
+            prog.extend(p);
+            json!({"op":"fork","count":count,"program":prog})
+        }),
         1 => Just(json!({"op":"wait"})),
     ]
 }
 
 fn workload() -> impl Strategy<Value = Value> {
-    let mmaps = prop::collection::vec(
-        (
-            prop::sample::select(SIZES.to_vec()),
-            any::<bool>(),
-            any::<bool>(),
-        ),
-        3,
-    );
+    let mmaps = prop::collection::vec((prop::sample::select(SIZES.to_vec()), any::<bool>(), any::<bool>()), 3);
     let knobs = (
         prop_oneof![Just("always"), Just("madvise"), Just("never")],
         0u8..2,
         prop_oneof![3 => Just("off"), 1 => Just("9")],
         prop_oneof![3 => Just(0u64), 1 => Just(5), 1 => Just(13)],
         prop_oneof![Just("20M"), Just("64M")],
+        prop_oneof![Just(1u32), Just(2), Just(4)],
     );
-    (mmaps, knobs).prop_flat_map(|(mm, (en, zp, fmo, every, mem))| {
+    (mmaps, knobs).prop_flat_map(|(mm, (en, zp, fmo, every, mem, cpus))| {
         let sizes: Vec<u64> = mm.iter().map(|m| m.0).collect();
         prop::collection::vec(op(&sizes), 1..30).prop_map(move |body| {
             let mut prog: Vec<Value> = mm
@@ -111,7 +117,8 @@ fn workload() -> impl Strategy<Value = Value> {
                 })
                 .collect();
             prog.extend(body);
-            json!({"name":"random","machine":{"memory":mem},
+            prog.extend(verify(mm.len()));
+            json!({"name":"random","machine":{"memory":mem,"cpus":cpus},
                    "knobs":{"transparent_hugepage/enabled":en,"transparent_hugepage/use_zero_page":zp,
                             "fail_page_alloc/min_order":fmo,"fail_page_alloc/every":every},
                    "program":prog})
@@ -126,27 +133,15 @@ static FORKS: AtomicU64 = AtomicU64::new(0);
 pub fn check_workload(w: &Value, sabotage: Sabotage) -> Result<(), String> {
     let text = w.to_string();
     let spec = parse_workload(&text).map_err(|e| format!("{e}\n{text}"))?;
-    let opts = RunOptions {
-        check: true,
-        invariants_each_op: true,
-        max_steps: Some(5_000_000),
-        sabotage,
-    };
+    let opts = RunOptions { check: true, invariants_each_op: true, max_steps: Some(5_000_000), sabotage };
     let r = run_with(&spec, &[], &opts).map_err(|e| format!("{e}\n{text}"))?;
     READS.fetch_add(r.check.reads_checked, Ordering::Relaxed);
     FORKS.fetch_add(r.processes.len() as u64 - 1, Ordering::Relaxed);
-    let bad: Vec<_> = r
-        .events
-        .iter()
-        .filter(|e| e.kind == "mismatch" || e.kind == "invariant")
-        .collect();
+    let bad: Vec<_> = r.events.iter().filter(|e| e.kind == "mismatch" || e.kind == "invariant").collect();
     if bad.is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "{bad:?}\nworkload: {}",
-            serde_json::to_string(w).unwrap()
-        ))
+        Err(format!("{bad:?}\nworkload: {}", serde_json::to_string(w).unwrap()))
     }
 }
 
@@ -167,16 +162,8 @@ fn the_generator_exercises_reads_and_forks() {
         let w = strat.new_tree(&mut runner).unwrap().current();
         check_workload(&w, Sabotage::default()).unwrap();
     }
-    assert!(
-        READS.load(Ordering::Relaxed) > 10_000,
-        "reads checked: {}",
-        READS.load(Ordering::Relaxed)
-    );
-    assert!(
-        FORKS.load(Ordering::Relaxed) > 20,
-        "forks: {}",
-        FORKS.load(Ordering::Relaxed)
-    );
+    assert!(READS.load(Ordering::Relaxed) > 10_000, "reads checked: {}", READS.load(Ordering::Relaxed));
+    assert!(FORKS.load(Ordering::Relaxed) > 20, "forks: {}", FORKS.load(Ordering::Relaxed));
 }
 
 /// The checkers catch a broken kernel: each sabotage is found within a bounded number of
@@ -184,27 +171,17 @@ fn the_generator_exercises_reads_and_forks() {
 #[test]
 fn broken_kernels_are_caught() {
     for (name, sabotage) in [
-        (
-            "COW without copy",
-            Sabotage {
-                skip_cow_copy: true,
-                ..Default::default()
-            },
-        ),
-        (
-            "rss not dropped at unmap",
-            Sabotage {
-                skip_rss_dec: true,
-                ..Default::default()
-            },
-        ),
+        ("COW without copy", Sabotage { skip_cow_copy: true, ..Default::default() }),
+        ("rss not dropped at unmap", Sabotage { skip_rss_dec: true, ..Default::default() }),
+        ("fork without flushing the parent's TLB", Sabotage { skip_fork_flush: true, ..Default::default() }),
     ] {
         let mut runner = proptest::test_runner::TestRunner::deterministic();
         let strat = workload();
-        let caught = (0..300).position(|_| {
+        let caught = (0..1000).position(|_| {
             let w = strat.new_tree(&mut runner).unwrap().current();
             check_workload(&w, sabotage).is_err()
         });
-        assert!(caught.is_some(), "{name}: not caught in 300 workloads");
+        eprintln!("{name}: caught after {caught:?} workloads");
+        assert!(caught.is_some(), "{name}: not caught in 1000 workloads");
     }
 }

@@ -22,9 +22,9 @@ impl<'de> Deserialize<'de> for Size {
             Int(u64),
             Str(String),
         }
-        match Raw::deserialize(d).map_err(|_| {
-            de::Error::custom("expected a size: bytes as an integer, or a string like \"200M\"")
-        })? {
+        match Raw::deserialize(d)
+            .map_err(|_| de::Error::custom("expected a size: bytes as an integer, or a string like \"200M\""))?
+        {
             Raw::Int(n) => Ok(Size(n)),
             Raw::Str(s) => parse_size(&s).map(Size).map_err(de::Error::custom),
         }
@@ -83,11 +83,7 @@ pub struct MachineSpec {
 
 impl Default for MachineSpec {
     fn default() -> Self {
-        MachineSpec {
-            profile: default_profile(),
-            memory: default_memory(),
-            cpus: default_cpus(),
-        }
+        MachineSpec { profile: default_profile(), memory: default_memory(), cpus: default_cpus() }
     }
 }
 
@@ -101,6 +97,9 @@ pub struct Workload {
     pub machine: MachineSpec,
     #[serde(default)]
     pub knobs: BTreeMap<String, KnobValue>,
+    /// CPU of the first process (default 0).
+    #[serde(default)]
+    pub cpu: Option<u64>,
     pub program: Vec<Op>,
 }
 
@@ -239,6 +238,10 @@ pub struct LoopOp {
 pub struct ForkOp {
     #[serde(default = "default_one")]
     pub count: u64,
+    /// CPU of the first child (the next children take the following CPUs); default: the
+    /// scheduler spreads tasks round-robin by pid.
+    #[serde(default)]
+    pub cpu: Option<u64>,
     #[serde(default)]
     pub program: Vec<Op>,
 }
@@ -269,9 +272,7 @@ pub struct SetOp {
 }
 
 /// Deserialize one op's fields, tracking the path of a bad field ("size: ...").
-fn field<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
-    v: serde_json::Value,
-) -> Result<T, D::Error> {
+fn field<'de, T: Deserialize<'de>, D: Deserializer<'de>>(v: serde_json::Value) -> Result<T, D::Error> {
     serde_path_to_error::deserialize(v).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
@@ -286,27 +287,16 @@ fn field<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
 /// Marks an error message that starts with a field path, so the caller can join the paths.
 const FIELD_MARK: &str = "\u{1}";
 
-const OP_NAMES: &str =
-    "mmap, munmap, mprotect, madvise, read, write, compare, loop, fork, wait, exit, snapshot, set";
+const OP_NAMES: &str = "mmap, munmap, mprotect, madvise, read, write, compare, loop, fork, wait, exit, snapshot, set";
 
 impl<'de> Deserialize<'de> for Op {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Op, D::Error> {
         let mut v = serde_json::Value::deserialize(d)?;
-        let obj = v
-            .as_object_mut()
-            .ok_or_else(|| de::Error::custom("an op must be an object with an \"op\" field"))?;
+        let obj = v.as_object_mut().ok_or_else(|| de::Error::custom("an op must be an object with an \"op\" field"))?;
         let tag = match obj.remove("op") {
             Some(serde_json::Value::String(s)) => s,
-            Some(_) => {
-                return Err(de::Error::custom(format!(
-                    "{FIELD_MARK}op: must be a string, one of {OP_NAMES}"
-                )))
-            }
-            None => {
-                return Err(de::Error::custom(format!(
-                    "missing field `op` (one of {OP_NAMES})"
-                )))
-            }
+            Some(_) => return Err(de::Error::custom(format!("{FIELD_MARK}op: must be a string, one of {OP_NAMES}"))),
+            None => return Err(de::Error::custom(format!("missing field `op` (one of {OP_NAMES})"))),
         };
         Ok(match tag.as_str() {
             "mmap" => Op::Mmap(field::<MmapOp, D>(v)?),
@@ -342,11 +332,7 @@ pub fn parse_workload(text: &str) -> Result<Workload, Error> {
     let w: Workload = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
-        let inner = inner
-            .split(" at line ")
-            .next()
-            .unwrap_or(&inner)
-            .to_string();
+        let inner = inner.split(" at line ").next().unwrap_or(&inner).to_string();
         if let Some(rest) = inner.strip_prefix(FIELD_MARK) {
             Error::Workload(format!("{path}.{rest}"))
         } else if path == "." || path.is_empty() {
@@ -391,62 +377,37 @@ fn validate(w: &Workload) -> Result<(), Error> {
     }
     let mut k = crate::kernel::knobs::Knobs::default();
     for (name, v) in &w.knobs {
-        k.set(name, &v.0)
-            .map_err(|e| err(format!("knobs.{name}"), &e))?;
+        k.set(name, &v.0).map_err(|e| err(format!("knobs.{name}"), &e))?;
     }
     let mut names = Vec::new();
     validate_ops(&w.program, "program", &mut names)
 }
 
 fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>) -> Result<(), Error> {
-    let err =
-        |i: usize, field: &str, msg: String| Error::Workload(format!("{path}[{i}].{field}: {msg}"));
+    let err = |i: usize, field: &str, msg: String| Error::Workload(format!("{path}[{i}].{field}: {msg}"));
     let known = |names: &Vec<String>, i: usize, field: &str, r: &str| -> Result<(), Error> {
         if names.iter().any(|n| n == r) {
             Ok(())
         } else {
-            Err(err(
-                i,
-                field,
-                format!("no region named {r:?} is mapped before this op"),
-            ))
+            Err(err(i, field, format!("no region named {r:?} is mapped before this op")))
         }
     };
     for (i, op) in ops.iter().enumerate() {
         match op {
-            Op::Mmap(MmapOp {
-                name,
-                size,
-                align,
-                prot,
-                flags,
-                ..
-            }) => {
+            Op::Mmap(MmapOp { name, size, align, prot, flags, .. }) => {
                 if size.0 == 0 {
                     return Err(err(i, "size", "must be greater than 0".into()));
                 }
                 if size.0 > 1 << 47 {
-                    return Err(err(
-                        i,
-                        "size",
-                        "larger than the 128 TiB user address space".into(),
-                    ));
+                    return Err(err(i, "size", "larger than the 128 TiB user address space".into()));
                 }
                 if let Some(a) = align {
                     if !a.0.is_power_of_two() || a.0 < 4096 {
-                        return Err(err(
-                            i,
-                            "align",
-                            "must be a power of two of at least 4096".into(),
-                        ));
+                        return Err(err(i, "align", "must be a power of two of at least 4096".into()));
                     }
                 }
                 if parse_prot(prot).is_none() {
-                    return Err(err(
-                        i,
-                        "prot",
-                        format!("{prot:?} is not one of none, r, rw, rx, rwx"),
-                    ));
+                    return Err(err(i, "prot", format!("{prot:?} is not one of none, r, rw, rx, rwx")));
                 }
                 let mut shared = 0;
                 for f in flags {
@@ -463,18 +424,10 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>) -> Result<(), E
                     }
                 }
                 if shared != 1 {
-                    return Err(err(
-                        i,
-                        "flags",
-                        "exactly one of private and shared is required".into(),
-                    ));
+                    return Err(err(i, "flags", "exactly one of private and shared is required".into()));
                 }
                 if !flags.iter().any(|f| f == "anonymous") {
-                    return Err(err(
-                        i,
-                        "flags",
-                        "only anonymous mappings are supported (add \"anonymous\")".into(),
-                    ));
+                    return Err(err(i, "flags", "only anonymous mappings are supported (add \"anonymous\")".into()));
                 }
                 names.push(name.clone());
             }
@@ -482,21 +435,13 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>) -> Result<(), E
             Op::Mprotect(MprotectOp { region, prot, .. }) => {
                 known(names, i, "region", region)?;
                 if parse_prot(prot).is_none() {
-                    return Err(err(
-                        i,
-                        "prot",
-                        format!("{prot:?} is not one of none, r, rw, rx, rwx"),
-                    ));
+                    return Err(err(i, "prot", format!("{prot:?} is not one of none, r, rw, rx, rwx")));
                 }
             }
             Op::Madvise(MadviseOp { region, advice, .. }) => {
                 known(names, i, "region", region)?;
                 if !matches!(advice.as_str(), "hugepage" | "nohugepage" | "dontneed") {
-                    return Err(err(
-                        i,
-                        "advice",
-                        format!("{advice:?} is not one of hugepage, nohugepage, dontneed"),
-                    ));
+                    return Err(err(i, "advice", format!("{advice:?} is not one of hugepage, nohugepage, dontneed")));
                 }
             }
             Op::Read(ReadOp { region, stride, .. }) | Op::Write(WriteOp { region, stride, .. }) => {
@@ -512,12 +457,13 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>) -> Result<(), E
                     return Err(err(i, "length", "must be greater than 0".into()));
                 }
             }
-            Op::Loop(LoopOp { body, .. }) => {
-                validate_ops(body, &format!("{path}[{i}].body"), names)?
-            }
-            Op::Fork(ForkOp { count, program }) => {
+            Op::Loop(LoopOp { body, .. }) => validate_ops(body, &format!("{path}[{i}].body"), names)?,
+            Op::Fork(ForkOp { count, program, .. }) => {
                 if *count == 0 {
                     return Err(err(i, "count", "must be at least 1".into()));
+                }
+                if *count > 100_000 {
+                    return Err(err(i, "count", "at most 100000 processes per fork op".into()));
                 }
                 let mut child = names.clone();
                 validate_ops(program, &format!("{path}[{i}].program"), &mut child)?;
@@ -553,11 +499,9 @@ mod tests {
 
     #[test]
     fn errors_name_the_field() {
-        let e =
-            parse_workload(r#"{"program":[{"op":"mmap","name":"p","size":"12Q"}]}"#).unwrap_err();
+        let e = parse_workload(r#"{"program":[{"op":"mmap","name":"p","size":"12Q"}]}"#).unwrap_err();
         assert!(e.to_string().contains("program[0].size"), "{e}");
-        let e = parse_workload(r#"{"program":[{"op":"mmap","name":"p","size":4096,"bogus":1}]}"#)
-            .unwrap_err();
+        let e = parse_workload(r#"{"program":[{"op":"mmap","name":"p","size":4096,"bogus":1}]}"#).unwrap_err();
         assert!(e.to_string().contains("bogus"), "{e}");
         let e = parse_workload(r#"{"program":[{"op":"read","region":"q"}]}"#).unwrap_err();
         assert!(e.to_string().contains("program[0].region"), "{e}");
@@ -565,10 +509,8 @@ mod tests {
         assert!(e.to_string().contains("knobs.nope"), "{e}");
         let e = parse_workload(r#"{"program":[{"op":"jump"}]}"#).unwrap_err();
         assert!(e.to_string().contains("jump"), "{e}");
-        let e = parse_workload(
-            r#"{"program":[{"op":"fork","program":[{"op":"write","region":"x","stride":0}]}]}"#,
-        )
-        .unwrap_err();
+        let e = parse_workload(r#"{"program":[{"op":"fork","program":[{"op":"write","region":"x","stride":0}]}]}"#)
+            .unwrap_err();
         assert!(e.to_string().contains("program[0].program[0]"), "{e}");
     }
 }

@@ -1,0 +1,438 @@
+//! The machine: CPUs with their TLBs and private caches, a shared LLC, the hardware page
+//! walker, and the cycle cost model. The workload interpreter sends every memory access
+//! here; the kernel's work log (zeroing, copying, TLB flushes) is charged here.
+
+use std::collections::HashMap;
+
+use super::assoc::SetAssoc;
+use super::perf::PerfCounters;
+use super::profile::{replacement, CacheLevel, Profile};
+use super::tlb::{PageSize, Tlb, TlbHit};
+use crate::kernel::pgtable::{self, Entry};
+use crate::kernel::vmstat::VmEvent;
+use crate::kernel::{Kernel, MmId, Work};
+use crate::units::{Pfn, PAGE_SHIFT, PAGE_SIZE, PGDIR_SHIFT, PMD_SHIFT, PUD_SHIFT};
+
+/// Above this many pages a range flush becomes a full flush (tlb_single_page_flush_ceiling).
+pub const TLB_SINGLE_PAGE_FLUSH_CEILING: u64 = 33;
+
+/// The level an access was served from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    L1,
+    L2,
+    Llc,
+    Mem,
+}
+
+/// One CPU.
+#[derive(Clone, Debug)]
+pub struct Cpu {
+    pub tlb: Tlb,
+    pub l1d: SetAssoc,
+    pub l1i: SetAssoc,
+    pub l2: SetAssoc,
+    /// Cycles elapsed on this CPU.
+    pub clock: f64,
+    /// The address space whose translations are live (CR3).
+    pub cur_asid: Option<u32>,
+    /// Last line that missed the L2 (stream detection for the prefetcher).
+    last_l2_miss: u64,
+}
+
+fn cache(name: &str, c: &CacheLevel, line: u64) -> SetAssoc {
+    SetAssoc::new((c.size.0 / line) as usize, c.ways, replacement(name, &c.replacement).expect("validated"))
+        .expect("validated")
+}
+
+/// The hardware.
+pub struct Machine {
+    pub p: Profile,
+    pub cpus: Vec<Cpu>,
+    pub llc: SetAssoc,
+    line_shift: u32,
+    /// CPUs that may cache translations of each mm (mm_cpumask).
+    mm_cpus: HashMap<MmId, Vec<bool>>,
+}
+
+/// Result of translating one address.
+#[derive(Clone, Copy, Debug)]
+pub enum Translation {
+    /// The physical frame of the 4 KiB piece that holds the address.
+    Frame(Pfn),
+    /// The access faults (not present, or a write to a read-only mapping).
+    Fault,
+}
+
+impl Machine {
+    pub fn new(p: Profile, ncpus: usize) -> Machine {
+        let line = p.cache.line;
+        let cpus = (0..ncpus)
+            .map(|_| Cpu {
+                tlb: Tlb::new(&p.tlb),
+                l1d: cache("cache.l1d", &p.cache.l1d, line),
+                l1i: cache("cache.l1i", &p.cache.l1i, line),
+                l2: cache("cache.l2", &p.cache.l2, line),
+                clock: 0.0,
+                cur_asid: None,
+                last_l2_miss: u64::MAX,
+            })
+            .collect();
+        Machine {
+            llc: cache("cache.llc", &p.cache.llc, line),
+            line_shift: line.trailing_zeros(),
+            p,
+            cpus,
+            mm_cpus: HashMap::new(),
+        }
+    }
+
+    pub fn line_size(&self) -> u64 {
+        1 << self.line_shift
+    }
+
+    /// Switch `cpu` to `mm` (switch_mm): without PCID every translation is flushed.
+    pub fn switch_mm(&mut self, cpu: usize, mm: MmId, perf: &mut PerfCounters) {
+        let c = &mut self.cpus[cpu];
+        if c.cur_asid == Some(mm) {
+            return;
+        }
+        if !self.p.tlb.pcid {
+            c.tlb.flush_all();
+        }
+        c.cur_asid = Some(mm);
+        let v = self.mm_cpus.entry(mm).or_insert_with(|| vec![false; self.cpus.len()]);
+        v[cpu] = true;
+        perf.charge("switch_mm_irqs_off", if self.p.tlb.pcid { 0.0 } else { self.p.cost.tlb_flush_all });
+    }
+
+    /// A data access through the cache hierarchy of `cpu` (physical line number). Returns
+    /// the level that served it; the prefetcher may fill following lines into the L2.
+    #[inline]
+    pub fn cache_access(&mut self, cpu: usize, line: u64) -> Level {
+        let c = &mut self.cpus[cpu];
+        if c.l1d.lookup(line) {
+            return Level::L1;
+        }
+        c.l1d.insert(line);
+        if c.l2.lookup(line) {
+            return Level::L2;
+        }
+        c.l2.insert(line);
+        let stream = c.last_l2_miss.wrapping_add(1) == line;
+        c.last_l2_miss = line;
+        let level = if self.llc.lookup(line) {
+            Level::Llc
+        } else {
+            self.llc.insert(line);
+            Level::Mem
+        };
+        let degree = self.p.cache.prefetch_degree as u64;
+        if stream && degree > 0 {
+            let lines_per_page = PAGE_SIZE >> self.line_shift;
+            let c = &mut self.cpus[cpu];
+            for i in 1..=degree {
+                let l = line + i;
+                if l / lines_per_page != line / lines_per_page {
+                    break;
+                }
+                if !c.l2.contains(l) {
+                    c.l2.insert(l);
+                }
+                if !self.llc.contains(l) {
+                    self.llc.insert(l);
+                }
+            }
+        }
+        level
+    }
+
+    /// Extra cycles of an access served at `level` beyond an L1 hit, divided by the
+    /// memory-level parallelism when the access is one of an independent stream.
+    #[inline]
+    fn stall(&self, level: Level, parallel: bool) -> f64 {
+        let base = self.p.cache.l1d.latency;
+        let lat = match level {
+            Level::L1 => return 0.0,
+            Level::L2 => self.p.cache.l2.latency - base,
+            Level::Llc => self.p.cache.llc.latency - base,
+            Level::Mem => self.p.memory.latency - base,
+        };
+        if parallel {
+            lat / self.p.memory.mlp
+        } else {
+            lat
+        }
+    }
+
+    /// Translate `vaddr` for `cpu` running `mm`: the TLBs, then a hardware page walk whose
+    /// entry reads go through the data caches. Counts TLB misses, walks and their cycles.
+    pub fn translate(
+        &mut self,
+        cpu: usize,
+        k: &mut Kernel,
+        mm: MmId,
+        vaddr: u64,
+        write: bool,
+        perf: &mut PerfCounters,
+    ) -> Translation {
+        let asid = mm;
+        if let Some((hit, size, e)) = self.cpus[cpu].tlb.lookup(asid, vaddr, false) {
+            let entry = Entry(e);
+            if write && !entry.write() {
+                // A write to a read-only translation faults; the fault drops the entry.
+                self.cpus[cpu].tlb.invlpg(asid, vaddr);
+                return Translation::Fault;
+            }
+            if hit == TlbHit::Stlb {
+                perf.cycles += self.p.tlb.stlb_latency;
+                perf.stalled_backend += self.p.tlb.stlb_latency;
+            }
+            if !write || entry.has(pgtable::DIRTY) {
+                return Translation::Frame(frame_of(entry, size, vaddr));
+            }
+            // A write through a clean entry: the walker sets the dirty bit (below).
+        }
+        if write {
+            perf.dtlb_store_misses += 1;
+        } else {
+            perf.dtlb_load_misses += 1;
+        }
+        self.page_walk(cpu, k, mm, vaddr, write, perf)
+    }
+
+    /// The hardware page walker: start from the deepest paging-structure cache hit, read each
+    /// remaining entry through the data caches (a dependent chain: no parallelism), set the
+    /// accessed (and dirty) bits, and fill the TLB.
+    fn page_walk(
+        &mut self,
+        cpu: usize,
+        k: &mut Kernel,
+        mm: MmId,
+        vaddr: u64,
+        write: bool,
+        perf: &mut PerfCounters,
+    ) -> Translation {
+        let asid = mm;
+        perf.page_walks += 1;
+        let mut cycles = self.p.tlb.walk_overhead;
+        // Table to read at each level: 3 = PGD (PML4), 2 = PUD (PDPT), 1 = PMD (PD), 0 = PTE.
+        let (mut level, mut table) = {
+            let t = &mut self.cpus[cpu].tlb;
+            if let Some(pt) = t.pwc_get(2, asid, vaddr) {
+                (0u32, pt)
+            } else if let Some(pd) = t.pwc_get(1, asid, vaddr) {
+                (1, pd)
+            } else if let Some(pdpt) = t.pwc_get(0, asid, vaddr) {
+                (2, pdpt)
+            } else {
+                (3, k.mm(mm).pgd.0 as u64)
+            }
+        };
+        let result = loop {
+            let shift = PAGE_SHIFT + 9 * level;
+            let idx = ((vaddr >> shift) & 511) as usize;
+            let phys = (table << PAGE_SHIFT) + idx as u64 * 8;
+            let lvl = self.cache_access(cpu, phys >> self.line_shift);
+            cycles += self.p.cache.l1d.latency + self.stall(lvl, false);
+            perf.mem_refs += 1;
+            let tpfn = Pfn(table as u32);
+            let e = k.entry(tpfn, idx);
+            if !e.hw_present() || (write && !e.write()) {
+                break Translation::Fault;
+            }
+            let mut ne = e.with(pgtable::ACCESSED);
+            let leaf = level == 0 || e.huge();
+            if leaf && write {
+                ne = ne.with(pgtable::DIRTY);
+            }
+            if ne != e {
+                k.set_entry(tpfn, idx, ne);
+            }
+            if leaf {
+                let size = match level {
+                    0 => PageSize::K4,
+                    1 => PageSize::M2,
+                    _ => PageSize::G1,
+                };
+                self.cpus[cpu].tlb.fill(asid, vaddr, size, ne.0, false);
+                break Translation::Frame(frame_of(ne, size, vaddr));
+            }
+            // Cache the upper-level entry in its paging-structure cache.
+            let pwc_level = (3 - level) as usize;
+            self.cpus[cpu].tlb.pwc_put(pwc_level, asid, vaddr, e.pfn().0 as u64);
+            table = e.pfn().0 as u64;
+            level -= 1;
+        };
+        perf.page_walk_cycles += cycles;
+        perf.cycles += cycles;
+        perf.stalled_backend += cycles;
+        result
+    }
+
+    /// `count` accesses of a loop to one page at offsets `ps, ps+stride, ...`: the TLB was
+    /// consulted by `translate`; here the lines are read through the caches and the loop's
+    /// instructions and stalls are charged. Accesses to the same line count once at the cache.
+    #[allow(clippy::too_many_arguments)]
+    pub fn page_accesses(
+        &mut self,
+        cpu: usize,
+        pfn: Pfn,
+        ps: u64,
+        pe: u64,
+        stride: u64,
+        write: bool,
+        instr_per_access: f64,
+        perf: &mut PerfCounters,
+    ) {
+        let count = (pe - ps).div_ceil(stride);
+        if write {
+            perf.dtlb_stores += count;
+        } else {
+            perf.dtlb_loads += count;
+            perf.l1d_loads += count;
+        }
+        perf.mem_refs += count;
+        let instr = count as f64 * instr_per_access;
+        perf.instructions += instr;
+        let mut cycles = instr * self.p.cpu.base_cpi;
+        let base = pfn.phys() >> self.line_shift;
+        let mut stall = 0.0;
+        let mut touch = |m: &mut Machine, l: u64| {
+            let lvl = m.cache_access(cpu, l);
+            if !write && lvl != Level::L1 {
+                perf.l1d_load_misses += 1;
+                if lvl >= Level::Llc {
+                    perf.llc_loads += 1;
+                    if lvl == Level::Mem {
+                        perf.llc_load_misses += 1;
+                    }
+                }
+            }
+            stall += m.stall(lvl, true);
+        };
+        if stride >= self.line_size() {
+            // Every access is to a line of its own.
+            let mut off = ps;
+            while off < pe {
+                touch(self, base + (off >> self.line_shift));
+                off += stride;
+            }
+        } else {
+            // Every line from the first access to the last holds at least one access; the
+            // others in a line hit it.
+            let last = ps + (count - 1) * stride;
+            for l in (ps >> self.line_shift)..=(last >> self.line_shift) {
+                touch(self, base + l);
+            }
+        }
+        cycles += stall;
+        perf.stalled_backend += stall;
+        perf.cycles += cycles;
+    }
+
+    /// Charge the kernel's queued work to `cpu` (and remote CPUs for shootdowns).
+    pub fn drain_work(&mut self, cpu: usize, k: &mut Kernel, perf: &mut PerfCounters) {
+        if k.work.is_empty() {
+            return;
+        }
+        let work = std::mem::take(&mut k.work);
+        for w in &work {
+            match *w {
+                Work::Clear { pfn, pages } => {
+                    let bytes = pages * PAGE_SIZE;
+                    perf.charge("clear_page_erms", bytes as f64 / self.p.cost.clear_bytes_per_cycle);
+                    if !self.p.cost.clear_nontemporal {
+                        // Temporal stores: every zeroed line passes through this CPU's caches.
+                        let first = pfn.phys() >> self.line_shift;
+                        for l in first..first + (bytes >> self.line_shift) {
+                            self.cache_access(cpu, l);
+                        }
+                    }
+                }
+                Work::Copy { dst, src } => {
+                    perf.charge("copy_page", PAGE_SIZE as f64 / self.p.cost.copy_bytes_per_cycle);
+                    let n = PAGE_SIZE >> self.line_shift;
+                    for i in 0..n {
+                        self.cache_access(cpu, (src.phys() >> self.line_shift) + i);
+                        self.cache_access(cpu, (dst.phys() >> self.line_shift) + i);
+                    }
+                }
+                Work::Flush { mm, start, end } => self.flush_range(cpu, k, mm, start, end, perf),
+                Work::FlushMm { mm } => self.flush_range(cpu, k, mm, 0, u64::MAX, perf),
+                Work::MmExit { mm } => {
+                    // The ASID is retired: its translations leave every CPU, without IPIs
+                    // (Linux retires ASIDs lazily on the next switch).
+                    for c in &mut self.cpus {
+                        c.tlb.flush_asid(mm);
+                        if c.cur_asid == Some(mm) {
+                            c.cur_asid = None;
+                        }
+                    }
+                    self.mm_cpus.remove(&mm);
+                }
+            }
+        }
+        let mut work = work;
+        work.clear();
+        if k.work.is_empty() {
+            k.work = work;
+        }
+    }
+
+    /// flush_tlb_mm_range: invalidate on every CPU in the mm's cpumask; remote CPUs cost an
+    /// IPI each (native_flush_tlb_multi).
+    fn flush_range(&mut self, cpu: usize, k: &mut Kernel, mm: MmId, start: u64, end: u64, perf: &mut PerfCounters) {
+        let Some(mask) = self.mm_cpus.get(&mm).cloned() else { return };
+        let pages = end.saturating_sub(start) >> PAGE_SHIFT;
+        let full = pages > TLB_SINGLE_PAGE_FLUSH_CEILING;
+        for (c, &on) in mask.iter().enumerate() {
+            if !on {
+                continue;
+            }
+            let t = &mut self.cpus[c].tlb;
+            if full {
+                t.flush_asid(mm);
+            } else {
+                let mut a = start & !(PAGE_SIZE - 1);
+                while a < end {
+                    t.invlpg(mm, a);
+                    a += PAGE_SIZE;
+                }
+            }
+            let local = if full { self.p.cost.tlb_flush_all } else { self.p.cost.tlb_flush_one * pages as f64 };
+            if c == cpu {
+                k.stat.count(if full { VmEvent::TlbFlushAll } else { VmEvent::TlbFlushOne });
+                perf.charge("flush_tlb_mm_range", local);
+            } else {
+                perf.charge("native_flush_tlb_multi", self.p.smp.shootdown_ipi);
+                self.cpus[c].clock += local;
+            }
+        }
+    }
+
+    /// A digest of every cache and TLB (for detecting loop iterations that repeat exactly).
+    pub fn digest(&self) -> u64 {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for c in &self.cpus {
+            c.tlb.digest(&mut h);
+            c.l1d.digest(&mut h);
+            c.l2.digest(&mut h);
+        }
+        self.llc.digest(&mut h);
+        h
+    }
+}
+
+/// The 4 KiB frame holding `vaddr` under a leaf entry of `size`.
+#[inline]
+fn frame_of(e: Entry, size: PageSize, vaddr: u64) -> Pfn {
+    let sub = match size {
+        PageSize::K4 => 0,
+        PageSize::M2 => (vaddr >> PAGE_SHIFT) & 511,
+        PageSize::G1 => (vaddr >> PAGE_SHIFT) & ((1 << 18) - 1),
+    };
+    Pfn(e.pfn().0 + sub as u32)
+}
+
+const _: () = assert!(PMD_SHIFT == 21 && PUD_SHIFT == 30 && PGDIR_SHIFT == 39);

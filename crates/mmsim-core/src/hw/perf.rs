@@ -1,0 +1,119 @@
+//! Hardware and software event counts in `perf stat`'s vocabulary, kept per task, plus the
+//! per-kernel-function cycle profile (the analogue of `perf report`).
+
+/// Counts of one task (or a whole run).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PerfCounters {
+    pub cycles: f64,
+    pub instructions: f64,
+    /// Cycles stalled waiting for memory (TLB walks and data beyond L1).
+    pub stalled_backend: f64,
+    pub dtlb_loads: u64,
+    pub dtlb_load_misses: u64,
+    pub dtlb_stores: u64,
+    pub dtlb_store_misses: u64,
+    pub itlb_loads: u64,
+    pub itlb_load_misses: u64,
+    pub l1d_loads: u64,
+    pub l1d_load_misses: u64,
+    pub l1i_load_misses: u64,
+    pub llc_loads: u64,
+    pub llc_load_misses: u64,
+    pub page_walks: u64,
+    pub page_walk_cycles: f64,
+    /// Memory references simulated (loads and stores of the workload and of page walks).
+    pub mem_refs: u64,
+    /// Cycles per kernel function, in first-charged order.
+    pub profile: Vec<(&'static str, f64)>,
+}
+
+impl PerfCounters {
+    /// Charge `cycles` to kernel function `func` (and to the total).
+    pub fn charge(&mut self, func: &'static str, cycles: f64) {
+        self.cycles += cycles;
+        match self.profile.iter_mut().find(|e| e.0 == func) {
+            Some(e) => e.1 += cycles,
+            None => self.profile.push((func, cycles)),
+        }
+    }
+
+    /// Add another task's counts.
+    pub fn add(&mut self, o: &PerfCounters) {
+        self.cycles += o.cycles;
+        self.instructions += o.instructions;
+        self.stalled_backend += o.stalled_backend;
+        self.dtlb_loads += o.dtlb_loads;
+        self.dtlb_load_misses += o.dtlb_load_misses;
+        self.dtlb_stores += o.dtlb_stores;
+        self.dtlb_store_misses += o.dtlb_store_misses;
+        self.itlb_loads += o.itlb_loads;
+        self.itlb_load_misses += o.itlb_load_misses;
+        self.l1d_loads += o.l1d_loads;
+        self.l1d_load_misses += o.l1d_load_misses;
+        self.l1i_load_misses += o.l1i_load_misses;
+        self.llc_loads += o.llc_loads;
+        self.llc_load_misses += o.llc_load_misses;
+        self.page_walks += o.page_walks;
+        self.page_walk_cycles += o.page_walk_cycles;
+        self.mem_refs += o.mem_refs;
+        for (f, c) in &o.profile {
+            match self.profile.iter_mut().find(|e| e.0 == *f) {
+                Some(e) => e.1 += c,
+                None => self.profile.push((f, *c)),
+            }
+        }
+    }
+
+    /// Scale every count by `n` (exact fast-forward of `n` identical loop iterations).
+    pub fn scaled(&self, n: u64) -> PerfCounters {
+        let f = n as f64;
+        PerfCounters {
+            cycles: self.cycles * f,
+            instructions: self.instructions * f,
+            stalled_backend: self.stalled_backend * f,
+            dtlb_loads: self.dtlb_loads * n,
+            dtlb_load_misses: self.dtlb_load_misses * n,
+            dtlb_stores: self.dtlb_stores * n,
+            dtlb_store_misses: self.dtlb_store_misses * n,
+            itlb_loads: self.itlb_loads * n,
+            itlb_load_misses: self.itlb_load_misses * n,
+            l1d_loads: self.l1d_loads * n,
+            l1d_load_misses: self.l1d_load_misses * n,
+            l1i_load_misses: self.l1i_load_misses * n,
+            llc_loads: self.llc_loads * n,
+            llc_load_misses: self.llc_load_misses * n,
+            page_walks: self.page_walks * n,
+            page_walk_cycles: self.page_walk_cycles * f,
+            mem_refs: self.mem_refs * n,
+            profile: self.profile.iter().map(|(k, v)| (*k, v * f)).collect(),
+        }
+    }
+
+    /// self - o, field by field (a phase between two snapshots).
+    pub fn minus(&self, o: &PerfCounters) -> PerfCounters {
+        PerfCounters {
+            cycles: self.cycles - o.cycles,
+            instructions: self.instructions - o.instructions,
+            stalled_backend: self.stalled_backend - o.stalled_backend,
+            dtlb_loads: self.dtlb_loads - o.dtlb_loads,
+            dtlb_load_misses: self.dtlb_load_misses - o.dtlb_load_misses,
+            dtlb_stores: self.dtlb_stores - o.dtlb_stores,
+            dtlb_store_misses: self.dtlb_store_misses - o.dtlb_store_misses,
+            itlb_loads: self.itlb_loads - o.itlb_loads,
+            itlb_load_misses: self.itlb_load_misses - o.itlb_load_misses,
+            l1d_loads: self.l1d_loads - o.l1d_loads,
+            l1d_load_misses: self.l1d_load_misses - o.l1d_load_misses,
+            l1i_load_misses: self.l1i_load_misses - o.l1i_load_misses,
+            llc_loads: self.llc_loads - o.llc_loads,
+            llc_load_misses: self.llc_load_misses - o.llc_load_misses,
+            page_walks: self.page_walks - o.page_walks,
+            page_walk_cycles: self.page_walk_cycles - o.page_walk_cycles,
+            mem_refs: self.mem_refs - o.mem_refs,
+            profile: self
+                .profile
+                .iter()
+                .map(|(k, v)| (*k, v - o.profile.iter().find(|e| e.0 == *k).map_or(0.0, |e| e.1)))
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! One CPU's TLBs (split L1 iTLB/dTLB per page size, a unified second-level TLB) and its
+//! paging-structure caches. Entries hold the translation (the leaf entry with the frame of the
+//! 4 KiB piece or huge page), so a missing flush shows up as a stale read, as on hardware.
+
+use super::assoc::SetAssoc;
+use super::profile::{replacement, ArraySpec, TlbSpec};
+
+/// Page sizes a TLB entry can map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageSize {
+    K4 = 0,
+    M2 = 1,
+    G1 = 2,
+}
+
+impl PageSize {
+    pub fn shift(self) -> u32 {
+        match self {
+            PageSize::K4 => 12,
+            PageSize::M2 => 21,
+            PageSize::G1 => 30,
+        }
+    }
+}
+
+/// Where a translation was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlbHit {
+    L1,
+    Stlb,
+}
+
+/// Bits of a key: 12 of address-space id above the page number.
+const ASID_SHIFT: u32 = 50;
+const SIZE_SHIFT: u32 = 48;
+
+#[inline]
+fn key(asid: u32, size: PageSize, vaddr: u64) -> u64 {
+    ((asid as u64) << ASID_SHIFT) | ((size as u64) << SIZE_SHIFT) | (vaddr >> size.shift())
+}
+
+/// Asid of a key.
+#[inline]
+fn key_asid(k: u64) -> u32 {
+    (k >> ASID_SHIFT) as u32
+}
+
+fn array(name: &str, a: &ArraySpec) -> SetAssoc {
+    SetAssoc::new(a.entries, a.ways, replacement(name, &a.replacement).expect("validated")).expect("validated")
+}
+
+/// The TLB hierarchy of one CPU.
+#[derive(Clone, Debug)]
+pub struct Tlb {
+    /// L1 instruction TLB, per size (4K, 2M).
+    pub itlb: [SetAssoc; 2],
+    /// L1 data TLB, per size (4K, 2M, 1G).
+    pub dtlb: [SetAssoc; 3],
+    pub stlb: SetAssoc,
+    pub stlb_2m: bool,
+    /// Paging-structure caches: PML4E (by VA[47:39]), PDPTE (VA[47:30]), PDE (VA[47:21]).
+    pub pwc: [SetAssoc; 3],
+}
+
+impl Tlb {
+    pub fn new(s: &TlbSpec) -> Tlb {
+        Tlb {
+            itlb: [array("tlb.itlb_4k", &s.itlb_4k), array("tlb.itlb_2m", &s.itlb_2m)],
+            dtlb: [
+                array("tlb.dtlb_4k", &s.dtlb_4k),
+                array("tlb.dtlb_2m", &s.dtlb_2m),
+                array("tlb.dtlb_1g", &s.dtlb_1g),
+            ],
+            stlb: array("tlb.stlb", &s.stlb),
+            stlb_2m: s.stlb_2m,
+            pwc: [
+                array("tlb.pwc_pml4", &s.pwc_pml4),
+                array("tlb.pwc_pdpt", &s.pwc_pdpt),
+                array("tlb.pwc_pde", &s.pwc_pde),
+            ],
+        }
+    }
+
+    /// Look up a data (or instruction) translation: the L1 arrays of every size, then the
+    /// STLB. Returns the cached leaf entry and page size.
+    #[inline]
+    pub fn lookup(&mut self, asid: u32, vaddr: u64, instr: bool) -> Option<(TlbHit, PageSize, u64)> {
+        let sizes: &[PageSize] =
+            if instr { &[PageSize::K4, PageSize::M2] } else { &[PageSize::K4, PageSize::M2, PageSize::G1] };
+        for &sz in sizes {
+            let arr = if instr { &mut self.itlb[sz as usize] } else { &mut self.dtlb[sz as usize] };
+            if let Some(v) = arr.get(key(asid, sz, vaddr)) {
+                return Some((TlbHit::L1, sz, v));
+            }
+        }
+        for sz in [PageSize::K4, PageSize::M2] {
+            if sz == PageSize::M2 && !self.stlb_2m {
+                continue;
+            }
+            if let Some(v) = self.stlb.get(key(asid, sz, vaddr)) {
+                // Refill the L1.
+                let arr = if instr { &mut self.itlb[sz as usize] } else { &mut self.dtlb[sz as usize] };
+                arr.put(key(asid, sz, vaddr), v);
+                return Some((TlbHit::Stlb, sz, v));
+            }
+        }
+        None
+    }
+
+    /// Install a translation after a walk.
+    pub fn fill(&mut self, asid: u32, vaddr: u64, size: PageSize, entry: u64, instr: bool) {
+        let k = key(asid, size, vaddr);
+        let arr = if instr { &mut self.itlb[(size as usize).min(1)] } else { &mut self.dtlb[size as usize] };
+        arr.put(k, entry);
+        if size == PageSize::K4 || (size == PageSize::M2 && self.stlb_2m) {
+            self.stlb.put(k, entry);
+        }
+    }
+
+    /// Drop the translation of one address (invlpg): every size, every level, and the
+    /// paging-structure caches covering it.
+    pub fn invlpg(&mut self, asid: u32, vaddr: u64) {
+        for sz in [PageSize::K4, PageSize::M2, PageSize::G1] {
+            let k = key(asid, sz, vaddr);
+            self.dtlb[sz as usize].invalidate(k);
+            if sz != PageSize::G1 {
+                self.itlb[sz as usize].invalidate(k);
+                self.stlb.invalidate(k);
+            }
+        }
+        for (i, shift) in [39u32, 30, 21].into_iter().enumerate() {
+            self.pwc[i].invalidate(((asid as u64) << ASID_SHIFT) | (vaddr >> shift));
+        }
+    }
+
+    /// Drop every translation of one address space (a CR3 write / INVPCID single-context).
+    pub fn flush_asid(&mut self, asid: u32) {
+        let f = |k: u64| key_asid(k) == asid;
+        for a in self.itlb.iter_mut().chain(self.dtlb.iter_mut()).chain(self.pwc.iter_mut()) {
+            a.invalidate_if(f);
+        }
+        self.stlb.invalidate_if(f);
+    }
+
+    /// Drop everything.
+    pub fn flush_all(&mut self) {
+        for a in self.itlb.iter_mut().chain(self.dtlb.iter_mut()).chain(self.pwc.iter_mut()) {
+            a.flush();
+        }
+        self.stlb.flush();
+    }
+
+    /// Paging-structure cache lookup at `level` (0 = PML4E, 1 = PDPTE, 2 = PDE): the table
+    /// frame the cached entry points to.
+    #[inline]
+    pub fn pwc_get(&mut self, level: usize, asid: u32, vaddr: u64) -> Option<u64> {
+        let shift = [39u32, 30, 21][level];
+        self.pwc[level].get(((asid as u64) << ASID_SHIFT) | (vaddr >> shift))
+    }
+
+    #[inline]
+    pub fn pwc_put(&mut self, level: usize, asid: u32, vaddr: u64, table_pfn: u64) {
+        let shift = [39u32, 30, 21][level];
+        self.pwc[level].put(((asid as u64) << ASID_SHIFT) | (vaddr >> shift), table_pfn);
+    }
+
+    /// Digest of the contents (for exact loop fast-forward).
+    pub fn digest(&self, h: &mut u64) {
+        for a in self.itlb.iter().chain(self.dtlb.iter()).chain(self.pwc.iter()) {
+            a.digest(h);
+        }
+        self.stlb.digest(h);
+    }
+}
