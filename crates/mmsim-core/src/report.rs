@@ -27,6 +27,33 @@ impl Serialize for Counters {
     }
 }
 
+/// An ordered name -> number map; whole numbers serialise as JSON integers.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Metrics(pub Vec<(String, f64)>);
+
+impl Metrics {
+    pub fn get(&self, name: &str) -> Option<f64> {
+        self.0.iter().find(|e| e.0 == name).map(|e| e.1)
+    }
+    pub fn push(&mut self, name: &str, v: f64) {
+        self.0.push((name.to_string(), v));
+    }
+}
+
+impl Serialize for Metrics {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            if v.fract() == 0.0 && v.abs() < 9.0e15 {
+                m.serialize_entry(k, &(*v as i64))?;
+            } else {
+                m.serialize_entry(k, &((v * 1000.0).round() / 1000.0))?;
+            }
+        }
+        m.end()
+    }
+}
+
 /// An ordered name -> string map.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Strings(pub Vec<(String, String)>);
@@ -42,7 +69,7 @@ impl Serialize for Strings {
 }
 
 /// One process as /proc/PID/status shows it (sizes in kB).
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct ProcessStatus {
     pub pid: u32,
     pub ppid: u32,
@@ -63,13 +90,17 @@ pub struct ProcessStatus {
     pub vm_pte: i64,
     #[serde(rename = "AnonHugePages")]
     pub anon_huge_pages: i64,
+    /// This process's perf counters.
+    pub perf: Metrics,
 }
 
 /// The state of the machine at one moment.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Snapshot {
     pub label: String,
-    pub perf: Counters,
+    pub perf: Metrics,
+    /// Cycles per kernel function so far.
+    pub profile: Metrics,
     pub vmstat: Counters,
     pub meminfo: Counters,
     pub processes: Vec<ProcessStatus>,
@@ -101,7 +132,9 @@ pub struct Report {
     pub workload: String,
     pub machine: Strings,
     pub knobs: Strings,
-    pub perf: Counters,
+    pub perf: Metrics,
+    /// Cycles per kernel function (a perf report of the kernel's share).
+    pub profile: Metrics,
     pub vmstat: Counters,
     pub meminfo: Counters,
     /// The state before the first operation (so deltas can be taken).

@@ -2,11 +2,12 @@
 //! conservation at the end, and build the report.
 
 use crate::error::Error;
+use crate::hw::perf::PerfCounters;
 use crate::kernel::knobs::Knobs;
 use crate::kernel::mm::MmCounter;
 use crate::kernel::vmstat::VmItem;
 use crate::kernel::{Kernel, MmId};
-use crate::report::{CheckSummary, Counters, ProcessStatus, Report, Snapshot, Strings};
+use crate::report::{CheckSummary, Counters, Metrics, ProcessStatus, Report, Snapshot, Strings};
 use crate::units::{HPAGE_PMD_NR, PAGE_SIZE};
 use crate::workload::interp::{Interp, Task, TaskState};
 use crate::workload::spec::Workload;
@@ -108,6 +109,7 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
         machine,
         knobs: Strings(effective),
         perf: end.perf.clone(),
+        profile: end.profile.clone(),
         vmstat: end.vmstat.clone(),
         meminfo: end.meminfo.clone(),
         baseline,
@@ -139,9 +141,11 @@ fn anon_huge_kb(k: &Kernel, mm: MmId) -> i64 {
 }
 
 /// /proc/PID/status of a task (its last status if it has exited).
-pub fn process_status(k: &Kernel, t: &Task) -> ProcessStatus {
+pub fn process_status(k: &Kernel, t: &Task, freq: f64) -> ProcessStatus {
     if let (None, Some(s)) = (t.mm, &t.last_status) {
-        return s.clone();
+        let mut s = s.clone();
+        s.perf = perf_metrics(&t.perf, t.page_faults, t.minflt, freq, None);
+        return s;
     }
     let mut st = ProcessStatus {
         pid: t.pid,
@@ -155,6 +159,7 @@ pub fn process_status(k: &Kernel, t: &Task) -> ProcessStatus {
         rss_shmem: 0,
         vm_pte: 0,
         anon_huge_pages: 0,
+        perf: perf_metrics(&t.perf, t.page_faults, t.minflt, freq, None),
     };
     if let Some(mm) = t.mm {
         let m = k.mm(mm);
@@ -173,12 +178,16 @@ pub fn process_status(k: &Kernel, t: &Task) -> ProcessStatus {
 fn snapshot(it: &mut Interp, label: &str) -> Snapshot {
     it.kernel.sync_items();
     let k = &it.kernel;
-    let mut perf = Counters::default();
+    let mut total = PerfCounters::default();
+    for t in &it.tasks {
+        total.add(&t.perf);
+    }
     let faults: i64 = it.tasks.iter().map(|t| t.page_faults).sum();
     let minflt: i64 = it.tasks.iter().map(|t| t.minflt).sum();
-    perf.push("page-faults", faults);
-    perf.push("minor-faults", minflt);
-    perf.push("major-faults", 0);
+    let freq = it.machine.p.cpu.freq_ghz * 1e9;
+    let elapsed = it.machine.cpus.iter().map(|c| c.clock).fold(0.0, f64::max) / freq;
+    let perf = perf_metrics(&total, faults, minflt, freq, Some(elapsed));
+    let profile = Metrics(total.profile.iter().map(|(k, v)| (k.to_string(), v.round())).collect());
     let mut vmstat = Counters::default();
     for (n, v) in k.stat.entries() {
         vmstat.push(n, v);
@@ -191,6 +200,36 @@ fn snapshot(it: &mut Interp, label: &str) -> Snapshot {
     meminfo.push("Shmem", items[VmItem::NrShmem] * KB_PER_PAGE);
     meminfo.push("PageTables", items[VmItem::NrPageTablePages] * KB_PER_PAGE);
     meminfo.push("AnonHugePages", items[VmItem::NrAnonThps] * HPAGE_PMD_NR as i64 * KB_PER_PAGE);
-    let processes = it.tasks.iter().map(|t| process_status(k, t)).collect();
-    Snapshot { label: label.into(), perf, vmstat, meminfo, processes }
+    let processes = it.tasks.iter().map(|t| process_status(k, t, freq)).collect();
+    Snapshot { label: label.into(), perf, profile, vmstat, meminfo, processes }
+}
+
+/// The perf-stat view of a set of counts (`seconds` only for the whole run).
+pub fn perf_metrics(p: &PerfCounters, faults: i64, minflt: i64, freq: f64, elapsed: Option<f64>) -> Metrics {
+    let mut m = Metrics::default();
+    m.push("page-faults", faults as f64);
+    m.push("minor-faults", minflt as f64);
+    m.push("major-faults", 0.0);
+    m.push("cycles", p.cycles.round());
+    m.push("instructions", p.instructions.round());
+    m.push("task-clock", (p.cycles / freq * 1e3 * 1e3).round() / 1e3);
+    if let Some(e) = elapsed {
+        m.push("seconds", (e * 1e6).round() / 1e6);
+    }
+    m.push("dTLB-loads", p.dtlb_loads as f64);
+    m.push("dTLB-load-misses", p.dtlb_load_misses as f64);
+    m.push("dTLB-stores", p.dtlb_stores as f64);
+    m.push("dTLB-store-misses", p.dtlb_store_misses as f64);
+    m.push("iTLB-loads", p.itlb_loads as f64);
+    m.push("iTLB-load-misses", p.itlb_load_misses as f64);
+    m.push("L1-dcache-loads", p.l1d_loads as f64);
+    m.push("L1-dcache-load-misses", p.l1d_load_misses as f64);
+    m.push("L1-icache-load-misses", p.l1i_load_misses as f64);
+    m.push("LLC-loads", p.llc_loads as f64);
+    m.push("LLC-load-misses", p.llc_load_misses as f64);
+    m.push("page-walks", p.page_walks as f64);
+    m.push("page-walk-cycles", p.page_walk_cycles.round());
+    m.push("stalled-cycles-backend", p.stalled_backend.round());
+    m.push("memory-references", p.mem_refs as f64);
+    m
 }

@@ -330,3 +330,47 @@ fn fork_of_a_read_only_touched_region_does_not_copy_zero_ptes() {
     assert_eq!(snap(&r, "no-anon-vma").processes[1].minflt, 4096, "vma_needs_copy: refault everything");
     assert_eq!(snap(&r, "anon-vma").processes[2].minflt, 0, "page tables copied with the anon_vma");
 }
+
+/// Linux 6.18 on the build machine: one page in each of 64 regions 1 GiB apart costs a PTE
+/// table and a PMD table each (VmPTE +512 kB); 64 adjacent 2 MiB slots share one PMD table
+/// (+260 kB); 64 pages in one 2 MiB range one PTE table (+4 kB).
+#[test]
+fn page_table_accounting_sparse_and_dense() {
+    let base: u64 = 0x7f80_0000_0000;
+    let mut prog = vec![json!({"op":"snapshot","label":"start"})];
+    for i in 0..64u64 {
+        prog.push(json!({"op":"mmap","name":format!("s{i}"),"size":"2M","addr":base + (i << 30),"fixed":true}));
+        prog.push(json!({"op":"write","region":format!("s{i}"),"length":1}));
+    }
+    prog.push(json!({"op":"snapshot","label":"sparse"}));
+    let dense = base + (100u64 << 30);
+    for i in 0..64u64 {
+        prog.push(json!({"op":"mmap","name":format!("d{i}"),"size":"2M","addr":dense + (i << 21),"fixed":true}));
+        prog.push(json!({"op":"write","region":format!("d{i}"),"length":1}));
+    }
+    prog.push(json!({"op":"snapshot","label":"dense"}));
+    prog.push(json!({"op":"mmap","name":"one","size":"2M","addr":base + (200u64 << 30),"fixed":true}));
+    prog.push(json!({"op":"write","region":"one","stride":4096,"length":"256K"}));
+    prog.push(json!({"op":"snapshot","label":"one"}));
+    let r = run(json!({"knobs":{"transparent_hugepage/enabled":"never"},"program":prog}));
+    let (s0, s1, s2, s3) = (snap(&r, "start"), snap(&r, "sparse"), snap(&r, "dense"), snap(&r, "one"));
+    assert_eq!(p1(s1).vm_pte - p1(s0).vm_pte, 512);
+    assert_eq!(p1(s2).vm_pte - p1(s1).vm_pte, 260);
+    assert_eq!(p1(s3).vm_pte - p1(s2).vm_pte, 8, "a new PMD table (new 1 GiB slot) and one PTE table");
+}
+
+/// Linux 6.18: a read fault that maps the huge zero page prepares the anon_vma, so fork copies
+/// the huge zero pmds and the child takes no faults reading the region.
+#[test]
+fn fork_copies_huge_zero_pmds() {
+    let r = run(json!({"knobs":{"transparent_hugepage/enabled":"always"},"program":[
+        {"op":"mmap","name":"p","size":"16M"},
+        {"op":"read","region":"p"},
+        {"op":"snapshot","label":"parent"},
+        {"op":"fork","program":[{"op":"read","region":"p","expect":0},{"op":"snapshot","label":"child"}]},
+        {"op":"wait"},
+    ]}));
+    assert_eq!(p1(snap(&r, "parent")).minflt, 8);
+    assert_eq!(snap(&r, "child").processes[1].minflt, 0);
+    assert_eq!(snap(&r, "child").processes[1].vm_pte, p1(snap(&r, "parent")).vm_pte, "deposited tables copied");
+}

@@ -476,7 +476,8 @@ impl Interp {
     /// The task ends (exit or a fatal signal): record its last status and tear down its mm.
     pub fn exit_task(&mut self, t: usize, how: TaskState) {
         let Some(mm) = self.tasks[t].mm else { return };
-        let mut st = crate::sim::process_status(&self.kernel, &self.tasks[t]);
+        let freq = self.machine.p.cpu.freq_ghz * 1e9;
+        let mut st = crate::sim::process_status(&self.kernel, &self.tasks[t], freq);
         st.state = how.name().into();
         self.tasks[t].last_status = Some(st);
         self.tasks[t].state = how;
