@@ -47,7 +47,7 @@ impl Serialize for Metrics {
             if v.fract() == 0.0 && v.abs() < 9.0e15 {
                 m.serialize_entry(k, &(*v as i64))?;
             } else {
-                m.serialize_entry(k, &((v * 1000.0).round() / 1000.0))?;
+                m.serialize_entry(k, v)?;
             }
         }
         m.end()

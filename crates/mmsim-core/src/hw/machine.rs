@@ -53,6 +53,19 @@ pub struct Machine {
     line_shift: u32,
     /// CPUs that may cache translations of each mm (mm_cpumask).
     mm_cpus: HashMap<MmId, Vec<bool>>,
+    /// Record every page-walk read as (level, physical address) (tests, debugging).
+    pub trace_walks: bool,
+    pub walk_log: Vec<(u32, u64)>,
+    /// Lines used for atomics and locks: which CPU owns each and when it is next free.
+    shared_lines: HashMap<u64, SharedLine>,
+}
+
+/// A cache line that CPUs take turns to own (an atomic counter, a spinlock).
+#[derive(Clone, Copy, Debug)]
+struct SharedLine {
+    owner: usize,
+    /// Cycle at which the line (or the lock it holds) is free again.
+    free_at: f64,
 }
 
 /// Result of translating one address.
@@ -84,6 +97,9 @@ impl Machine {
             p,
             cpus,
             mm_cpus: HashMap::new(),
+            shared_lines: HashMap::new(),
+            trace_walks: false,
+            walk_log: Vec::new(),
         }
     }
 
@@ -166,7 +182,8 @@ impl Machine {
     }
 
     /// Translate `vaddr` for `cpu` running `mm`: the TLBs, then a hardware page walk whose
-    /// entry reads go through the data caches. Counts TLB misses, walks and their cycles.
+    /// entry reads go through the data caches. Counts TLB misses (not again for the retry of
+    /// an access after its fault), walks and their cycles.
     pub fn translate(
         &mut self,
         cpu: usize,
@@ -175,6 +192,7 @@ impl Machine {
         vaddr: u64,
         write: bool,
         perf: &mut PerfCounters,
+        retry: bool,
     ) -> Translation {
         let asid = mm;
         if let Some((hit, size, e)) = self.cpus[cpu].tlb.lookup(asid, vaddr, false) {
@@ -193,10 +211,13 @@ impl Machine {
             }
             // A write through a clean entry: the walker sets the dirty bit (below).
         }
-        if write {
-            perf.dtlb_store_misses += 1;
-        } else {
-            perf.dtlb_load_misses += 1;
+        // A load retried after its page fault is the same load: count its miss once.
+        if !retry {
+            if write {
+                perf.dtlb_store_misses += 1;
+            } else {
+                perf.dtlb_load_misses += 1;
+            }
         }
         self.page_walk(cpu, k, mm, vaddr, write, perf)
     }
@@ -233,6 +254,9 @@ impl Machine {
             let shift = PAGE_SHIFT + 9 * level;
             let idx = ((vaddr >> shift) & 511) as usize;
             let phys = (table << PAGE_SHIFT) + idx as u64 * 8;
+            if self.trace_walks {
+                self.walk_log.push((level, phys));
+            }
             let lvl = self.cache_access(cpu, phys >> self.line_shift);
             cycles += self.p.cache.l1d.latency + self.stall(lvl, false);
             perf.mem_refs += 1;
@@ -409,6 +433,31 @@ impl Machine {
                 self.cpus[c].clock += local;
             }
         }
+    }
+
+    /// An atomic read-modify-write (or a spinlock acquire held for `hold` cycles) by `cpu` at
+    /// time `now` on physical line `line`: it waits until the line is free, pays a transfer
+    /// if another CPU owns it, and keeps the line busy while it works. Returns the cycles the
+    /// CPU spent (waiting included), charged to `func`.
+    pub fn atomic_rmw(
+        &mut self,
+        cpu: usize,
+        line: u64,
+        now: f64,
+        hold: f64,
+        func: &'static str,
+        perf: &mut PerfCounters,
+    ) -> f64 {
+        let sl = self.shared_lines.entry(line).or_insert(SharedLine { owner: cpu, free_at: 0.0 });
+        let start = now.max(sl.free_at);
+        let cost = if sl.owner == cpu { self.p.smp.atomic } else { self.p.smp.line_transfer + self.p.smp.atomic };
+        sl.owner = cpu;
+        sl.free_at = start + cost + hold;
+        let spent = start - now + cost + hold;
+        perf.charge(func, spent);
+        perf.stalled_backend += start - now + cost;
+        perf.instructions += 2.0;
+        spent
     }
 
     /// A digest of every cache and TLB (for detecting loop iterations that repeat exactly).

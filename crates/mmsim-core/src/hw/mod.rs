@@ -6,3 +6,6 @@ pub mod machine;
 pub mod perf;
 pub mod profile;
 pub mod tlb;
+
+#[cfg(test)]
+mod tests;

@@ -20,6 +20,9 @@ use crate::units::{Pfn, PAGE_SIZE};
 
 /// Pages a task touches (or syscalls it makes) before the scheduler moves on.
 pub const QUANTUM: u64 = 64;
+/// Cycles a CPU may run ahead of the next-earliest busy CPU before it yields (keeps shared
+/// state such as a contended atomic interleaved in time order).
+const SLICE_SLACK: f64 = 500.0;
 /// Consecutive VM_FAULT_OOM retries of one access before the task is killed.
 const OOM_RETRIES: u32 = 64;
 /// Events kept in the report (the rest are counted).
@@ -56,6 +59,7 @@ enum Cursor {
     Idle,
     Access { write: bool, next: u64, end: u64, stride: u64, value: u8, expect: Option<u8>, failed: bool },
     Compare { a: u64, b: u64, pos: u64, len: u64, expect: Option<bool> },
+    Atomic { addr: u64, remaining: u64, hold: u64 },
 }
 
 /// A simulated process.
@@ -96,6 +100,8 @@ pub struct Interp {
     run_seq: u64,
     /// The running task's cycle count when its quantum began.
     quantum_base: f64,
+    /// The running task yields once its cycle count passes this (another CPU is behind).
+    time_limit: f64,
     pub tasks: Vec<Task>,
     pub oracle: Option<Oracle>,
     pub check: CheckSummary,
@@ -125,6 +131,7 @@ impl Interp {
             machine,
             run_seq: 0,
             quantum_base: 0.0,
+            time_limit: f64::INFINITY,
             tasks: Vec::new(),
             oracle: check.then(Oracle::default),
             check: CheckSummary { enabled: check, ..Default::default() },
@@ -216,6 +223,15 @@ impl Interp {
         }
         let before = self.tasks[t].perf.cycles;
         self.quantum_base = before;
+        // Keep CPUs in step: run until this CPU passes the next-earliest other busy CPU.
+        let mine = self.machine.cpus[cpu].clock;
+        let other = self
+            .tasks
+            .iter()
+            .filter(|x| x.state == TaskState::Running && x.cpu != cpu)
+            .map(|x| self.machine.cpus[x.cpu].clock)
+            .fold(f64::INFINITY, f64::min);
+        self.time_limit = before + (other - mine).max(0.0) + SLICE_SLACK;
         self.run_task(t, QUANTUM);
         let spent = self.tasks[t].perf.cycles - before;
         self.machine.cpus[cpu].clock += spent;
@@ -229,7 +245,9 @@ impl Interp {
     fn run_task(&mut self, t: usize, budget: u64) {
         let mut budget = budget;
         while budget > 0 && self.tasks[t].state == TaskState::Running {
-            if self.steps >= self.max_steps {
+            // Atomics keep exact time order across CPUs; other work may run a little ahead.
+            let slack = if matches!(self.tasks[t].cursor, Cursor::Atomic { .. }) { SLICE_SLACK } else { 0.0 };
+            if self.steps >= self.max_steps || self.tasks[t].perf.cycles > self.time_limit - slack {
                 return;
             }
             if !matches!(self.tasks[t].cursor, Cursor::Idle) {
@@ -384,6 +402,10 @@ impl Interp {
                 self.tasks[t].cursor =
                     Cursor::Compare { a: ab + a.offset.0, b: bb + b.offset.0, pos: 0, len: length.0, expect: *expect };
             }
+            Op::Atomic(AtomicOp { region, offset, count, hold }) => {
+                let (a, _) = self.range(t, region, offset.0, Some(8));
+                self.tasks[t].cursor = Cursor::Atomic { addr: a & !7, remaining: *count, hold: *hold };
+            }
             Op::Loop(LoopOp { count, body }) => {
                 if *count > 0 {
                     self.tasks[t].frames.push(Frame { ops: Rc::new(body.clone()), pc: 0, remaining: count - 1 });
@@ -503,15 +525,17 @@ impl Interp {
     /// Make one page accessible: walk, fault as needed. Err when the task died.
     fn access_page(&mut self, t: usize, addr: u64, write: bool) -> Result<Pfn, Stop> {
         let mut oom_tries = 0;
+        let mut retry = false;
         loop {
             let mm = self.tasks[t].mm.ok_or(Stop::Dead)?;
             let cpu = self.tasks[t].cpu;
             if let Translation::Frame(pfn) =
-                self.machine.translate(cpu, &mut self.kernel, mm, addr, write, &mut self.tasks[t].perf)
+                self.machine.translate(cpu, &mut self.kernel, mm, addr, write, &mut self.tasks[t].perf, retry)
             {
                 return Ok(pfn);
             }
             self.tasks[t].page_faults += 1;
+            retry = true;
             let access = if write { Access::Write } else { Access::Read };
             let outcome = self.kernel.do_user_addr_fault(mm, addr, access);
             {
@@ -581,6 +605,7 @@ impl Interp {
         match self.tasks[t].cursor {
             Cursor::Access { .. } => self.continue_access(t, budget),
             Cursor::Compare { .. } => self.continue_compare(t, budget),
+            Cursor::Atomic { .. } => self.continue_atomic(t, budget),
             Cursor::Idle => 0,
         }
     }
@@ -588,7 +613,7 @@ impl Interp {
     fn continue_access(&mut self, t: usize, budget: u64) -> u64 {
         let pid = self.tasks[t].pid;
         let mut used = 0;
-        while used < budget {
+        while used < budget && (used == 0 || self.tasks[t].perf.cycles <= self.time_limit) {
             let Cursor::Access { write, next, end, stride, value, expect, failed } = self.tasks[t].cursor else {
                 return used;
             };
@@ -676,7 +701,7 @@ impl Interp {
     fn continue_compare(&mut self, t: usize, budget: u64) -> u64 {
         let pid = self.tasks[t].pid;
         let mut used = 0;
-        while used < budget {
+        while used < budget && (used == 0 || self.tasks[t].perf.cycles <= self.time_limit) {
             let Cursor::Compare { a, b, pos, len, expect } = self.tasks[t].cursor else {
                 return used;
             };
@@ -726,6 +751,30 @@ impl Interp {
             }
             if let Cursor::Compare { pos: p, .. } = &mut self.tasks[t].cursor {
                 *p += chunk;
+            }
+        }
+        used
+    }
+
+    fn continue_atomic(&mut self, t: usize, budget: u64) -> u64 {
+        let mut used = 0;
+        // Atomics run in exact time order across CPUs: no slack.
+        while used < budget && (used == 0 || self.tasks[t].perf.cycles <= self.time_limit - SLICE_SLACK) {
+            let Cursor::Atomic { addr, remaining, hold } = self.tasks[t].cursor else { return used };
+            if remaining == 0 {
+                self.tasks[t].cursor = Cursor::Idle;
+                return used;
+            }
+            used += 1;
+            self.steps += 1;
+            let Ok(pfn) = self.access_page(t, addr, true) else { return used };
+            let cpu = self.tasks[t].cpu;
+            let line = (pfn.phys() + (addr & (PAGE_SIZE - 1))) >> self.machine.line_size().trailing_zeros();
+            let now = self.machine.cpus[cpu].clock + self.tasks[t].perf.cycles - self.quantum_base;
+            let func = if hold > 0 { "spin_lock" } else { "atomic_add" };
+            self.machine.atomic_rmw(cpu, line, now, hold as f64, func, &mut self.tasks[t].perf);
+            if let Cursor::Atomic { remaining: r, .. } = &mut self.tasks[t].cursor {
+                *r -= 1;
             }
         }
         used

@@ -128,6 +128,7 @@ pub enum Op {
     Exit(ExitOp),
     Snapshot(SnapshotOp),
     Set(SetOp),
+    Atomic(AtomicOp),
 }
 
 /// The `mmap` op.
@@ -263,6 +264,20 @@ pub struct SnapshotOp {
     pub label: String,
 }
 
+/// The `atomic` op: `count` atomic increments (lock add) of the 8-byte word at `offset`; with
+/// `hold` > 0 each is a spinlock acquire that keeps the lock `hold` cycles before releasing.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AtomicOp {
+    pub region: String,
+    #[serde(default)]
+    pub offset: Size,
+    #[serde(default = "default_one")]
+    pub count: u64,
+    #[serde(default)]
+    pub hold: u64,
+}
+
 /// The `set` op.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -287,7 +302,8 @@ fn field<'de, T: Deserialize<'de>, D: Deserializer<'de>>(v: serde_json::Value) -
 /// Marks an error message that starts with a field path, so the caller can join the paths.
 const FIELD_MARK: &str = "\u{1}";
 
-const OP_NAMES: &str = "mmap, munmap, mprotect, madvise, read, write, compare, loop, fork, wait, exit, snapshot, set";
+const OP_NAMES: &str =
+    "mmap, munmap, mprotect, madvise, read, write, compare, loop, fork, wait, exit, snapshot, set, atomic";
 
 impl<'de> Deserialize<'de> for Op {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Op, D::Error> {
@@ -311,6 +327,7 @@ impl<'de> Deserialize<'de> for Op {
             "wait" => Op::Wait(field::<WaitOp, D>(v)?),
             "exit" => Op::Exit(field::<ExitOp, D>(v)?),
             "snapshot" => Op::Snapshot(field::<SnapshotOp, D>(v)?),
+            "atomic" => Op::Atomic(field::<AtomicOp, D>(v)?),
             "set" => Op::Set(field::<SetOp, D>(v)?),
             other => {
                 return Err(de::Error::custom(format!(
@@ -472,6 +489,7 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>) -> Result<(), E
                 let mut k = crate::kernel::knobs::Knobs::default();
                 k.set(knob, &value.0).map_err(|e| err(i, "knob", e))?;
             }
+            Op::Atomic(AtomicOp { region, .. }) => known(names, i, "region", region)?,
             Op::Wait(_) | Op::Exit(_) | Op::Snapshot(_) => {}
         }
     }
