@@ -184,6 +184,7 @@ impl Machine {
     /// Translate `vaddr` for `cpu` running `mm`: the TLBs, then a hardware page walk whose
     /// entry reads go through the data caches. Counts TLB misses (not again for the retry of
     /// an access after its fault), walks and their cycles.
+    #[allow(clippy::too_many_arguments)]
     pub fn translate(
         &mut self,
         cpu: usize,
