@@ -126,6 +126,17 @@ pub struct CheckSummary {
     pub invariant_checks: u64,
 }
 
+/// How the engine ran the workload.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Operations simulated step by step (pages touched, system calls).
+    pub steps: u64,
+    /// Loop iterations not simulated one by one because the state before and after an
+    /// iteration was identical: their counts are exact multiples of that iteration's.
+    pub fast_forwarded_iterations: u64,
+    pub fast_forwarded_steps: u64,
+}
+
 /// The whole run: what `mmsim run --json` prints.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Report {
@@ -143,6 +154,7 @@ pub struct Report {
     pub snapshots: Vec<Snapshot>,
     pub events: Vec<Event>,
     pub check: CheckSummary,
+    pub engine: EngineStats,
     /// True when the run should exit non-zero (an expect failed or the check found a mismatch).
     pub failed: bool,
 }

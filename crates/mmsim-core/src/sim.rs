@@ -117,6 +117,11 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
         snapshots,
         events,
         check: CheckSummary { ..check },
+        engine: crate::report::EngineStats {
+            steps: it.steps,
+            fast_forwarded_iterations: it.fast_forwarded,
+            fast_forwarded_steps: it.fast_forward_steps,
+        },
         failed,
     })
 }

@@ -26,6 +26,15 @@ impl Replacement {
 
 const INVALID: u64 = u64::MAX;
 
+/// A tag and its recency stamp, kept together so a set's scan touches few host lines.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    tag: u64,
+    stamp: u64,
+}
+
+const EMPTY: Slot = Slot { tag: INVALID, stamp: 0 };
+
 /// A set-associative array of tags.
 #[derive(Clone, Debug)]
 pub struct SetAssoc {
@@ -33,10 +42,9 @@ pub struct SetAssoc {
     /// sets - 1 when the number of sets is a power of two (mask), else 0 and `sets` is used.
     set_mask: u64,
     sets: u64,
-    tags: Vec<u64>,
+    slots: Vec<Slot>,
     /// A payload per entry (a TLB's translation); unused by caches.
     vals: Vec<u64>,
-    stamps: Vec<u64>,
     tick: u64,
     policy: Replacement,
     rng: u64,
@@ -51,9 +59,8 @@ impl SetAssoc {
                 ways: 0,
                 set_mask: 0,
                 sets: 0,
-                tags: Vec::new(),
+                slots: Vec::new(),
                 vals: Vec::new(),
-                stamps: Vec::new(),
                 tick: 0,
                 policy,
                 rng: 1,
@@ -69,9 +76,8 @@ impl SetAssoc {
             // for the slice hash real LLCs use.
             set_mask: if sets.is_power_of_two() { (sets - 1) as u64 } else { 0 },
             sets: sets as u64,
-            tags: vec![INVALID; entries],
+            slots: vec![EMPTY; entries],
             vals: vec![0; entries],
-            stamps: vec![0; entries],
             tick: 0,
             policy,
             rng: 0x9e37_79b9_7f4a_7c15,
@@ -80,7 +86,7 @@ impl SetAssoc {
 
     /// Total entries.
     pub fn capacity(&self) -> usize {
-        self.tags.len()
+        self.slots.len()
     }
 
     #[inline]
@@ -89,23 +95,51 @@ impl SetAssoc {
         (set as usize) * self.ways
     }
 
+    #[inline]
+    fn touch(&mut self, i: usize) {
+        if self.policy == Replacement::Lru {
+            self.tick += 1;
+            self.slots[i].stamp = self.tick;
+        }
+    }
+
+    /// Find `key` in its set, or the slot to evict for it (Err).
+    #[inline]
+    fn find(&mut self, key: u64) -> Result<usize, usize> {
+        let b = self.set_base(key);
+        let mut victim = b;
+        let mut best = u64::MAX;
+        for (i, s) in self.slots[b..b + self.ways].iter().enumerate() {
+            if s.tag == key {
+                return Ok(b + i);
+            }
+            let st = if s.tag == INVALID { 0 } else { s.stamp };
+            if st < best {
+                best = st;
+                victim = b + i;
+            }
+        }
+        if best != 0 && self.policy == Replacement::Random {
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 7;
+            self.rng ^= self.rng << 17;
+            victim = b + (self.rng % self.ways as u64) as usize;
+        }
+        Err(victim)
+    }
+
+    #[inline]
+    fn place(&mut self, i: usize, key: u64) -> Option<u64> {
+        let old = self.slots[i].tag;
+        self.tick += 1;
+        self.slots[i] = Slot { tag: key, stamp: self.tick };
+        (old != INVALID).then_some(old)
+    }
+
     /// Look `key` up; a hit refreshes its recency (LRU).
     #[inline]
     pub fn lookup(&mut self, key: u64) -> bool {
-        if self.ways == 0 {
-            return false;
-        }
-        let b = self.set_base(key);
-        for i in b..b + self.ways {
-            if self.tags[i] == key {
-                if self.policy == Replacement::Lru {
-                    self.tick += 1;
-                    self.stamps[i] = self.tick;
-                }
-                return true;
-            }
-        }
-        false
+        self.get(key).is_some()
     }
 
     /// Look `key` up and return its payload; a hit refreshes its recency (LRU).
@@ -115,16 +149,9 @@ impl SetAssoc {
             return None;
         }
         let b = self.set_base(key);
-        for i in b..b + self.ways {
-            if self.tags[i] == key {
-                if self.policy == Replacement::Lru {
-                    self.tick += 1;
-                    self.stamps[i] = self.tick;
-                }
-                return Some(self.vals[i]);
-            }
-        }
-        None
+        let i = b + self.slots[b..b + self.ways].iter().position(|s| s.tag == key)?;
+        self.touch(i);
+        Some(self.vals[i])
     }
 
     /// Insert or update `key` with payload `val`; returns the evicted key.
@@ -133,16 +160,16 @@ impl SetAssoc {
         if self.ways == 0 {
             return None;
         }
-        let b = self.set_base(key);
-        for i in b..b + self.ways {
-            if self.tags[i] == key {
+        match self.find(key) {
+            Ok(i) => {
                 self.vals[i] = val;
-                return None;
+                None
+            }
+            Err(v) => {
+                self.vals[v] = val;
+                self.place(v, key)
             }
         }
-        let (slot, old) = self.insert_slot(key);
-        self.vals[slot] = val;
-        old
     }
 
     /// Whether `key` is present, without touching recency.
@@ -151,7 +178,7 @@ impl SetAssoc {
             return false;
         }
         let b = self.set_base(key);
-        self.tags[b..b + self.ways].contains(&key)
+        self.slots[b..b + self.ways].iter().any(|s| s.tag == key)
     }
 
     /// Insert `key` (assumed absent), evicting by policy; returns the evicted key.
@@ -160,46 +187,39 @@ impl SetAssoc {
         if self.ways == 0 {
             return None;
         }
-        self.insert_slot(key).1
+        match self.find(key) {
+            Ok(_) => None,
+            Err(v) => self.place(v, key),
+        }
     }
 
-    #[inline]
-    fn insert_slot(&mut self, key: u64) -> (usize, Option<u64>) {
-        let b = self.set_base(key);
-        let mut victim = b;
-        let mut best = u64::MAX;
-        for i in b..b + self.ways {
-            if self.tags[i] == INVALID {
-                victim = i;
-                best = 0;
-                break;
-            }
-            if self.stamps[i] < best {
-                best = self.stamps[i];
-                victim = i;
-            }
-        }
-        if best != 0 && self.policy == Replacement::Random {
-            self.rng ^= self.rng << 13;
-            self.rng ^= self.rng >> 7;
-            self.rng ^= self.rng << 17;
-            victim = b + (self.rng % self.ways as u64) as usize;
-        }
-        let old = self.tags[victim];
-        self.tags[victim] = key;
-        self.tick += 1;
-        self.stamps[victim] = self.tick;
-        (victim, (old != INVALID).then_some(old))
-    }
-
-    /// Look up and fill on a miss; true on a hit.
+    /// Look up and fill on a miss, in one pass over the set; true on a hit.
     #[inline]
     pub fn access(&mut self, key: u64) -> bool {
-        if self.lookup(key) {
-            return true;
+        if self.ways == 0 {
+            return false;
         }
-        self.insert(key);
-        false
+        match self.find(key) {
+            Ok(i) => {
+                self.touch(i);
+                true
+            }
+            Err(v) => {
+                self.place(v, key);
+                false
+            }
+        }
+    }
+
+    /// Insert `key` if absent without touching the recency of a present entry (a prefetch).
+    #[inline]
+    pub fn fill(&mut self, key: u64) {
+        if self.ways == 0 {
+            return;
+        }
+        if let Err(v) = self.find(key) {
+            self.place(v, key);
+        }
     }
 
     /// Drop `key` if present (invlpg, a cache line invalidation).
@@ -208,23 +228,21 @@ impl SetAssoc {
             return false;
         }
         let b = self.set_base(key);
-        for i in b..b + self.ways {
-            if self.tags[i] == key {
-                self.tags[i] = INVALID;
-                self.stamps[i] = 0;
-                return true;
+        match self.slots[b..b + self.ways].iter().position(|s| s.tag == key) {
+            Some(i) => {
+                self.slots[b + i] = EMPTY;
+                true
             }
+            None => false,
         }
-        false
     }
 
     /// Drop every entry for which `pred(key)` holds (a flush by ASID, say).
     pub fn invalidate_if(&mut self, pred: impl Fn(u64) -> bool) -> u64 {
         let mut n = 0;
-        for i in 0..self.tags.len() {
-            if self.tags[i] != INVALID && pred(self.tags[i]) {
-                self.tags[i] = INVALID;
-                self.stamps[i] = 0;
+        for slot in self.slots.iter_mut() {
+            if slot.tag != INVALID && pred(slot.tag) {
+                *slot = EMPTY;
                 n += 1;
             }
         }
@@ -233,15 +251,14 @@ impl SetAssoc {
 
     /// Drop everything.
     pub fn flush(&mut self) {
-        self.tags.fill(INVALID);
-        self.stamps.fill(0);
+        self.slots.fill(EMPTY);
     }
 
     /// Keys of one set from most to least recently used (tests and debugging).
     pub fn set_order(&self, set: usize) -> Vec<u64> {
         let b = set * self.ways;
         let mut v: Vec<(u64, u64)> =
-            (b..b + self.ways).filter(|&i| self.tags[i] != INVALID).map(|i| (self.stamps[i], self.tags[i])).collect();
+            self.slots[b..b + self.ways].iter().filter(|s| s.tag != INVALID).map(|s| (s.stamp, s.tag)).collect();
         v.sort_by_key(|e| std::cmp::Reverse(e.0));
         v.into_iter().map(|e| e.1).collect()
     }

@@ -127,22 +127,15 @@ impl Machine {
     #[inline]
     pub fn cache_access(&mut self, cpu: usize, line: u64) -> Level {
         let c = &mut self.cpus[cpu];
-        if c.l1d.lookup(line) {
+        if c.l1d.access(line) {
             return Level::L1;
         }
-        c.l1d.insert(line);
-        if c.l2.lookup(line) {
+        if c.l2.access(line) {
             return Level::L2;
         }
-        c.l2.insert(line);
         let stream = c.last_l2_miss.wrapping_add(1) == line;
         c.last_l2_miss = line;
-        let level = if self.llc.lookup(line) {
-            Level::Llc
-        } else {
-            self.llc.insert(line);
-            Level::Mem
-        };
+        let level = if self.llc.access(line) { Level::Llc } else { Level::Mem };
         let degree = self.p.cache.prefetch_degree as u64;
         if stream && degree > 0 {
             let lines_per_page = PAGE_SIZE >> self.line_shift;
@@ -152,12 +145,8 @@ impl Machine {
                 if l / lines_per_page != line / lines_per_page {
                     break;
                 }
-                if !c.l2.contains(l) {
-                    c.l2.insert(l);
-                }
-                if !self.llc.contains(l) {
-                    self.llc.insert(l);
-                }
+                c.l2.fill(l);
+                self.llc.fill(l);
             }
         }
         level

@@ -51,7 +51,22 @@ struct Frame {
     pc: usize,
     /// Further iterations of this body after the current one.
     remaining: u64,
+    /// The state when the current iteration began (loops long enough to fast-forward).
+    mark: Option<IterMark>,
 }
+
+/// What a loop iteration started from: if the next one starts from the same state, every
+/// later iteration repeats it exactly.
+struct IterMark {
+    digest: u64,
+    perf: PerfCounters,
+    faults: i64,
+    steps: u64,
+}
+
+/// Iterations shorter than this many steps are not considered for fast-forward (the state
+/// digest would cost more than running them).
+const FAST_FORWARD_MIN_STEPS: u64 = 2048;
 
 /// A read/write/compare in progress (so a long op can be preempted).
 #[derive(Clone, Copy)]
@@ -114,6 +129,9 @@ pub struct Interp {
     pub invariant_violation: Option<String>,
     /// Memory operations executed (steps), for limits and statistics.
     pub steps: u64,
+    /// Loop iterations skipped by exact fast-forward, and the steps they stand for.
+    pub fast_forwarded: u64,
+    pub fast_forward_steps: u64,
     pub max_steps: u64,
 }
 
@@ -141,6 +159,8 @@ impl Interp {
             check_invariants_each_op: false,
             invariant_violation: None,
             steps: 0,
+            fast_forwarded: 0,
+            fast_forward_steps: 0,
             max_steps: u64::MAX,
         };
         // The first process exists before the workload starts: fault injection does not apply.
@@ -151,7 +171,7 @@ impl Interp {
             pid: 1,
             ppid: 0,
             mm: Some(mm),
-            frames: vec![Frame { ops: Rc::new(program), pc: 0, remaining: 0 }],
+            frames: vec![Frame { ops: Rc::new(program), pc: 0, remaining: 0, mark: None }],
             regions: HashMap::new(),
             state: TaskState::Running,
             minflt: 0,
@@ -274,20 +294,56 @@ impl Interp {
 
     /// Fetch the next op, unwinding finished loop bodies.
     fn next_op(&mut self, t: usize) -> Option<Op> {
-        let task = &mut self.tasks[t];
         loop {
-            let f = task.frames.last_mut()?;
+            let f = self.tasks[t].frames.last_mut()?;
             if f.pc < f.ops.len() {
                 f.pc += 1;
                 return Some(f.ops[f.pc - 1].clone());
             }
             if f.remaining > 0 {
-                f.remaining -= 1;
-                f.pc = 0;
+                self.iteration_boundary(t);
+                let f = self.tasks[t].frames.last_mut().expect("frame");
+                if f.remaining > 0 {
+                    f.remaining -= 1;
+                    f.pc = 0;
+                }
                 continue;
             }
-            task.frames.pop();
+            self.tasks[t].frames.pop();
         }
+    }
+
+    /// At the end of a loop iteration: if this iteration started from exactly the state it
+    /// ended in (caches, TLBs, no fault or system call, one task running), every remaining
+    /// iteration would repeat it: add their counts at once (exact fast-forward).
+    fn iteration_boundary(&mut self, t: usize) {
+        let others = self.tasks.iter().enumerate().any(|(i, x)| i != t && x.state == TaskState::Running);
+        let faults = self.kernel.stat.events[crate::kernel::vmstat::VmEvent::PgFault] + self.tasks[t].page_faults;
+        let steps = self.steps;
+        let f = self.tasks[t].frames.last().expect("frame");
+        let long = f.mark.as_ref().is_none_or(|m| steps - m.steps >= FAST_FORWARD_MIN_STEPS);
+        if others || !long {
+            let f = self.tasks[t].frames.last_mut().expect("frame");
+            f.mark = None;
+            return;
+        }
+        let digest = self.machine.digest();
+        let perf = self.tasks[t].perf.clone();
+        let f = self.tasks[t].frames.last_mut().expect("frame");
+        if let Some(m) = f.mark.take() {
+            if m.digest == digest && m.faults == faults {
+                let n = f.remaining;
+                f.remaining = 0;
+                // The skipped cycles reach the CPU clock with the rest of this quantum's.
+                let delta = perf.minus(&m.perf).scaled(n);
+                self.tasks[t].perf.add(&delta);
+                self.fast_forwarded += n;
+                self.fast_forward_steps += (steps - m.steps) * n;
+                return;
+            }
+        }
+        let f = self.tasks[t].frames.last_mut().expect("frame");
+        f.mark = Some(IterMark { digest, perf, faults, steps });
     }
 
     fn region(&self, t: usize, name: &str) -> (u64, u64) {
@@ -408,7 +464,12 @@ impl Interp {
             }
             Op::Loop(LoopOp { count, body }) => {
                 if *count > 0 {
-                    self.tasks[t].frames.push(Frame { ops: Rc::new(body.clone()), pc: 0, remaining: count - 1 });
+                    self.tasks[t].frames.push(Frame {
+                        ops: Rc::new(body.clone()),
+                        pc: 0,
+                        remaining: count - 1,
+                        mark: None,
+                    });
                 }
             }
             Op::Fork(ForkOp { count, program, cpu }) => {
@@ -476,7 +537,7 @@ impl Interp {
             pid,
             ppid: parent_pid,
             mm: Some(child_mm),
-            frames: vec![Frame { ops: program, pc: 0, remaining: 0 }],
+            frames: vec![Frame { ops: program, pc: 0, remaining: 0, mark: None }],
             regions,
             state: TaskState::Running,
             minflt: 0,
