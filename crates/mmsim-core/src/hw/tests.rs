@@ -169,3 +169,26 @@ fn a_held_lock_delays_the_other_cpus() {
     assert!(long > 1.8e6 && long < 2.4e6, "{long}");
     assert!(short < 0.05 * long);
 }
+
+/// Fast-forwarded loop iterations give exactly the counts of running every iteration.
+#[test]
+fn fast_forward_is_exact() {
+    let body = json!({"op":"compare","a":{"region":"p"},"b":{"region":"p","offset":"16M"},"length":"16M","expect":true});
+    let prog = |unrolled: bool| {
+        let mut p = vec![json!({"op":"mmap","name":"p","size":"32M","align":"2M"})];
+        if unrolled {
+            p.extend(std::iter::repeat_n(body.clone(), 6));
+        } else {
+            p.push(json!({"op":"loop","count":6,"body":[body.clone()]}));
+        }
+        json!({"knobs":{"transparent_hugepage/enabled":"always"},"program":p})
+    };
+    let looped = run_with_sets(prog(false), &[]);
+    let unrolled = run_with_sets(prog(true), &[]);
+    assert!(looped.engine.fast_forwarded_iterations > 0, "the loop was fast-forwarded");
+    assert_eq!(unrolled.engine.fast_forwarded_iterations, 0);
+    for name in ["cycles", "instructions", "dTLB-load-misses", "L1-dcache-load-misses", "LLC-load-misses", "page-walks"] {
+        let (a, b) = (perf(&looped, name), perf(&unrolled, name));
+        assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{name}: fast-forward {a} vs step by step {b}");
+    }
+}
