@@ -14,3 +14,33 @@ pub fn run_json(workload_json: &str, sets: &[(String, String)], check: bool) -> 
 pub fn knobs_json() -> String {
     serde_json::to_string(&crate::kernel::knobs::Knobs::describe()).expect("serialise")
 }
+
+/// The built-in hardware profiles as a JSON list of {name, description}.
+pub fn profiles_json() -> String {
+    let list: Vec<serde_json::Value> = crate::hw::profile::BUILTIN
+        .iter()
+        .map(|(name, text)| {
+            let desc = crate::hw::profile::parse(text, &[]).map(|p| p.description).unwrap_or_else(|e| e);
+            serde_json::json!({"name": name, "description": desc})
+        })
+        .collect();
+    serde_json::Value::Array(list).to_string()
+}
+
+/// One profile as a JSON list of [PATH, VALUE] pairs (PATH as `--set hw.PATH=VALUE` takes it).
+pub fn profile_show_json(name: &str) -> Result<String, Error> {
+    let text = crate::hw::profile::BUILTIN.iter().find(|b| b.0 == name).map(|b| b.1).ok_or_else(|| {
+        Error::Profile(format!("unknown profile {name:?} (known: {})", crate::hw::profile::names().join(", ")))
+    })?;
+    let flat = crate::hw::profile::flatten(text).map_err(Error::Profile)?;
+    Ok(serde_json::to_string(&flat).expect("serialise"))
+}
+
+/// The TOML text of a built-in profile (to copy and edit).
+pub fn profile_text(name: &str) -> Result<String, Error> {
+    crate::hw::profile::BUILTIN
+        .iter()
+        .find(|b| b.0 == name)
+        .map(|b| b.1.to_string())
+        .ok_or_else(|| Error::Profile(format!("unknown profile {name:?}")))
+}

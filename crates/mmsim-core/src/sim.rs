@@ -25,6 +25,8 @@ pub struct RunOptions {
     pub max_steps: Option<u64>,
     /// Deliberate bugs (tests of the checkers only).
     pub sabotage: crate::kernel::Sabotage,
+    /// Exact fast-forward of repeating loop iterations (default on).
+    pub fast_forward: Option<bool>,
 }
 
 /// Run `w` with knob overrides `sets` (applied after the workload's own knobs).
@@ -39,7 +41,33 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
         knobs.set(k, &v.0).map_err(|e| Error::Knob(format!("knobs.{k}: {e}")))?;
     }
     let mut hw_sets = Vec::new();
+    let mut opts = opts.clone();
     for (k, v) in sets {
+        if let Some(name) = k.strip_prefix("engine.") {
+            let bad = || {
+                Error::Knob(format!(
+                    "--set {k}={v}: expected {}",
+                    if name == "fast_forward" { "0 or 1" } else { "a positive integer" }
+                ))
+            };
+            match name {
+                "fast_forward" => {
+                    opts.fast_forward = Some(
+                        matches!(v.as_str(), "1" | "true")
+                            .then_some(true)
+                            .or(matches!(v.as_str(), "0" | "false").then_some(false))
+                            .ok_or_else(bad)?,
+                    )
+                }
+                "max_ops" => opts.max_steps = Some(v.parse().map_err(|_| bad())?),
+                _ => {
+                    return Err(Error::Knob(format!(
+                        "--set {k}: unknown engine option (known: engine.fast_forward, engine.max_ops)"
+                    )))
+                }
+            }
+            continue;
+        }
         if let Some(path) = k.strip_prefix("hw.") {
             hw_sets.push((path.to_string(), v.clone()));
             continue;
@@ -54,6 +82,7 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
     let first_cpu = w.cpu.unwrap_or(0) as usize % w.machine.cpus as usize;
     let mut it = Interp::new(kernel, machine, w.program.clone(), first_cpu, opts.check).map_err(Error::Limit)?;
     it.check_invariants_each_op = opts.invariants_each_op;
+    it.fast_forward = opts.fast_forward.unwrap_or(true);
     if let Some(m) = opts.max_steps {
         it.max_steps = m;
     }

@@ -48,6 +48,8 @@ pub struct SetAssoc {
     tick: u64,
     policy: Replacement,
     rng: u64,
+    /// Valid entries (an empty array answers every lookup at once).
+    len: usize,
 }
 
 impl SetAssoc {
@@ -64,6 +66,7 @@ impl SetAssoc {
                 tick: 0,
                 policy,
                 rng: 1,
+                len: 0,
             });
         }
         if ways == 0 || !entries.is_multiple_of(ways) {
@@ -81,6 +84,7 @@ impl SetAssoc {
             tick: 0,
             policy,
             rng: 0x9e37_79b9_7f4a_7c15,
+            len: 0,
         })
     }
 
@@ -133,6 +137,9 @@ impl SetAssoc {
         let old = self.slots[i].tag;
         self.tick += 1;
         self.slots[i] = Slot { tag: key, stamp: self.tick };
+        if old == INVALID {
+            self.len += 1;
+        }
         (old != INVALID).then_some(old)
     }
 
@@ -145,7 +152,7 @@ impl SetAssoc {
     /// Look `key` up and return its payload; a hit refreshes its recency (LRU).
     #[inline]
     pub fn get(&mut self, key: u64) -> Option<u64> {
-        if self.ways == 0 {
+        if self.len == 0 {
             return None;
         }
         let b = self.set_base(key);
@@ -174,7 +181,7 @@ impl SetAssoc {
 
     /// Whether `key` is present, without touching recency.
     pub fn contains(&self, key: u64) -> bool {
-        if self.ways == 0 {
+        if self.len == 0 {
             return false;
         }
         let b = self.set_base(key);
@@ -224,13 +231,14 @@ impl SetAssoc {
 
     /// Drop `key` if present (invlpg, a cache line invalidation).
     pub fn invalidate(&mut self, key: u64) -> bool {
-        if self.ways == 0 {
+        if self.len == 0 {
             return false;
         }
         let b = self.set_base(key);
         match self.slots[b..b + self.ways].iter().position(|s| s.tag == key) {
             Some(i) => {
                 self.slots[b + i] = EMPTY;
+                self.len -= 1;
                 true
             }
             None => false,
@@ -239,6 +247,9 @@ impl SetAssoc {
 
     /// Drop every entry for which `pred(key)` holds (a flush by ASID, say).
     pub fn invalidate_if(&mut self, pred: impl Fn(u64) -> bool) -> u64 {
+        if self.len == 0 {
+            return 0;
+        }
         let mut n = 0;
         for slot in self.slots.iter_mut() {
             if slot.tag != INVALID && pred(slot.tag) {
@@ -246,12 +257,16 @@ impl SetAssoc {
                 n += 1;
             }
         }
+        self.len -= n as usize;
         n
     }
 
     /// Drop everything.
     pub fn flush(&mut self) {
-        self.slots.fill(EMPTY);
+        if self.len > 0 {
+            self.slots.fill(EMPTY);
+        }
+        self.len = 0;
     }
 
     /// Keys of one set from most to least recently used (tests and debugging).

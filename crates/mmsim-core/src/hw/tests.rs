@@ -173,7 +173,8 @@ fn a_held_lock_delays_the_other_cpus() {
 /// Fast-forwarded loop iterations give exactly the counts of running every iteration.
 #[test]
 fn fast_forward_is_exact() {
-    let body = json!({"op":"compare","a":{"region":"p"},"b":{"region":"p","offset":"16M"},"length":"16M","expect":true});
+    let body =
+        json!({"op":"compare","a":{"region":"p"},"b":{"region":"p","offset":"16M"},"length":"16M","expect":true});
     let prog = |unrolled: bool| {
         let mut p = vec![json!({"op":"mmap","name":"p","size":"32M","align":"2M"})];
         if unrolled {
@@ -187,7 +188,8 @@ fn fast_forward_is_exact() {
     let unrolled = run_with_sets(prog(true), &[]);
     assert!(looped.engine.fast_forwarded_iterations > 0, "the loop was fast-forwarded");
     assert_eq!(unrolled.engine.fast_forwarded_iterations, 0);
-    for name in ["cycles", "instructions", "dTLB-load-misses", "L1-dcache-load-misses", "LLC-load-misses", "page-walks"] {
+    for name in ["cycles", "instructions", "dTLB-load-misses", "L1-dcache-load-misses", "LLC-load-misses", "page-walks"]
+    {
         let (a, b) = (perf(&looped, name), perf(&unrolled, name));
         assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{name}: fast-forward {a} vs step by step {b}");
     }

@@ -132,6 +132,8 @@ pub struct Interp {
     /// Loop iterations skipped by exact fast-forward, and the steps they stand for.
     pub fast_forwarded: u64,
     pub fast_forward_steps: u64,
+    /// Whether loops may be fast-forwarded.
+    pub fast_forward: bool,
     pub max_steps: u64,
 }
 
@@ -161,6 +163,7 @@ impl Interp {
             steps: 0,
             fast_forwarded: 0,
             fast_forward_steps: 0,
+            fast_forward: true,
             max_steps: u64::MAX,
         };
         // The first process exists before the workload starts: fault injection does not apply.
@@ -322,7 +325,7 @@ impl Interp {
         let steps = self.steps;
         let f = self.tasks[t].frames.last().expect("frame");
         let long = f.mark.as_ref().is_none_or(|m| steps - m.steps >= FAST_FORWARD_MIN_STEPS);
-        if others || !long {
+        if others || !long || !self.fast_forward {
             let f = self.tasks[t].frames.last_mut().expect("frame");
             f.mark = None;
             return;

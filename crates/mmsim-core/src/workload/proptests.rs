@@ -133,7 +133,13 @@ static FORKS: AtomicU64 = AtomicU64::new(0);
 pub fn check_workload(w: &Value, sabotage: Sabotage) -> Result<(), String> {
     let text = w.to_string();
     let spec = parse_workload(&text).map_err(|e| format!("{e}\n{text}"))?;
-    let opts = RunOptions { check: true, invariants_each_op: true, max_steps: Some(5_000_000), sabotage };
+    let opts = RunOptions {
+        check: true,
+        invariants_each_op: true,
+        max_steps: Some(5_000_000),
+        sabotage,
+        ..Default::default()
+    };
     let r = run_with(&spec, &[], &opts).map_err(|e| format!("{e}\n{text}"))?;
     READS.fetch_add(r.check.reads_checked, Ordering::Relaxed);
     FORKS.fetch_add(r.processes.len() as u64 - 1, Ordering::Relaxed);
