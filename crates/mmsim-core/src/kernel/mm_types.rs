@@ -93,6 +93,9 @@ pub enum FrameData {
     Zero,
     Data(Box<PageContent>),
     Table(Box<[u64; 512]>),
+    /// A page table whose entries are all none (kept without its 4 KiB until written: a
+    /// deposited table costs the simulator nothing until it is withdrawn).
+    EmptyTable,
 }
 
 impl FrameData {

@@ -186,6 +186,7 @@ impl Kernel {
     pub fn entry(&self, table: Pfn, idx: usize) -> Entry {
         match &self.mem.data[table.idx()] {
             FrameData::Table(t) => Entry(t[idx]),
+            FrameData::EmptyTable => Entry::NONE,
             _ => panic!("frame {:#x} is not a page table", table.0),
         }
     }
@@ -195,6 +196,13 @@ impl Kernel {
     pub fn set_entry(&mut self, table: Pfn, idx: usize, e: Entry) {
         match &mut self.mem.data[table.idx()] {
             FrameData::Table(t) => t[idx] = e.0,
+            d @ FrameData::EmptyTable => {
+                if e.0 != 0 {
+                    let mut t = Box::new([0u64; 512]);
+                    t[idx] = e.0;
+                    *d = FrameData::Table(t);
+                }
+            }
             _ => panic!("frame {:#x} is not a page table", table.0),
         }
     }
@@ -205,7 +213,7 @@ impl Kernel {
         let a = self.alloc_pages(0, gfp::ZERO | gfp::DIRECT_RECLAIM | gfp::TABLE)?;
         let p = &mut self.mem.pages[a.pfn.idx()];
         p.set(pg::TABLE);
-        self.mem.data[a.pfn.idx()] = FrameData::Table(Box::new([0; 512]));
+        self.mem.data[a.pfn.idx()] = FrameData::EmptyTable;
         self.stat.mod_item(VmItem::NrPageTablePages, 1);
         if let Some(mm) = mm {
             self.mm_mut(mm).pgtables_bytes += PAGE_SIZE as i64;

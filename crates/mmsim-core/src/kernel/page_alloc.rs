@@ -223,7 +223,7 @@ impl PhysMem {
         stat.count_n(VmEvent::PgFree, n as i64);
         for i in 0..n as u32 {
             let d = &mut self.data[(pfn + i) as usize];
-            if let FrameData::Table(_) = d {
+            if let FrameData::Table(_) | FrameData::EmptyTable = d {
                 *d = FrameData::Data(Box::new(PageContent::filled(0xaa)));
             }
         }

@@ -1,0 +1,66 @@
+# mmsim: build, test, lint and run. `make help` lists the targets.
+# On a fresh machine (python3 and cargo only) `make test` and `make run` set everything up:
+# a virtualenv in .venv with the build and test tools, and the extension built into it.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# Build pyo3 against the venv's interpreter everywhere, so cargo and maturin share one build.
+export PYO3_PYTHON := $(abspath $(BIN)/python)
+
+# Stamps: the venv's tools, and the extension built from the current sources.
+TOOLS := $(VENV)/.tools
+BUILT := $(VENV)/.built
+DEV_DEPS := maturin pytest pyyaml ruff hypothesis
+SOURCES := $(shell find crates profiles -type f \( -name '*.rs' -o -name '*.toml' \) -not -path '*/target/*' 2>/dev/null) \
+	Cargo.toml Cargo.lock pyproject.toml
+
+RUN_WORKLOAD := experiments/workloads/hzp-rss.json
+RUN_OUT := target/mmsim-run
+
+.PHONY: help build test lint fmt run clean
+
+help: ## list the targets
+	@grep -E '^[a-z][a-zA-Z_-]*:.*## ' $(MAKEFILE_LIST) | \
+		awk 'BEGIN {FS = ":.*## "}; {printf "  make %-8s %s\n", $$1, $$2}'
+
+$(TOOLS):
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet $(DEV_DEPS)
+	touch $@
+
+$(BUILT): $(TOOLS) $(SOURCES)
+	VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/maturin develop --release --quiet
+	touch $@
+
+build: $(BUILT) ## create .venv and build the extension into it (.venv/bin/mmsim)
+
+test: build ## build, then run the Rust and Python test suites
+	cargo test --workspace --exclude mmsim-py
+	$(BIN)/pytest -q python/tests
+
+lint: $(TOOLS) ## rustfmt, clippy (warnings are errors) and ruff
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	$(BIN)/ruff check python
+	$(BIN)/ruff format --check python
+
+fmt: $(TOOLS) ## format Rust and Python sources in place
+	cargo fmt --all
+	$(BIN)/ruff check --fix-only --quiet python
+	$(BIN)/ruff format python
+
+run: build ## build, then run the hzp-rss workload (output in target/mmsim-run/)
+	mkdir -p $(RUN_OUT)
+	$(BIN)/mmsim run $(RUN_WORKLOAD) | tee $(RUN_OUT)/hzp-rss.txt
+	$(BIN)/mmsim run --json $(RUN_WORKLOAD) > $(RUN_OUT)/hzp-rss.json
+	@echo
+	@echo "output: $(RUN_OUT)/hzp-rss.txt (text) and $(RUN_OUT)/hzp-rss.json (--json)"
+
+clean: ## remove the virtualenv and build outputs
+	rm -rf $(VENV) target python/mmsim/_mmsim*.so

@@ -1,0 +1,24 @@
+"""mmsim: a Linux-faithful memory-management simulator.
+
+Run a workload and read its counters in Linux's own vocabulary:
+
+>>> import mmsim
+>>> report = mmsim.run_workload({
+...     "knobs": {"transparent_hugepage/enabled": "never"},
+...     "program": [
+...         {"op": "mmap", "name": "p", "size": "4M", "align": "2M"},
+...         {"op": "read", "region": "p"},
+...     ],
+... })
+>>> report["vmstat"]["pgfault"]
+1024
+"""
+
+from mmsim._mmsim import MmsimError
+from mmsim._mmsim import version as _engine_version
+from mmsim.knobs import knobs
+from mmsim.workload import load_workload, run_workload
+
+__version__: str = _engine_version()
+
+__all__ = ["MmsimError", "__version__", "knobs", "load_workload", "run_workload"]

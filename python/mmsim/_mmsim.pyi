@@ -1,0 +1,13 @@
+"""The compiled engine (crates/mmsim-py): JSON in, JSON out."""
+
+class MmsimError(ValueError):
+    """A bad workload, knob, profile or file: the message is one line naming what is wrong."""
+
+def run(workload_json: str, sets: list[tuple[str, str]] = ..., check: bool = ...) -> str:
+    """Run a workload given as JSON text; returns the report as JSON text."""
+
+def knobs() -> str:
+    """Every knob as a JSON list of ``{name, default, values, help}``."""
+
+def version() -> str:
+    """The engine's version."""

@@ -1,0 +1,130 @@
+"""The ``mmsim`` command.
+
+    mmsim run WORKLOAD [--set KNOB=VALUE ...] [--check] [--json]
+    mmsim knobs [--json]
+
+Exit status: 0 on success; 1 when the run failed (an ``expect`` did not hold, ``--check``
+found a mismatch or an invariant broke), after printing its report; 2 for a bad workload,
+knob or file, with one line ``mmsim: error: ...`` on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from mmsim import __version__
+from mmsim._mmsim import MmsimError
+from mmsim.knobs import format_knobs, knobs
+from mmsim.report import format_report
+from mmsim.workload import run_json
+
+PROG = "mmsim"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``mmsim`` and its subcommands."""
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="mmsim: a Linux-faithful memory-management simulator.",
+    )
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run",
+        help="run a workload and print its counters",
+        description="Run a workload (.json, .yaml or .yml) and print what perf stat, "
+        "/proc/meminfo, /proc/vmstat and /proc/PID/status would show.",
+    )
+    run.add_argument("workload", metavar="WORKLOAD", help="workload file (.json, .yaml, .yml)")
+    run.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KNOB=VALUE",
+        help="set a knob after the workload's own knobs (repeatable; see 'mmsim knobs'; "
+        "hw.PATH=VALUE overrides a hardware-profile parameter)",
+    )
+    run.add_argument(
+        "--check",
+        action="store_true",
+        help="run the reference model beside the simulator and verify every read",
+    )
+    run.add_argument("--json", action="store_true", help="print the report as JSON")
+    run.set_defaults(func=cmd_run)
+
+    kn = sub.add_parser(
+        "knobs",
+        help="list every kernel knob",
+        description="List every kernel knob: name, default, accepted values and meaning.",
+    )
+    kn.add_argument("--json", action="store_true", help="print the list as JSON")
+    kn.set_defaults(func=cmd_knobs)
+    return p
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``mmsim run``."""
+    sets = []
+    for s in args.sets:
+        name, eq, value = s.partition("=")
+        if not eq or not name:
+            raise MmsimError(f"--set expects KNOB=VALUE, got {s!r}")
+        sets.append((name, value))
+    report = json.loads(run_json(os.fspath(args.workload), sets, args.check))
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        sys.stdout.write(format_report(report))
+    sys.stdout.flush()
+    if report.get("failed"):
+        print(f"{PROG}: the run failed: {_failure(report)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_knobs(args: argparse.Namespace) -> int:
+    """``mmsim knobs``."""
+    items = knobs()
+    print(json.dumps(items, indent=2) if args.json else format_knobs(items))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``mmsim`` console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except MmsimError as e:
+        print(f"{PROG}: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # The reader went away (mmsim run ... | head): not an error of the run.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+def _failure(report: dict) -> str:
+    """Why a run failed, in a few words."""
+    c = report.get("check") or {}
+    why = []
+    if c.get("expect_failures"):
+        why.append(f"{c['expect_failures']} expect failures")
+    if c.get("mismatches"):
+        why.append(f"{c['mismatches']} mismatches with the reference model")
+    kinds = sorted({e.get("kind") for e in report.get("events", [])} & {"invariant"})
+    if kinds:
+        why.append("kernel invariant violated")
+    return ", ".join(why) or "see the events above"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""Reports as text: what ``mmsim run`` prints, in the layout of ``perf stat`` followed by
+/proc/meminfo and /proc/vmstat deltas, /proc/PID/status, snapshots, events and the check.
+
+The report itself is plain data (see :func:`mmsim.run_workload`); this module only prints it.
+
+>>> print(format_number(1234567), format_number(0.5), format_delta(-2048))
+1,234,567 0.50 -2,048
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["deltas", "format_delta", "format_number", "format_report"]
+
+#: perf stat prints the fault counters first; mmsim does the same.
+FIRST_EVENTS = ("page-faults", "minor-faults", "major-faults")
+#: Counters shown in the text, not as rows (see _perf_lines).
+NOT_ROWS = {"seconds", "task-clock"}
+#: Columns of the process table: (report key, heading).
+PROCESS_COLUMNS = (
+    ("minflt", "minflt"),
+    ("VmRSS", "VmRSS"),
+    ("RssAnon", "RssAnon"),
+    ("RssShmem", "RssShmem"),
+    ("VmPTE", "VmPTE"),
+    ("AnonHugePages", "AnonHugePages"),
+)
+#: Most processes a table lists (forks of thousands of children stay readable; --json has all).
+MAX_PROCESSES = 32
+#: Most events listed.
+MAX_EVENTS = 50
+
+
+def format_number(v: float) -> str:
+    """An integer with thousands separators, or a fraction with two decimals."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return str(v)
+    if isinstance(v, int) or v.is_integer():
+        return f"{int(v):,}"
+    return f"{v:,.2f}"
+
+
+def format_delta(v: float) -> str:
+    """A signed change: ``+4,096``, ``-512``, ``0``."""
+    s = format_number(v)
+    return f"+{s}" if v > 0 else s
+
+
+def deltas(end: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
+    """``end - base`` for every numeric counter of ``end`` whose value changed."""
+    out = {}
+    for name, v in end.items():
+        if not _is_number(v):
+            continue
+        d = v - base.get(name, 0) if _is_number(base.get(name, 0)) else v
+        if d:
+            out[name] = d
+    return out
+
+
+def format_report(report: Mapping[str, Any]) -> str:
+    """The whole text report of a run."""
+    base = report.get("baseline") or {}
+    parts = [
+        _perf_lines(report),
+        _meminfo_lines(report.get("meminfo", {}), base.get("meminfo", {})),
+        _vmstat_lines(report.get("vmstat", {}), base.get("vmstat", {})),
+        _process_lines(report.get("processes", [])),
+        _snapshot_lines(report.get("snapshots", []), base),
+        _event_lines(report.get("events", [])),
+        _check_lines(report),
+    ]
+    return "\n\n".join("\n".join(p) for p in parts if p) + "\n"
+
+
+def _perf_lines(report: Mapping[str, Any]) -> list[str]:
+    perf = report.get("perf", {})
+    lines = [f" Performance counter stats for '{report.get('workload', '?')}' (mmsim):", ""]
+    if "task-clock" in perf:
+        lines.append(f"{format_number(float(perf['task-clock'])):>18} msec task-clock")
+    names = [n for n in FIRST_EVENTS if n in perf]
+    names += [n for n in perf if n not in FIRST_EVENTS and n not in NOT_ROWS]
+    for name in names:
+        row = f"{format_number(perf[name]):>18}      {name}"
+        note = _perf_note(name, perf)
+        lines.append(f"{row:<56}# {note}" if note else row)
+    if "seconds" in perf:
+        lines += ["", f"{perf['seconds']:>18.9f} seconds time elapsed"]
+    return lines
+
+
+def _perf_note(name: str, perf: Mapping[str, Any]) -> str:
+    """perf stat's derived comment for a row: instructions per cycle, miss ratios."""
+    if name == "instructions" and perf.get("cycles"):
+        return f"{perf[name] / perf['cycles']:8.2f}  insn per cycle"
+    if name.endswith("-misses"):
+        for total in (name[: -len("-misses")] + "s", name.replace("-misses", "es")):
+            if total != name and perf.get(total):
+                return f"{100.0 * perf[name] / perf[total]:7.2f}% of all {total}"
+    return ""
+
+
+def _meminfo_lines(end: Mapping[str, Any], base: Mapping[str, Any]) -> list[str]:
+    changed = deltas(end, base)
+    if not changed:
+        return []
+    width = max(len(n) for n in changed) + 1
+    lines = ["/proc/meminfo (change during the run; value at the end):"]
+    for name, d in changed.items():
+        change, value = format_delta(d), format_number(end[name])
+        lines.append(f"  {name + ':':<{width}} {change:>14} kB {value:>16} kB")
+    return lines
+
+
+def _vmstat_lines(end: Mapping[str, Any], base: Mapping[str, Any]) -> list[str]:
+    changed = deltas(end, base)
+    if not changed:
+        return []
+    width = max(len(n) for n in changed)
+    lines = ["/proc/vmstat (change during the run):"]
+    lines += [f"  {name:<{width}} {format_delta(d):>14}" for name, d in changed.items()]
+    return lines
+
+
+def _process_lines(processes: list[Mapping[str, Any]]) -> list[str]:
+    if not processes:
+        return []
+    head = ["pid", "state", *(h for _, h in PROCESS_COLUMNS)]
+    rows = [
+        [
+            str(p.get("pid", "?")),
+            str(p.get("state", "?")),
+            *(format_number(p.get(k, 0)) for k, _ in PROCESS_COLUMNS),
+        ]
+        for p in processes[:MAX_PROCESSES]
+    ]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+
+    def line(r: list[str]) -> str:
+        cells = [r[0].rjust(widths[0]), r[1].ljust(widths[1])]
+        cells += [c.rjust(w) for c, w in zip(r[2:], widths[2:], strict=True)]
+        return "  " + "  ".join(cells)
+
+    lines = ["Processes (/proc/PID/status; sizes in kB):", line(head), *map(line, rows)]
+    if len(processes) > MAX_PROCESSES:
+        lines.append(f"  ... {len(processes) - MAX_PROCESSES} more (see --json)")
+    return lines
+
+
+def _snapshot_lines(snapshots: list[Mapping[str, Any]], base: Mapping[str, Any]) -> list[str]:
+    lines = []
+    for s in snapshots:
+        lines.append(f"Snapshot '{s.get('label', '?')}' (change since the start):")
+        vm = deltas(s.get("vmstat", {}), base.get("vmstat", {}))
+        mem = deltas(s.get("meminfo", {}), base.get("meminfo", {}))
+        lines.append("  vmstat:  " + (_compact(vm) or "no change"))
+        lines.append("  meminfo: " + (_compact(mem, " kB") or "no change"))
+        procs = [p for p in s.get("processes", []) if p.get("state") == "running"]
+        for p in procs[:MAX_PROCESSES]:
+            fields = ", ".join(
+                f"{k} {format_number(p.get(k, 0))}{'' if k == 'minflt' else ' kB'}"
+                for k, _ in PROCESS_COLUMNS
+            )
+            lines.append(f"  pid {p.get('pid', '?')}: {fields}")
+        if len(procs) > MAX_PROCESSES:
+            lines.append(f"  ... {len(procs) - MAX_PROCESSES} more processes (see --json)")
+    return lines
+
+
+def _event_lines(events: list[Mapping[str, Any]]) -> list[str]:
+    if not events:
+        return []
+    lines = ["Events:"]
+    for e in events[:MAX_EVENTS]:
+        lines.append(f"  pid {e.get('pid', '?')}: {e.get('kind', '?')}: {e.get('message', '')}")
+    if len(events) > MAX_EVENTS:
+        lines.append(f"  ... {len(events) - MAX_EVENTS} more (see --json)")
+    return lines
+
+
+def _check_lines(report: Mapping[str, Any]) -> list[str]:
+    c = report.get("check") or {}
+    lines = []
+    if c.get("enabled") or c.get("expect_failures"):
+        lines.append(
+            f"check: {format_number(c.get('reads_checked', 0))} reads checked, "
+            f"{format_number(c.get('mismatches', 0))} mismatches, "
+            f"{format_number(c.get('expect_failures', 0))} expect failures"
+            + ("" if c.get("enabled") else " (reference model off; use --check)")
+        )
+    if report.get("failed"):
+        lines.append("FAILED")
+    return lines
+
+
+def _compact(d: Mapping[str, Any], unit: str = "") -> str:
+    return ", ".join(f"{n} {format_delta(v)}{unit}" for n, v in d.items())
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)

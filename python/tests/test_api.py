@@ -1,0 +1,115 @@
+"""The Python API: run_workload, load_workload, knobs, MmsimError, and the modules' doctests."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import json
+
+import pytest
+from conftest import HZP_RSS
+
+import mmsim
+from mmsim import MmsimError, load_workload, run_workload
+
+SMALL = {
+    "name": "small",
+    "program": [
+        {"op": "mmap", "name": "p", "size": "2M", "align": "2M"},
+        {"op": "read", "region": "p"},
+        {"op": "snapshot", "label": "read"},
+    ],
+}
+
+
+def test_exports():
+    assert set(mmsim.__all__) >= {"run_workload", "load_workload", "MmsimError", "__version__"}
+    assert issubclass(MmsimError, ValueError)
+    assert mmsim.__version__.count(".") == 2
+
+
+@pytest.mark.parametrize("module", ["mmsim", "mmsim.workload", "mmsim.knobs", "mmsim.report"])
+def test_doctests(module):
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0
+
+
+def test_run_workload_takes_a_dict_a_path_or_json_text():
+    from_dict = run_workload(load_workload(HZP_RSS))
+    from_path = run_workload(HZP_RSS)
+    from_str_path = run_workload(str(HZP_RSS))
+    from_text = run_workload(HZP_RSS.read_text())
+    assert from_dict == from_path == from_str_path == from_text
+    assert from_path["workload"] == "hzp-rss"
+
+
+def test_sets_as_mapping_pairs_or_strings():
+    never = {"transparent_hugepage/enabled": "never"}
+    a = run_workload(SMALL, sets=never)
+    b = run_workload(SMALL, sets=[("transparent_hugepage/enabled", "never")])
+    c = run_workload(SMALL, sets=["transparent_hugepage/enabled=never"])
+    assert a == b == c
+    assert a["knobs"]["transparent_hugepage/enabled"] == "never"
+    assert a["snapshots"][0]["vmstat"]["pgfault"] == 512
+
+
+def test_boolean_and_integer_knob_values():
+    r = run_workload(
+        SMALL, sets={"transparent_hugepage/use_zero_page": False, "fail_page_alloc/every": 0}
+    )
+    assert r["knobs"]["transparent_hugepage/use_zero_page"] == "0"
+
+
+def test_check_flag():
+    r = run_workload(SMALL, check=True)
+    assert r["check"]["enabled"] is True
+    assert r["check"]["reads_checked"] == 512
+    assert r["check"]["mismatches"] == 0
+
+
+def test_errors_are_one_line_and_name_the_field():
+    bad = {"program": [{"op": "mmap", "name": "p", "size": 0}]}
+    with pytest.raises(MmsimError, match=r"program\[0\]\.size") as e:
+        run_workload(bad)
+    assert "\n" not in str(e.value)
+    with pytest.raises(MmsimError, match="unknown knob"):
+        run_workload(SMALL, sets={"no/such": 1})
+
+
+def test_load_workload_yaml(tmp_path):
+    p = tmp_path / "w.yaml"
+    p.write_text("program:\n  - {op: mmap, name: p, size: 2M}\n")
+    w = load_workload(p)
+    assert w == {"name": "w", "program": [{"op": "mmap", "name": "p", "size": "2M"}]}
+
+
+def test_load_workload_keeps_an_explicit_name(tmp_path):
+    p = tmp_path / "w.json"
+    p.write_text(json.dumps(SMALL))
+    assert load_workload(p)["name"] == "small"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "needle"),
+    [
+        ("a.json", '{\n  "program": [,]\n}', "a.json:2:"),
+        ("b.yaml", "program: [\n", "b.yaml:"),
+        ("c.yml", "", "c.yml: a workload must be a mapping"),
+        ("d.json", "[]", "d.json: a workload must be a mapping"),
+    ],
+)
+def test_load_workload_errors_name_the_file(tmp_path, name, text, needle):
+    p = tmp_path / name
+    p.write_text(text)
+    with pytest.raises(MmsimError) as e:
+        load_workload(p)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg.startswith(str(tmp_path))
+    assert needle in msg
+
+
+def test_knobs():
+    names = [k["name"] for k in mmsim.knobs()]
+    assert "transparent_hugepage/enabled" in names
+    assert len(names) == len(set(names))

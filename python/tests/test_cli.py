@@ -1,0 +1,419 @@
+"""End-to-end tests of the `mmsim` command: output, exit status and one-line errors.
+
+The seed 000 numbers are the ones issue 2 pins to the real Linux 6.18 kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import HZP_RSS, run_mmsim
+
+REPORT_KEYS = {
+    "workload",
+    "machine",
+    "knobs",
+    "perf",
+    "profile",
+    "vmstat",
+    "meminfo",
+    "baseline",
+    "processes",
+    "snapshots",
+    "events",
+    "check",
+    "failed",
+}
+PROCESS_KEYS = {"pid", "state", "minflt", "VmRSS", "RssAnon", "RssShmem", "VmPTE", "AnonHugePages"}
+CHECK_KEYS = {"enabled", "reads_checked", "mismatches", "expect_failures"}
+
+
+def assert_one_line_error(r, *needles: str) -> None:
+    """Exit 2, nothing on stdout, one line `mmsim: error: ...` naming every needle."""
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("mmsim: error: "), r.stderr
+    assert "Traceback" not in r.stderr and "panicked" not in r.stderr
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+
+
+def after_read(report: dict) -> tuple[dict, dict, dict]:
+    """The `after-read` snapshot, its first process, and that process at the start."""
+    snap = next(s for s in report["snapshots"] if s["label"] == "after-read")
+    return snap, snap["processes"][0], report["baseline"]["processes"][0]
+
+
+# --- mmsim run: text ---------------------------------------------------------------------
+
+
+def test_run_prints_perf_stat_then_proc_files():
+    r = run_mmsim("run", HZP_RSS)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    out = r.stdout
+    assert out.startswith(" Performance counter stats for 'hzp-rss' (mmsim):\n")
+    report = run_mmsim("run", "--json", HZP_RSS).json()
+    for event in ("page-faults", "minor-faults", "major-faults"):
+        value = f"{report['perf'][event]:,}"
+        assert re.search(rf"^ {{2,}}{re.escape(value)} {{6}}{event}\b", out, re.M), event
+    assert out.index("page-faults") < out.index("minor-faults") < out.index("major-faults")
+    for section in (
+        "/proc/meminfo",
+        "/proc/vmstat",
+        "Processes (/proc/PID/status",
+        "Snapshot 'after-read'",
+        "Snapshot 'after-write'",
+    ):
+        assert section in out, section
+    header = next(line for line in out.splitlines() if line.strip().startswith("pid "))
+    for column in ("state", "minflt", "VmRSS", "RssAnon", "RssShmem", "VmPTE", "AnonHugePages"):
+        assert column in header
+    assert "seconds time elapsed" in out
+
+
+def test_run_text_shows_only_counters_that_changed():
+    out = run_mmsim("run", HZP_RSS).stdout
+    vmstat = out.split("/proc/vmstat")[1].split("\n\n")[0]
+    assert "pgfault" in vmstat
+    assert "thp_split_pmd" not in vmstat  # nothing is split in this workload
+    assert not re.search(r"\s0$", vmstat, re.M)
+
+
+def test_large_numbers_have_thousands_separators():
+    r = run_mmsim("run", HZP_RSS, "--set", "transparent_hugepage/enabled=never")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^ +51,20\d +minor-faults$", r.stdout, re.M), r.stdout
+    snapshot = r.stdout.split("Snapshot 'after-read'")[1]
+    assert "pgfault +51,200" in snapshot
+    assert "minflt 51,200" in snapshot
+
+
+# --- mmsim run --json --------------------------------------------------------------------
+
+
+def test_run_json_has_the_report_schema():
+    r = run_mmsim("run", "--json", HZP_RSS)
+    assert r.returncode == 0, r.stderr
+    report = r.json()
+    assert report.keys() >= REPORT_KEYS
+    assert report["workload"] == "hzp-rss"
+    assert {"page-faults", "minor-faults", "major-faults"} <= report["perf"].keys()
+    assert {"pgfault", "thp_fault_alloc", "thp_zero_page_alloc", "nr_page_table_pages"} <= (
+        report["vmstat"].keys()
+    )
+    assert {"MemFree", "AnonHugePages", "PageTables", "AnonPages"} <= report["meminfo"].keys()
+    assert report["processes"] and report["processes"][0].keys() >= PROCESS_KEYS
+    assert [s["label"] for s in report["snapshots"]] == ["after-read", "after-write"]
+    for s in report["snapshots"]:
+        assert {"vmstat", "meminfo", "processes"} <= s.keys()
+    assert report["check"].keys() >= CHECK_KEYS
+    assert report["check"]["enabled"] is False
+    assert report["failed"] is False
+    assert report["knobs"]["transparent_hugepage/enabled"] == "always"
+    assert report["knobs"]["transparent_hugepage/use_zero_page"] == "1"
+
+
+def test_seed_000_huge_zero_page_keeps_rss():
+    snap, proc, start = after_read(run_mmsim("run", "--json", HZP_RSS).json())
+    assert proc["minflt"] == 100
+    assert proc["RssAnon"] == start["RssAnon"]
+    assert snap["vmstat"]["thp_zero_page_alloc"] == 1
+
+
+# --- --set -------------------------------------------------------------------------------
+
+
+def test_set_overrides_the_workloads_knob_thp_never():
+    r = run_mmsim("run", "--json", HZP_RSS, "--set", "transparent_hugepage/enabled=never")
+    assert r.returncode == 0, r.stderr
+    report = r.json()
+    assert report["knobs"]["transparent_hugepage/enabled"] == "never"
+    snap, proc, start = after_read(report)
+    assert proc["minflt"] == 51200
+    assert proc["RssAnon"] == start["RssAnon"]
+    assert proc["VmPTE"] - start["VmPTE"] == 400
+    assert snap["vmstat"]["thp_fault_alloc"] == 0
+
+
+@pytest.mark.parametrize("enabled", ["always", "madvise"])
+def test_set_use_zero_page_0_allocates_thps(enabled):
+    r = run_mmsim(
+        "run",
+        "--json",
+        HZP_RSS,
+        "--set",
+        f"transparent_hugepage/enabled={enabled}",
+        "--set",
+        "transparent_hugepage/use_zero_page=0",
+    )
+    assert r.returncode == 0, r.stderr
+    report = r.json()
+    assert report["knobs"]["transparent_hugepage/use_zero_page"] == "0"
+    snap, proc, start = after_read(report)
+    base = report["baseline"]
+    assert proc["minflt"] == 100
+    assert proc["RssAnon"] - start["RssAnon"] == 204800
+    assert snap["meminfo"]["AnonHugePages"] == 204800
+    assert snap["vmstat"]["thp_fault_alloc"] == 100
+    # One deposited PTE table per PMD-mapped THP.
+    assert snap["vmstat"]["nr_page_table_pages"] - base["vmstat"]["nr_page_table_pages"] == 100
+
+
+def test_last_set_wins():
+    r = run_mmsim(
+        "run",
+        "--json",
+        HZP_RSS,
+        "--set",
+        "transparent_hugepage/enabled=never",
+        "--set",
+        "transparent_hugepage/enabled=madvise",
+    )
+    assert r.json()["knobs"]["transparent_hugepage/enabled"] == "madvise"
+
+
+# --- errors: exit 2, one line ------------------------------------------------------------
+
+
+def test_unknown_knob_exits_2():
+    r = run_mmsim("run", HZP_RSS, "--set", "transparent_hugepage/nope=1")
+    assert_one_line_error(r, "transparent_hugepage/nope", "unknown knob")
+
+
+def test_bad_knob_value_exits_2():
+    r = run_mmsim("run", HZP_RSS, "--set", "transparent_hugepage/enabled=sometimes")
+    assert_one_line_error(r, "transparent_hugepage/enabled", "sometimes")
+
+
+def test_set_without_value_exits_2():
+    assert_one_line_error(run_mmsim("run", HZP_RSS, "--set", "fault_around_bytes"), "KNOB=VALUE")
+
+
+def test_unknown_knob_in_the_workload_names_the_field(write_workload):
+    path = write_workload("k.json", {"knobs": {"nope": 1}, "program": []})
+    assert_one_line_error(run_mmsim("run", path), "k.json", "knobs.nope")
+
+
+def test_malformed_workload_names_the_field(write_workload):
+    path = write_workload(
+        "bad.json",
+        {
+            "program": [
+                {"op": "mmap", "name": "p", "size": "2M"},
+                {"op": "read", "region": "p", "stride": "12Q"},
+            ]
+        },
+    )
+    assert_one_line_error(run_mmsim("run", path), "bad.json", "program[1].stride")
+
+
+def test_unknown_field_is_named(write_workload):
+    path = write_workload(
+        "f.json", {"program": [{"op": "mmap", "name": "p", "size": 4096, "bogus": 1}]}
+    )
+    assert_one_line_error(run_mmsim("run", path), "program[0]", "bogus")
+
+
+def test_unknown_region_is_named(write_workload):
+    path = write_workload("r.json", {"program": [{"op": "write", "region": "q"}]})
+    assert_one_line_error(run_mmsim("run", path), "program[0].region", '"q"')
+
+
+def test_invalid_json_names_file_and_line(write_workload):
+    path = write_workload("syntax.json", '{"program": [\n  {"op": "mmap" "name": "p"}\n]}')
+    assert_one_line_error(run_mmsim("run", path), "syntax.json:2:", "invalid JSON")
+
+
+def test_invalid_yaml_names_file_and_line(write_workload):
+    path = write_workload("syntax.yaml", "program:\n  - op: mmap\n   name: p\n")
+    assert_one_line_error(run_mmsim("run", path), "syntax.yaml:3:", "invalid YAML")
+
+
+def test_workload_that_is_not_a_mapping(write_workload):
+    path = write_workload("list.yml", "- op: mmap\n")
+    assert_one_line_error(run_mmsim("run", path), "list.yml", "mapping")
+
+
+def test_missing_file_exits_2(tmp_path):
+    assert_one_line_error(run_mmsim("run", tmp_path / "nope.json"), "nope.json")
+
+
+def test_unknown_suffix_exits_2(write_workload):
+    path = write_workload("w.txt", "{}")
+    assert_one_line_error(run_mmsim("run", path), "w.txt", ".yaml")
+
+
+# --- YAML --------------------------------------------------------------------------------
+
+
+def test_yaml_workload_runs_like_its_json_twin(write_workload):
+    yaml_text = """\
+# seed 000 again, in YAML
+name: hzp-rss
+machine: {profile: default, memory: 16G, cpus: 1}
+knobs:
+  transparent_hugepage/enabled: always
+  transparent_hugepage/use_zero_page: 1
+program:
+  - {op: mmap, name: p, size: 200M, align: 2M, prot: rw, flags: [private, anonymous]}
+  - {op: madvise, region: p, advice: hugepage}
+  - {op: read, region: p, offset: 0, length: 200M, stride: 4096}
+  - {op: snapshot, label: after-read}
+  - {op: write, region: p, offset: 0, length: 1}
+  - {op: snapshot, label: after-write}
+"""
+    for name in ("hzp.yaml", "hzp.yml"):
+        r = run_mmsim("run", "--json", write_workload(name, yaml_text))
+        assert r.returncode == 0, r.stderr
+        from_yaml = r.json()
+        from_json = run_mmsim("run", "--json", HZP_RSS).json()
+        assert from_yaml["vmstat"] == from_json["vmstat"]
+        assert from_yaml["snapshots"] == from_json["snapshots"]
+
+
+def test_unnamed_workload_is_named_after_its_file(write_workload):
+    path = write_workload(
+        "touch-it.yaml", "program:\n  - {op: mmap, name: p, size: 8K}\n  - {op: write, region: p}\n"
+    )
+    r = run_mmsim("run", path)
+    assert r.returncode == 0, r.stderr
+    assert "Performance counter stats for 'touch-it' (mmsim):" in r.stdout
+
+
+# --- failures, events and --check --------------------------------------------------------
+
+
+def test_failed_expect_prints_then_exits_1(write_workload):
+    path = write_workload(
+        "expect.yaml",
+        """\
+program:
+  - {op: mmap, name: p, size: 1M}
+  - {op: write, region: p, value: 7}
+  - {op: read, region: p, expect: 3}
+""",
+    )
+    r = run_mmsim("run", path)
+    assert r.returncode == 1
+    assert "Performance counter stats" in r.stdout
+    assert "expect" in r.stdout
+    assert r.stderr.startswith("mmsim: the run failed")
+    r = run_mmsim("run", "--json", path)
+    assert r.returncode == 1
+    assert r.json()["failed"] is True
+    assert r.json()["check"]["expect_failures"] >= 1
+
+
+def test_segfault_is_an_event_not_an_error(write_workload):
+    path = write_workload(
+        "segv.json",
+        {
+            "program": [
+                {"op": "mmap", "name": "p", "size": "1M", "prot": "r"},
+                {"op": "write", "region": "p"},
+            ]
+        },
+    )
+    r = run_mmsim("run", path)
+    assert r.returncode == 0, r.stderr
+    assert "Events:" in r.stdout
+    assert "segfault" in r.stdout.split("Events:")[1]
+    report = run_mmsim("run", "--json", path).json()
+    assert [e["kind"] for e in report["events"]] == ["segfault"]
+
+
+def test_check_runs_the_reference_model():
+    r = run_mmsim("run", "--check", "--json", HZP_RSS)
+    assert r.returncode == 0, r.stderr
+    check = r.json()["check"]
+    assert check["enabled"] is True
+    assert check["reads_checked"] == 51200
+    assert check["mismatches"] == 0
+    text = run_mmsim("run", "--check", HZP_RSS).stdout
+    assert re.search(r"^check: 51,200 reads checked, 0 mismatches", text, re.M)
+
+
+# --- mmsim knobs -------------------------------------------------------------------------
+
+
+LINUX_KNOBS = (
+    "transparent_hugepage/enabled",
+    "transparent_hugepage/defrag",
+    "transparent_hugepage/use_zero_page",
+    "fail_page_alloc/min_order",
+    "fail_page_alloc/every",
+)
+
+
+def test_knobs_json_lists_every_knob():
+    r = run_mmsim("knobs", "--json")
+    assert r.returncode == 0, r.stderr
+    items = r.json()
+    names = [k["name"] for k in items]
+    assert set(LINUX_KNOBS) <= set(names)
+    for k in items:
+        assert {"name", "default", "values", "help"} <= k.keys()
+        assert k["help"]
+    by_name = {k["name"]: k for k in items}
+    assert by_name["transparent_hugepage/enabled"]["default"] == "madvise"
+
+
+def test_knobs_table_shows_name_default_values_and_meaning():
+    r = run_mmsim("knobs")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["KNOB", "DEFAULT", "VALUES", "MEANING"]
+    items = run_mmsim("knobs", "--json").json()
+    assert len(lines) == 1 + len(items)
+    for k, line in zip(items, lines[1:], strict=True):
+        assert line.startswith(k["name"])
+        assert f" {k['default']} " in line
+        assert k["values"] in line
+        assert line.endswith(k["help"])
+
+
+def test_knob_defaults_are_what_a_run_reports(write_workload):
+    path = write_workload("empty.json", {"program": []})
+    effective = run_mmsim("run", "--json", path).json()["knobs"]
+    for k in run_mmsim("knobs", "--json").json():
+        assert effective[k["name"]] == k["default"]
+
+
+# --- the command itself ------------------------------------------------------------------
+
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).with_name("mmsim")
+    if not script.exists():
+        pytest.skip("no console script next to this interpreter (not the project's .venv)")
+    import subprocess
+
+    p = subprocess.run(
+        [script, "run", "--json", HZP_RSS], capture_output=True, text=True, check=False
+    )
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["workload"] == "hzp-rss"
+
+
+def test_usage_errors_exit_2():
+    r = run_mmsim("frobnicate")
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    r = run_mmsim()
+    assert r.returncode == 2
+
+
+def test_help_and_version():
+    r = run_mmsim("--help")
+    assert r.returncode == 0
+    assert "run" in r.stdout and "knobs" in r.stdout
+    r = run_mmsim("--version")
+    assert r.returncode == 0
+    assert r.stdout.startswith("mmsim ")
