@@ -22,7 +22,7 @@ SOURCES := $(shell find crates profiles -type f \( -name '*.rs' -o -name '*.toml
 RUN_WORKLOAD := experiments/workloads/hzp-rss.json
 RUN_OUT := target/mmsim-run
 
-.PHONY: help build test lint fmt run clean
+.PHONY: help build test lint fmt run bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z][a-zA-Z_-]*:.*## ' $(MAKEFILE_LIST) | \
@@ -47,8 +47,8 @@ test: build ## build, then run the Rust and Python test suites
 lint: $(TOOLS) ## rustfmt, clippy (warnings are errors) and ruff
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
-	$(BIN)/ruff check python
-	$(BIN)/ruff format --check python
+	$(BIN)/ruff check python scripts
+	$(BIN)/ruff format --check python scripts
 
 fmt: $(TOOLS) ## format Rust and Python sources in place
 	cargo fmt --all
@@ -61,6 +61,16 @@ run: build ## build, then run the hzp-rss workload (output in target/mmsim-run/)
 	$(BIN)/mmsim run --json $(RUN_WORKLOAD) > $(RUN_OUT)/hzp-rss.json
 	@echo
 	@echo "output: $(RUN_OUT)/hzp-rss.txt (text) and $(RUN_OUT)/hzp-rss.json (--json)"
+
+NATIVE_OUT := target/native
+
+$(NATIVE_OUT)/stream: native/stream.c
+	mkdir -p $(NATIVE_OUT)
+	$(CC) -O2 -Wall -o $@ $<
+
+bench: build $(NATIVE_OUT)/stream ## simulated references/s vs native and cachegrind; seed workload wall times
+	@command -v valgrind >/dev/null || (apt-get install -y -q valgrind >/dev/null 2>&1 || true)
+	$(BIN)/python scripts/bench.py
 
 clean: ## remove the virtualenv and build outputs
 	rm -rf $(VENV) target python/mmsim/_mmsim*.so

@@ -11,3 +11,12 @@ def knobs() -> str:
 
 def version() -> str:
     """The engine's version."""
+
+def profiles() -> str:
+    """The built-in hardware profiles as a JSON list of ``{name, description}``."""
+
+def profile_show(name: str) -> str:
+    """One profile as a JSON list of ``[PATH, VALUE]`` pairs (PATH as ``--set hw.PATH=``)."""
+
+def profile_text(name: str) -> str:
+    """The TOML text of a built-in profile, comments included."""

@@ -2,6 +2,8 @@
 
     mmsim run WORKLOAD [--set KNOB=VALUE ...] [--check] [--json]
     mmsim knobs [--json]
+    mmsim profiles [--json]
+    mmsim profiles show NAME [--json | --toml]
 
 Exit status: 0 on success; 1 when the run failed (an ``expect`` did not hold, ``--check``
 found a mismatch or an invariant broke), after printing its report; 2 for a bad workload,
@@ -65,7 +67,49 @@ def build_parser() -> argparse.ArgumentParser:
     )
     kn.add_argument("--json", action="store_true", help="print the list as JSON")
     kn.set_defaults(func=cmd_knobs)
+
+    pr = sub.add_parser(
+        "profiles",
+        help="list the hardware profiles, or show one",
+        description="List the built-in hardware profiles, or print every parameter of one "
+        "as PATH = VALUE (override any of them with --set hw.PATH=VALUE).",
+    )
+    pr.add_argument("action", nargs="?", choices=["show"], help="show one profile")
+    pr.add_argument("name", nargs="?", metavar="NAME", help="profile name (with 'show')")
+    pr.add_argument("--json", action="store_true", help="print as JSON")
+    pr.add_argument("--toml", action="store_true", help="print the profile file itself")
+    pr.set_defaults(func=cmd_profiles)
     return p
+
+
+def cmd_profiles(args: argparse.Namespace) -> int:
+    """``mmsim profiles [show NAME]``."""
+    from mmsim import _mmsim
+
+    if args.action is None:
+        if args.name:
+            raise MmsimError(f"profiles: unexpected {args.name!r} (did you mean 'profiles show {args.name}'?)")
+        rows = json.loads(_mmsim.profiles())
+        if args.json:
+            print(json.dumps(rows, indent=2))
+            return 0
+        width = max(len(r["name"]) for r in rows)
+        for r in rows:
+            print(f"{r['name']:<{width}}  {r['description']}")
+        return 0
+    if not args.name:
+        raise MmsimError("profiles show: which profile? (see 'mmsim profiles')")
+    if args.toml:
+        print(_mmsim.profile_text(args.name), end="")
+        return 0
+    flat = json.loads(_mmsim.profile_show(args.name))
+    if args.json:
+        print(json.dumps(dict(flat), indent=2))
+        return 0
+    width = max(len(p) for p, _ in flat)
+    for path, value in flat:
+        print(f"{path:<{width}} = {value}")
+    return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -160,8 +160,7 @@ def _snapshot_lines(snapshots: list[Mapping[str, Any]], base: Mapping[str, Any])
         procs = [p for p in s.get("processes", []) if p.get("state") == "running"]
         for p in procs[:MAX_PROCESSES]:
             fields = ", ".join(
-                f"{k} {format_number(p.get(k, 0))}{'' if k == 'minflt' else ' kB'}"
-                for k, _ in PROCESS_COLUMNS
+                f"{k} {format_number(p.get(k, 0))}{'' if k == 'minflt' else ' kB'}" for k, _ in PROCESS_COLUMNS
             )
             lines.append(f"  pid {p.get('pid', '?')}: {fields}")
         if len(procs) > MAX_PROCESSES:

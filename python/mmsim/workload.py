@@ -50,10 +50,7 @@ def load_workload(path: str | os.PathLike[str]) -> dict[str, Any]:
     p = Path(path)
     kind = FORMATS.get(p.suffix.lower())
     if kind is None:
-        raise MmsimError(
-            f"{p}: unknown workload format {p.suffix or '(no suffix)'!r} "
-            f"(expected {', '.join(FORMATS)})"
-        )
+        raise MmsimError(f"{p}: unknown workload format {p.suffix or '(no suffix)'!r} (expected {', '.join(FORMATS)})")
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -61,8 +58,7 @@ def load_workload(path: str | os.PathLike[str]) -> dict[str, Any]:
     data = _parse_json(p, text) if kind == "JSON" else _parse_yaml(p, text)
     if not isinstance(data, dict):
         raise MmsimError(
-            f'{p}: a workload must be a mapping with a "program" list at the top '
-            f"level, not {_type_name(data)}"
+            f'{p}: a workload must be a mapping with a "program" list at the top level, not {_type_name(data)}'
         )
     data.setdefault("name", p.stem)
     return data
@@ -81,9 +77,7 @@ def workload_json(workload: Workload) -> tuple[str, str | None]:
         source = os.fspath(workload)
         workload = load_workload(source)
     if not isinstance(workload, Mapping):
-        raise MmsimError(
-            f"a workload must be a mapping, a file path or JSON text, not {_type_name(workload)}"
-        )
+        raise MmsimError(f"a workload must be a mapping, a file path or JSON text, not {_type_name(workload)}")
     try:
         return json.dumps(workload, allow_nan=False), source
     except (TypeError, ValueError) as e:
@@ -177,6 +171,4 @@ def _reason(e: BaseException) -> str:
 
 
 def _type_name(value: Any) -> str:
-    return {list: "a list", str: "a string", type(None): "empty"}.get(
-        type(value), f"a {type(value).__name__}"
-    )
+    return {list: "a list", str: "a string", type(None): "empty"}.get(type(value), f"a {type(value).__name__}")

@@ -54,9 +54,7 @@ def test_sets_as_mapping_pairs_or_strings():
 
 
 def test_boolean_and_integer_knob_values():
-    r = run_workload(
-        SMALL, sets={"transparent_hugepage/use_zero_page": False, "fail_page_alloc/every": 0}
-    )
+    r = run_workload(SMALL, sets={"transparent_hugepage/use_zero_page": False, "fail_page_alloc/every": 0})
     assert r["knobs"]["transparent_hugepage/use_zero_page"] == "0"
 
 

@@ -105,9 +105,7 @@ def test_run_json_has_the_report_schema():
     assert report.keys() >= REPORT_KEYS
     assert report["workload"] == "hzp-rss"
     assert {"page-faults", "minor-faults", "major-faults"} <= report["perf"].keys()
-    assert {"pgfault", "thp_fault_alloc", "thp_zero_page_alloc", "nr_page_table_pages"} <= (
-        report["vmstat"].keys()
-    )
+    assert {"pgfault", "thp_fault_alloc", "thp_zero_page_alloc", "nr_page_table_pages"} <= (report["vmstat"].keys())
     assert {"MemFree", "AnonHugePages", "PageTables", "AnonPages"} <= report["meminfo"].keys()
     assert report["processes"] and report["processes"][0].keys() >= PROCESS_KEYS
     assert [s["label"] for s in report["snapshots"]] == ["after-read", "after-write"]
@@ -215,9 +213,7 @@ def test_malformed_workload_names_the_field(write_workload):
 
 
 def test_unknown_field_is_named(write_workload):
-    path = write_workload(
-        "f.json", {"program": [{"op": "mmap", "name": "p", "size": 4096, "bogus": 1}]}
-    )
+    path = write_workload("f.json", {"program": [{"op": "mmap", "name": "p", "size": 4096, "bogus": 1}]})
     assert_one_line_error(run_mmsim("run", path), "program[0]", "bogus")
 
 
@@ -279,9 +275,7 @@ program:
 
 
 def test_unnamed_workload_is_named_after_its_file(write_workload):
-    path = write_workload(
-        "touch-it.yaml", "program:\n  - {op: mmap, name: p, size: 8K}\n  - {op: write, region: p}\n"
-    )
+    path = write_workload("touch-it.yaml", "program:\n  - {op: mmap, name: p, size: 8K}\n  - {op: write, region: p}\n")
     r = run_mmsim("run", path)
     assert r.returncode == 0, r.stderr
     assert "Performance counter stats for 'touch-it' (mmsim):" in r.stdout
@@ -395,9 +389,7 @@ def test_console_script_is_installed():
         pytest.skip("no console script next to this interpreter (not the project's .venv)")
     import subprocess
 
-    p = subprocess.run(
-        [script, "run", "--json", HZP_RSS], capture_output=True, text=True, check=False
-    )
+    p = subprocess.run([script, "run", "--json", HZP_RSS], capture_output=True, text=True, check=False)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["workload"] == "hzp-rss"
 
@@ -417,3 +409,43 @@ def test_help_and_version():
     r = run_mmsim("--version")
     assert r.returncode == 0
     assert r.stdout.startswith("mmsim ")
+
+
+def test_profiles_lists_and_shows() -> None:
+    r = run_mmsim("profiles")
+    assert r.returncode == 0, r.stderr
+    assert "default" in r.stdout
+    r = run_mmsim("profiles", "show", "default")
+    assert r.returncode == 0, r.stderr
+    lines = {k.strip(): v for k, v in (line.split(" = ", 1) for line in r.stdout.splitlines())}
+    assert lines["cache.llc.size"].strip() == "32M"
+    assert lines["tlb.stlb.entries"].strip() == "2048"
+    shown = run_mmsim("profiles", "show", "default", "--json").json()
+    assert shown["cpu.freq_ghz"] == "2.45"
+    toml = run_mmsim("profiles", "show", "default", "--toml")
+    assert toml.stdout.startswith("#")
+
+
+def test_profiles_show_unknown_is_one_line() -> None:
+    assert_one_line_error(run_mmsim("profiles", "show", "nosuch"), "nosuch")
+
+
+def test_hw_override_changes_the_tlb(tmp_path: Path) -> None:
+    w = tmp_path / "tlb.json"
+    w.write_text(
+        json.dumps(
+            {
+                "knobs": {"transparent_hugepage/enabled": "never"},
+                "program": [
+                    {"op": "mmap", "name": "p", "size": 8 * 4096},
+                    {"op": "loop", "count": 2, "body": [{"op": "read", "region": "p"}]},
+                ],
+            }
+        )
+    )
+    tiny = ["--set", "hw.tlb.dtlb_4k.entries=4", "--set", "hw.tlb.dtlb_4k.ways=4"]
+    tiny += ["--set", "hw.tlb.stlb.entries=0", "--set", "hw.tlb.stlb.ways=0"]
+    r = run_mmsim("run", w, "--json", *tiny)
+    assert r.returncode == 0, r.stderr
+    assert r.json()["perf"]["dTLB-load-misses"] == 16
+    assert_one_line_error(run_mmsim("run", w, "--set", "hw.tlb.nope=1"), "hw.tlb.nope")

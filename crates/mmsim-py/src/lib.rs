@@ -1,5 +1,5 @@
 //! PyO3 bindings of mmsim-core (`mmsim._mmsim`): convert, delegate, map errors. Nothing else
-//! lives here; the Python package `mmsim` builds its API and CLI on these three functions.
+//! lives here; the Python package `mmsim` builds its API and CLI on these functions.
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
@@ -26,6 +26,24 @@ fn knobs() -> String {
     mmsim_core::api::knobs_json()
 }
 
+/// The built-in hardware profiles as a JSON list of {name, description}.
+#[pyfunction]
+fn profiles() -> String {
+    mmsim_core::api::profiles_json()
+}
+
+/// One profile as a JSON list of [PATH, VALUE] pairs.
+#[pyfunction]
+fn profile_show(name: &str) -> PyResult<String> {
+    mmsim_core::api::profile_show_json(name).map_err(to_py)
+}
+
+/// The TOML text of a built-in profile.
+#[pyfunction]
+fn profile_text(name: &str) -> PyResult<String> {
+    mmsim_core::api::profile_text(name).map_err(to_py)
+}
+
 /// The engine's version.
 #[pyfunction]
 fn version() -> &'static str {
@@ -37,6 +55,9 @@ fn _mmsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(knobs, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(profiles, m)?)?;
+    m.add_function(wrap_pyfunction!(profile_show, m)?)?;
+    m.add_function(wrap_pyfunction!(profile_text, m)?)?;
     m.add("MmsimError", m.py().get_type::<MmsimError>())?;
     Ok(())
 }
