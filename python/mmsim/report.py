@@ -68,6 +68,8 @@ def format_report(report: Mapping[str, Any]) -> str:
         _meminfo_lines(report.get("meminfo", {}), base.get("meminfo", {})),
         _vmstat_lines(report.get("vmstat", {}), base.get("vmstat", {})),
         _process_lines(report.get("processes", [])),
+        _process_perf_lines(report.get("processes", [])),
+        _profile_lines(report),
         _snapshot_lines(report.get("snapshots", []), base),
         _event_lines(report.get("events", [])),
         _check_lines(report),
@@ -146,6 +148,43 @@ def _process_lines(processes: list[Mapping[str, Any]]) -> list[str]:
     lines = ["Processes (/proc/PID/status; sizes in kB):", line(head), *map(line, rows)]
     if len(processes) > MAX_PROCESSES:
         lines.append(f"  ... {len(processes) - MAX_PROCESSES} more (see --json)")
+    return lines
+
+
+PERF_COLUMNS = [
+    ("task-clock", "task-clock ms"),
+    ("cycles", "cycles"),
+    ("instructions", "instructions"),
+    ("page-faults", "page-faults"),
+    ("dTLB-load-misses", "dTLB-load-misses"),
+    ("LLC-load-misses", "LLC-load-misses"),
+]
+
+
+def _process_perf_lines(processes: list[Mapping[str, Any]]) -> list[str]:
+    """perf stat per process (perf stat --per-thread), when there is more than one."""
+    if len(processes) < 2 or not all("perf" in p for p in processes):
+        return []
+    head = ["pid", *(h for _, h in PERF_COLUMNS)]
+    rows = [[str(p["pid"]), *(format_number(p["perf"].get(k, 0)) for k, _ in PERF_COLUMNS)] for p in processes]
+    rows = rows[:MAX_PROCESSES]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    lines = ["Per process (perf stat --per-thread):"]
+    lines += ["  " + "  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in [head, *rows]]
+    if len(processes) > MAX_PROCESSES:
+        lines.append(f"  ... {len(processes) - MAX_PROCESSES} more (see --json)")
+    return lines
+
+
+def _profile_lines(report: Mapping[str, Any]) -> list[str]:
+    """The kernel's share of the cycles by function, like perf report's top lines."""
+    prof = {k: v for k, v in (report.get("profile") or {}).items() if v}
+    total = (report.get("perf") or {}).get("cycles") or 0
+    if not prof or not total:
+        return []
+    lines = ["Kernel functions (share of all cycles):"]
+    for name, cycles in sorted(prof.items(), key=lambda kv: -kv[1]):
+        lines.append(f"  {100.0 * cycles / total:7.2f}%  {format_number(cycles):>16}  {name}")
     return lines
 
 
