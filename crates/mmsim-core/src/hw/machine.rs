@@ -346,7 +346,8 @@ impl Machine {
     }
 
     /// Charge the kernel's queued work to `cpu` (and remote CPUs for shootdowns).
-    pub fn drain_work(&mut self, cpu: usize, k: &mut Kernel, perf: &mut PerfCounters) {
+    /// `clock_base + perf.cycles` is the CPU's time now (atomics happen in time order).
+    pub fn drain_work(&mut self, cpu: usize, k: &mut Kernel, perf: &mut PerfCounters, clock_base: f64) {
         if k.work.is_empty() {
             return;
         }
@@ -374,6 +375,10 @@ impl Machine {
                 }
                 Work::Flush { mm, start, end } => self.flush_range(cpu, k, mm, start, end, perf),
                 Work::FlushMm { mm } => self.flush_range(cpu, k, mm, 0, u64::MAX, perf),
+                Work::Atomic { line, func } => {
+                    let now = clock_base + perf.cycles;
+                    self.atomic_rmw(cpu, line, now, 0.0, func, perf);
+                }
                 Work::MmExit { mm } => {
                     // The ASID is retired: its translations leave every CPU, without IPIs
                     // (Linux retires ASIDs lazily on the next switch).

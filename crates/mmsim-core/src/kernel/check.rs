@@ -30,6 +30,8 @@ struct Counts {
     /// PMD mappings per folio head.
     pmd_maps: HashMap<u32, i32>,
     tables: Vec<u32>,
+    /// Pmds mapping the huge zero folio.
+    hzp_pmds: u64,
 }
 
 impl Kernel {
@@ -65,6 +67,7 @@ impl Kernel {
         }
         let mut counts = Counts::default();
         let mut nr_tables = 0i64;
+        let mut hzp_pmds = 0u64;
         for (id, m) in self.mms.iter().enumerate() {
             let Some(m) = m else { continue };
             let id = id as MmId;
@@ -79,6 +82,7 @@ impl Kernel {
                 return Err(format!("mm {id}: rss recount {rss:?} (file, anon, shmem), kernel says {:?}", m.rss));
             }
             nr_tables += c.tables.len() as i64;
+            hzp_pmds += c.hzp_pmds;
             for t in c.tables.drain(..) {
                 claim(t, Owner::Table, &mut owner)?;
             }
@@ -88,6 +92,17 @@ impl Kernel {
             for (k, v) in c.pmd_maps {
                 *counts.pmd_maps.entry(k).or_default() += v;
             }
+        }
+        if let Some(want) = self.huge_zero_expected_refcount(hzp_pmds) {
+            if want != self.huge_zero.refcount {
+                return Err(format!(
+                    "huge zero refcount {} but {want} expected ({hzp_pmds} huge zero pmds, policy {:?})",
+                    self.huge_zero.refcount, self.knobs.hzp_refcount
+                ));
+            }
+        }
+        if hzp_pmds > 0 && self.huge_zero.pfn.is_none() {
+            return Err(format!("{hzp_pmds} pmds map a huge zero page that is not allocated"));
         }
         if nr_tables != self.stat.items[VmItem::NrPageTablePages] {
             return Err(format!(
@@ -204,6 +219,7 @@ impl Kernel {
                     .ok_or_else(|| format!("huge pmd {:#x}[{i}] has no deposited table", table.0))?;
                 c.tables.push(*dep);
                 if self.is_huge_zero_pmd(e) {
+                    c.hzp_pmds += 1;
                     continue;
                 }
                 *c.pmd_maps.entry(e.pfn().0).or_default() += 1;

@@ -2,9 +2,9 @@
 //! do_huge_pmd_anonymous_page with the huge zero folio, do_huge_pmd_wp_page, zap_huge_pmd,
 //! __split_huge_pmd, copy_huge_pmd, and the deferred split queue and its shrinker.
 
-use super::knobs::{ThpDefrag, ThpEnabled};
+use super::knobs::{HzpKind, HzpWp, ThpDefrag, ThpEnabled};
 use super::memory::{maybe_mkwrite, vm_page_prot, Slot};
-use super::mm::{mmf, vm, MmCounter, Vma};
+use super::mm::{vm, MmCounter, Vma};
 use super::mm_types::pg;
 use super::mmap::Errno;
 use super::page_alloc::{gfp, Allocated};
@@ -12,14 +12,6 @@ use super::pgtable::{self, Entry};
 use super::vmstat::VmEvent;
 use super::{vm_fault, Kernel, MmId};
 use crate::units::{Pfn, HPAGE_PMD_NR, HPAGE_PMD_ORDER, HPAGE_PMD_SIZE, PAGE_SHIFT, PAGE_SIZE};
-
-/// The huge zero folio (huge_zero_folio, huge_zero_refcount). The refcount holds one
-/// reference per mm that set MMF_HUGE_ZERO_FOLIO plus one for the shrinker.
-#[derive(Clone, Debug, Default)]
-pub struct HugeZero {
-    pub pfn: Option<Pfn>,
-    pub refcount: u64,
-}
 
 impl Kernel {
     /// `thp_vma_allowable_order(vma, PMD_ORDER)` + `thp_vma_suitable_order`: the knob and
@@ -94,6 +86,9 @@ impl Kernel {
     pub fn do_huge_pmd_anonymous_page(&mut self, mm: MmId, vma: &Vma, addr: u64, write: bool, pmd: Slot) -> u32 {
         let _ = addr;
         self.anon_vma_prepare(mm, vma.start);
+        if !write && self.knobs.thp_use_zero_page && self.knobs.hzp_kind == HzpKind::Vhzp {
+            return self.set_virtual_huge_zero_page(mm, vma, pmd);
+        }
         if !write && self.knobs.thp_use_zero_page {
             let Some(pgtable) = self.pte_alloc_one(Some(mm)) else {
                 return vm_fault::OOM;
@@ -122,6 +117,68 @@ impl Kernel {
         0
     }
 
+    /// Seed 000's `do_huge_pmd_wp_zero_page_fallback`: no THP for a write to the huge zero
+    /// page, so the deposited table becomes a PTE table whose entry at the fault address maps
+    /// a new zeroed 4 KiB page and every other entry the 4 KiB zero page (no pmd split).
+    fn do_huge_pmd_wp_zero_page_fallback(&mut self, mm: MmId, vma: &Vma, addr: u64, pmd: Slot) -> u32 {
+        let Some(page) = self.alloc_pages(0, gfp::ZERO | gfp::USER | gfp::DIRECT_RECLAIM) else {
+            return vm_fault::OOM;
+        };
+        let haddr = addr & !(HPAGE_PMD_SIZE - 1);
+        let table = self.withdraw(pmd);
+        let zero = Entry::new(self.zero_pfn, vm_page_prot(vma) | pgtable::SPECIAL);
+        let idx = ((addr - haddr) >> PAGE_SHIFT) as usize;
+        for i in 0..512 {
+            self.set_entry(table, i, zero);
+        }
+        self.folio_add_new_anon_rmap(page.pfn, mm, false);
+        self.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
+        let e = maybe_mkwrite(Entry::new(page.pfn, vm_page_prot(vma) | pgtable::DIRTY | pgtable::ACCESSED), vma);
+        self.set_entry(table, idx, e);
+        self.set_entry(pmd.table, pmd.idx, Entry::new(table, pgtable::TABLE_FLAGS));
+        self.flush_tlb_range(mm, haddr, haddr + HPAGE_PMD_SIZE);
+        self.put_huge_zero_pmd();
+        0
+    }
+
+    /// The virtual huge zero page (seed 000's alternative): a PTE table whose 512 entries map
+    /// the 4 KiB zero page, its pmd marked (ZERO_TABLE) so a write fault can replace the whole
+    /// range by a THP, as a write to the huge zero page does.
+    fn set_virtual_huge_zero_page(&mut self, mm: MmId, vma: &Vma, pmd: Slot) -> u32 {
+        let Some(table) = self.pte_alloc_one(Some(mm)) else {
+            return vm_fault::OOM;
+        };
+        let zero = Entry::new(self.zero_pfn, vm_page_prot(vma) | pgtable::SPECIAL);
+        for i in 0..512 {
+            self.set_entry(table, i, zero);
+        }
+        self.set_entry(pmd.table, pmd.idx, Entry::new(table, pgtable::TABLE_FLAGS | pgtable::ZERO_TABLE));
+        0
+    }
+
+    /// A write fault under a virtual huge zero pmd: replace the range by a THP, the table
+    /// becoming its deposited table; without a THP (or if the range is no longer
+    /// THP-suitable) the mark goes and the pte path copies 4 KiB.
+    pub fn do_virtual_huge_zero_wp(&mut self, mm: MmId, vma: &Vma, addr: u64, pmd: Slot) -> u32 {
+        let e = self.entry(pmd.table, pmd.idx);
+        let haddr = addr & !(HPAGE_PMD_SIZE - 1);
+        self.set_entry(pmd.table, pmd.idx, e.without(pgtable::ZERO_TABLE));
+        if !self.thp_vma_allowable(vma, addr) {
+            return vm_fault::FALLBACK;
+        }
+        let Some(folio) = self.vma_alloc_anon_folio_pmd(vma) else {
+            return vm_fault::FALLBACK;
+        };
+        let table = e.pfn();
+        for i in 0..512 {
+            self.set_entry(table, i, Entry::NONE);
+        }
+        self.deposit(pmd, table);
+        self.map_anon_folio_pmd(mm, vma, folio.pfn, pmd);
+        self.flush_tlb_range(mm, haddr, haddr + HPAGE_PMD_SIZE);
+        0
+    }
+
     /// Whether a pmd entry maps the huge zero folio (is_huge_zero_pmd).
     pub fn is_huge_zero_pmd(&self, e: Entry) -> bool {
         e.huge() && Some(e.pfn()) == self.huge_zero.pfn
@@ -135,10 +192,14 @@ impl Kernel {
         let haddr = addr & !(HPAGE_PMD_SIZE - 1);
         if self.is_huge_zero_pmd(e) {
             if let Some(folio) = self.vma_alloc_anon_folio_pmd(vma) {
-                // The deposited table stays deposited under the new mapping.
+                // do_huge_zero_wp_pmd: the deposited table stays deposited under the THP.
                 self.map_anon_folio_pmd(mm, vma, folio.pfn, pmd);
                 self.flush_tlb_range(mm, haddr, haddr + HPAGE_PMD_SIZE);
+                self.put_huge_zero_pmd();
                 return 0;
+            }
+            if self.knobs.hzp_wp == HzpWp::Seed {
+                return self.do_huge_pmd_wp_zero_page_fallback(mm, vma, addr, pmd);
             }
             self.__split_huge_pmd(mm, vma, pmd, haddr);
             return vm_fault::FALLBACK;
@@ -165,6 +226,7 @@ impl Kernel {
         self.set_entry(pmd.table, pmd.idx, Entry::NONE);
         self.zap_deposited_table(mm, pmd);
         if self.is_huge_zero_pmd(e) {
+            self.put_huge_zero_pmd();
             return;
         }
         let head = e.pfn();
@@ -187,6 +249,7 @@ impl Kernel {
             for i in 0..512 {
                 self.set_entry(table, i, z);
             }
+            self.put_huge_zero_pmd();
         } else {
             let head = e.pfn();
             let keep = e.0 & (pgtable::RW | pgtable::DIRTY | pgtable::ACCESSED);
@@ -249,62 +312,6 @@ impl Kernel {
         self.set_entry(spmd.table, spmd.idx, wp);
         self.set_entry(dpmd.table, dpmd.idx, wp.without(pgtable::ACCESSED));
         Ok(())
-    }
-
-    // ---- the huge zero folio -------------------------------------------------------------
-
-    /// `get_huge_zero_folio`: take a reference, allocating the folio (GFP_TRANSHUGE |
-    /// __GFP_ZERO) if the shrinker freed it; a new folio starts with the shrinker's reference.
-    fn get_huge_zero_folio(&mut self) -> bool {
-        if self.huge_zero.refcount > 0 {
-            self.huge_zero.refcount += 1;
-            return true;
-        }
-        let Some(a) = self.alloc_pages(HPAGE_PMD_ORDER, gfp::COMP | gfp::ZERO | gfp::DIRECT_RECLAIM) else {
-            self.stat.count(VmEvent::ThpZeroPageAllocFailed);
-            return false;
-        };
-        self.mem.pages[a.pfn.idx()].set(pg::HUGE_ZERO);
-        self.huge_zero.pfn = Some(a.pfn);
-        self.huge_zero.refcount = 2;
-        self.stat.count(VmEvent::ThpZeroPageAlloc);
-        true
-    }
-
-    /// `put_huge_zero_folio`: only the shrinker may drop the last reference.
-    fn put_huge_zero_folio(&mut self) {
-        assert!(self.huge_zero.refcount > 1, "huge zero refcount would reach zero");
-        self.huge_zero.refcount -= 1;
-    }
-
-    /// `mm_get_huge_zero_folio`: the global reference is taken once per mm (MMF_HUGE_ZERO_FOLIO).
-    pub fn mm_get_huge_zero_folio(&mut self, mm: MmId) -> Option<Pfn> {
-        if self.mm(mm).flags & mmf::HUGE_ZERO_FOLIO != 0 {
-            return self.huge_zero.pfn;
-        }
-        if !self.get_huge_zero_folio() {
-            return None;
-        }
-        self.mm_mut(mm).flags |= mmf::HUGE_ZERO_FOLIO;
-        self.huge_zero.pfn
-    }
-
-    /// `mm_put_huge_zero_folio`, from __mmput.
-    pub fn mm_put_huge_zero_folio(&mut self, mm: MmId) {
-        if self.mm(mm).flags & mmf::HUGE_ZERO_FOLIO != 0 {
-            self.put_huge_zero_folio();
-        }
-    }
-
-    /// `shrink_huge_zero_folio_scan`: free the folio when only the shrinker's reference is left.
-    pub fn shrink_huge_zero_folio(&mut self) {
-        if self.huge_zero.refcount == 1 {
-            self.huge_zero.refcount = 0;
-            let pfn = self.huge_zero.pfn.take().expect("allocated");
-            self.mem.pages[pfn.idx()].clear(pg::HUGE_ZERO);
-            self.mem.pages[pfn.idx()].refcount = 1;
-            self.folio_put(pfn);
-        }
     }
 
     // ---- deferred split ------------------------------------------------------------------

@@ -24,6 +24,54 @@ pub enum ThpDefrag {
     Never,
 }
 
+/// `transparent_hugepage/huge_zero_page_alloc` (mmsim's name for the allocation policies of
+/// seed 000's series and today's kernel): when the huge zero page exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HzpAlloc {
+    /// Allocated at boot, never freed (seed 000, patch 01).
+    Boot,
+    /// Allocated on first use, never freed (patch 09).
+    Lazy,
+    /// Allocated on first use, refcounted, freed by a shrinker when unused (patch 10; Linux
+    /// without CONFIG_PERSISTENT_HUGE_ZERO_FOLIO).
+    Shrinkable,
+    /// CONFIG_PERSISTENT_HUGE_ZERO_FOLIO (Linux >= 6.18): allocated at boot, no refcounting.
+    Persistent,
+}
+
+/// `transparent_hugepage/huge_zero_page`: which implementation serves THP read faults when
+/// use_zero_page is 1 (mmsim's knob).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HzpKind {
+    /// A real 2 MiB page of zeros mapped by a huge pmd.
+    Hzp,
+    /// The virtual huge zero page: a PTE table whose 512 entries map the 4 KiB zero page.
+    Vhzp,
+}
+
+/// `transparent_hugepage/huge_zero_page_wp`: what a write to the huge zero page does when no
+/// THP can be allocated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HzpWp {
+    /// Linux >= 6.13: try a THP; on failure split the pmd and take the 4 KiB COW path.
+    Today,
+    /// Seed 000: try a THP; on failure build a PTE table with one new page and 511 zero ptes.
+    Seed,
+}
+
+/// `transparent_hugepage/hzp_refcount`: how the huge zero page's refcount is taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HzpRefcount {
+    /// Every map and unmap takes and drops the global atomic (before seed 001).
+    Global,
+    /// Once per mm (MMF_HUGE_ZERO_FOLIO), dropped when the mm goes (seed 001).
+    PerMm,
+}
+
 /// Every tunable the model honours. Defaults are Linux 6.18's with a distribution config
 /// (Debian/Fedora build THP as `madvise`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,6 +85,10 @@ pub struct Knobs {
     pub fail_every: u64,
     /// debugfs `fault_around_bytes` (mm/memory.c), a power of two between PAGE_SIZE and 64 KiB.
     pub fault_around_bytes: u64,
+    pub hzp_alloc: HzpAlloc,
+    pub hzp_kind: HzpKind,
+    pub hzp_wp: HzpWp,
+    pub hzp_refcount: HzpRefcount,
 }
 
 impl Default for Knobs {
@@ -48,6 +100,10 @@ impl Default for Knobs {
             fail_min_order: None,
             fail_every: 0,
             fault_around_bytes: 65536,
+            hzp_alloc: HzpAlloc::Shrinkable,
+            hzp_kind: HzpKind::Hzp,
+            hzp_wp: HzpWp::Today,
+            hzp_refcount: HzpRefcount::PerMm,
         }
     }
 }
@@ -67,6 +123,13 @@ const THP_USE_ZERO_PAGE: &str = "transparent_hugepage/use_zero_page";
 const FAIL_MIN_ORDER: &str = "fail_page_alloc/min_order";
 const FAIL_EVERY: &str = "fail_page_alloc/every";
 const FAULT_AROUND: &str = "fault_around_bytes";
+const HZP_ALLOC: &str = "transparent_hugepage/huge_zero_page_alloc";
+const HZP_KIND: &str = "transparent_hugepage/huge_zero_page";
+const HZP_WP: &str = "transparent_hugepage/huge_zero_page_wp";
+const HZP_REFCOUNT: &str = "transparent_hugepage/hzp_refcount";
+
+/// Knobs that stand for a kernel build or patch: they can be set before the run only.
+pub const BOOT_ONLY: &[&str] = &[HZP_ALLOC, HZP_REFCOUNT];
 
 /// (name, accepted values, meaning) of every knob, in the order `mmsim knobs` lists them.
 const KNOB_TABLE: &[(&str, &str, &str)] = &[
@@ -134,6 +197,28 @@ impl Knobs {
             },
             FAIL_EVERY => self.fail_every.to_string(),
             FAULT_AROUND => self.fault_around_bytes.to_string(),
+            HZP_ALLOC => match self.hzp_alloc {
+                HzpAlloc::Boot => "boot",
+                HzpAlloc::Lazy => "lazy",
+                HzpAlloc::Shrinkable => "shrinkable",
+                HzpAlloc::Persistent => "persistent",
+            }
+            .to_string(),
+            HZP_KIND => match self.hzp_kind {
+                HzpKind::Hzp => "hzp",
+                HzpKind::Vhzp => "vhzp",
+            }
+            .to_string(),
+            HZP_WP => match self.hzp_wp {
+                HzpWp::Today => "today",
+                HzpWp::Seed => "seed",
+            }
+            .to_string(),
+            HZP_REFCOUNT => match self.hzp_refcount {
+                HzpRefcount::Global => "global",
+                HzpRefcount::PerMm => "per_mm",
+            }
+            .to_string(),
             _ => return None,
         })
     }
@@ -187,6 +272,36 @@ impl Knobs {
                     return Err(bad("a power of two between 4096 and 65536"));
                 }
                 self.fault_around_bytes = n;
+            }
+            HZP_ALLOC => {
+                self.hzp_alloc = match v {
+                    "boot" => HzpAlloc::Boot,
+                    "lazy" => HzpAlloc::Lazy,
+                    "shrinkable" => HzpAlloc::Shrinkable,
+                    "persistent" => HzpAlloc::Persistent,
+                    _ => return Err(bad("boot, lazy, shrinkable or persistent")),
+                }
+            }
+            HZP_KIND => {
+                self.hzp_kind = match v {
+                    "hzp" => HzpKind::Hzp,
+                    "vhzp" => HzpKind::Vhzp,
+                    _ => return Err(bad("hzp or vhzp")),
+                }
+            }
+            HZP_WP => {
+                self.hzp_wp = match v {
+                    "today" => HzpWp::Today,
+                    "seed" => HzpWp::Seed,
+                    _ => return Err(bad("today or seed")),
+                }
+            }
+            HZP_REFCOUNT => {
+                self.hzp_refcount = match v {
+                    "global" => HzpRefcount::Global,
+                    "per_mm" => HzpRefcount::PerMm,
+                    _ => return Err(bad("global or per_mm")),
+                }
             }
             _ => {
                 let known: Vec<&str> = Knobs::names().collect();

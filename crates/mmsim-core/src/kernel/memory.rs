@@ -112,6 +112,11 @@ impl Kernel {
             if ret & vm_fault::FALLBACK == 0 {
                 return ret;
             }
+        } else if write && e.present() && !e.huge() && e.has(pgtable::ZERO_TABLE) {
+            let ret = self.do_virtual_huge_zero_wp(mm, &vma, addr, pmd);
+            if ret & vm_fault::FALLBACK == 0 {
+                return ret;
+            }
         } else if e.present() && e.huge() {
             if write && !e.write() {
                 let ret = self.do_huge_pmd_wp_page(mm, &vma, addr, pmd);
@@ -365,6 +370,10 @@ impl Kernel {
             }
             let e = self.entry(pmd.table, pmd.idx);
             if e.present() {
+                if e.has(pgtable::ZERO_TABLE) {
+                    // The virtual huge zero page is no longer all zero pages.
+                    self.set_entry(pmd.table, pmd.idx, e.without(pgtable::ZERO_TABLE));
+                }
                 self.zap_pte_range(mm, e.pfn(), addr, next);
             }
             addr = next;
@@ -508,6 +517,10 @@ impl Kernel {
             } else {
                 let dtable = self.pte_alloc(dst, dpmd).ok_or(Errno::ENOMEM)?;
                 self.copy_pte_range(dst, src, vma, dtable, e.pfn(), addr, next);
+                if e.has(pgtable::ZERO_TABLE) {
+                    let d = self.entry(dpmd.table, dpmd.idx);
+                    self.set_entry(dpmd.table, dpmd.idx, d.with(pgtable::ZERO_TABLE));
+                }
             }
             addr = next;
         }

@@ -7,6 +7,7 @@ pub mod content;
 pub mod fault;
 pub mod fork;
 pub mod huge_memory;
+pub mod huge_zero;
 pub mod knobs;
 pub mod madvise;
 pub mod memory;
@@ -48,7 +49,7 @@ pub struct Kernel {
     /// The 4 KiB zero page (ZERO_PAGE(0)), a reserved frame.
     pub zero_pfn: Pfn,
     /// The huge zero folio and its refcount (huge_zero_folio, huge_zero_refcount).
-    pub huge_zero: huge_memory::HugeZero,
+    pub huge_zero: huge_zero::HugeZero,
     /// Partially mapped anonymous THPs awaiting the deferred split shrinker (head pfns).
     pub deferred_split: Vec<u32>,
     /// Which mms map each large anonymous folio and how often (folio->_mm_id/_mm_id_mapcount;
@@ -84,6 +85,8 @@ pub enum Work {
     FlushMm { mm: MmId },
     /// The mm is destroyed (exit_mmap): its translations go and its id may be reused.
     MmExit { mm: MmId },
+    /// An atomic read-modify-write on a kernel variable's cache line (a global refcount).
+    Atomic { line: u64, func: &'static str },
 }
 
 /// Deliberately broken behaviour a test can switch on to show the reference model and the
@@ -127,7 +130,7 @@ impl Kernel {
             mms: Vec::new(),
             shmem: Vec::new(),
             zero_pfn,
-            huge_zero: huge_memory::HugeZero::default(),
+            huge_zero: huge_zero::HugeZero::default(),
             deferred_split: Vec::new(),
             folio_mms: HashMap::new(),
             deposited: HashMap::new(),
@@ -138,6 +141,8 @@ impl Kernel {
             bug: None,
             work: Vec::new(),
         };
+        k.huge_zero_boot();
+        k.work.clear();
         k.sync_items();
         k
     }

@@ -86,6 +86,10 @@ impl Kernel {
             }
             let e = self.entry(pmd.table, pmd.idx);
             if e.present() {
+                if e.has(pgtable::ZERO_TABLE) {
+                    // Unmark a virtual huge zero page whenever in doubt.
+                    self.set_entry(pmd.table, pmd.idx, e.without(pgtable::ZERO_TABLE));
+                }
                 let table = e.pfn();
                 let mut a = addr;
                 while a < next {

@@ -491,7 +491,9 @@ impl Interp {
             Op::Exit(_) => self.exit_task(t, TaskState::Exited),
             Op::Snapshot(SnapshotOp { label }) => self.snapshot_requests.push(label.clone()),
             Op::Set(SetOp { knob, value }) => {
-                if let Err(e) = self.kernel.set_knob(knob, &value.0) {
+                if crate::kernel::knobs::BOOT_ONLY.contains(&knob.as_str()) {
+                    self.event(pid, "syscall", format!("set {knob}: can only be set before the run (a kernel build choice)"));
+                } else if let Err(e) = self.kernel.set_knob(knob, &value.0) {
                     self.event(pid, "syscall", e);
                 }
             }
@@ -503,7 +505,8 @@ impl Interp {
         let cpu = self.tasks[t].cpu;
         let cost = self.machine.p.cost.syscall;
         self.tasks[t].perf.charge("entry_SYSCALL_64", cost);
-        self.machine.drain_work(cpu, &mut self.kernel, &mut self.tasks[t].perf);
+        let base = self.machine.cpus[cpu].clock - self.quantum_base;
+        self.machine.drain_work(cpu, &mut self.kernel, &mut self.tasks[t].perf, base);
     }
 
     fn after_syscall(&mut self) {
@@ -607,7 +610,8 @@ impl Interp {
                 let perf = &mut self.tasks[t].perf;
                 perf.charge("asm_exc_page_fault", entry);
                 perf.charge("handle_mm_fault", handler);
-                self.machine.drain_work(cpu, &mut self.kernel, perf);
+                let base = self.machine.cpus[cpu].clock - self.quantum_base;
+                self.machine.drain_work(cpu, &mut self.kernel, perf, base);
             }
             match outcome {
                 FaultOutcome::Handled => self.tasks[t].minflt += 1,

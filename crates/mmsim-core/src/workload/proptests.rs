@@ -101,7 +101,13 @@ fn workload() -> impl Strategy<Value = Value> {
         prop_oneof![Just("20M"), Just("64M")],
         prop_oneof![Just(1u32), Just(2), Just(4)],
     );
-    (mmaps, knobs).prop_flat_map(|(mm, (en, zp, fmo, every, mem, cpus))| {
+    let hzp = (
+        prop_oneof![Just("hzp"), Just("vhzp")],
+        prop_oneof![Just("shrinkable"), Just("boot"), Just("lazy"), Just("persistent")],
+        prop_oneof![Just("per_mm"), Just("global")],
+        prop_oneof![Just("today"), Just("seed")],
+    );
+    (mmaps, knobs, hzp).prop_flat_map(|(mm, (en, zp, fmo, every, mem, cpus), (kind, alloc, rc, wp))| {
         let sizes: Vec<u64> = mm.iter().map(|m| m.0).collect();
         prop::collection::vec(op(&sizes), 1..30).prop_map(move |body| {
             let mut prog: Vec<Value> = mm
@@ -120,7 +126,11 @@ fn workload() -> impl Strategy<Value = Value> {
             prog.extend(verify(mm.len()));
             json!({"name":"random","machine":{"memory":mem,"cpus":cpus},
                    "knobs":{"transparent_hugepage/enabled":en,"transparent_hugepage/use_zero_page":zp,
-                            "fail_page_alloc/min_order":fmo,"fail_page_alloc/every":every},
+                            "fail_page_alloc/min_order":fmo,"fail_page_alloc/every":every,
+                            "transparent_hugepage/huge_zero_page":kind,
+                            "transparent_hugepage/huge_zero_page_alloc":alloc,
+                            "transparent_hugepage/hzp_refcount":rc,
+                            "transparent_hugepage/huge_zero_page_wp":wp},
                    "program":prog})
         })
     })
