@@ -374,3 +374,168 @@ fn fork_copies_huge_zero_pmds() {
     assert_eq!(snap(&r, "child").processes[1].minflt, 0);
     assert_eq!(snap(&r, "child").processes[1].vm_pte, p1(snap(&r, "parent")).vm_pte, "deposited tables copied");
 }
+
+fn with_knobs(mut w: serde_json::Value, extra: serde_json::Value) -> serde_json::Value {
+    for (k, v) in extra.as_object().unwrap() {
+        w["knobs"][k] = v.clone();
+    }
+    w
+}
+
+/// Seed 000 with the seed's write fallback: the THP allocation fails, so the deposited table
+/// becomes a PTE table with one new page and 511 zero-page entries; no pmd split is counted.
+#[test]
+fn hzp_write_with_the_seed_fallback() {
+    let mut w = with_knobs(
+        hzp_rss(json!({"transparent_hugepage/enabled":"always"}), false),
+        json!({"transparent_hugepage/huge_zero_page_wp":"seed"}),
+    );
+    let prog = w["program"].as_array_mut().unwrap();
+    let idx = prog.iter().position(|o| o["label"] == "after-read").unwrap();
+    prog.insert(idx + 1, json!({"op":"set","knob":"fail_page_alloc/min_order","value":9}));
+    prog.push(json!({"op":"read","region":"p","length":"2M","stride":4096}));
+    prog.push(json!({"op":"snapshot","label":"reread"}));
+    let r = run(w);
+    let (a, w, rr) = (snap(&r, "after-read"), snap(&r, "after-write"), snap(&r, "reread"));
+    assert_eq!(vm(w, "thp_fault_fallback") - vm(a, "thp_fault_fallback"), 1);
+    assert_eq!(vm(w, "thp_split_pmd") - vm(a, "thp_split_pmd"), 0);
+    assert_eq!(p1(w).rss_anon - p1(a).rss_anon, 4, "one 4 KiB page");
+    assert_eq!(p1(w).vm_pte, p1(a).vm_pte, "the deposited table became the PTE table");
+    assert_eq!(p1(rr).minflt, p1(w).minflt, "the other 511 entries map the zero page already");
+    assert_eq!(r.check.expect_failures, 0, "{:?}", r.events);
+}
+
+/// The virtual huge zero page: the same faults and VmPTE as the huge zero page, no 2 MiB page
+/// allocated, and a write replaces the 2 MiB range by a THP.
+#[test]
+fn virtual_huge_zero_page() {
+    let w = with_knobs(
+        hzp_rss(json!({"transparent_hugepage/enabled":"always"}), false),
+        json!({"transparent_hugepage/huge_zero_page":"vhzp"}),
+    );
+    let r = run(w);
+    let (b, a, w) = (snap(&r, "before"), snap(&r, "after-read"), snap(&r, "after-write"));
+    assert_eq!(p1(a).minflt - p1(b).minflt, 100);
+    assert_eq!(p1(a).rss_anon - p1(b).rss_anon, 0);
+    assert_eq!(p1(a).vm_pte - p1(b).vm_pte, 400);
+    assert_eq!(vm(a, "thp_zero_page_alloc"), 0, "no 2 MiB page of zeros");
+    assert_eq!(vm(w, "thp_fault_alloc") - vm(a, "thp_fault_alloc"), 1);
+    assert_eq!(mi(w, "AnonHugePages"), 2048);
+    assert_eq!(p1(w).vm_pte, p1(a).vm_pte, "the table became the THP's deposited table");
+    // The reads were 4 KiB translations: one TLB miss per page, not per 2 MiB.
+    assert_eq!(a.perf.get("dTLB-load-misses").unwrap() - b.perf.get("dTLB-load-misses").unwrap(), 51200.0);
+}
+
+/// mprotect of one 4 KiB page inside a huge zero pmd splits it: 512 ptes to the 4 KiB zero
+/// page, the protected one read-only; reads still zero.
+#[test]
+fn hzp_split_by_mprotect_maps_the_4k_zero_page() {
+    let w = json!({"knobs":{"transparent_hugepage/enabled":"always"},"program":[
+        {"op":"mmap","name":"p","size":"2M","align":"2M"},
+        {"op":"read","region":"p","expect":0},
+        {"op":"mprotect","region":"p","offset":"1M","length":"4K","prot":"r"},
+        {"op":"snapshot","label":"split"},
+        {"op":"read","region":"p","stride":512,"expect":0},
+    ]});
+    let spec = parse_workload(&w.to_string()).unwrap();
+    let opts = RunOptions { check: true, invariants_each_op: true, ..Default::default() };
+    let r = run_with(&spec, &[], &opts).unwrap();
+    assert_eq!(vm(snap(&r, "split"), "thp_split_pmd"), 1);
+    assert_eq!(r.check.mismatches + r.check.expect_failures, 0, "{:?}", r.events);
+    // Look at the table itself.
+    let mut k = crate::kernel::Kernel::new(64 << 20, {
+        let mut kn = crate::kernel::knobs::Knobs::default();
+        kn.set("transparent_hugepage/enabled", "always").unwrap();
+        kn
+    });
+    let mm = k.exec_mm().unwrap();
+    let a = k
+        .do_mmap(mm, crate::kernel::mmap::MmapArgs { len: 2 << 20, prot: 3, align: 2 << 20, ..Default::default() })
+        .unwrap();
+    assert_eq!(k.handle_mm_fault(mm, a, false), 0);
+    k.do_mprotect(mm, a + (1 << 20), 4096, crate::kernel::mm::vm::READ).unwrap();
+    let slot = k.pte_slot(mm, a).unwrap();
+    let zero_ptes = (0..512).filter(|&i| k.entry(slot.table, i).pfn() == k.zero_pfn).count();
+    assert_eq!(zero_ptes, 512);
+    assert!(!k.entry(slot.table, 256).write());
+    k.check_invariants().unwrap();
+}
+
+/// The refcount policies: `global` holds one reference per huge zero pmd, `per_mm` one per mm
+/// that ever used it; both plus the shrinker's. Checked here by hand (and by the invariant
+/// check after every operation in every test).
+#[test]
+fn huge_zero_refcount_policies() {
+    for (rc, want_after_fork) in [("global", 8 + 8 + 1), ("per_mm", 2 + 1)] {
+        let mut knobs = crate::kernel::knobs::Knobs::default();
+        knobs.set("transparent_hugepage/enabled", "always").unwrap();
+        knobs.set("transparent_hugepage/hzp_refcount", rc).unwrap();
+        let mut k = crate::kernel::Kernel::new(256 << 20, knobs);
+        let mm = k.exec_mm().unwrap();
+        let a = k
+            .do_mmap(mm, crate::kernel::mmap::MmapArgs { len: 16 << 20, prot: 3, align: 2 << 20, ..Default::default() })
+            .unwrap();
+        for i in 0..8u64 {
+            assert_eq!(k.handle_mm_fault(mm, a + (i << 21), false), 0);
+        }
+        let child = k.dup_mm(mm).unwrap();
+        assert_eq!(k.huge_zero.refcount, want_after_fork, "{rc}");
+        k.check_invariants().unwrap();
+        // Unmapping half of the parent's: global drops 4 references, per_mm none.
+        k.do_munmap(mm, a, 8 << 20).unwrap();
+        let want = if rc == "global" { want_after_fork - 4 } else { want_after_fork };
+        assert_eq!(k.huge_zero.refcount, want, "{rc}");
+        k.check_invariants().unwrap();
+        // The shrinker cannot free it while mapped.
+        k.shrink_huge_zero_folio();
+        assert!(k.huge_zero.pfn.is_some());
+        k.exit_mmap(child);
+        k.exit_mmap(mm);
+        assert_eq!(k.huge_zero.refcount, 1, "{rc}: only the shrinker's reference");
+        k.shrink_huge_zero_folio();
+        assert!(k.huge_zero.pfn.is_none(), "freed once unused");
+        k.check_invariants().unwrap();
+        assert!(k.all_free());
+    }
+}
+
+/// Under memory pressure the shrinker frees the unused huge zero page; the next read fault
+/// allocates it again, and thp_zero_page_alloc counts both allocations.
+#[test]
+fn shrinker_frees_the_unused_huge_zero_page_and_it_comes_back() {
+    let r = run(json!({"machine":{"memory":"24M"},"knobs":{"transparent_hugepage/enabled":"always"},"program":[
+        {"op":"fork","program":[
+            {"op":"mmap","name":"z","size":"2M","align":"2M"},
+            {"op":"read","region":"z","expect":0}]},
+        {"op":"wait"},
+        {"op":"fork","program":[
+            {"op":"mmap","name":"big","size":"32M"},
+            {"op":"write","region":"big"}]},
+        {"op":"wait"},
+        {"op":"mmap","name":"z2","size":"2M","align":"2M"},
+        {"op":"read","region":"z2","expect":0},
+        {"op":"snapshot","label":"s"},
+    ]}));
+    assert_eq!(vm(snap(&r, "s"), "thp_zero_page_alloc"), 2, "{:?}", r.events);
+    assert!(
+        r.events.iter().any(|e| e.kind == "oom-kill" && e.pid == 3),
+        "the writer ran out of memory: {:?}",
+        r.events
+    );
+}
+
+/// The boot and persistent policies allocate the huge zero page at boot and never free it.
+#[test]
+fn boot_allocated_huge_zero_page() {
+    for alloc in ["boot", "persistent", "lazy"] {
+        let w = with_knobs(
+            hzp_rss(json!({"transparent_hugepage/enabled":"always"}), false),
+            json!({"transparent_hugepage/huge_zero_page_alloc":alloc}),
+        );
+        let r = run(w);
+        let before = r.baseline.vmstat.get("thp_zero_page_alloc").unwrap();
+        assert_eq!(before, if alloc == "lazy" { 0 } else { 1 }, "{alloc}");
+        assert_eq!(vm(snap(&r, "after-read"), "thp_zero_page_alloc"), 1, "{alloc}");
+        assert_eq!(p1(snap(&r, "after-read")).minflt - p1(snap(&r, "before")).minflt, 100);
+    }
+}

@@ -492,7 +492,11 @@ impl Interp {
             Op::Snapshot(SnapshotOp { label }) => self.snapshot_requests.push(label.clone()),
             Op::Set(SetOp { knob, value }) => {
                 if crate::kernel::knobs::BOOT_ONLY.contains(&knob.as_str()) {
-                    self.event(pid, "syscall", format!("set {knob}: can only be set before the run (a kernel build choice)"));
+                    self.event(
+                        pid,
+                        "syscall",
+                        format!("set {knob}: can only be set before the run (a kernel build choice)"),
+                    );
                 } else if let Err(e) = self.kernel.set_knob(knob, &value.0) {
                     self.event(pid, "syscall", e);
                 }
