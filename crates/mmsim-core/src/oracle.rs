@@ -94,9 +94,20 @@ impl Oracle {
         sp.private.retain(|&p, _| p < addr || p >= end);
     }
 
+    /// mprotect as Linux does it: the mapped part from `addr` up to the first hole changes
+    /// (the call then fails with ENOMEM), nothing beyond the hole.
     pub fn mprotect(&mut self, pid: u32, addr: u64, len: u64, readable: bool, writable: bool) {
-        let end = addr + len;
         let sp = self.spaces.get_mut(&pid).expect("process");
+        let mut end = addr;
+        while end < addr + len {
+            match sp.vmas.range(..=end).next_back() {
+                Some((_, v)) if v.end > end => end = v.end.min(addr + len),
+                _ => break,
+            }
+        }
+        if end == addr {
+            return;
+        }
         Self::split(sp, addr);
         Self::split(sp, end);
         for (_, v) in sp.vmas.range_mut(addr..end) {
@@ -182,5 +193,21 @@ mod tests {
         o.munmap(1, 0x10000, 0x1000);
         assert!(!o.access_ok(1, 0x10000, false));
         assert!(o.access_ok(1, 0x11000, false));
+    }
+}
+
+#[cfg(test)]
+mod mprotect_tests {
+    use super::*;
+
+    #[test]
+    fn mprotect_stops_at_the_first_hole() {
+        let mut o = Oracle::default();
+        o.new_process(1);
+        o.mmap(1, 0x10000, 0x1000, true, true, false);
+        o.mmap(1, 0x20000, 0x1000, true, true, false);
+        o.mprotect(1, 0x10000, 0x20000, true, false);
+        assert!(!o.access_ok(1, 0x10000, true));
+        assert!(o.access_ok(1, 0x20000, true), "beyond the hole: unchanged, as Linux does");
     }
 }

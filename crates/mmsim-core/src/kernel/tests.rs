@@ -539,3 +539,19 @@ fn boot_allocated_huge_zero_page() {
         assert_eq!(p1(snap(&r, "after-read")).minflt - p1(snap(&r, "before")).minflt, 100);
     }
 }
+
+/// Found by the property test: mprotect over a hole changes only the vmas before the hole
+/// (the reference model once changed the vmas after it too).
+#[test]
+fn regression_mprotect_across_a_hole() {
+    let r = run(json!({"knobs":{"transparent_hugepage/enabled":"always","transparent_hugepage/use_zero_page":0,
+        "fail_page_alloc/min_order":"9"},"machine":{"memory":"20M"},"program":[
+        {"flags":["shared","anonymous"],"name":"r0","op":"mmap","size":4096},
+        {"flags":["private","anonymous"],"name":"r1","op":"mmap","size":4096},
+        {"align":"2M","flags":["shared","anonymous"],"name":"r2","op":"mmap","size":4096},
+        {"length":2461696,"offset":0,"op":"mprotect","prot":"r","region":"r0"},
+        {"length":2461696,"offset":0,"op":"mprotect","prot":"rw","region":"r2"},
+        {"length":2461696,"offset":0,"op":"write","region":"r0","stride":4096,"value":1},
+        {"op":"read","region":"r0","stride":1}]}));
+    assert_eq!(r.events.iter().filter(|e| e.kind == "segfault").count(), 1, "r0 stays read-only");
+}

@@ -136,6 +136,16 @@ fn workload() -> impl Strategy<Value = Value> {
     })
 }
 
+/// The campaign's seed: fixed for `make test`, MMSIM_FUZZ_SEED for `make fuzz`.
+fn fuzz_seed() -> u64 {
+    std::env::var("MMSIM_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x6d6d_7369_6d00)
+}
+
+/// Workloads per campaign: 400 for `make test`, MMSIM_FUZZ_CASES for `make fuzz`.
+fn fuzz_cases() -> u32 {
+    std::env::var("MMSIM_FUZZ_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(400)
+}
+
 static READS: AtomicU64 = AtomicU64::new(0);
 static FORKS: AtomicU64 = AtomicU64::new(0);
 
@@ -162,7 +172,14 @@ pub fn check_workload(w: &Value, sabotage: Sabotage) -> Result<(), String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, max_shrink_iters: 4000, ..ProptestConfig::default() })]
+    // A fixed seed keeps `make test` deterministic; `make fuzz` runs open-ended campaigns.
+    #![proptest_config(ProptestConfig {
+        cases: fuzz_cases(),
+        max_shrink_iters: 4000,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(fuzz_seed()),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn random_workloads_match_the_reference_model(w in workload()) {
