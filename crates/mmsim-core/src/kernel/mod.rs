@@ -245,7 +245,7 @@ impl Kernel {
     /// invokes the OOM killer (`out_of_memory`), which picks a victim for the process layer.
     pub fn alloc_pages(&mut self, order: u32, gfp_flags: u32) -> Option<Allocated> {
         let a = self.alloc_pages_inner(order, gfp_flags)?;
-        if a.cleared > 0 && gfp_flags & gfp::TABLE == 0 {
+        if a.cleared > 0 {
             self.work.push(Work::Clear { pfn: a.pfn, pages: a.cleared });
         }
         Some(a)

@@ -21,7 +21,7 @@ pub mod gfp {
     pub const DIRECT_RECLAIM: u32 = 1 << 2;
     /// A user page (GFP_HIGHUSER_MOVABLE): order-0 user faults that fail end in the OOM path.
     pub const USER: u32 = 1 << 3;
-    /// A page-table page (its clearing is charged to the table allocation, not clear_page).
+    /// A page-table page (GFP_PGTABLE_USER).
     pub const TABLE: u32 = 1 << 4;
 }
 

@@ -73,7 +73,7 @@ const FAST_FORWARD_MIN_STEPS: u64 = 2048;
 enum Cursor {
     Idle,
     Access { write: bool, next: u64, end: u64, stride: u64, value: u8, expect: Option<u8>, failed: bool },
-    Compare { a: u64, b: u64, pos: u64, len: u64, expect: Option<bool> },
+    Compare { a: u64, b: u64, pos: u64, len: u64, expect: Option<bool>, stride: u64 },
     Atomic { addr: u64, remaining: u64, hold: u64 },
 }
 
@@ -455,11 +455,17 @@ impl Interp {
                     failed: false,
                 };
             }
-            Op::Compare(CompareOp { a, b, length, expect }) => {
+            Op::Compare(CompareOp { a, b, length, expect, stride }) => {
                 let (ab, _) = self.region(t, &a.region);
                 let (bb, _) = self.region(t, &b.region);
-                self.tasks[t].cursor =
-                    Cursor::Compare { a: ab + a.offset.0, b: bb + b.offset.0, pos: 0, len: length.0, expect: *expect };
+                self.tasks[t].cursor = Cursor::Compare {
+                    a: ab + a.offset.0,
+                    b: bb + b.offset.0,
+                    pos: 0,
+                    len: length.0,
+                    expect: *expect,
+                    stride: stride.map_or(0, |s| s.0),
+                };
             }
             Op::Atomic(AtomicOp { region, offset, count, hold }) => {
                 let (a, _) = self.range(t, region, offset.0, Some(8));
@@ -774,7 +780,7 @@ impl Interp {
         let pid = self.tasks[t].pid;
         let mut used = 0;
         while used < budget && (used == 0 || self.tasks[t].perf.cycles <= self.time_limit) {
-            let Cursor::Compare { a, b, pos, len, expect } = self.tasks[t].cursor else {
+            let Cursor::Compare { a, b, pos, len, expect, stride } = self.tasks[t].cursor else {
                 return used;
             };
             if pos >= len {
@@ -783,7 +789,11 @@ impl Interp {
             }
             let pa = a + pos;
             let pb = b + pos;
-            let chunk = (PAGE_SIZE - (pa & (PAGE_SIZE - 1))).min(PAGE_SIZE - (pb & (PAGE_SIZE - 1))).min(len - pos);
+            let chunk = if stride > 0 {
+                1
+            } else {
+                (PAGE_SIZE - (pa & (PAGE_SIZE - 1))).min(PAGE_SIZE - (pb & (PAGE_SIZE - 1))).min(len - pos)
+            };
             used += 1;
             self.steps += 1;
             let Ok(fa) = self.access_page(t, pa, false) else {
@@ -795,13 +805,20 @@ impl Interp {
             let oa = (pa & (PAGE_SIZE - 1)) as usize;
             let ob = (pb & (PAGE_SIZE - 1)) as usize;
             {
-                // memcmp: vector loads of both ranges; its instructions split between them.
                 let cpu = self.tasks[t].cpu;
-                let lb = self.machine.p.cost.memcmp_load_bytes;
-                let ipa = self.machine.p.cost.memcmp_instructions_per_byte * lb as f64 / 2.0;
                 let perf = &mut self.tasks[t].perf;
-                self.machine.page_accesses(cpu, fa, oa as u64, oa as u64 + chunk, lb, false, ipa, perf);
-                self.machine.page_accesses(cpu, fb, ob as u64, ob as u64 + chunk, lb, false, ipa, perf);
+                if stride > 0 {
+                    // `*p == *q` in a loop: two loads and the loop's instructions.
+                    let ipa = self.machine.p.cost.access_instructions / 2.0;
+                    self.machine.page_accesses(cpu, fa, oa as u64, oa as u64 + 1, 1, false, ipa, perf);
+                    self.machine.page_accesses(cpu, fb, ob as u64, ob as u64 + 1, 1, false, ipa, perf);
+                } else {
+                    // memcmp: vector loads of both ranges; its instructions split between them.
+                    let lb = self.machine.p.cost.memcmp_load_bytes;
+                    let ipa = self.machine.p.cost.memcmp_instructions_per_byte * lb as f64 / 2.0;
+                    self.machine.page_accesses(cpu, fa, oa as u64, oa as u64 + chunk, lb, false, ipa, perf);
+                    self.machine.page_accesses(cpu, fb, ob as u64, ob as u64 + chunk, lb, false, ipa, perf);
+                }
             }
             let same = chunk_equal(self.kernel.page_content(fa), oa, self.kernel.page_content(fb), ob, chunk as usize);
             if let Some(o) = &self.oracle {
@@ -822,7 +839,7 @@ impl Interp {
                 return used;
             }
             if let Cursor::Compare { pos: p, .. } = &mut self.tasks[t].cursor {
-                *p += chunk;
+                *p += if stride > 0 { stride } else { chunk };
             }
         }
         used

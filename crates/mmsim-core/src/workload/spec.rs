@@ -223,6 +223,10 @@ pub struct CompareOp {
     pub length: Size,
     #[serde(default)]
     pub expect: Option<bool>,
+    /// Compare one byte every `stride` bytes, a then b at each step (`assert(*p == *q)` in a
+    /// loop); without it, memcmp of every byte.
+    #[serde(default)]
+    pub stride: Option<Size>,
 }
 
 /// The `loop` op.
@@ -467,11 +471,14 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>) -> Result<(), E
                     return Err(err(i, "stride", "must be greater than 0".into()));
                 }
             }
-            Op::Compare(CompareOp { a, b, length, .. }) => {
+            Op::Compare(CompareOp { a, b, length, stride, .. }) => {
                 known(names, i, "a.region", &a.region)?;
                 known(names, i, "b.region", &b.region)?;
                 if length.0 == 0 {
                     return Err(err(i, "length", "must be greater than 0".into()));
+                }
+                if stride.is_some_and(|s| s.0 == 0) {
+                    return Err(err(i, "stride", "must be greater than 0".into()));
                 }
             }
             Op::Loop(LoopOp { body, .. }) => validate_ops(body, &format!("{path}[{i}].body"), names)?,
