@@ -22,7 +22,7 @@ SOURCES := $(shell find crates profiles -type f \( -name '*.rs' -o -name '*.toml
 RUN_WORKLOAD := experiments/workloads/hzp-rss.json
 RUN_OUT := target/mmsim-run
 
-.PHONY: help build test lint fmt run bench clean
+.PHONY: help build test lint fmt run bench reproduce clean
 
 help: ## list the targets
 	@grep -E '^[a-z][a-zA-Z_-]*:.*## ' $(MAKEFILE_LIST) | \
@@ -71,6 +71,9 @@ $(NATIVE_OUT)/stream: native/stream.c
 bench: build $(NATIVE_OUT)/stream ## simulated references/s vs native and cachegrind; seed workload wall times
 	@command -v valgrind >/dev/null || (apt-get install -y -q valgrind >/dev/null 2>&1 || true)
 	$(BIN)/python scripts/bench.py
+
+reproduce: build ## run every seed experiment at full scale beside the published numbers
+	$(BIN)/mmsim reproduce | tee target/reproduce.txt
 
 clean: ## remove the virtualenv and build outputs
 	rm -rf $(VENV) target python/mmsim/_mmsim*.so

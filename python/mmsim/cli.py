@@ -4,6 +4,7 @@
     mmsim knobs [--json]
     mmsim profiles [--json]
     mmsim profiles show NAME [--json | --toml]
+    mmsim reproduce [NAME ...] [--list] [--json]
 
 Exit status: 0 on success; 1 when the run failed (an ``expect`` did not hold, ``--check``
 found a mismatch or an invariant broke), after printing its report; 2 for a bad workload,
@@ -79,6 +80,17 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--json", action="store_true", help="print as JSON")
     pr.add_argument("--toml", action="store_true", help="print the profile file itself")
     pr.set_defaults(func=cmd_profiles)
+
+    rp = sub.add_parser(
+        "reproduce",
+        help="run the seeds' experiments beside their published numbers",
+        description="Run each built-in seed experiment at the seed's own parameters on a profile of "
+        "the seed's machine, and print published vs simulated values and their ratio.",
+    )
+    rp.add_argument("names", nargs="*", metavar="NAME", help="experiments to run (default: all)")
+    rp.add_argument("--list", action="store_true", help="list the experiments")
+    rp.add_argument("--json", action="store_true", help="print the results as JSON")
+    rp.set_defaults(func=cmd_reproduce)
     return p
 
 
@@ -110,6 +122,47 @@ def cmd_profiles(args: argparse.Namespace) -> int:
     for path, value in flat:
         print(f"{path:<{width}} = {value}")
     return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    """``mmsim reproduce``."""
+    import time
+
+    from mmsim.experiments import EXPERIMENTS, ratio, run_experiments
+
+    if args.list:
+        for e in EXPERIMENTS.values():
+            print(f"{e.name:<12} seed {e.seed}  {e.profile:<12} {e.claim}")
+        return 0
+
+    def progress(name: str) -> None:
+        print(f"mmsim: running {name} ...", file=sys.stderr, flush=True)
+
+    t0 = time.monotonic()
+    results = run_experiments(args.names or None, progress=None if args.json else progress)
+    if args.json:
+        print(json.dumps({"experiments": results}, indent=2))
+        return 0
+    for e in results:
+        print(f"{e['name']} (seed {e['seed']}, profile {e['profile']}): {e['claim']}")
+        for n in e.get("notes", []):
+            print(f"  note: {n}")
+        head = f"  {'config':<26} {'metric':<30} {'published':>18} {'simulated':>18} {'sim/pub':>8}  unit"
+        print(head)
+        for r in e["rows"]:
+            pub = "-" if r["published"] is None else _num(r["published"])
+            q = ratio(r)
+            qs = "-" if q is None else f"{q:.2f}"
+            print(f"  {r['config']:<26} {r['metric']:<30} {pub:>18} {_num(r['simulated']):>18} {qs:>8}  {r['unit']}")
+        print()
+    print(f"({time.monotonic() - t0:.1f} s)", file=sys.stderr)
+    return 0
+
+
+def _num(v: float) -> str:
+    if isinstance(v, float) and not v.is_integer():
+        return f"{v:,.3f}" if abs(v) < 1000 else f"{v:,.0f}"
+    return f"{int(v):,}"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
