@@ -449,3 +449,25 @@ def test_hw_override_changes_the_tlb(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert r.json()["perf"]["dTLB-load-misses"] == 16
     assert_one_line_error(run_mmsim("run", w, "--set", "hw.tlb.nope=1"), "hw.tlb.nope")
+
+
+def test_reproduce_lists_and_runs_hzp_rss() -> None:
+    r = run_mmsim("reproduce", "--list")
+    assert r.returncode == 0, r.stderr
+    names = [line.split()[0] for line in r.stdout.splitlines()]
+    assert names == ["hzp-rss", "hzp-memcmp", "hzp-stride", "hzp-usemem"]
+    out = run_mmsim("reproduce", "hzp-rss", "--json").json()
+    (e,) = out["experiments"]
+    assert e["name"] == "hzp-rss" and e["profile"] == "default"
+    rows = {(row["config"], row["metric"]): row for row in e["rows"]}
+    assert set(rows[next(iter(rows))]) == {"config", "metric", "published", "simulated", "unit"}
+    assert rows[("THP always, no zero page", "RSS growth")]["simulated"] == 204800
+    assert rows[("THP always, hzp", "RSS growth")]["simulated"] == 0
+    assert rows[("THP always, hzp", "page faults")]["simulated"] == 100
+    assert rows[("THP never", "page faults")]["simulated"] == 51200
+    text = run_mmsim("reproduce", "hzp-rss")
+    assert "RSS growth" in text.stdout and "sim/pub" in text.stdout
+
+
+def test_reproduce_unknown_experiment_is_one_line() -> None:
+    assert_one_line_error(run_mmsim("reproduce", "nosuch"), "nosuch")
