@@ -79,7 +79,14 @@ def format_report(report: Mapping[str, Any]) -> str:
 
 def _perf_lines(report: Mapping[str, Any]) -> list[str]:
     perf = report.get("perf", {})
-    lines = [f" Performance counter stats for '{report.get('workload', '?')}' (mmsim):", ""]
+    m = report.get("machine") or {}
+    where = "mmsim"
+    if m:
+        mem = int(m.get("memory", 0))
+        size = f"{mem >> 30} GiB" if mem >= 1 << 30 else f"{mem >> 20} MiB"
+        cpus = int(m.get("cpus", 1))
+        where = f"mmsim, {m.get('profile', '?')} profile, {size}, {cpus} CPU{'s' if cpus != 1 else ''}"
+    lines = [f" Performance counter stats for '{report.get('workload', '?')}' ({where}):", ""]
     if "task-clock" in perf:
         lines.append(f"{format_number(float(perf['task-clock'])):>18} msec task-clock")
     names = [n for n in FIRST_EVENTS if n in perf]

@@ -58,7 +58,7 @@ def test_run_prints_perf_stat_then_proc_files():
     assert r.returncode == 0, r.stderr
     assert r.stderr == ""
     out = r.stdout
-    assert out.startswith(" Performance counter stats for 'hzp-rss' (mmsim):\n")
+    assert out.startswith(" Performance counter stats for 'hzp-rss' (mmsim, default profile, 16 GiB, 1 CPU):\n")
     report = run_mmsim("run", "--json", HZP_RSS).json()
     for event in ("page-faults", "minor-faults", "major-faults"):
         value = f"{report['perf'][event]:,}"
@@ -278,7 +278,7 @@ def test_unnamed_workload_is_named_after_its_file(write_workload):
     path = write_workload("touch-it.yaml", "program:\n  - {op: mmap, name: p, size: 8K}\n  - {op: write, region: p}\n")
     r = run_mmsim("run", path)
     assert r.returncode == 0, r.stderr
-    assert "Performance counter stats for 'touch-it' (mmsim):" in r.stdout
+    assert "Performance counter stats for 'touch-it' (mmsim, " in r.stdout
 
 
 # --- failures, events and --check --------------------------------------------------------
