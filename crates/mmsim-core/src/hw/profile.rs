@@ -147,7 +147,11 @@ pub struct Profile {
 }
 
 /// The profiles shipped with mmsim (profiles/*.toml), embedded at build time.
-pub const BUILTIN: &[(&str, &str)] = &[("default", include_str!("../../../../profiles/default.toml"))];
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("default", include_str!("../../../../profiles/default.toml")),
+    ("westmere-ex", include_str!("../../../../profiles/westmere-ex.toml")),
+    ("haswell-ep", include_str!("../../../../profiles/haswell-ep.toml")),
+];
 
 /// Parse a profile from TOML text, applying `overrides` (PATH, VALUE) first.
 pub fn parse(text: &str, overrides: &[(String, String)]) -> Result<Profile, String> {
