@@ -390,10 +390,11 @@ fn validate(w: &Workload) -> Result<(), Error> {
     if w.machine.cpus == 0 || w.machine.cpus > 4096 {
         return Err(err("machine.cpus".into(), "must be between 1 and 4096"));
     }
-    if w.machine.profile != "default" {
+    if !crate::hw::profile::names().contains(&w.machine.profile.as_str()) {
+        let known = crate::hw::profile::names().join(", ");
         return Err(err(
             "machine.profile".into(),
-            &format!("unknown profile {:?} (known: default)", w.machine.profile),
+            &format!("unknown profile {:?} (known: {known})", w.machine.profile),
         ));
     }
     let mut k = crate::kernel::knobs::Knobs::default();
