@@ -151,6 +151,11 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("default", include_str!("../../../../profiles/default.toml")),
     ("westmere-ex", include_str!("../../../../profiles/westmere-ex.toml")),
     ("haswell-ep", include_str!("../../../../profiles/haswell-ep.toml")),
+    ("piii-450", include_str!("../../../../profiles/piii-450.toml")),
+    ("ia64-altix", include_str!("../../../../profiles/ia64-altix.toml")),
+    ("opteron-2.2", include_str!("../../../../profiles/opteron-2.2.toml")),
+    ("desktop-2018", include_str!("../../../../profiles/desktop-2018.toml")),
+    ("zen4-epyc", include_str!("../../../../profiles/zen4-epyc.toml")),
 ];
 
 /// Parse a profile from TOML text, applying `overrides` (PATH, VALUE) first.
