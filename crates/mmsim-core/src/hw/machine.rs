@@ -16,6 +16,10 @@ use crate::units::{Pfn, PAGE_SHIFT, PAGE_SIZE, PGDIR_SHIFT, PMD_SHIFT, PUD_SHIFT
 /// Above this many pages a range flush becomes a full flush (tlb_single_page_flush_ceiling).
 pub const TLB_SINGLE_PAGE_FLUSH_CEILING: u64 = 33;
 
+/// Streams the L2 prefetcher tracks at once (Intel's L2 streamer follows 32, one per 4 KiB
+/// page; a few suffice for the workloads' one or two streams plus page-walk reads).
+const STREAMS: usize = 4;
+
 /// The level an access was served from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
@@ -36,8 +40,10 @@ pub struct Cpu {
     pub clock: f64,
     /// The address space whose translations are live (CR3).
     pub cur_asid: Option<u32>,
-    /// Last line that missed the L2 (stream detection for the prefetcher).
-    last_l2_miss: u64,
+    /// The L2 streamer's trackers: the last line of each ascending stream it follows.
+    streams: [u64; STREAMS],
+    /// Next tracker to replace (round robin).
+    stream_next: usize,
 }
 
 fn cache(name: &str, c: &CacheLevel, line: u64) -> SetAssoc {
@@ -88,7 +94,8 @@ impl Machine {
                 l2: cache("cache.l2", &p.cache.l2, line),
                 clock: 0.0,
                 cur_asid: None,
-                last_l2_miss: u64::MAX,
+                streams: [u64::MAX; STREAMS],
+                stream_next: 0,
             })
             .collect();
         Machine {
@@ -123,19 +130,34 @@ impl Machine {
     }
 
     /// A data access through the cache hierarchy of `cpu` (physical line number). Returns
-    /// the level that served it; the prefetcher may fill following lines into the L2.
+    /// the level that served it. Every L1 miss is seen by the L2 streamer: when it continues
+    /// an ascending stream (the line after one a tracker last saw), the next `prefetch_degree`
+    /// lines of the same 4 KiB page are brought into the L2 and LLC, so a sequential stream
+    /// stays ahead of its loads.
     #[inline]
     pub fn cache_access(&mut self, cpu: usize, line: u64) -> Level {
         let c = &mut self.cpus[cpu];
         if c.l1d.access(line) {
             return Level::L1;
         }
-        if c.l2.access(line) {
-            return Level::L2;
-        }
-        let stream = c.last_l2_miss.wrapping_add(1) == line;
-        c.last_l2_miss = line;
-        let level = if self.llc.access(line) { Level::Llc } else { Level::Mem };
+        let stream = match c.streams.iter().position(|&s| s.wrapping_add(1) == line) {
+            Some(i) => {
+                c.streams[i] = line;
+                true
+            }
+            None => {
+                c.streams[c.stream_next] = line;
+                c.stream_next = (c.stream_next + 1) % STREAMS;
+                false
+            }
+        };
+        let level = if c.l2.access(line) {
+            Level::L2
+        } else if self.llc.access(line) {
+            Level::Llc
+        } else {
+            Level::Mem
+        };
         let degree = self.p.cache.prefetch_degree as u64;
         if stream && degree > 0 {
             let lines_per_page = PAGE_SIZE >> self.line_shift;
@@ -462,6 +484,10 @@ impl Machine {
             c.tlb.digest(&mut h);
             c.l1d.digest(&mut h);
             c.l2.digest(&mut h);
+            for &s in &c.streams {
+                h = (h ^ s).wrapping_mul(0x100_0000_01b3);
+            }
+            h = (h ^ c.stream_next as u64).wrapping_mul(0x100_0000_01b3);
         }
         self.llc.digest(&mut h);
         h
