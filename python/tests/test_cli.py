@@ -343,6 +343,12 @@ LINUX_KNOBS = (
     "transparent_hugepage/use_zero_page",
     "fail_page_alloc/min_order",
     "fail_page_alloc/every",
+    "fault_around_bytes",
+    # mmsim's own knobs for the seeds' mechanisms
+    "transparent_hugepage/huge_zero_page",
+    "transparent_hugepage/huge_zero_page_alloc",
+    "transparent_hugepage/hzp_refcount",
+    "transparent_hugepage/huge_zero_page_wp",
 )
 
 
@@ -357,6 +363,8 @@ def test_knobs_json_lists_every_knob():
         assert k["help"]
     by_name = {k["name"]: k for k in items}
     assert by_name["transparent_hugepage/enabled"]["default"] == "madvise"
+    assert by_name["transparent_hugepage/huge_zero_page_alloc"]["default"] == "shrinkable"
+    assert by_name["transparent_hugepage/hzp_refcount"]["default"] == "per_mm"
 
 
 def test_knobs_table_shows_name_default_values_and_meaning():

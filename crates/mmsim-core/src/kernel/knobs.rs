@@ -151,6 +151,30 @@ const KNOB_TABLE: &[(&str, &str, &str)] = &[
         "4096..65536 (power of two)",
         "read faults on file/shmem mappings also map up to this many bytes of pages already cached",
     ),
+    (
+        HZP_KIND,
+        "hzp|vhzp",
+        "mmsim: what a THP read fault maps when use_zero_page is 1: the huge zero page (a 2 MiB page \
+         of zeros under a huge pmd) or the virtual one (a PTE table of 512 entries to the 4 KiB zero page)",
+    ),
+    (
+        HZP_ALLOC,
+        "boot|lazy|shrinkable|persistent",
+        "mmsim, before the run only: when the huge zero page exists: from boot, from first use, from first \
+         use and freed by a shrinker when unused (Linux 6.18 default), or always (CONFIG_PERSISTENT_HUGE_ZERO_FOLIO)",
+    ),
+    (
+        HZP_REFCOUNT,
+        "global|per_mm",
+        "mmsim, before the run only: every huge zero pmd takes the global refcount (before seed 001), or each mm \
+         takes it once and drops it at exit (MMF_HUGE_ZERO_FOLIO, Linux >= 4.9)",
+    ),
+    (
+        HZP_WP,
+        "today|seed",
+        "mmsim: a write to the huge zero page that cannot get a THP splits the pmd and copies 4 KiB (Linux >= \
+         6.13), or builds seed 000's PTE table of one new page and 511 zero-page entries",
+    ),
 ];
 
 impl Knobs {
@@ -342,5 +366,31 @@ mod tests {
         let e = k.set("no/such", "1").unwrap_err();
         assert!(e.contains("unknown knob"), "{e}");
         assert!(k.set("fault_around_bytes", "12345").is_err());
+    }
+
+    #[test]
+    fn every_knob_is_listed_and_round_trips() {
+        let all = [
+            THP_ENABLED,
+            THP_DEFRAG,
+            THP_USE_ZERO_PAGE,
+            FAIL_MIN_ORDER,
+            FAIL_EVERY,
+            FAULT_AROUND,
+            HZP_ALLOC,
+            HZP_KIND,
+            HZP_WP,
+            HZP_REFCOUNT,
+        ];
+        let listed: Vec<_> = Knobs::names().collect();
+        for name in all {
+            assert!(listed.contains(&name), "{name} missing from `mmsim knobs`");
+        }
+        assert_eq!(listed.len(), all.len());
+        for info in Knobs::describe() {
+            let mut k = Knobs::default();
+            k.set(info.name, &info.default).unwrap();
+            assert_eq!(k, Knobs::default(), "{}: its default round-trips", info.name);
+        }
     }
 }

@@ -96,12 +96,12 @@ impl Kernel {
         Ok(addr)
     }
 
-    /// `get_unmapped_area`: the hint if free, else top-down below mmap_base
+    /// `get_unmapped_area`: the hint if free (and, for mmsim's `align`, aligned), else top-down below mmap_base
     /// (vm_unmapped_area); private anonymous lengths that are multiples of 2 MiB are
     /// PMD-aligned (thp_get_unmapped_area), as Linux >= 6.7 does.
     pub fn get_unmapped_area(&self, mm: MmId, hint: u64, len: u64, align: u64, shared: bool) -> Result<u64, Errno> {
         let m = self.mm(mm);
-        if hint != 0 && align == 0 {
+        if hint != 0 && (align == 0 || hint.is_multiple_of(align)) {
             let h = hint & !(PAGE_SIZE - 1);
             if h >= MMAP_MIN_ADDR
                 && h.checked_add(len).is_some_and(|e| e <= TASK_SIZE)
@@ -343,5 +343,25 @@ mod tests {
             k.do_mmap(mm, MmapArgs { addr: a + 1, len: P, prot: vm::READ, fixed: true, ..Default::default() }),
             Err(Errno::EINVAL)
         );
+    }
+
+    #[test]
+    fn a_free_hint_is_taken_a_busy_one_is_not() {
+        let (mut k, mm, a) = setup();
+        let rw = vm::READ | vm::WRITE;
+        let hint = 0x1000_0000;
+        let h = k.do_mmap(mm, MmapArgs { addr: hint, len: 4 * P, prot: rw, ..Default::default() }).unwrap();
+        assert_eq!(h, hint, "a free hint is where the mapping goes");
+        let busy = k.do_mmap(mm, MmapArgs { addr: a + 2 * P, len: 4 * P, prot: rw, ..Default::default() }).unwrap();
+        assert_ne!(busy, a + 2 * P, "a busy hint is only a hint: no MAP_FIXED replacement");
+        assert!(busy + 4 * P <= a || busy >= a + 16 * P, "placed outside the existing mapping");
+        let v = k.mm(mm).vma_lookup(a).unwrap();
+        assert!(v.start <= a && v.end >= a + 16 * P, "the existing mapping is still there (merged at most)");
+        let al = 2 << 20;
+        let x = k.do_mmap(mm, MmapArgs { addr: 0x4000_0000, len: P, prot: rw, align: al, ..Default::default() });
+        assert_eq!(x, Ok(0x4000_0000), "an aligned free hint is taken");
+        let y = k.do_mmap(mm, MmapArgs { addr: 0x5000_1000, len: P, prot: rw, align: al, ..Default::default() });
+        assert_eq!(y.unwrap() % al, 0, "a misaligned hint gives way to the alignment");
+        k.check_invariants().unwrap();
     }
 }

@@ -99,6 +99,8 @@ pub struct Sabotage {
     pub skip_rss_dec: bool,
     /// dup_mmap write-protects the parent's ptes without flushing its TLB.
     pub skip_fork_flush: bool,
+    /// mprotect changes the vma but leaves the page tables as they were (change_protection skipped).
+    pub skip_change_protection: bool,
 }
 
 /// Fault result bits (enum vm_fault_reason).

@@ -62,6 +62,9 @@ impl Kernel {
 
     /// `change_protection`: rewrite the leaf entries of [start, end); returns how many changed.
     fn change_protection(&mut self, mm: MmId, vma: &Vma, start: u64, end: u64) -> u64 {
+        if self.sabotage.skip_change_protection {
+            return 0;
+        }
         let mut changed = 0;
         let mut addr = start;
         while addr < end {

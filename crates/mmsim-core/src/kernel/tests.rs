@@ -555,3 +555,182 @@ fn regression_mprotect_across_a_hole() {
         {"op":"read","region":"r0","stride":1}]}));
     assert_eq!(r.events.iter().filter(|e| e.kind == "segfault").count(), 1, "r0 stays read-only");
 }
+
+/// `do_wp_page` reuses a page whose only reference is the writer's (`wp_can_reuse_anon_folio`)
+/// and copies one still shared with another process.
+#[test]
+fn write_fault_after_fork_reuses_a_sole_page_and_copies_a_shared_one() {
+    // The child writes first (its pages are shared: copy), exits; the parent's pages then have
+    // one reference each: its write faults reuse them in place.
+    let r = run(json!({"program":[
+        {"op":"mmap","name":"p","size":"32K"},
+        {"op":"write","region":"p","value":1},
+        {"op":"snapshot","label":"before-fork"},
+        {"op":"fork","program":[{"op":"write","region":"p","value":2},{"op":"read","region":"p","expect":2}]},
+        {"op":"wait"},
+        {"op":"snapshot","label":"child-done"},
+        {"op":"write","region":"p","value":3},
+        {"op":"read","region":"p","expect":3},
+        {"op":"snapshot","label":"parent-wrote"},
+    ]}));
+    let (b, c, p) = (snap(&r, "before-fork"), snap(&r, "child-done"), snap(&r, "parent-wrote"));
+    assert_eq!(vm(c, "mmsim_cow_copy") - vm(b, "mmsim_cow_copy"), 8, "the child copies its 8 shared pages");
+    assert_eq!(vm(c, "mmsim_cow_reuse") - vm(b, "mmsim_cow_reuse"), 0);
+    assert_eq!(vm(p, "mmsim_cow_reuse") - vm(c, "mmsim_cow_reuse"), 8, "the parent reuses its 8 pages");
+    assert_eq!(vm(p, "mmsim_cow_copy") - vm(c, "mmsim_cow_copy"), 0);
+    assert_eq!(p1(p).minflt - p1(c).minflt, 8, "one write-protect fault per page");
+    assert_eq!(p1(p).rss_anon, p1(b).rss_anon, "reuse allocates nothing");
+    assert_eq!(mi(p, "MemFree"), mi(c, "MemFree"));
+    assert_eq!(r.check.expect_failures, 0, "{:?}", r.events);
+}
+
+/// THP eligibility: `always` except under MADV_NOHUGEPAGE; `madvise` only under
+/// MADV_HUGEPAGE; `never` never (`thp_vma_allowable_order`).
+#[test]
+fn thp_enabled_modes_and_madvise_flags_gate_huge_faults() {
+    let cases = [
+        ("always", None, 2),
+        ("always", Some("nohugepage"), 0),
+        ("always", Some("hugepage"), 2),
+        ("madvise", None, 0),
+        ("madvise", Some("hugepage"), 2),
+        ("madvise", Some("nohugepage"), 0),
+        ("never", Some("hugepage"), 0),
+    ];
+    for (mode, advice, thps) in cases {
+        let mut prog =
+            vec![json!({"op":"mmap","name":"p","size":"4M","align":"2M"}), json!({"op":"snapshot","label":"start"})];
+        if let Some(a) = advice {
+            prog.push(json!({"op":"madvise","region":"p","advice":a}));
+        }
+        prog.push(json!({"op":"write","region":"p","stride":4096}));
+        prog.push(json!({"op":"snapshot","label":"end"}));
+        let r = run(json!({"knobs":{"transparent_hugepage/enabled":mode},"program":prog}));
+        let (b, s) = (snap(&r, "start"), snap(&r, "end"));
+        let what = format!("enabled={mode} advice={advice:?}");
+        assert_eq!(vm(s, "thp_fault_alloc"), thps, "{what}");
+        assert_eq!(mi(s, "AnonHugePages"), thps * 2048, "{what}");
+        assert_eq!(p1(s).minflt - p1(b).minflt, if thps == 2 { 2 } else { 1024 }, "{what}");
+        assert_eq!(p1(s).rss_anon - p1(b).rss_anon, 4096, "{what}: 4 MiB either way");
+        assert_eq!(vm(s, "thp_fault_fallback"), 0, "{what}: not eligible is not a fallback");
+    }
+}
+
+/// A read of unmapped memory kills only the reader (SIGSEGV); its parent and siblings go on,
+/// and the shared region still carries what they wrote.
+#[test]
+fn a_segfault_kills_one_process_the_others_go_on() {
+    let r = run(json!({"program":[
+        {"op":"mmap","name":"s","size":"16K","flags":["shared","anonymous"]},
+        {"op":"mmap","name":"gone","size":"4K"},
+        {"op":"munmap","region":"gone"},
+        {"op":"fork","program":[{"op":"write","region":"s","length":1,"value":7}]},
+        {"op":"fork","program":[{"op":"read","region":"gone"},{"op":"write","region":"s","offset":"4K","value":8}]},
+        {"op":"fork","program":[{"op":"write","region":"s","offset":"8K","length":1,"value":9}]},
+        {"op":"wait"},
+        {"op":"read","region":"s","length":1,"expect":7},
+        {"op":"read","region":"s","offset":"4K","length":1,"expect":0},
+        {"op":"read","region":"s","offset":"8K","length":1,"expect":9},
+        {"op":"snapshot","label":"end"},
+    ]}));
+    let states: Vec<_> = snap(&r, "end").processes.iter().map(|p| p.state.as_str()).collect();
+    assert_eq!(states, ["running", "exited", "killed", "exited"]);
+    let segv: Vec<_> = r.events.iter().filter(|e| e.kind == "segfault").map(|e| e.pid).collect();
+    assert_eq!(segv, [3]);
+    assert_eq!(r.check.expect_failures, 0, "{:?}", r.events);
+}
+
+/// `compare` with `expect: false`: ranges that differ satisfy it; equal ranges fail it.
+#[test]
+fn compare_expects_difference_or_equality() {
+    let prog = |v: u8, expect: bool| {
+        json!({"program":[
+            {"op":"mmap","name":"a","size":"64K"},
+            {"op":"mmap","name":"b","size":"64K"},
+            {"op":"write","region":"a","offset":"60K","length":1,"value":v},
+            {"op":"compare","a":{"region":"a"},"b":{"region":"b"},"length":"64K","expect":expect},
+        ]})
+    };
+    assert_eq!(run(prog(5, false)).check.expect_failures, 0, "a differs from b");
+    assert_eq!(run(prog(0, true)).check.expect_failures, 0, "writing zero keeps them equal");
+    assert_eq!(run(prog(5, true)).check.expect_failures, 1);
+    assert_eq!(run(prog(0, false)).check.expect_failures, 1);
+}
+
+/// The huge zero folio cannot be allocated: thp_zero_page_alloc_failed and thp_fault_fallback
+/// once per 2 MiB range, then the PTE path maps the 4 KiB zero page (do_huge_pmd_anonymous_page).
+#[test]
+fn huge_zero_page_allocation_failure_falls_back_to_the_4k_zero_page() {
+    let r = run(json!({"knobs":{"transparent_hugepage/enabled":"always","fail_page_alloc/min_order":9},"program":[
+        {"op":"mmap","name":"p","size":"4M","align":"2M"},
+        {"op":"snapshot","label":"start"},
+        {"op":"read","region":"p","stride":4096,"expect":0},
+        {"op":"snapshot","label":"read"},
+    ]}));
+    let (b, s) = (snap(&r, "start"), snap(&r, "read"));
+    assert_eq!(vm(s, "thp_zero_page_alloc_failed"), 2);
+    assert_eq!(vm(s, "thp_zero_page_alloc"), 0);
+    assert_eq!(vm(s, "thp_fault_fallback"), 2);
+    assert_eq!(p1(s).minflt - p1(b).minflt, 1024, "one fault per 4 KiB page");
+    assert_eq!(p1(s).rss_anon - p1(b).rss_anon, 0, "the 4 KiB zero page is not counted");
+    assert_eq!(vm(s, "nr_page_table_pages") - vm(b, "nr_page_table_pages"), 2, "2 PTE tables, nothing deposited");
+}
+
+/// munmap and MADV_DONTNEED of 4 KiB inside a huge zero pmd split it (thp_split_pmd) into
+/// zero-page ptes, drop that one entry, and the rest reads zero without faulting.
+#[test]
+fn munmap_and_dontneed_inside_a_huge_zero_pmd_split_it() {
+    for (op, refault) in [
+        (json!({"op":"munmap","region":"p","offset":"1M","length":"4K"}), 0),
+        (json!({"op":"madvise","region":"p","offset":"1M","length":"4K","advice":"dontneed"}), 1),
+    ] {
+        let r = run(json!({"knobs":{"transparent_hugepage/enabled":"always"},"program":[
+            {"op":"mmap","name":"p","size":"2M","align":"2M"},
+            {"op":"read","region":"p","stride":4096,"expect":0},
+            {"op":"snapshot","label":"read"},
+            op,
+            {"op":"snapshot","label":"split"},
+            {"op":"read","region":"p","length":"1M","stride":4096,"expect":0},
+            {"op":"read","region":"p","offset":"1028K","stride":4096,"expect":0},
+            {"op":"snapshot","label":"reread"},
+            {"op":"read","region":"p","offset":"1M","length":1},
+            {"op":"snapshot","label":"hole"},
+        ]}));
+        let (a, s, rr) = (snap(&r, "read"), snap(&r, "split"), snap(&r, "reread"));
+        assert_eq!(vm(s, "thp_split_pmd") - vm(a, "thp_split_pmd"), 1, "{op}");
+        assert_eq!(p1(s).vm_pte, p1(a).vm_pte, "{op}: the deposited table is the PTE table now");
+        assert_eq!(p1(rr).minflt, p1(s).minflt, "{op}: 511 zero-page ptes, no faults");
+        assert_eq!(p1(s).rss_anon, p1(a).rss_anon);
+        if refault == 1 {
+            assert_eq!(p1(snap(&r, "hole")).minflt - p1(rr).minflt, 1, "the zapped entry faults again");
+        } else {
+            assert_eq!(r.events.iter().filter(|e| e.kind == "segfault").count(), 1, "the hole is unmapped");
+        }
+    }
+}
+
+/// A write to a virtual huge zero pmd when no THP can be had: the mark goes and the pte path
+/// copies one 4 KiB page; the other 511 entries stay on the zero page.
+#[test]
+fn virtual_huge_zero_page_write_without_a_thp_copies_4k() {
+    let r = run(json!({"knobs":{"transparent_hugepage/enabled":"always",
+                                 "transparent_hugepage/huge_zero_page":"vhzp"},"program":[
+        {"op":"mmap","name":"p","size":"2M","align":"2M"},
+        {"op":"read","region":"p","stride":4096,"expect":0},
+        {"op":"snapshot","label":"read"},
+        {"op":"set","knob":"fail_page_alloc/min_order","value":9},
+        {"op":"write","region":"p","offset":"8K","length":1,"value":4},
+        {"op":"snapshot","label":"written"},
+        {"op":"read","region":"p","stride":4096,"length":"8K","expect":0},
+        {"op":"read","region":"p","offset":"12K","stride":4096,"expect":0},
+        {"op":"read","region":"p","offset":"8K","length":1,"expect":4},
+        {"op":"snapshot","label":"reread"},
+    ]}));
+    let (a, w, rr) = (snap(&r, "read"), snap(&r, "written"), snap(&r, "reread"));
+    assert_eq!(p1(a).minflt, 1, "one fault installs the whole table");
+    assert_eq!(vm(w, "thp_fault_alloc"), 0);
+    assert_eq!(p1(w).rss_anon - p1(a).rss_anon, 4);
+    assert_eq!(p1(w).vm_pte, p1(a).vm_pte);
+    assert_eq!(p1(rr).minflt, p1(w).minflt);
+    assert_eq!(r.check.expect_failures, 0, "{:?}", r.events);
+}

@@ -459,8 +459,8 @@ impl Interp {
                 let (ab, _) = self.region(t, &a.region);
                 let (bb, _) = self.region(t, &b.region);
                 self.tasks[t].cursor = Cursor::Compare {
-                    a: ab + a.offset.0,
-                    b: bb + b.offset.0,
+                    a: ab.saturating_add(a.offset.0),
+                    b: bb.saturating_add(b.offset.0),
                     pos: 0,
                     len: length.0,
                     expect: *expect,
@@ -609,6 +609,16 @@ impl Interp {
             if let Translation::Frame(pfn) =
                 self.machine.translate(cpu, &mut self.kernel, mm, addr, write, &mut self.tasks[t].perf, retry)
             {
+                if let Some(o) = &self.oracle {
+                    let pid = self.tasks[t].pid;
+                    if !o.access_ok(pid, addr & !(PAGE_SIZE - 1), write) {
+                        let what = if write { "write" } else { "read" };
+                        self.mismatch(
+                            pid,
+                            format!("{what} at {addr:#x}: simulator allowed it, reference model raises SIGSEGV"),
+                        );
+                    }
+                }
                 return Ok(pfn);
             }
             self.tasks[t].page_faults += 1;
@@ -787,8 +797,8 @@ impl Interp {
                 self.finish_compare(t, true, expect);
                 return used;
             }
-            let pa = a + pos;
-            let pb = b + pos;
+            let pa = a.saturating_add(pos);
+            let pb = b.saturating_add(pos);
             let chunk = if stride > 0 {
                 1
             } else {

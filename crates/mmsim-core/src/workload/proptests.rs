@@ -207,6 +207,7 @@ fn broken_kernels_are_caught() {
         ("COW without copy", Sabotage { skip_cow_copy: true, ..Default::default() }),
         ("rss not dropped at unmap", Sabotage { skip_rss_dec: true, ..Default::default() }),
         ("fork without flushing the parent's TLB", Sabotage { skip_fork_flush: true, ..Default::default() }),
+        ("mprotect that leaves the ptes alone", Sabotage { skip_change_protection: true, ..Default::default() }),
     ] {
         let mut runner = proptest::test_runner::TestRunner::deterministic();
         let strat = workload();

@@ -482,7 +482,15 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>) -> Result<(), E
                     return Err(err(i, "stride", "must be greater than 0".into()));
                 }
             }
-            Op::Loop(LoopOp { body, .. }) => validate_ops(body, &format!("{path}[{i}].body"), names)?,
+            Op::Loop(LoopOp { body, count }) => {
+                // A body that never runs maps nothing: its regions are not known after the loop.
+                if *count == 0 {
+                    let mut scratch = names.clone();
+                    validate_ops(body, &format!("{path}[{i}].body"), &mut scratch)?;
+                } else {
+                    validate_ops(body, &format!("{path}[{i}].body"), names)?;
+                }
+            }
             Op::Fork(ForkOp { count, program, .. }) => {
                 if *count == 0 {
                     return Err(err(i, "count", "must be at least 1".into()));
@@ -533,6 +541,12 @@ mod tests {
         assert!(e.to_string().contains("program[0].region"), "{e}");
         let e = parse_workload(r#"{"knobs":{"nope":1},"program":[]}"#).unwrap_err();
         assert!(e.to_string().contains("knobs.nope"), "{e}");
+        let e = parse_workload(
+            r#"{"program":[{"op":"loop","count":0,"body":[{"op":"mmap","name":"p","size":4096}]},
+            {"op":"read","region":"p"}]}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("program[1].region"), "{e}");
         let e = parse_workload(r#"{"program":[{"op":"jump"}]}"#).unwrap_err();
         assert!(e.to_string().contains("jump"), "{e}");
         let e = parse_workload(r#"{"program":[{"op":"fork","program":[{"op":"write","region":"x","stride":0}]}]}"#)
