@@ -97,6 +97,14 @@ def _perf_lines(report: Mapping[str, Any]) -> list[str]:
         lines.append(f"{row:<56}# {note}" if note else row)
     if "seconds" in perf:
         lines += ["", f"{perf['seconds']:>18.9f} seconds time elapsed"]
+    engine = report.get("engine") or {}
+    if engine.get("fast_forwarded_iterations"):
+        lines += [
+            "",
+            f" Exact fast-forward: {format_number(engine['fast_forwarded_iterations'])} loop iterations"
+            f" ({format_number(engine.get('fast_forwarded_steps', 0))} steps) repeated a simulated"
+            " iteration's state and counts exactly; `--set engine.fast_forward=0` simulates them one by one.",
+        ]
     return lines
 
 
@@ -104,6 +112,9 @@ def _perf_note(name: str, perf: Mapping[str, Any]) -> str:
     """perf stat's derived comment for a row: instructions per cycle, miss ratios."""
     if name == "instructions" and perf.get("cycles"):
         return f"{perf[name] / perf['cycles']:8.2f}  insn per cycle"
+    if name.startswith("stalled-cycles-") and perf.get("cycles"):
+        end = name.removeprefix("stalled-cycles-")
+        return f"{100.0 * perf[name] / perf['cycles']:7.2f}% {end} cycles idle"
     if name.endswith("-misses"):
         for total in (name[: -len("-misses")] + "s", name.replace("-misses", "es")):
             if total != name and perf.get(total):

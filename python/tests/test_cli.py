@@ -479,3 +479,43 @@ def test_reproduce_lists_and_runs_hzp_rss() -> None:
 
 def test_reproduce_unknown_experiment_is_one_line() -> None:
     assert_one_line_error(run_mmsim("reproduce", "nosuch"), "nosuch")
+
+
+# --- instruction fetches, stall notes and the fast-forward line -------------------------
+
+
+def test_fetch_counts_itlb_and_icache_and_notes_stalls(write_workload):
+    path = write_workload(
+        "text.json",
+        {
+            "program": [
+                {"op": "mmap", "name": "text", "size": "64K", "prot": "rwx"},
+                {"op": "write", "region": "text"},
+                {"op": "fetch", "region": "text"},
+            ]
+        },
+    )
+    r = run_mmsim("run", "--json", path)
+    assert r.returncode == 0, r.stderr
+    perf = r.json()["perf"]
+    assert perf["iTLB-loads"] == 1024, "one fetch per 64-byte line"
+    assert perf["iTLB-load-misses"] == 0, "the writes' walks filled the unified STLB: no fetch walks"
+    assert perf["L1-icache-load-misses"] == 1024
+    text = run_mmsim("run", path).stdout
+    assert re.search(r"stalled-cycles-frontend\s+#\s+[\d.]+% frontend cycles idle", text), text
+
+
+def test_text_report_says_when_loops_were_fast_forwarded(write_workload):
+    body = [{"op": "read", "region": "p", "stride": 4096}]
+    path = write_workload(
+        "loop.json",
+        {"program": [{"op": "mmap", "name": "p", "size": "16M"}, {"op": "loop", "count": 50, "body": body}]},
+    )
+    r = run_mmsim("run", path)
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"Exact fast-forward: ([\d,]+) loop iterations", r.stdout)
+    assert m, r.stdout
+    skipped = int(m.group(1).replace(",", ""))
+    assert 0 < skipped < 50
+    off = run_mmsim("run", path, "--set", "engine.fast_forward=0").stdout
+    assert "fast-forward" not in off.split("Kernel functions")[0]

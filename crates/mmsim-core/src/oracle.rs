@@ -7,14 +7,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 use crate::kernel::content::PageContent;
+use crate::kernel::fault::Access;
+use crate::kernel::mm::vm;
 use crate::units::PAGE_SIZE;
 
 /// A reference mapping.
 #[derive(Clone, Debug)]
 struct RefVma {
     end: u64,
-    readable: bool,
-    writable: bool,
+    /// PROT_* as vm::READ/WRITE/EXEC bits (x86: any of them allows reads).
+    prot: u32,
     /// Shared object and page offset of `start` in it, or None for private.
     shared: Option<(u32, u64)>,
 }
@@ -56,7 +58,7 @@ impl Oracle {
     }
 
     /// A new mapping at [addr, addr+len) (placed by the simulator; MAP_FIXED replaces).
-    pub fn mmap(&mut self, pid: u32, addr: u64, len: u64, readable: bool, writable: bool, shared: bool) {
+    pub fn mmap(&mut self, pid: u32, addr: u64, len: u64, prot: u32, shared: bool) {
         self.munmap(pid, addr, len);
         let shared = shared.then(|| {
             self.next_obj += 1;
@@ -64,7 +66,7 @@ impl Oracle {
             (self.next_obj, 0)
         });
         let sp = self.spaces.get_mut(&pid).expect("process");
-        sp.vmas.insert(addr, RefVma { end: addr + len, readable, writable, shared });
+        sp.vmas.insert(addr, RefVma { end: addr + len, prot, shared });
     }
 
     fn split(sp: &mut RefSpace, at: u64) {
@@ -96,7 +98,7 @@ impl Oracle {
 
     /// mprotect as Linux does it: the mapped part from `addr` up to the first hole changes
     /// (the call then fails with ENOMEM), nothing beyond the hole.
-    pub fn mprotect(&mut self, pid: u32, addr: u64, len: u64, readable: bool, writable: bool) {
+    pub fn mprotect(&mut self, pid: u32, addr: u64, len: u64, prot: u32) {
         let sp = self.spaces.get_mut(&pid).expect("process");
         let mut end = addr;
         while end < addr + len {
@@ -111,8 +113,7 @@ impl Oracle {
         Self::split(sp, addr);
         Self::split(sp, end);
         for (_, v) in sp.vmas.range_mut(addr..end) {
-            v.readable = readable;
-            v.writable = writable;
+            v.prot = prot;
         }
     }
 
@@ -135,18 +136,14 @@ impl Oracle {
         })
     }
 
-    /// Whether a read (or write) of the page at `page` is allowed; None if unmapped.
-    pub fn access_ok(&self, pid: u32, page: u64, write: bool) -> bool {
-        match self.home(pid, page) {
-            Some((_, v)) => {
-                if write {
-                    v.writable
-                } else {
-                    v.readable || v.writable
-                }
-            }
-            None => false,
-        }
+    /// Whether an access of the page at `page` is allowed (false if unmapped): a write needs
+    /// PROT_WRITE, a fetch PROT_EXEC (NX hardware), a read any protection but none.
+    pub fn access_ok(&self, pid: u32, page: u64, access: Access) -> bool {
+        self.home(pid, page).is_some_and(|(_, v)| match access {
+            Access::Write => v.prot & vm::WRITE != 0,
+            Access::Exec => v.prot & vm::EXEC != 0,
+            Access::Read => v.prot & (vm::READ | vm::WRITE | vm::EXEC) != 0,
+        })
     }
 
     /// The expected contents of the page at `page` (None = all zero).
@@ -181,8 +178,8 @@ mod tests {
     fn fork_isolates_private_and_shares_shared() {
         let mut o = Oracle::default();
         o.new_process(1);
-        o.mmap(1, 0x10000, 0x2000, true, true, false);
-        o.mmap(1, 0x20000, 0x2000, true, true, true);
+        o.mmap(1, 0x10000, 0x2000, vm::READ | vm::WRITE, false);
+        o.mmap(1, 0x20000, 0x2000, vm::READ | vm::WRITE, true);
         o.write(1, 0x10000, 0, 1, 1, 5);
         o.fork(1, 2);
         o.write(2, 0x10000, 0, 1, 1, 6);
@@ -191,8 +188,8 @@ mod tests {
         assert_eq!(o.page(2, 0x10000).unwrap().get(0), 6);
         assert_eq!(o.page(1, 0x20000).unwrap().get(0), 7);
         o.munmap(1, 0x10000, 0x1000);
-        assert!(!o.access_ok(1, 0x10000, false));
-        assert!(o.access_ok(1, 0x11000, false));
+        assert!(!o.access_ok(1, 0x10000, Access::Read));
+        assert!(o.access_ok(1, 0x11000, Access::Read));
     }
 }
 
@@ -204,10 +201,10 @@ mod mprotect_tests {
     fn mprotect_stops_at_the_first_hole() {
         let mut o = Oracle::default();
         o.new_process(1);
-        o.mmap(1, 0x10000, 0x1000, true, true, false);
-        o.mmap(1, 0x20000, 0x1000, true, true, false);
-        o.mprotect(1, 0x10000, 0x20000, true, false);
-        assert!(!o.access_ok(1, 0x10000, true));
-        assert!(o.access_ok(1, 0x20000, true), "beyond the hole: unchanged, as Linux does");
+        o.mmap(1, 0x10000, 0x1000, vm::READ | vm::WRITE, false);
+        o.mmap(1, 0x20000, 0x1000, vm::READ | vm::WRITE, false);
+        o.mprotect(1, 0x10000, 0x20000, vm::READ);
+        assert!(!o.access_ok(1, 0x10000, Access::Write));
+        assert!(o.access_ok(1, 0x20000, Access::Write), "beyond the hole: unchanged, as Linux does");
     }
 }

@@ -263,6 +263,7 @@ pub fn perf_metrics(p: &PerfCounters, faults: i64, minflt: i64, freq: f64, elaps
     m.push("LLC-load-misses", p.llc_load_misses as f64);
     m.push("page-walks", p.page_walks as f64);
     m.push("page-walk-cycles", p.page_walk_cycles.round());
+    m.push("stalled-cycles-frontend", p.stalled_frontend.round());
     m.push("stalled-cycles-backend", p.stalled_backend.round());
     m.push("memory-references", p.mem_refs as f64);
     m

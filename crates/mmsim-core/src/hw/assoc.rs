@@ -278,15 +278,35 @@ impl SetAssoc {
         v.into_iter().map(|e| e.1).collect()
     }
 
-    /// A digest of the contents and recency order (for exact fast-forward of loops).
+    /// A digest of the contents, payloads, recency order and random state (for exact
+    /// fast-forward of loops). Independent of which slot of a set holds which entry (that
+    /// changes nothing the set does later); allocates nothing.
     pub fn digest(&self, h: &mut u64) {
+        const PRIME: u64 = 0x100_0000_01b3;
         for s in 0..self.sets as usize {
-            for k in self.set_order(s) {
-                *h = (*h ^ k).wrapping_mul(0x100_0000_01b3);
+            let set = &self.slots[s * self.ways..(s + 1) * self.ways];
+            let vals = &self.vals[s * self.ways..(s + 1) * self.ways];
+            let mut acc = 0u64;
+            for (i, a) in set.iter().enumerate() {
+                if a.tag == INVALID {
+                    continue;
+                }
+                // Its place in the recency order: how many valid entries are more recent.
+                let rank = set.iter().filter(|b| b.tag != INVALID && b.stamp > a.stamp).count() as u64;
+                acc = acc.wrapping_add(mix(a.tag ^ mix(rank ^ mix(vals[i]))));
             }
-            *h = (*h ^ 0xff).wrapping_mul(0x100_0000_01b3);
+            *h = (*h ^ acc).wrapping_mul(PRIME);
         }
+        *h = (*h ^ self.rng).wrapping_mul(PRIME);
     }
+}
+
+/// splitmix64's finaliser: a bijective, thoroughly mixing hash of one word.
+#[inline]
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]
@@ -347,5 +367,43 @@ mod tests {
         }
         assert!(!c.contains(0) && c.contains(12));
         assert_eq!(SetAssoc::new(0, 0, Replacement::Lru).unwrap().capacity(), 0);
+    }
+
+    fn digest_of(c: &SetAssoc) -> u64 {
+        let mut h = 0;
+        c.digest(&mut h);
+        h
+    }
+
+    #[test]
+    fn digest_sees_order_and_payload_not_slot_positions() {
+        let mut a = SetAssoc::new(4, 4, Replacement::Lru).unwrap();
+        let mut b = SetAssoc::new(4, 4, Replacement::Lru).unwrap();
+        // Same contents and recency order, reached through different slots.
+        for k in [1, 2, 3] {
+            a.access(k);
+        }
+        for k in [9, 1, 2, 3] {
+            b.access(k);
+        }
+        b.invalidate(9);
+        assert_eq!(digest_of(&a), digest_of(&b));
+        a.access(1);
+        assert_ne!(digest_of(&a), digest_of(&b), "1 is now the most recent in a only");
+        let mut t = SetAssoc::new(4, 4, Replacement::Lru).unwrap();
+        t.put(5, 100);
+        let d = digest_of(&t);
+        t.put(5, 101);
+        assert_ne!(d, digest_of(&t), "a TLB's payload is part of its state");
+        let mut r = SetAssoc::new(2, 2, Replacement::Random).unwrap();
+        for k in [1, 2, 3] {
+            r.access(k);
+        }
+        let d = digest_of(&r);
+        r.access(4);
+        r.access(3);
+        r.access(4);
+        let same_contents = r.contains(3) && r.contains(4);
+        assert!(!same_contents || d != digest_of(&r), "the random state moved");
     }
 }

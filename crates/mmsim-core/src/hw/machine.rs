@@ -8,6 +8,7 @@ use super::assoc::SetAssoc;
 use super::perf::PerfCounters;
 use super::profile::{replacement, CacheLevel, Profile};
 use super::tlb::{PageSize, Tlb, TlbHit};
+use crate::kernel::fault::Access;
 use crate::kernel::pgtable::{self, Entry};
 use crate::kernel::vmstat::VmEvent;
 use crate::kernel::{Kernel, MmId, Work};
@@ -15,10 +16,6 @@ use crate::units::{Pfn, PAGE_SHIFT, PAGE_SIZE, PGDIR_SHIFT, PMD_SHIFT, PUD_SHIFT
 
 /// Above this many pages a range flush becomes a full flush (tlb_single_page_flush_ceiling).
 pub const TLB_SINGLE_PAGE_FLUSH_CEILING: u64 = 33;
-
-/// Streams the L2 prefetcher tracks at once (Intel's L2 streamer follows 32, one per 4 KiB
-/// page; a few suffice for the workloads' one or two streams plus page-walk reads).
-const STREAMS: usize = 4;
 
 /// The level an access was served from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -40,10 +37,9 @@ pub struct Cpu {
     pub clock: f64,
     /// The address space whose translations are live (CR3).
     pub cur_asid: Option<u32>,
-    /// The L2 streamer's trackers: the last line of each ascending stream it follows.
-    streams: [u64; STREAMS],
-    /// Next tracker to replace (round robin).
-    stream_next: usize,
+    /// The L2 streamer's trackers: the last line of each ascending stream it follows
+    /// (`cache.prefetch_streams` of them), most recently used first.
+    streams: Vec<u64>,
 }
 
 fn cache(name: &str, c: &CacheLevel, line: u64) -> SetAssoc {
@@ -94,8 +90,7 @@ impl Machine {
                 l2: cache("cache.l2", &p.cache.l2, line),
                 clock: 0.0,
                 cur_asid: None,
-                streams: [u64::MAX; STREAMS],
-                stream_next: 0,
+                streams: vec![u64::MAX; p.cache.prefetch_streams],
             })
             .collect();
         Machine {
@@ -140,14 +135,20 @@ impl Machine {
         if c.l1d.access(line) {
             return Level::L1;
         }
+        // The trackers are kept most recently used first: a hit moves its tracker to the front,
+        // a new stream takes the least recently used one (so the trackers' state depends only
+        // on the recent misses, and a repeating access pattern leaves them as it found them).
         let stream = match c.streams.iter().position(|&s| s.wrapping_add(1) == line) {
             Some(i) => {
-                c.streams[i] = line;
+                c.streams[..=i].rotate_right(1);
+                c.streams[0] = line;
                 true
             }
             None => {
-                c.streams[c.stream_next] = line;
-                c.stream_next = (c.stream_next + 1) % STREAMS;
+                if let Some(last) = c.streams.len().checked_sub(1) {
+                    c.streams[..=last].rotate_right(1);
+                    c.streams[0] = line;
+                }
                 false
             }
         };
@@ -192,9 +193,10 @@ impl Machine {
         }
     }
 
-    /// Translate `vaddr` for `cpu` running `mm`: the TLBs, then a hardware page walk whose
-    /// entry reads go through the data caches. Counts TLB misses (not again for the retry of
-    /// an access after its fault), walks and their cycles.
+    /// Translate `vaddr` for `cpu` running `mm`: the TLBs (the iTLB for an instruction
+    /// fetch), then a hardware page walk whose entry reads go through the data caches. Counts
+    /// TLB misses (not again for the retry of an access after its fault), walks and their
+    /// cycles; a fetch's walk stalls the front end, a load's or store's the back end.
     #[allow(clippy::too_many_arguments)]
     pub fn translate(
         &mut self,
@@ -202,51 +204,59 @@ impl Machine {
         k: &mut Kernel,
         mm: MmId,
         vaddr: u64,
-        write: bool,
+        access: Access,
         perf: &mut PerfCounters,
         retry: bool,
     ) -> Translation {
         let asid = mm;
-        if let Some((hit, size, e)) = self.cpus[cpu].tlb.lookup(asid, vaddr, false) {
+        let (write, fetch) = (access == Access::Write, access == Access::Exec);
+        if let Some((hit, size, e)) = self.cpus[cpu].tlb.lookup(asid, vaddr, fetch) {
             let entry = Entry(e);
-            if write && !entry.write() {
-                // A write to a read-only translation faults; the fault drops the entry.
+            if (write && !entry.write()) || (fetch && entry.has(pgtable::NX)) {
+                // A write to a read-only translation (a fetch from a no-execute one) faults;
+                // the fault drops the entry.
                 self.cpus[cpu].tlb.invlpg(asid, vaddr);
                 return Translation::Fault;
             }
             if hit == TlbHit::Stlb {
                 perf.cycles += self.p.tlb.stlb_latency;
-                perf.stalled_backend += self.p.tlb.stlb_latency;
+                if fetch {
+                    perf.stalled_frontend += self.p.tlb.stlb_latency;
+                } else {
+                    perf.stalled_backend += self.p.tlb.stlb_latency;
+                }
             }
             if !write || entry.has(pgtable::DIRTY) {
                 return Translation::Frame(frame_of(entry, size, vaddr));
             }
             // A write through a clean entry: the walker sets the dirty bit (below).
         }
-        // A load retried after its page fault is the same load: count its miss once.
+        // An access retried after its page fault is the same access: count its miss once.
         if !retry {
-            if write {
-                perf.dtlb_store_misses += 1;
-            } else {
-                perf.dtlb_load_misses += 1;
+            match access {
+                Access::Write => perf.dtlb_store_misses += 1,
+                Access::Read => perf.dtlb_load_misses += 1,
+                Access::Exec => perf.itlb_load_misses += 1,
             }
         }
-        self.page_walk(cpu, k, mm, vaddr, write, perf)
+        self.page_walk(cpu, k, mm, vaddr, access, perf)
     }
 
     /// The hardware page walker: start from the deepest paging-structure cache hit, read each
     /// remaining entry through the data caches (a dependent chain: no parallelism), set the
-    /// accessed (and dirty) bits, and fill the TLB.
+    /// accessed (and dirty) bits, and fill the TLB (the iTLB for a fetch). A not-present
+    /// entry, a write through a read-only leaf or a fetch through an NX one raises the fault.
     fn page_walk(
         &mut self,
         cpu: usize,
         k: &mut Kernel,
         mm: MmId,
         vaddr: u64,
-        write: bool,
+        access: Access,
         perf: &mut PerfCounters,
     ) -> Translation {
         let asid = mm;
+        let (write, fetch) = (access == Access::Write, access == Access::Exec);
         perf.page_walks += 1;
         let mut cycles = self.p.tlb.walk_overhead;
         // Table to read at each level: 3 = PGD (PML4), 2 = PUD (PDPT), 1 = PMD (PD), 0 = PTE.
@@ -274,11 +284,11 @@ impl Machine {
             perf.mem_refs += 1;
             let tpfn = Pfn(table as u32);
             let e = k.entry(tpfn, idx);
-            if !e.hw_present() || (write && !e.write()) {
+            let leaf = level == 0 || e.huge();
+            if !e.hw_present() || (write && !e.write()) || (fetch && leaf && e.has(pgtable::NX)) {
                 break Translation::Fault;
             }
             let mut ne = e.with(pgtable::ACCESSED);
-            let leaf = level == 0 || e.huge();
             if leaf && write {
                 ne = ne.with(pgtable::DIRTY);
             }
@@ -291,7 +301,7 @@ impl Machine {
                     1 => PageSize::M2,
                     _ => PageSize::G1,
                 };
-                self.cpus[cpu].tlb.fill(asid, vaddr, size, ne.0, false);
+                self.cpus[cpu].tlb.fill(asid, vaddr, size, ne.0, fetch);
                 break Translation::Frame(frame_of(ne, size, vaddr));
             }
             // Cache the upper-level entry in its paging-structure cache.
@@ -302,8 +312,73 @@ impl Machine {
         };
         perf.page_walk_cycles += cycles;
         perf.cycles += cycles;
-        perf.stalled_backend += cycles;
+        if fetch {
+            perf.stalled_frontend += cycles;
+        } else {
+            perf.stalled_backend += cycles;
+        }
         result
+    }
+
+    /// An instruction fetch of one line through `cpu`'s L1i, then the unified L2 and the LLC.
+    #[inline]
+    pub fn icache_access(&mut self, cpu: usize, line: u64) -> Level {
+        let c = &mut self.cpus[cpu];
+        if c.l1i.access(line) {
+            Level::L1
+        } else if c.l2.access(line) {
+            Level::L2
+        } else if self.llc.access(line) {
+            Level::Llc
+        } else {
+            Level::Mem
+        }
+    }
+
+    /// `count` instruction fetches from one page at offsets `ps, ps+stride, ...` (straight-line
+    /// code, each fetch `instr_per_fetch` instructions): the iTLB was consulted by
+    /// `translate`; here the lines are fetched through the L1i and a miss stalls the front end
+    /// for its whole latency (the next fetch depends on it). Fetches within one line count
+    /// once at the cache.
+    #[allow(clippy::too_many_arguments)]
+    pub fn page_fetches(
+        &mut self,
+        cpu: usize,
+        pfn: Pfn,
+        ps: u64,
+        pe: u64,
+        stride: u64,
+        instr_per_fetch: f64,
+        perf: &mut PerfCounters,
+    ) {
+        let count = (pe - ps).div_ceil(stride);
+        perf.itlb_loads += count;
+        perf.mem_refs += count;
+        let instr = count as f64 * instr_per_fetch;
+        perf.instructions += instr;
+        let base = pfn.phys() >> self.line_shift;
+        let mut stall = 0.0;
+        let mut fetch_line = |m: &mut Machine, l: u64| {
+            let lvl = m.icache_access(cpu, base + l);
+            if lvl != Level::L1 {
+                perf.l1i_load_misses += 1;
+            }
+            stall += m.stall(lvl, false);
+        };
+        if stride >= self.line_size() {
+            let mut off = ps;
+            while off < pe {
+                fetch_line(self, off >> self.line_shift);
+                off += stride;
+            }
+        } else {
+            let last = ps + (count - 1) * stride;
+            for l in (ps >> self.line_shift)..=(last >> self.line_shift) {
+                fetch_line(self, l);
+            }
+        }
+        perf.stalled_frontend += stall;
+        perf.cycles += instr * self.p.cpu.base_cpi + stall;
     }
 
     /// `count` accesses of a loop to one page at offsets `ps, ps+stride, ...`: the TLB was
@@ -483,11 +558,11 @@ impl Machine {
         for c in &self.cpus {
             c.tlb.digest(&mut h);
             c.l1d.digest(&mut h);
+            c.l1i.digest(&mut h);
             c.l2.digest(&mut h);
             for &s in &c.streams {
                 h = (h ^ s).wrapping_mul(0x100_0000_01b3);
             }
-            h = (h ^ c.stream_next as u64).wrapping_mul(0x100_0000_01b3);
         }
         self.llc.digest(&mut h);
         h

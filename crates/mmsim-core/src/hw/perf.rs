@@ -8,6 +8,8 @@ pub struct PerfCounters {
     pub instructions: f64,
     /// Cycles stalled waiting for memory (TLB walks and data beyond L1).
     pub stalled_backend: f64,
+    /// Cycles the front end waited for instructions (iTLB walks, L1i misses).
+    pub stalled_frontend: f64,
     pub dtlb_loads: u64,
     pub dtlb_load_misses: u64,
     pub dtlb_stores: u64,
@@ -42,6 +44,7 @@ impl PerfCounters {
         self.cycles += o.cycles;
         self.instructions += o.instructions;
         self.stalled_backend += o.stalled_backend;
+        self.stalled_frontend += o.stalled_frontend;
         self.dtlb_loads += o.dtlb_loads;
         self.dtlb_load_misses += o.dtlb_load_misses;
         self.dtlb_stores += o.dtlb_stores;
@@ -71,6 +74,7 @@ impl PerfCounters {
             cycles: self.cycles * f,
             instructions: self.instructions * f,
             stalled_backend: self.stalled_backend * f,
+            stalled_frontend: self.stalled_frontend * f,
             dtlb_loads: self.dtlb_loads * n,
             dtlb_load_misses: self.dtlb_load_misses * n,
             dtlb_stores: self.dtlb_stores * n,
@@ -95,6 +99,7 @@ impl PerfCounters {
             cycles: self.cycles - o.cycles,
             instructions: self.instructions - o.instructions,
             stalled_backend: self.stalled_backend - o.stalled_backend,
+            stalled_frontend: self.stalled_frontend - o.stalled_frontend,
             dtlb_loads: self.dtlb_loads - o.dtlb_loads,
             dtlb_load_misses: self.dtlb_load_misses - o.dtlb_load_misses,
             dtlb_stores: self.dtlb_stores - o.dtlb_stores,

@@ -12,7 +12,6 @@ use crate::workload::spec::Size;
 pub struct ArraySpec {
     pub entries: usize,
     pub ways: usize,
-    #[serde(default = "lru")]
     pub replacement: String,
 }
 
@@ -24,12 +23,7 @@ pub struct CacheLevel {
     pub ways: usize,
     /// Load-to-use latency of a hit at this level, cycles.
     pub latency: f64,
-    #[serde(default = "lru")]
     pub replacement: String,
-}
-
-fn lru() -> String {
-    "lru".into()
 }
 
 /// The core.
@@ -79,6 +73,8 @@ pub struct CacheSpec {
     /// Next-line stream prefetcher into the L2 (0 = off): lines fetched ahead of a detected
     /// ascending stream within a 4 KiB page.
     pub prefetch_degree: u32,
+    /// Ascending streams the prefetcher tracks at once (0 = none).
+    pub prefetch_streams: usize,
 }
 
 /// DRAM.
@@ -97,6 +93,9 @@ pub struct MemorySpec {
 pub struct CostSpec {
     /// Instructions per access of a `read`/`write` loop (load or store, add, compare, branch).
     pub access_instructions: f64,
+    /// Average bytes per instruction of straight-line code (a `fetch` of `stride` bytes, at
+    /// most a line, executes stride / instruction_bytes instructions).
+    pub instruction_bytes: f64,
     /// Instructions per byte compared by memcmp.
     pub memcmp_instructions_per_byte: f64,
     /// Bytes each memcmp load reads from one side (32 for AVX2 code).
@@ -158,9 +157,30 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("zen4-epyc", include_str!("../../../../profiles/zen4-epyc.toml")),
 ];
 
+/// Replacement policy of an array or cache level whose file does not name one.
+pub const DEFAULT_REPLACEMENT: &str = "lru";
+
+/// Read profile text and fill in the parameters a file may leave out (`replacement` of every
+/// TLB array and cache level), so that `profiles show` lists them and `--set` can change them.
+fn read_toml(text: &str) -> Result<toml::Value, String> {
+    let mut v: toml::Value = toml::from_str(text).map_err(|e| format!("profile: {}", e.message()))?;
+    for section in ["tlb", "cache"] {
+        if let Some(t) = v.get_mut(section).and_then(|s| s.as_table_mut()) {
+            for (_, item) in t.iter_mut() {
+                if let Some(arr) = item.as_table_mut() {
+                    if arr.contains_key("ways") && !arr.contains_key("replacement") {
+                        arr.insert("replacement".into(), toml::Value::String(DEFAULT_REPLACEMENT.into()));
+                    }
+                }
+            }
+        }
+    }
+    Ok(v)
+}
+
 /// Parse a profile from TOML text, applying `overrides` (PATH, VALUE) first.
 pub fn parse(text: &str, overrides: &[(String, String)]) -> Result<Profile, String> {
-    let mut v: toml::Value = toml::from_str(text).map_err(|e| format!("profile: {}", e.message()))?;
+    let mut v = read_toml(text)?;
     for (path, value) in overrides {
         set_path(&mut v, path, value)?;
     }
@@ -218,7 +238,7 @@ fn set_path(root: &mut toml::Value, path: &str, value: &str) -> Result<(), Strin
 
 /// Every (PATH, VALUE) of a profile, in file order.
 pub fn flatten(text: &str) -> Result<Vec<(String, String)>, String> {
-    let v: toml::Value = toml::from_str(text).map_err(|e| format!("profile: {}", e.message()))?;
+    let v = read_toml(text)?;
     let mut out = Vec::new();
     fn walk(prefix: &str, v: &toml::Value, out: &mut Vec<(String, String)>) {
         match v {
@@ -249,6 +269,7 @@ fn validate(p: &Profile) -> Result<(), String> {
     pos("memory.mlp", p.memory.mlp)?;
     pos("cost.clear_bytes_per_cycle", p.cost.clear_bytes_per_cycle)?;
     pos("cost.copy_bytes_per_cycle", p.cost.copy_bytes_per_cycle)?;
+    pos("cost.instruction_bytes", p.cost.instruction_bytes)?;
     if !p.cache.line.is_power_of_two() || p.cache.line < 16 || p.cache.line > 4096 {
         return Err("profile: cache.line: must be a power of two between 16 and 4096".into());
     }
@@ -326,5 +347,18 @@ mod tests {
         let f = flatten(BUILTIN[0].1).unwrap();
         assert!(f.iter().any(|(p, _)| p == "cache.llc.size"));
         assert!(f.iter().any(|(p, _)| p == "tlb.stlb.entries"));
+        assert!(f.iter().any(|(p, v)| p == "cache.l1d.replacement" && v == "lru"), "defaults are listed");
+    }
+
+    #[test]
+    fn replacement_policies_can_be_set_per_structure() {
+        let p = builtin(
+            "default",
+            &[("cache.l1d.replacement".into(), "fifo".into()), ("tlb.stlb.replacement".into(), "random".into())],
+        )
+        .unwrap();
+        assert_eq!((p.cache.l1d.replacement.as_str(), p.tlb.stlb.replacement.as_str()), ("fifo", "random"));
+        let e = builtin("default", &[("cache.llc.replacement".into(), "plru".into())]).unwrap_err();
+        assert!(e.contains("cache.llc.replacement") && e.contains("lru, fifo, random"), "{e}");
     }
 }

@@ -6,6 +6,7 @@ use serde_json::json;
 use super::machine::{Machine, Translation};
 use super::perf::PerfCounters;
 use super::profile;
+use crate::kernel::fault::Access;
 use crate::kernel::knobs::Knobs;
 use crate::kernel::mm::vm;
 use crate::kernel::mmap::MmapArgs;
@@ -60,22 +61,22 @@ fn walker_reads_each_level_and_uses_the_paging_structure_caches() {
     let mut pc = PerfCounters::default();
     let pgd = k.mm(mm).pgd;
     // Cold: PML4E, PDPTE, PDE, PTE, each from its table at the index the address selects.
-    assert!(matches!(m.translate(0, &mut k, mm, a, false, &mut pc, false), Translation::Frame(_)));
+    assert!(matches!(m.translate(0, &mut k, mm, a, Access::Read, &mut pc, false), Translation::Frame(_)));
     let levels: Vec<u32> = m.walk_log.iter().map(|e| e.0).collect();
     assert_eq!(levels, vec![3, 2, 1, 0]);
     assert_eq!(m.walk_log[0].1, pgd.phys() + ((a >> 39) & 511) * 8);
     assert_eq!(m.walk_log[3].1 & 0xfff, ((a >> 12) & 511) * 8);
     // Same PTE table: the PDE cache skips three levels.
     m.walk_log.clear();
-    m.translate(0, &mut k, mm, a + 4096, false, &mut pc, false);
+    m.translate(0, &mut k, mm, a + 4096, Access::Read, &mut pc, false);
     assert_eq!(m.walk_log.iter().map(|e| e.0).collect::<Vec<_>>(), vec![0]);
     // Another 2 MiB range of the same 1 GiB: the PDPTE cache skips two.
     m.walk_log.clear();
-    m.translate(0, &mut k, mm, a + (2 << 20), false, &mut pc, false);
+    m.translate(0, &mut k, mm, a + (2 << 20), Access::Read, &mut pc, false);
     assert_eq!(m.walk_log.iter().map(|e| e.0).collect::<Vec<_>>(), vec![1, 0]);
     // A TLB hit reads nothing.
     m.walk_log.clear();
-    m.translate(0, &mut k, mm, a, false, &mut pc, false);
+    m.translate(0, &mut k, mm, a, Access::Read, &mut pc, false);
     assert!(m.walk_log.is_empty());
     assert_eq!(pc.page_walks, 3);
     // The walker set the accessed bit.
@@ -193,4 +194,97 @@ fn fast_forward_is_exact() {
         let (a, b) = (perf(&looped, name), perf(&unrolled, name));
         assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{name}: fast-forward {a} vs step by step {b}");
     }
+}
+
+const TINY_ITLB: &[(&str, &str)] = &[
+    ("hw.tlb.itlb_4k.entries", "4"),
+    ("hw.tlb.itlb_4k.ways", "4"),
+    ("hw.tlb.stlb.entries", "0"),
+    ("hw.tlb.stlb.ways", "0"),
+];
+
+/// Instruction fetches go through the iTLB, not the dTLB: the same exact counts as the dTLB
+/// test, on the instruction side.
+#[test]
+fn exact_itlb_misses_with_a_4_entry_itlb() {
+    for (pages, misses) in [(8u64, 16.0), (4, 4.0)] {
+        let w = json!({"knobs":{"transparent_hugepage/enabled":"never"},"program":[
+            {"op":"mmap","name":"text","size":pages * 4096,"prot":"rx"},
+            {"op":"loop","count":2,"body":[{"op":"fetch","region":"text","stride":4096}]}
+        ]});
+        let r = run_with_sets(w, TINY_ITLB);
+        assert_eq!(perf(&r, "iTLB-load-misses"), misses, "{pages} pages");
+        assert_eq!(perf(&r, "iTLB-loads"), 2.0 * pages as f64);
+        assert_eq!(perf(&r, "dTLB-load-misses"), 0.0, "no data access");
+        assert_eq!(perf(&r, "page-faults"), pages as f64, "each page faulted in once");
+    }
+}
+
+/// The L1i holds code like the L1d holds data: 16 KiB of code (written first, as a loader
+/// would: unwritten code would all be the one zero page) run twice through a 32 KiB L1i misses
+/// once per line; 64 KiB misses every time (LRU, sequential).
+#[test]
+fn instruction_cache_misses() {
+    for (size, passes, misses) in [(16u64 << 10, 2, 256.0), (64 << 10, 2, 2048.0)] {
+        let w = json!({"program":[
+            {"op":"mmap","name":"text","size":size,"prot":"rwx"},
+            {"op":"write","region":"text"},
+            {"op":"loop","count":passes,"body":[{"op":"fetch","region":"text"}]}
+        ]});
+        let r = run_with_sets(w, &[("hw.cache.l1i.size", "32K")]);
+        assert_eq!(perf(&r, "L1-icache-load-misses"), misses, "{size} bytes");
+        assert_eq!(perf(&r, "iTLB-loads"), (passes * size / 64) as f64);
+        assert_eq!(perf(&r, "L1-dcache-load-misses"), 0.0, "fetches are not data loads");
+        assert!(perf(&r, "stalled-cycles-frontend") > 0.0);
+    }
+}
+
+/// No-execute: fetching from a mapping without PROT_EXEC faults with SIGSEGV (the NX bit of
+/// its ptes), also once mprotect has taken PROT_EXEC away from a page already in the iTLB.
+#[test]
+fn fetch_from_a_non_executable_mapping_is_a_segfault() {
+    let r = run_with_sets(
+        json!({"program":[
+            {"op":"mmap","name":"d","size":"8K","prot":"rw"},
+            {"op":"write","region":"d"},
+            {"op":"fetch","region":"d"}
+        ]}),
+        &[],
+    );
+    assert_eq!(r.events.iter().filter(|e| e.kind == "segfault").count(), 1, "{:?}", r.events);
+    assert_eq!(r.processes[0].state, "killed");
+    let r = run_with_sets(
+        json!({"program":[
+            {"op":"mmap","name":"t","size":"8K","prot":"rx"},
+            {"op":"fetch","region":"t"},
+            {"op":"mprotect","region":"t","prot":"r"},
+            {"op":"read","region":"t"},
+            {"op":"fetch","region":"t"}
+        ]}),
+        &[],
+    );
+    assert_eq!(r.check.mismatches, 0, "{:?}", r.events);
+    let segv: Vec<_> = r.events.iter().filter(|e| e.kind == "segfault").collect();
+    assert_eq!(segv.len(), 1, "{:?}", r.events);
+    assert!(segv[0].message.contains("instruction fetch"), "{:?}", segv);
+}
+
+/// Code in a THP-backed executable mapping takes one iTLB entry per 2 MiB (the itlb_2m
+/// array); the same code in 4 KiB pages one per page.
+#[test]
+fn huge_text_takes_2m_itlb_entries() {
+    let run_text = |thp: &str| {
+        let w = json!({"knobs":{"transparent_hugepage/enabled":thp},"program":[
+            {"op":"mmap","name":"text","size":"4M","align":"2M","prot":"rwx"},
+            {"op":"write","region":"text"},
+            {"op":"snapshot","label":"loaded"},
+            {"op":"loop","count":2,"body":[{"op":"fetch","region":"text","stride":4096}]},
+            {"op":"snapshot","label":"ran"}
+        ]});
+        let r = run_with_sets(w, TINY_ITLB);
+        let s = |l: &str| r.snapshots.iter().find(|s| s.label == l).unwrap().perf.get("iTLB-load-misses").unwrap();
+        s("ran") - s("loaded")
+    };
+    assert_eq!(run_text("never"), 2048.0, "1024 4 KiB pages, 4 entries: every fetch misses");
+    assert_eq!(run_text("always"), 2.0, "two 2 MiB translations, then hits");
 }

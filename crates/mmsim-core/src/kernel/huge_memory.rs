@@ -100,7 +100,7 @@ impl Kernel {
             };
             // set_huge_zero_folio: read-only, special, deposited table.
             self.deposit(pmd, pgtable);
-            let e = Entry::new(zero, pgtable::P | pgtable::USER | pgtable::PSE | pgtable::SPECIAL);
+            let e = Entry::new(zero, vm_page_prot(vma) | pgtable::PSE | pgtable::SPECIAL);
             self.set_entry(pmd.table, pmd.idx, e);
             return 0;
         }

@@ -23,11 +23,14 @@ pub struct Slot {
 }
 
 /// Leaf protection bits for a vma (vm_get_page_prot): private mappings are mapped read-only
-/// until written (COW), shared writable ones writable.
+/// until written (COW), shared writable ones writable; NX unless the vma is executable.
 pub fn vm_page_prot(vma: &Vma) -> u64 {
     let mut f = pgtable::P | pgtable::USER;
     if vma.flags & vm::WRITE != 0 && vma.is_shared() {
         f |= pgtable::RW;
+    }
+    if vma.flags & vm::EXEC == 0 {
+        f |= pgtable::NX;
     }
     f
 }

@@ -124,6 +124,9 @@ impl Kernel {
             return ne.with(pgtable::PROTNONE);
         }
         ne = ne.with(pgtable::P);
+        if vma.flags & vm::EXEC == 0 {
+            ne = ne.with(pgtable::NX);
+        }
         if vma.flags & vm::WRITE != 0 {
             let writable = if vma.is_shared() {
                 true

@@ -24,6 +24,8 @@ pub const SPECIAL: u64 = 1 << 9;
 /// Software bit on a PMD: the table below maps only the 4 KiB zero page (mmsim's mark for the
 /// virtual huge zero page, seed 000; Linux has no such bit).
 pub const ZERO_TABLE: u64 = 1 << 10;
+/// No execute (_PAGE_NX, bit 63): an instruction fetch through this entry faults.
+pub const NX: u64 = 1 << 63;
 /// Bits holding the frame number.
 pub const PFN_MASK: u64 = 0x000f_ffff_ffff_f000;
 

@@ -11,7 +11,6 @@ use crate::hw::perf::PerfCounters;
 use crate::kernel::content::PageContent;
 use crate::kernel::fault::{Access, FaultOutcome};
 use crate::kernel::madvise::Advice;
-use crate::kernel::mm::vm;
 use crate::kernel::mmap::{page_align, MmapArgs};
 use crate::kernel::{Kernel, MmId};
 use crate::oracle::Oracle;
@@ -75,6 +74,16 @@ enum Cursor {
     Access { write: bool, next: u64, end: u64, stride: u64, value: u8, expect: Option<u8>, failed: bool },
     Compare { a: u64, b: u64, pos: u64, len: u64, expect: Option<bool>, stride: u64 },
     Atomic { addr: u64, remaining: u64, hold: u64 },
+    Fetch { next: u64, end: u64, stride: u64 },
+}
+
+/// How an access is named in an event.
+fn access_name(a: Access) -> &'static str {
+    match a {
+        Access::Read => "read",
+        Access::Write => "write",
+        Access::Exec => "instruction fetch",
+    }
 }
 
 /// A simulated process.
@@ -379,7 +388,7 @@ impl Interp {
                         self.tasks[t].regions.insert(name.clone(), (a, size.0));
                         if let Some(o) = self.oracle.as_mut() {
                             let len = page_align(size.0).expect("fits");
-                            o.mmap(pid, a, len, p & (vm::READ | vm::EXEC) != 0, p & vm::WRITE != 0, shared);
+                            o.mmap(pid, a, len, p, shared);
                         }
                     }
                     Err(e) => {
@@ -409,13 +418,7 @@ impl Interp {
                 let r = self.kernel.do_mprotect(mm, a, len, p);
                 if let Some(o) = self.oracle.as_mut() {
                     // The mapped part up to a hole is changed even when the call fails.
-                    o.mprotect(
-                        pid,
-                        a,
-                        page_align(len).unwrap_or(len),
-                        p & (vm::READ | vm::EXEC) != 0,
-                        p & vm::WRITE != 0,
-                    );
+                    o.mprotect(pid, a, page_align(len).unwrap_or(len), p);
                 }
                 if let Err(e) = r {
                     self.event(pid, "syscall", format!("mprotect {region}: {}", e.name()));
@@ -466,6 +469,11 @@ impl Interp {
                     expect: *expect,
                     stride: stride.map_or(0, |s| s.0),
                 };
+            }
+            Op::Fetch(FetchOp { region, offset, length, stride }) => {
+                let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
+                let stride = stride.map_or(DEFAULT_FETCH_STRIDE, |s| s.0);
+                self.tasks[t].cursor = Cursor::Fetch { next: a, end: a.saturating_add(len), stride };
             }
             Op::Atomic(AtomicOp { region, offset, count, hold }) => {
                 let (a, _) = self.range(t, region, offset.0, Some(8));
@@ -600,19 +608,19 @@ impl Interp {
     }
 
     /// Make one page accessible: walk, fault as needed. Err when the task died.
-    fn access_page(&mut self, t: usize, addr: u64, write: bool) -> Result<Pfn, Stop> {
+    fn access_page(&mut self, t: usize, addr: u64, access: Access) -> Result<Pfn, Stop> {
         let mut oom_tries = 0;
         let mut retry = false;
         loop {
             let mm = self.tasks[t].mm.ok_or(Stop::Dead)?;
             let cpu = self.tasks[t].cpu;
             if let Translation::Frame(pfn) =
-                self.machine.translate(cpu, &mut self.kernel, mm, addr, write, &mut self.tasks[t].perf, retry)
+                self.machine.translate(cpu, &mut self.kernel, mm, addr, access, &mut self.tasks[t].perf, retry)
             {
                 if let Some(o) = &self.oracle {
                     let pid = self.tasks[t].pid;
-                    if !o.access_ok(pid, addr & !(PAGE_SIZE - 1), write) {
-                        let what = if write { "write" } else { "read" };
+                    if !o.access_ok(pid, addr & !(PAGE_SIZE - 1), access) {
+                        let what = access_name(access);
                         self.mismatch(
                             pid,
                             format!("{what} at {addr:#x}: simulator allowed it, reference model raises SIGSEGV"),
@@ -623,7 +631,6 @@ impl Interp {
             }
             self.tasks[t].page_faults += 1;
             retry = true;
-            let access = if write { Access::Write } else { Access::Read };
             let outcome = self.kernel.do_user_addr_fault(mm, addr, access);
             {
                 let (entry, handler) = (self.machine.p.cost.fault_entry_exit, self.machine.p.cost.fault_handler);
@@ -637,14 +644,14 @@ impl Interp {
                 FaultOutcome::Handled => self.tasks[t].minflt += 1,
                 FaultOutcome::Segv => {
                     let pid = self.tasks[t].pid;
-                    let what = if write { "write" } else { "read" };
+                    let what = access_name(access);
                     self.event(
                         pid,
                         "segfault",
                         format!("segfault at {addr:#x}: {what} of unmapped or protected memory"),
                     );
                     if let Some(o) = &self.oracle {
-                        if o.access_ok(pid, addr & !(PAGE_SIZE - 1), write) {
+                        if o.access_ok(pid, addr & !(PAGE_SIZE - 1), access) {
                             self.mismatch(
                                 pid,
                                 format!("{what} at {addr:#x}: simulator raised SIGSEGV, reference model allows it"),
@@ -694,6 +701,7 @@ impl Interp {
             Cursor::Access { .. } => self.continue_access(t, budget),
             Cursor::Compare { .. } => self.continue_compare(t, budget),
             Cursor::Atomic { .. } => self.continue_atomic(t, budget),
+            Cursor::Fetch { .. } => self.continue_fetch(t, budget),
             Cursor::Idle => 0,
         }
     }
@@ -718,7 +726,8 @@ impl Interp {
             let after = next.saturating_add(count * stride);
             used += 1;
             self.steps += 1;
-            let Ok(pfn) = self.access_page(t, next, write) else {
+            let kind = if write { Access::Write } else { Access::Read };
+            let Ok(pfn) = self.access_page(t, next, kind) else {
                 return used;
             };
             let st = stride.min(PAGE_SIZE) as usize;
@@ -786,6 +795,37 @@ impl Interp {
         used
     }
 
+    /// Instruction fetches, a page at a time: the iTLB (walk, fault) once per page, then the
+    /// page's lines through the L1i.
+    fn continue_fetch(&mut self, t: usize, budget: u64) -> u64 {
+        let mut used = 0;
+        while used < budget && (used == 0 || self.tasks[t].perf.cycles <= self.time_limit) {
+            let Cursor::Fetch { next, end, stride } = self.tasks[t].cursor else {
+                return used;
+            };
+            if next >= end {
+                self.tasks[t].cursor = Cursor::Idle;
+                return used;
+            }
+            let page = next & !(PAGE_SIZE - 1);
+            let page_end = (page + PAGE_SIZE).min(end);
+            let (ps, pe) = (next - page, page_end - page);
+            let count = (pe - ps).div_ceil(stride);
+            used += 1;
+            self.steps += 1;
+            let Ok(pfn) = self.access_page(t, next, Access::Exec) else {
+                return used;
+            };
+            let cpu = self.tasks[t].cpu;
+            let ipf = stride.min(self.machine.line_size()) as f64 / self.machine.p.cost.instruction_bytes;
+            self.machine.page_fetches(cpu, pfn, ps, pe, stride.min(PAGE_SIZE), ipf, &mut self.tasks[t].perf);
+            if let Cursor::Fetch { next: n, .. } = &mut self.tasks[t].cursor {
+                *n = next.saturating_add(count * stride);
+            }
+        }
+        used
+    }
+
     fn continue_compare(&mut self, t: usize, budget: u64) -> u64 {
         let pid = self.tasks[t].pid;
         let mut used = 0;
@@ -806,10 +846,10 @@ impl Interp {
             };
             used += 1;
             self.steps += 1;
-            let Ok(fa) = self.access_page(t, pa, false) else {
+            let Ok(fa) = self.access_page(t, pa, Access::Read) else {
                 return used;
             };
-            let Ok(fb) = self.access_page(t, pb, false) else {
+            let Ok(fb) = self.access_page(t, pb, Access::Read) else {
                 return used;
             };
             let oa = (pa & (PAGE_SIZE - 1)) as usize;
@@ -866,7 +906,7 @@ impl Interp {
             }
             used += 1;
             self.steps += 1;
-            let Ok(pfn) = self.access_page(t, addr, true) else { return used };
+            let Ok(pfn) = self.access_page(t, addr, Access::Write) else { return used };
             let cpu = self.tasks[t].cpu;
             let line = (pfn.phys() + (addr & (PAGE_SIZE - 1))) >> self.machine.line_size().trailing_zeros();
             let now = self.machine.cpus[cpu].clock + self.tasks[t].perf.cycles - self.quantum_base;

@@ -40,17 +40,17 @@ fn access_op(sizes: &[u64]) -> impl Strategy<Value = Value> {
         range(sizes),
         0u64..4096,
         prop_oneof![Just(4096u64), Just(1536), Just(65536), Just(100), Just(1)],
-        any::<bool>(),
+        prop_oneof![4 => Just("read"), 4 => Just("write"), 1 => Just("fetch")],
         1u8..255,
     )
-        .prop_map(|((r, off, len), b, stride, write, value)| {
+        .prop_map(|((r, off, len), b, stride, kind, value)| {
             // Stride-1 accesses stay short: they are byte by byte.
             let len = if stride == 1 { len.min(3) * 1500 } else { len * 4096 };
             let off = off * 4096 + if stride == 4096 { 0 } else { b };
-            if write {
-                json!({"op":"write","region":r,"offset":off,"length":len,"stride":stride,"value":value})
-            } else {
-                json!({"op":"read","region":r,"offset":off,"length":len,"stride":stride})
+            match kind {
+                "write" => json!({"op":"write","region":r,"offset":off,"length":len,"stride":stride,"value":value}),
+                "read" => json!({"op":"read","region":r,"offset":off,"length":len,"stride":stride}),
+                _ => json!({"op":"fetch","region":r,"offset":off,"length":len,"stride":stride}),
             }
         })
 }
@@ -58,7 +58,7 @@ fn access_op(sizes: &[u64]) -> impl Strategy<Value = Value> {
 fn syscall_op(sizes: &[u64]) -> impl Strategy<Value = Value> {
     prop_oneof![
         1 => range(sizes).prop_map(|(r, o, l)| json!({"op":"munmap","region":r,"offset":o*4096,"length":l*4096})),
-        3 => (range(sizes), prop_oneof![4 => Just("r"), 4 => Just("rw"), 1 => Just("none")])
+        3 => (range(sizes), prop_oneof![4 => Just("r"), 4 => Just("rw"), 2 => Just("rx"), 1 => Just("rwx"), 1 => Just("none")])
             .prop_map(|((r, o, l), p)| json!({"op":"mprotect","region":r,"offset":o*4096,"length":l*4096,"prot":p})),
         3 => (range(sizes), prop_oneof![Just("hugepage"), Just("nohugepage"), Just("dontneed")])
             .prop_map(|((r, o, l), a)| json!({"op":"madvise","region":r,"offset":o*4096,"length":l*4096,"advice":a})),

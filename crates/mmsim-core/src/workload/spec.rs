@@ -129,6 +129,7 @@ pub enum Op {
     Snapshot(SnapshotOp),
     Set(SetOp),
     Atomic(AtomicOp),
+    Fetch(FetchOp),
 }
 
 /// The `mmap` op.
@@ -282,6 +283,24 @@ pub struct AtomicOp {
     pub hold: u64,
 }
 
+/// The `fetch` op: run the code in a region: one instruction fetch every `stride` bytes
+/// (default 64, one cache line) through the iTLB and the L1 instruction cache. The region must
+/// be mapped executable (`prot` rx or rwx), or the fetch faults with SIGSEGV as on NX hardware.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FetchOp {
+    pub region: String,
+    #[serde(default)]
+    pub offset: Size,
+    #[serde(default)]
+    pub length: Option<Size>,
+    #[serde(default)]
+    pub stride: Option<Size>,
+}
+
+/// Default stride of `fetch`: one fetch per 64-byte line.
+pub const DEFAULT_FETCH_STRIDE: u64 = 64;
+
 /// The `set` op.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -307,7 +326,7 @@ fn field<'de, T: Deserialize<'de>, D: Deserializer<'de>>(v: serde_json::Value) -
 const FIELD_MARK: &str = "\u{1}";
 
 const OP_NAMES: &str =
-    "mmap, munmap, mprotect, madvise, read, write, compare, loop, fork, wait, exit, snapshot, set, atomic";
+    "mmap, munmap, mprotect, madvise, read, write, compare, loop, fork, wait, exit, snapshot, set, atomic, fetch";
 
 impl<'de> Deserialize<'de> for Op {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Op, D::Error> {
@@ -332,6 +351,7 @@ impl<'de> Deserialize<'de> for Op {
             "exit" => Op::Exit(field::<ExitOp, D>(v)?),
             "snapshot" => Op::Snapshot(field::<SnapshotOp, D>(v)?),
             "atomic" => Op::Atomic(field::<AtomicOp, D>(v)?),
+            "fetch" => Op::Fetch(field::<FetchOp, D>(v)?),
             "set" => Op::Set(field::<SetOp, D>(v)?),
             other => {
                 return Err(de::Error::custom(format!(
@@ -466,7 +486,9 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>) -> Result<(), E
                     return Err(err(i, "advice", format!("{advice:?} is not one of hugepage, nohugepage, dontneed")));
                 }
             }
-            Op::Read(ReadOp { region, stride, .. }) | Op::Write(WriteOp { region, stride, .. }) => {
+            Op::Read(ReadOp { region, stride, .. })
+            | Op::Write(WriteOp { region, stride, .. })
+            | Op::Fetch(FetchOp { region, stride, .. }) => {
                 known(names, i, "region", region)?;
                 if stride.is_some_and(|s| s.0 == 0) {
                     return Err(err(i, "stride", "must be greater than 0".into()));
