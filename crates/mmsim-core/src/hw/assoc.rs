@@ -26,15 +26,6 @@ impl Replacement {
 
 const INVALID: u64 = u64::MAX;
 
-/// A tag and its recency stamp, kept together so a set's scan touches few host lines.
-#[derive(Clone, Copy, Debug)]
-struct Slot {
-    tag: u64,
-    stamp: u64,
-}
-
-const EMPTY: Slot = Slot { tag: INVALID, stamp: 0 };
-
 /// A set-associative array of tags.
 #[derive(Clone, Debug)]
 pub struct SetAssoc {
@@ -42,7 +33,11 @@ pub struct SetAssoc {
     /// sets - 1 when the number of sets is a power of two (mask), else 0 and `sets` is used.
     set_mask: u64,
     sets: u64,
-    slots: Vec<Slot>,
+    /// Tags, one per entry, set by set (INVALID when empty): scanned on every lookup, so kept
+    /// apart from the stamps, which only a miss or a hit under LRU needs.
+    tags: Vec<u64>,
+    /// Recency (LRU) or insertion (FIFO, random) stamp of each entry.
+    stamps: Vec<u64>,
     /// A payload per entry (a TLB's translation); unused by caches.
     vals: Vec<u64>,
     tick: u64,
@@ -61,7 +56,8 @@ impl SetAssoc {
                 ways: 0,
                 set_mask: 0,
                 sets: 0,
-                slots: Vec::new(),
+                tags: Vec::new(),
+                stamps: Vec::new(),
                 vals: Vec::new(),
                 tick: 0,
                 policy,
@@ -79,7 +75,8 @@ impl SetAssoc {
             // for the slice hash real LLCs use.
             set_mask: if sets.is_power_of_two() { (sets - 1) as u64 } else { 0 },
             sets: sets as u64,
-            slots: vec![EMPTY; entries],
+            tags: vec![INVALID; entries],
+            stamps: vec![0; entries],
             vals: vec![0; entries],
             tick: 0,
             policy,
@@ -90,7 +87,7 @@ impl SetAssoc {
 
     /// Total entries.
     pub fn capacity(&self) -> usize {
-        self.slots.len()
+        self.tags.len()
     }
 
     #[inline]
@@ -103,40 +100,48 @@ impl SetAssoc {
     fn touch(&mut self, i: usize) {
         if self.policy == Replacement::Lru {
             self.tick += 1;
-            self.slots[i].stamp = self.tick;
+            self.stamps[i] = self.tick;
         }
     }
 
-    /// Find `key` in its set, or the slot to evict for it (Err).
+    /// Find `key` in its set, or the slot to evict for it (Err): an empty slot if there is
+    /// one, else the oldest stamp (LRU, FIFO) or a pseudo-random way.
     #[inline]
     fn find(&mut self, key: u64) -> Result<usize, usize> {
         let b = self.set_base(key);
-        let mut victim = b;
-        let mut best = u64::MAX;
-        for (i, s) in self.slots[b..b + self.ways].iter().enumerate() {
-            if s.tag == key {
-                return Ok(b + i);
-            }
-            let st = if s.tag == INVALID { 0 } else { s.stamp };
+        if let Some(i) = position(&self.tags[b..b + self.ways], key) {
+            return Ok(b + i);
+        }
+        Err(self.victim(b))
+    }
+
+    /// The slot of the set at `b` to fill: an empty one if any (empty slots have stamp 0,
+    /// below every entry's), else the oldest stamp (LRU, FIFO) or a pseudo-random way.
+    #[inline]
+    fn victim(&mut self, b: usize) -> usize {
+        let stamps = &self.stamps[b..b + self.ways];
+        let (mut best, mut victim) = (u64::MAX, 0);
+        for (i, &st) in stamps.iter().enumerate() {
             if st < best {
                 best = st;
-                victim = b + i;
+                victim = i;
             }
         }
         if best != 0 && self.policy == Replacement::Random {
             self.rng ^= self.rng << 13;
             self.rng ^= self.rng >> 7;
             self.rng ^= self.rng << 17;
-            victim = b + (self.rng % self.ways as u64) as usize;
+            victim = (self.rng % self.ways as u64) as usize;
         }
-        Err(victim)
+        b + victim
     }
 
     #[inline]
     fn place(&mut self, i: usize, key: u64) -> Option<u64> {
-        let old = self.slots[i].tag;
+        let old = self.tags[i];
         self.tick += 1;
-        self.slots[i] = Slot { tag: key, stamp: self.tick };
+        self.tags[i] = key;
+        self.stamps[i] = self.tick;
         if old == INVALID {
             self.len += 1;
         }
@@ -156,7 +161,7 @@ impl SetAssoc {
             return None;
         }
         let b = self.set_base(key);
-        let i = b + self.slots[b..b + self.ways].iter().position(|s| s.tag == key)?;
+        let i = b + position(&self.tags[b..b + self.ways], key)?;
         self.touch(i);
         Some(self.vals[i])
     }
@@ -185,7 +190,7 @@ impl SetAssoc {
             return false;
         }
         let b = self.set_base(key);
-        self.slots[b..b + self.ways].iter().any(|s| s.tag == key)
+        position(&self.tags[b..b + self.ways], key).is_some()
     }
 
     /// Insert `key` (assumed absent), evicting by policy; returns the evicted key.
@@ -198,6 +203,20 @@ impl SetAssoc {
             Ok(_) => None,
             Err(v) => self.place(v, key),
         }
+    }
+
+    /// Insert `key` with payload `val` when the caller has just looked it up and missed (a TLB
+    /// fill after a walk): no second search for it.
+    #[inline]
+    pub fn put_absent(&mut self, key: u64, val: u64) -> Option<u64> {
+        if self.ways == 0 {
+            return None;
+        }
+        debug_assert!(!self.contains(key));
+        let b = self.set_base(key);
+        let v = self.victim(b);
+        self.vals[v] = val;
+        self.place(v, key)
     }
 
     /// Look up and fill on a miss, in one pass over the set; true on a hit.
@@ -235,9 +254,10 @@ impl SetAssoc {
             return false;
         }
         let b = self.set_base(key);
-        match self.slots[b..b + self.ways].iter().position(|s| s.tag == key) {
+        match position(&self.tags[b..b + self.ways], key) {
             Some(i) => {
-                self.slots[b + i] = EMPTY;
+                self.tags[b + i] = INVALID;
+                self.stamps[b + i] = 0;
                 self.len -= 1;
                 true
             }
@@ -251,9 +271,10 @@ impl SetAssoc {
             return 0;
         }
         let mut n = 0;
-        for slot in self.slots.iter_mut() {
-            if slot.tag != INVALID && pred(slot.tag) {
-                *slot = EMPTY;
+        for (tag, stamp) in self.tags.iter_mut().zip(self.stamps.iter_mut()) {
+            if *tag != INVALID && pred(*tag) {
+                *tag = INVALID;
+                *stamp = 0;
                 n += 1;
             }
         }
@@ -264,7 +285,8 @@ impl SetAssoc {
     /// Drop everything.
     pub fn flush(&mut self) {
         if self.len > 0 {
-            self.slots.fill(EMPTY);
+            self.tags.fill(INVALID);
+            self.stamps.fill(0);
         }
         self.len = 0;
     }
@@ -273,7 +295,7 @@ impl SetAssoc {
     pub fn set_order(&self, set: usize) -> Vec<u64> {
         let b = set * self.ways;
         let mut v: Vec<(u64, u64)> =
-            self.slots[b..b + self.ways].iter().filter(|s| s.tag != INVALID).map(|s| (s.stamp, s.tag)).collect();
+            (b..b + self.ways).filter(|&i| self.tags[i] != INVALID).map(|i| (self.stamps[i], self.tags[i])).collect();
         v.sort_by_key(|e| std::cmp::Reverse(e.0));
         v.into_iter().map(|e| e.1).collect()
     }
@@ -284,21 +306,36 @@ impl SetAssoc {
     pub fn digest(&self, h: &mut u64) {
         const PRIME: u64 = 0x100_0000_01b3;
         for s in 0..self.sets as usize {
-            let set = &self.slots[s * self.ways..(s + 1) * self.ways];
-            let vals = &self.vals[s * self.ways..(s + 1) * self.ways];
+            let r = s * self.ways..(s + 1) * self.ways;
+            let (tags, stamps, vals) = (&self.tags[r.clone()], &self.stamps[r.clone()], &self.vals[r]);
             let mut acc = 0u64;
-            for (i, a) in set.iter().enumerate() {
-                if a.tag == INVALID {
+            for i in 0..tags.len() {
+                if tags[i] == INVALID {
                     continue;
                 }
                 // Its place in the recency order: how many valid entries are more recent.
-                let rank = set.iter().filter(|b| b.tag != INVALID && b.stamp > a.stamp).count() as u64;
-                acc = acc.wrapping_add(mix(a.tag ^ mix(rank ^ mix(vals[i]))));
+                let rank = (0..tags.len()).filter(|&j| tags[j] != INVALID && stamps[j] > stamps[i]).count() as u64;
+                acc = acc.wrapping_add(mix(tags[i] ^ mix(rank ^ mix(vals[i]))));
             }
             *h = (*h ^ acc).wrapping_mul(PRIME);
         }
         *h = (*h ^ self.rng).wrapping_mul(PRIME);
     }
+}
+
+/// Index of `key` in `tags`: eight tags compared per step without an early exit, which the
+/// compiler turns into vector compares (a 64-way TLB scan is eight steps).
+#[inline]
+fn position(tags: &[u64], key: u64) -> Option<usize> {
+    let mut chunks = tags.chunks_exact(8);
+    let mut base = 0;
+    for c in &mut chunks {
+        if c.iter().fold(false, |any, &t| any | (t == key)) {
+            return c.iter().position(|&t| t == key).map(|i| base + i);
+        }
+        base += 8;
+    }
+    chunks.remainder().iter().position(|&t| t == key).map(|i| base + i)
 }
 
 /// splitmix64's finaliser: a bijective, thoroughly mixing hash of one word.

@@ -210,7 +210,8 @@ impl Machine {
     ) -> Translation {
         let asid = mm;
         let (write, fetch) = (access == Access::Write, access == Access::Exec);
-        if let Some((hit, size, e)) = self.cpus[cpu].tlb.lookup(asid, vaddr, fetch) {
+        let found = self.cpus[cpu].tlb.lookup(asid, vaddr, fetch);
+        if let Some((hit, size, e)) = found {
             let entry = Entry(e);
             if (write && !entry.write()) || (fetch && entry.has(pgtable::NX)) {
                 // A write to a read-only translation (a fetch from a no-execute one) faults;
@@ -239,10 +240,11 @@ impl Machine {
                 Access::Exec => perf.itlb_load_misses += 1,
             }
         }
-        self.page_walk(cpu, k, mm, vaddr, access, perf)
+        self.page_walk(cpu, k, mm, vaddr, access, perf, found.is_none())
     }
 
-    /// The hardware page walker: start from the deepest paging-structure cache hit, read each
+    /// The hardware page walker (`tlb_absent`: the TLB lookup before it found nothing for
+    /// the address): start from the deepest paging-structure cache hit, read each
     /// remaining entry through the data caches (a dependent chain: no parallelism), set the
     /// accessed (and dirty) bits, and fill the TLB (the iTLB for a fetch). A not-present
     /// entry, a write through a read-only leaf or a fetch through an NX one raises the fault.
@@ -254,6 +256,7 @@ impl Machine {
         vaddr: u64,
         access: Access,
         perf: &mut PerfCounters,
+        tlb_absent: bool,
     ) -> Translation {
         let asid = mm;
         let (write, fetch) = (access == Access::Write, access == Access::Exec);
@@ -301,7 +304,7 @@ impl Machine {
                     1 => PageSize::M2,
                     _ => PageSize::G1,
                 };
-                self.cpus[cpu].tlb.fill(asid, vaddr, size, ne.0, fetch);
+                self.cpus[cpu].tlb.fill(asid, vaddr, size, ne.0, fetch, tlb_absent);
                 break Translation::Frame(frame_of(ne, size, vaddr));
             }
             // Cache the upper-level entry in its paging-structure cache.

@@ -107,13 +107,22 @@ impl Tlb {
         None
     }
 
-    /// Install a translation after a walk.
-    pub fn fill(&mut self, asid: u32, vaddr: u64, size: PageSize, entry: u64, instr: bool) {
+    /// Install a translation after a walk. `absent`: the lookup that started the walk found
+    /// no entry for the address (the common case), so the arrays need not be searched again.
+    pub fn fill(&mut self, asid: u32, vaddr: u64, size: PageSize, entry: u64, instr: bool, absent: bool) {
         let k = key(asid, size, vaddr);
         let arr = if instr { &mut self.itlb[(size as usize).min(1)] } else { &mut self.dtlb[size as usize] };
-        arr.put(k, entry);
-        if size == PageSize::K4 || (size == PageSize::M2 && self.stlb_2m) {
-            self.stlb.put(k, entry);
+        let stlb = size == PageSize::K4 || (size == PageSize::M2 && self.stlb_2m);
+        if absent {
+            arr.put_absent(k, entry);
+            if stlb {
+                self.stlb.put_absent(k, entry);
+            }
+        } else {
+            arr.put(k, entry);
+            if stlb {
+                self.stlb.put(k, entry);
+            }
         }
     }
 
