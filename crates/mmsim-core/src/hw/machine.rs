@@ -248,6 +248,7 @@ impl Machine {
     /// remaining entry through the data caches (a dependent chain: no parallelism), set the
     /// accessed (and dirty) bits, and fill the TLB (the iTLB for a fetch). A not-present
     /// entry, a write through a read-only leaf or a fetch through an NX one raises the fault.
+    #[allow(clippy::too_many_arguments)]
     fn page_walk(
         &mut self,
         cpu: usize,
