@@ -3,8 +3,8 @@
 For each access stream in experiments/bench/ it times `mmsim run` step by step (fast-forward
 off) and reports simulated memory references per second; it times the same stream natively
 (native/stream.c) and under `valgrind --tool=cachegrind --cache-sim=yes`, in the same run, and
-prints the ratios. Then it times each seed-scale workload in experiments/seeds/ (fast-forward
-on, as users run them). Wall times only: nothing here is a pass/fail test.
+prints the ratios. Then it times each seed reproduction of `mmsim reproduce` at full scale
+(fast-forward on, as users run them). Wall times only: nothing here is a pass/fail test.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import mmsim
+from mmsim.experiments import EXPERIMENTS
 
 ROOT = Path(__file__).resolve().parents[1]
 STREAM = ROOT / "target" / "native" / "stream"
@@ -63,17 +64,11 @@ def main() -> int:
             f"  {name:<8} {refs:>13,} {secs:9.3f} {refs / secs / 1e6:9.1f} {nat:9.3f} {cg_s} {secs / nat:13.1f} {cg_r}"
         )
         rows.append({"stream": name, "refs": refs, "mmsim_s": secs, "native_s": nat, "cachegrind_s": cg})
-    seeds = sorted((ROOT / "experiments" / "seeds").glob("*.json"))
-    if seeds:
-        print("\nSeed-scale workloads (fast-forward on):")
-        for wl in seeds:
-            secs, report = timed(lambda wl=wl: mmsim.run_workload(wl))
-            ff = report.get("engine", {}).get("fast_forwarded_iterations", 0)
-            print(
-                f"  {wl.stem:<28} {secs:8.2f} s wall, {report['perf']['seconds']:.3f} s simulated, "
-                f"{ff} iterations fast-forwarded"
-            )
-            rows.append({"workload": wl.stem, "wall_s": secs, "simulated_s": report["perf"]["seconds"]})
+    print("\nSeed reproductions (`mmsim reproduce NAME`, full scale, fast-forward on):")
+    for name, exp in EXPERIMENTS.items():
+        secs, _ = timed(exp.run)
+        print(f"  {name:<14} {exp.profile:<13} {secs:8.2f} s wall")
+        rows.append({"experiment": name, "wall_s": secs})
     out = ROOT / "target" / "bench.json"
     out.write_text(json.dumps(rows, indent=2))
     print(f"\nresults: {out.relative_to(ROOT)}")

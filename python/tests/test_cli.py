@@ -519,3 +519,43 @@ def test_text_report_says_when_loops_were_fast_forwarded(write_workload):
     assert 0 < skipped < 50
     off = run_mmsim("run", path, "--set", "engine.fast_forward=0").stdout
     assert "fast-forward" not in off.split("Kernel functions")[0]
+
+
+PERF_COUNTERS = (
+    "cycles",
+    "instructions",
+    "task-clock",
+    "dTLB-loads",
+    "dTLB-load-misses",
+    "dTLB-stores",
+    "dTLB-store-misses",
+    "iTLB-loads",
+    "iTLB-load-misses",
+    "L1-dcache-loads",
+    "L1-dcache-load-misses",
+    "L1-icache-load-misses",
+    "LLC-loads",
+    "LLC-load-misses",
+    "page-walks",
+    "page-walk-cycles",
+    "stalled-cycles-frontend",
+    "stalled-cycles-backend",
+)
+
+
+def test_perf_counters_in_total_snapshots_and_processes():
+    r = run_mmsim("run", "--json", HZP_RSS)
+    assert r.returncode == 0, r.stderr
+    report = r.json()
+    assert set(PERF_COUNTERS) | {"seconds"} <= report["perf"].keys()
+    for snap in report["snapshots"]:
+        assert set(PERF_COUNTERS) <= snap["perf"].keys(), snap["label"]
+        for p in snap["processes"]:
+            assert set(PERF_COUNTERS) <= p["perf"].keys()
+    for p in report["processes"]:
+        assert set(PERF_COUNTERS) <= p["perf"].keys()
+    # A phase's cost is the difference of two snapshots; the run's total is at least the last.
+    read, write = report["snapshots"]
+    assert write["perf"]["cycles"] > read["perf"]["cycles"] > 0
+    assert report["perf"]["cycles"] >= write["perf"]["cycles"]
+    assert report["profile"], "cycles by kernel function"

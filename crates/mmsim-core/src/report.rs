@@ -72,6 +72,9 @@ impl Serialize for Strings {
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct ProcessStatus {
     pub pid: u32,
+    /// Thread group (the process a thread belongs to; its own pid for a process).
+    #[serde(rename = "Tgid")]
+    pub tgid: u32,
     pub ppid: u32,
     /// "running", "exited" or "killed".
     pub state: String,

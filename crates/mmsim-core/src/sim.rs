@@ -183,6 +183,7 @@ pub fn process_status(k: &Kernel, t: &Task, freq: f64) -> ProcessStatus {
     }
     let mut st = ProcessStatus {
         pid: t.pid,
+        tgid: t.tgid,
         ppid: t.ppid,
         state: t.state.name().into(),
         minflt: t.minflt,

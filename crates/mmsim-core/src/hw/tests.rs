@@ -288,3 +288,171 @@ fn huge_text_takes_2m_itlb_entries() {
     assert_eq!(run_text("never"), 2048.0, "1024 4 KiB pages, 4 entries: every fetch misses");
     assert_eq!(run_text("always"), 2.0, "two 2 MiB translations, then hits");
 }
+
+fn profile_cycles(r: &Report, func: &str) -> f64 {
+    r.profile.get(func).unwrap_or(0.0)
+}
+
+/// Threads (clone with CLONE_VM) share one address space: a write by one is seen by the
+/// others, with no copy; the mm goes only when its last thread exits.
+#[test]
+fn threads_share_the_address_space() {
+    let r = run_with_sets(
+        json!({"machine":{"cpus":2},"program":[
+            {"op":"mmap","name":"p","size":"64K"},
+            {"op":"thread","cpu":1,"program":[{"op":"write","region":"p","value":7},{"op":"snapshot","label":"written"}]},
+            {"op":"wait"},
+            {"op":"read","region":"p","expect":7},
+            {"op":"snapshot","label":"end"}
+        ]}),
+        &[],
+    );
+    assert_eq!(r.check.mismatches + r.check.expect_failures, 0, "{:?}", r.events);
+    let end = r.snapshots.iter().find(|s| s.label == "end").unwrap();
+    let (main, thread) = (&end.processes[0], &end.processes[1]);
+    assert_eq!((thread.pid, thread.tgid, thread.state.as_str()), (2, 1, "exited"));
+    assert_eq!(main.rss_anon - 4, 64, "16 pages, written once, in the one mm (+ the stack page)");
+    assert_eq!(end.vmstat.get("mmsim_cow_copy"), Some(0));
+    assert_eq!(main.minflt, 0, "the thread's faults mapped the pages for the main thread too");
+}
+
+/// A TLB shootdown: mprotect by one thread must invalidate the translations another thread's
+/// CPU holds; it sends an IPI per remote CPU (native_flush_tlb_multi, smp.shootdown_ipi
+/// cycles) and the remote thread's next write faults and is killed (with its group).
+#[test]
+fn mprotect_shoots_down_the_other_cpus_tlb() {
+    let w = |threads: bool| {
+        let worker = json!([
+            {"op":"write","region":"p","value":1},
+            {"op":"loop","count":20000,"body":[{"op":"read","region":"p","stride":4096,"length":"4K"}]},
+            {"op":"write","region":"p","value":2}
+        ]);
+        let mut prog = vec![json!({"op":"mmap","name":"p","size":"16K"}), json!({"op":"mmap","name":"q","size":"4K"})];
+        if threads {
+            prog.push(json!({"op":"thread","cpu":1,"program":worker}));
+        }
+        prog.push(json!({"op":"write","region":"p","value":1}));
+        // Let the other thread run a while on its CPU first (the CPUs advance in step).
+        prog.push(json!({"op":"loop","count":5000,"body":[{"op":"read","region":"q"}]}));
+        prog.push(json!({"op":"mprotect","region":"p","prot":"r"}));
+        prog.push(json!({"op":"snapshot","label":"protected"}));
+        prog.push(json!({"op":"wait"}));
+        json!({"machine":{"cpus":2},"program":prog})
+    };
+    let ipi = profile::builtin("default", &[]).unwrap().smp.shootdown_ipi;
+    let alone = run_with_sets(w(false), &[]);
+    assert_eq!(profile_cycles(&alone, "native_flush_tlb_multi"), 0.0, "no other CPU holds the mm");
+    let r = run_with_sets(w(true), &[]);
+    assert_eq!(profile_cycles(&r, "native_flush_tlb_multi"), ipi, "one IPI to the one other CPU");
+    let segv: Vec<_> = r.events.iter().filter(|e| e.kind == "segfault").collect();
+    assert_eq!(segv.len(), 1, "the remote write after the shootdown faults: {:?}", r.events);
+    assert_eq!(r.check.mismatches, 0, "{:?}", r.events);
+}
+
+/// Without PCID every switch to another address space flushes the TLB; with PCID each
+/// address space keeps its translations: two processes alternating on one CPU.
+#[test]
+fn pcid_keeps_translations_across_context_switches() {
+    let w = json!({"machine":{"cpus":1},"knobs":{"transparent_hugepage/enabled":"never"},"program":[
+        {"op":"mmap","name":"p","size":"64K"},
+        {"op":"fork","cpu":0,"program":[{"op":"loop","count":200,"body":[{"op":"read","region":"p"}]}]},
+        {"op":"loop","count":200,"body":[{"op":"read","region":"p"}]},
+        {"op":"wait"}
+    ]});
+    let with = run_with_sets(w.clone(), &[("hw.tlb.pcid", "true")]);
+    let without = run_with_sets(w, &[("hw.tlb.pcid", "false")]);
+    assert_eq!(perf(&with, "dTLB-load-misses"), 32.0, "16 pages per process, once each");
+    assert!(perf(&without, "dTLB-load-misses") >= 32.0 + 16.0 * 10.0, "refilled after every switch");
+    assert_eq!(profile_cycles(&with, "switch_mm_irqs_off"), 0.0);
+    assert!(profile_cycles(&without, "switch_mm_irqs_off") > 0.0);
+}
+
+/// The L2 streamer: a sequential read finds its L1 misses in the L2 (prefetched), so far
+/// fewer of them reach the LLC than without the prefetcher.
+#[test]
+fn stream_prefetcher_brings_sequential_lines_into_the_l2() {
+    let w = json!({"program":[
+        {"op":"mmap","name":"p","size":"4M"},
+        {"op":"write","region":"p"},
+        {"op":"mmap","name":"flush","size":"64M"},
+        {"op":"write","region":"flush","stride":64},
+        {"op":"snapshot","label":"cold"},
+        {"op":"read","region":"p","stride":64},
+        {"op":"snapshot","label":"read"}
+    ]});
+    let llc = |degree: &str| {
+        let r = run_with_sets(w.clone(), &[("hw.cache.prefetch_degree", degree)]);
+        let s = |l: &str| r.snapshots.iter().find(|s| s.label == l).unwrap().perf.get("LLC-loads").unwrap();
+        s("read") - s("cold")
+    };
+    let (off, on) = (llc("0"), llc("2"));
+    assert_eq!(off, 65536.0, "every line of the 4 MiB misses L1 and L2");
+    assert!(on < off / 2.0, "with the streamer most lines come from the L2: {on} of {off}");
+}
+
+/// clear_page with temporal stores leaves the zeroed page in the caches (a read right after
+/// the fault hits); with non-temporal stores the lines bypass them (the read goes to memory;
+/// the prefetcher is off so that it does not hide the difference).
+#[test]
+fn temporal_and_nontemporal_clearing() {
+    let w = json!({"program":[
+        {"op":"mmap","name":"p","size":"16K"},
+        {"op":"write","region":"p","length":1},
+        {"op":"snapshot","label":"faulted"},
+        {"op":"read","region":"p","length":"4K","stride":64},
+        {"op":"snapshot","label":"read"}
+    ]});
+    let misses = |nt: &str| {
+        let r = run_with_sets(w.clone(), &[("hw.cost.clear_nontemporal", nt), ("hw.cache.prefetch_degree", "0")]);
+        let s = |l: &str| r.snapshots.iter().find(|s| s.label == l).unwrap().perf.get("LLC-load-misses").unwrap();
+        s("read") - s("faulted")
+    };
+    assert_eq!(misses("false"), 0.0, "the page was just zeroed through the caches");
+    assert_eq!(misses("true"), 63.0, "every line but the one the faulting store wrote comes from memory");
+}
+
+/// The walker sets the dirty bit on a write through a clean translation (and only then).
+#[test]
+fn walker_sets_the_dirty_bit_on_the_first_write() {
+    let mut k = Kernel::new(64 << 20, Knobs::default());
+    let mm = k.exec_mm().unwrap();
+    let a =
+        k.do_mmap(mm, MmapArgs { len: 8192, prot: vm::READ | vm::WRITE, shared: true, ..Default::default() }).unwrap();
+    assert_eq!(k.handle_mm_fault(mm, a, false), 0, "a read fault maps the shmem page writable, clean");
+    let mut m = Machine::new(profile::builtin("default", &[]).unwrap(), 1);
+    let mut pc = PerfCounters::default();
+    let slot = k.pte_slot(mm, a).unwrap();
+    let dirty = |k: &Kernel| k.entry(slot.table, slot.idx).has(crate::kernel::pgtable::DIRTY);
+    m.translate(0, &mut k, mm, a, Access::Read, &mut pc, false);
+    assert!(!dirty(&k), "a read sets only the accessed bit");
+    assert_eq!(pc.page_walks, 1);
+    m.translate(0, &mut k, mm, a, Access::Write, &mut pc, false);
+    assert!(dirty(&k), "the first write walks again to set the dirty bit");
+    assert_eq!(pc.page_walks, 2);
+    m.translate(0, &mut k, mm, a, Access::Write, &mut pc, false);
+    assert_eq!(pc.page_walks, 2, "a dirty translation needs no walk");
+}
+
+/// Same workload, same profile -> identical report, counters and cycles, bit for bit, also
+/// with many CPUs, contention and threads.
+#[test]
+fn runs_are_deterministic() {
+    let w = json!({"machine":{"cpus":4},"knobs":{"transparent_hugepage/enabled":"always"},"program":[
+        {"op":"mmap","name":"p","size":"8M"},
+        {"op":"mmap","name":"s","size":"4K","flags":["shared","anonymous"]},
+        {"op":"read","region":"p"},
+        {"op":"fork","count":3,"program":[
+            {"op":"write","region":"p","stride":65536},
+            {"op":"atomic","region":"s","count":50},
+            {"op":"thread","program":[{"op":"read","region":"p","stride":8192}]},
+            {"op":"wait"}
+        ]},
+        {"op":"thread","count":2,"program":[{"op":"atomic","region":"s","count":30}]},
+        {"op":"munmap","region":"p","offset":"1M","length":"4K"},
+        {"op":"wait"}
+    ]});
+    let a = run_with_sets(w.clone(), &[]);
+    let b = run_with_sets(w, &[]);
+    assert_eq!(a, b);
+    assert!(perf(&a, "cycles") > 0.0);
+}

@@ -67,6 +67,11 @@ impl Kernel {
             }
             self.mm_mut(child).vmas.insert(cv.start, cv);
             if self.copy_page_range(child, parent, &v).is_err() {
+                // dup_mmap's `out:` path flushes the parent's TLB on failure too: the ptes
+                // copied so far were write-protected.
+                if !self.sabotage.skip_fork_flush {
+                    self.work.push(super::Work::FlushMm { mm: parent });
+                }
                 self.exit_mmap(child);
                 return None;
             }
@@ -78,6 +83,23 @@ impl Kernel {
         let hw = self.mm(child).rss_total();
         self.mm_mut(child).hiwater_rss = hw;
         Some(child)
+    }
+
+    /// `mmget`: another task (a thread, CLONE_VM) uses `mm`.
+    pub fn mmget(&mut self, mm: MmId) {
+        self.mm_mut(mm).users += 1;
+    }
+
+    /// `mmput`: a task stops using `mm`; the last user tears it down (`exit_mmap`). True when
+    /// the mm went.
+    pub fn mmput(&mut self, mm: MmId) -> bool {
+        let m = self.mm_mut(mm);
+        m.users -= 1;
+        if m.users > 0 {
+            return false;
+        }
+        self.exit_mmap(mm);
+        true
     }
 
     /// `exit_mmap` + `__mmput`: unmap everything, free every page table and the PGD, drop

@@ -734,3 +734,28 @@ fn virtual_huge_zero_page_write_without_a_thp_copies_4k() {
     assert_eq!(p1(rr).minflt, p1(w).minflt);
     assert_eq!(r.check.expect_failures, 0, "{:?}", r.events);
 }
+
+/// Found by the differential fuzzer (the reference model's check that the simulator does not
+/// allow an access POSIX forbids): a fork that fails for want of memory has already
+/// write-protected some of the parent's ptes; without dup_mmap's flush_tlb_mm on the failure
+/// path, the parent's TLB kept the writable translation, a later mprotect to read-only changed
+/// no pte (already read-only) so flushed nothing, and a write went through.
+#[test]
+fn regression_failed_fork_flushes_the_parents_tlb() {
+    let w = json!({"knobs":{"fail_page_alloc/every":5,"transparent_hugepage/enabled":"always"},
+        "machine":{"cpus":4,"memory":"20M"},"program":[
+        {"op":"mmap","name":"r0","size":4096},
+        {"op":"mmap","name":"r1","size":4096,"align":"2M"},
+        {"op":"mmap","name":"r2","size":2101248,"align":"2M","flags":["shared","anonymous"]},
+        {"op":"write","region":"r0"},
+        {"op":"fork","program":[]},
+        {"op":"fork","program":[]},
+        {"op":"mprotect","region":"r0","prot":"r"},
+        {"op":"write","region":"r0","offset":2254,"length":1},
+    ]});
+    let spec = parse_workload(&w.to_string()).unwrap();
+    let r = run_with(&spec, &[], &RunOptions { check: true, invariants_each_op: true, ..Default::default() }).unwrap();
+    assert!(r.events.iter().any(|e| e.kind == "fork-failed"), "the scenario needs a failed fork: {:?}", r.events);
+    assert_eq!(r.check.mismatches, 0, "{:?}", r.events);
+    assert_eq!(r.events.iter().filter(|e| e.kind == "segfault").count(), 1, "the write to read-only r0 faults");
+}

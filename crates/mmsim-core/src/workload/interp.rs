@@ -89,6 +89,9 @@ fn access_name(a: Access) -> &'static str {
 /// A simulated process.
 pub struct Task {
     pub pid: u32,
+    /// Thread group: the pid of the process this task is a thread of (its own pid for a
+    /// process). The reference model keys address spaces by it.
+    pub tgid: u32,
     pub ppid: u32,
     pub mm: Option<MmId>,
     frames: Vec<Frame>,
@@ -181,6 +184,7 @@ impl Interp {
         (it.kernel.mem.fail_min_order, it.kernel.mem.fail_every) = (fmo, fe);
         it.tasks.push(Task {
             pid: 1,
+            tgid: 1,
             ppid: 0,
             mm: Some(mm),
             frames: vec![Frame { ops: Rc::new(program), pc: 0, remaining: 0, mark: None }],
@@ -294,8 +298,16 @@ impl Interp {
             self.steps += 1;
             budget -= 1;
             self.exec_op(t, &op);
-            if matches!(op, Op::Mmap(_) | Op::Munmap(_) | Op::Mprotect(_) | Op::Madvise(_) | Op::Fork(_) | Op::Exit(_))
-            {
+            if matches!(
+                op,
+                Op::Mmap(_)
+                    | Op::Munmap(_)
+                    | Op::Mprotect(_)
+                    | Op::Madvise(_)
+                    | Op::Fork(_)
+                    | Op::Thread(_)
+                    | Op::Exit(_)
+            ) {
                 self.charge_syscall(t);
             }
             if !self.snapshot_requests.is_empty() {
@@ -388,7 +400,7 @@ impl Interp {
                         self.tasks[t].regions.insert(name.clone(), (a, size.0));
                         if let Some(o) = self.oracle.as_mut() {
                             let len = page_align(size.0).expect("fits");
-                            o.mmap(pid, a, len, p, shared);
+                            o.mmap(self.tasks[t].tgid, a, len, p, shared);
                         }
                     }
                     Err(e) => {
@@ -404,7 +416,7 @@ impl Interp {
                     match self.kernel.do_munmap(mm, a, len) {
                         Ok(()) => {
                             if let Some(o) = self.oracle.as_mut() {
-                                o.munmap(pid, a, page_align(len).unwrap_or(len));
+                                o.munmap(self.tasks[t].tgid, a, page_align(len).unwrap_or(len));
                             }
                         }
                         Err(e) => self.event(pid, "syscall", format!("munmap {region}: {}", e.name())),
@@ -418,7 +430,7 @@ impl Interp {
                 let r = self.kernel.do_mprotect(mm, a, len, p);
                 if let Some(o) = self.oracle.as_mut() {
                     // The mapped part up to a hole is changed even when the call fails.
-                    o.mprotect(pid, a, page_align(len).unwrap_or(len), p);
+                    o.mprotect(self.tasks[t].tgid, a, page_align(len).unwrap_or(len), p);
                 }
                 if let Err(e) = r {
                     self.event(pid, "syscall", format!("mprotect {region}: {}", e.name()));
@@ -435,7 +447,7 @@ impl Interp {
                 let r = self.kernel.do_madvise(mm, a, len, adv);
                 if adv == Advice::DontNeed {
                     if let Some(o) = self.oracle.as_mut() {
-                        o.dontneed(pid, a, page_align(len).unwrap_or(len));
+                        o.dontneed(self.tasks[t].tgid, a, page_align(len).unwrap_or(len));
                     }
                 }
                 if let Err(e) = r {
@@ -489,10 +501,11 @@ impl Interp {
                     });
                 }
             }
-            Op::Fork(ForkOp { count, program, cpu }) => {
+            Op::Fork(ForkOp { count, program, cpu }) | Op::Thread(ForkOp { count, program, cpu }) => {
                 let prog = Rc::new(program.clone());
+                let thread = matches!(op, Op::Thread(_));
                 for i in 0..*count {
-                    self.fork(t, prog.clone(), cpu.map(|c| (c + i) as usize));
+                    self.fork(t, prog.clone(), cpu.map(|c| (c + i) as usize), thread);
                     if self.tasks[t].state != TaskState::Running {
                         break;
                     }
@@ -539,14 +552,22 @@ impl Interp {
         }
     }
 
-    fn fork(&mut self, t: usize, program: Rc<Vec<Op>>, cpu: Option<usize>) {
+    /// fork (a new process with a copy of the address space: `dup_mm`), or with `thread` a
+    /// clone(CLONE_VM | CLONE_THREAD) that shares it (`mmget`).
+    fn fork(&mut self, t: usize, program: Rc<Vec<Op>>, cpu: Option<usize>, thread: bool) {
         let parent_pid = self.tasks[t].pid;
         let mm = self.tasks[t].mm.expect("mm");
-        let Some(child_mm) = self.kernel.dup_mm(mm) else {
-            self.event(parent_pid, "fork-failed", "fork: ENOMEM".into());
-            return;
-        };
         let pid = self.tasks.len() as u32 + 1;
+        let (child_mm, tgid) = if thread {
+            self.kernel.mmget(mm);
+            (mm, self.tasks[t].tgid)
+        } else {
+            let Some(child_mm) = self.kernel.dup_mm(mm) else {
+                self.event(parent_pid, "fork-failed", "fork: ENOMEM".into());
+                return;
+            };
+            (child_mm, pid)
+        };
         let ncpus = self.machine.cpus.len();
         let cpu = cpu.unwrap_or((pid as usize - 1) % ncpus) % ncpus;
         // The child starts no earlier than the moment of the fork.
@@ -559,6 +580,7 @@ impl Interp {
         let regions = self.tasks[t].regions.clone();
         self.tasks.push(Task {
             pid,
+            tgid,
             ppid: parent_pid,
             mm: Some(child_mm),
             frames: vec![Frame { ops: program, pc: 0, remaining: 0, mark: None }],
@@ -575,8 +597,10 @@ impl Interp {
             last_run: 0,
         });
         self.tasks[t].children.push(pid);
-        if let Some(o) = self.oracle.as_mut() {
-            o.fork(parent_pid, pid);
+        if !thread {
+            if let Some(o) = self.oracle.as_mut() {
+                o.fork(self.tasks[t].tgid, pid);
+            }
         }
     }
 
@@ -591,19 +615,32 @@ impl Interp {
         self.tasks[t].cursor = Cursor::Idle;
         self.tasks[t].frames.clear();
         self.tasks[t].mm = None;
-        self.kernel.exit_mmap(mm);
-        if let Some(o) = self.oracle.as_mut() {
-            o.exit(self.tasks[t].pid);
+        // The last task using the mm tears it down (mmput).
+        if self.kernel.mmput(mm) {
+            if let Some(o) = self.oracle.as_mut() {
+                o.exit(self.tasks[t].tgid);
+            }
         }
         self.after_syscall();
     }
 
-    /// Kill the task owning `mm` (the OOM killer's choice).
+    /// A fatal signal kills the whole thread group of task `t` (the task itself last).
+    fn kill_group(&mut self, t: usize) {
+        let tgid = self.tasks[t].tgid;
+        for v in 0..self.tasks.len() {
+            if v != t && self.tasks[v].tgid == tgid && self.tasks[v].mm.is_some() {
+                self.exit_task(v, TaskState::Killed);
+            }
+        }
+        self.exit_task(t, TaskState::Killed);
+    }
+
+    /// Kill the process owning `mm` (the OOM killer's choice), every thread of it.
     fn kill_mm(&mut self, mm: MmId) {
         if let Some(v) = self.tasks.iter().position(|x| x.mm == Some(mm)) {
-            let pid = self.tasks[v].pid;
+            let pid = self.tasks[v].tgid;
             self.event(pid, "oom-kill", format!("Out of memory: Killed process {pid}"));
-            self.exit_task(v, TaskState::Killed);
+            self.kill_group(v);
         }
     }
 
@@ -619,7 +656,7 @@ impl Interp {
             {
                 if let Some(o) = &self.oracle {
                     let pid = self.tasks[t].pid;
-                    if !o.access_ok(pid, addr & !(PAGE_SIZE - 1), access) {
+                    if !o.access_ok(self.tasks[t].tgid, addr & !(PAGE_SIZE - 1), access) {
                         let what = access_name(access);
                         self.mismatch(
                             pid,
@@ -651,20 +688,20 @@ impl Interp {
                         format!("segfault at {addr:#x}: {what} of unmapped or protected memory"),
                     );
                     if let Some(o) = &self.oracle {
-                        if o.access_ok(pid, addr & !(PAGE_SIZE - 1), access) {
+                        if o.access_ok(self.tasks[t].tgid, addr & !(PAGE_SIZE - 1), access) {
                             self.mismatch(
                                 pid,
                                 format!("{what} at {addr:#x}: simulator raised SIGSEGV, reference model allows it"),
                             );
                         }
                     }
-                    self.exit_task(t, TaskState::Killed);
+                    self.kill_group(t);
                     return Err(Stop::Dead);
                 }
                 FaultOutcome::Bus => {
                     let pid = self.tasks[t].pid;
                     self.event(pid, "segfault", format!("SIGBUS at {addr:#x}"));
-                    self.exit_task(t, TaskState::Killed);
+                    self.kill_group(t);
                     return Err(Stop::Dead);
                 }
                 FaultOutcome::Oom => {
@@ -682,7 +719,7 @@ impl Interp {
                             "oom-kill",
                             format!("fault at {addr:#x} failed {OOM_RETRIES} times for want of memory: killed"),
                         );
-                        self.exit_task(t, TaskState::Killed);
+                        self.kill_group(t);
                         return Err(Stop::Dead);
                     }
                 }
@@ -707,7 +744,7 @@ impl Interp {
     }
 
     fn continue_access(&mut self, t: usize, budget: u64) -> u64 {
-        let pid = self.tasks[t].pid;
+        let (pid, tgid) = (self.tasks[t].pid, self.tasks[t].tgid);
         let mut used = 0;
         while used < budget && (used == 0 || self.tasks[t].perf.cycles <= self.time_limit) {
             let Cursor::Access { write, next, end, stride, value, expect, failed } = self.tasks[t].cursor else {
@@ -749,7 +786,7 @@ impl Interp {
             if write {
                 self.kernel.page_content_mut(pfn).write(ps, pe, st, value);
                 if let Some(o) = self.oracle.as_mut() {
-                    o.write(pid, page, ps, pe, st, value);
+                    o.write(tgid, page, ps, pe, st, value);
                 }
             } else {
                 let got = self.kernel.page_content(pfn);
@@ -769,7 +806,7 @@ impl Interp {
                     }
                 }
                 if let Some(o) = &self.oracle {
-                    let want = o.page(pid, page);
+                    let want = o.page(tgid, page);
                     if let Some(off) = first_diff_strided(got, want, ps, pe, st) {
                         let (g, w) = (got.map_or(0, |c| c.get(off)), want.map_or(0, |c| c.get(off)));
                         mismatch_msg = Some(format!(
@@ -827,7 +864,7 @@ impl Interp {
     }
 
     fn continue_compare(&mut self, t: usize, budget: u64) -> u64 {
-        let pid = self.tasks[t].pid;
+        let (pid, tgid) = (self.tasks[t].pid, self.tasks[t].tgid);
         let mut used = 0;
         while used < budget && (used == 0 || self.tasks[t].perf.cycles <= self.time_limit) {
             let Cursor::Compare { a, b, pos, len, expect, stride } = self.tasks[t].cursor else {
@@ -872,8 +909,8 @@ impl Interp {
             }
             let same = chunk_equal(self.kernel.page_content(fa), oa, self.kernel.page_content(fb), ob, chunk as usize);
             if let Some(o) = &self.oracle {
-                let ra = o.page(pid, pa & !(PAGE_SIZE - 1));
-                let rb = o.page(pid, pb & !(PAGE_SIZE - 1));
+                let ra = o.page(tgid, pa & !(PAGE_SIZE - 1));
+                let rb = o.page(tgid, pb & !(PAGE_SIZE - 1));
                 self.check.reads_checked += 2 * chunk;
                 if chunk_equal(ra, oa, rb, ob, chunk as usize) != same {
                     self.mismatch(

@@ -87,6 +87,8 @@ fn op(sizes: &[u64]) -> impl Strategy<Value = Value> {
             prog.extend(p);
             json!({"op":"fork","count":count,"program":prog})
         }),
+        1 => (1u64..3, prop::collection::vec(leaf_op(sizes), 0..6))
+            .prop_map(|(count, p)| json!({"op":"thread","count":count,"program":p})),
         1 => Just(json!({"op":"wait"})),
     ]
 }

@@ -130,6 +130,7 @@ pub enum Op {
     Set(SetOp),
     Atomic(AtomicOp),
     Fetch(FetchOp),
+    Thread(ForkOp),
 }
 
 /// The `mmap` op.
@@ -238,7 +239,8 @@ pub struct LoopOp {
     pub body: Vec<Op>,
 }
 
-/// The `fork` op.
+/// The `fork` op (and `thread`: the same fields; the new tasks share the creator's address
+/// space, as clone(CLONE_VM | CLONE_THREAD) does, and `exit` of one thread leaves the others).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ForkOp {
@@ -326,7 +328,7 @@ fn field<'de, T: Deserialize<'de>, D: Deserializer<'de>>(v: serde_json::Value) -
 const FIELD_MARK: &str = "\u{1}";
 
 const OP_NAMES: &str =
-    "mmap, munmap, mprotect, madvise, read, write, compare, loop, fork, wait, exit, snapshot, set, atomic, fetch";
+    "mmap, munmap, mprotect, madvise, read, write, compare, loop, fork, thread, wait, exit, snapshot, set, atomic, fetch";
 
 impl<'de> Deserialize<'de> for Op {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Op, D::Error> {
@@ -347,6 +349,7 @@ impl<'de> Deserialize<'de> for Op {
             "compare" => Op::Compare(field::<CompareOp, D>(v)?),
             "loop" => Op::Loop(field::<LoopOp, D>(v)?),
             "fork" => Op::Fork(field::<ForkOp, D>(v)?),
+            "thread" => Op::Thread(field::<ForkOp, D>(v)?),
             "wait" => Op::Wait(field::<WaitOp, D>(v)?),
             "exit" => Op::Exit(field::<ExitOp, D>(v)?),
             "snapshot" => Op::Snapshot(field::<SnapshotOp, D>(v)?),
@@ -513,7 +516,7 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>) -> Result<(), E
                     validate_ops(body, &format!("{path}[{i}].body"), names)?;
                 }
             }
-            Op::Fork(ForkOp { count, program, .. }) => {
+            Op::Fork(ForkOp { count, program, .. }) | Op::Thread(ForkOp { count, program, .. }) => {
                 if *count == 0 {
                     return Err(err(i, "count", "must be at least 1".into()));
                 }
