@@ -552,7 +552,7 @@ impl Machine {
         let spent = start - now + cost + hold;
         perf.charge(func, spent);
         perf.stalled_backend += start - now + cost;
-        perf.instructions += 2.0;
+        perf.instructions += self.p.cost.atomic_instructions;
         spent
     }
 

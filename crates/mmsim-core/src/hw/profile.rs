@@ -93,6 +93,8 @@ pub struct MemorySpec {
 pub struct CostSpec {
     /// Instructions per access of a `read`/`write` loop (load or store, add, compare, branch).
     pub access_instructions: f64,
+    /// Instructions per operation of the `atomic` op (the locked instruction and its loop).
+    pub atomic_instructions: f64,
     /// Average bytes per instruction of straight-line code (a `fetch` of `stride` bytes, at
     /// most a line, executes stride / instruction_bytes instructions).
     pub instruction_bytes: f64,
@@ -103,7 +105,8 @@ pub struct CostSpec {
     /// Cycles of a page fault's entry and exit (exception, pt_regs, iret), excluding the
     /// handler's work.
     pub fault_entry_exit: f64,
-    /// Cycles of handle_mm_fault's own logic (vma lookup, locking, table walk in software).
+    /// Cycles of handle_mm_fault's own logic (vma lookup, locking, table walk in software),
+    /// charged to the handler that resolved the fault (do_anonymous_page, do_wp_page, ...).
     pub fault_handler: f64,
     /// Bytes per cycle that clear_page stores (temporal stores: lines go through the caches).
     pub clear_bytes_per_cycle: f64,

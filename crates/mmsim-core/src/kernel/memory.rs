@@ -111,23 +111,27 @@ impl Kernel {
         };
         let e = self.entry(pmd.table, pmd.idx);
         if e.none() && self.thp_vma_allowable(&vma, addr) {
+            self.fault_path = "do_huge_pmd_anonymous_page";
             let ret = self.do_huge_pmd_anonymous_page(mm, &vma, addr, write, pmd);
             if ret & vm_fault::FALLBACK == 0 {
                 return ret;
             }
         } else if write && e.present() && !e.huge() && e.has(pgtable::ZERO_TABLE) {
+            self.fault_path = "do_virtual_huge_zero_wp";
             let ret = self.do_virtual_huge_zero_wp(mm, &vma, addr, pmd);
             if ret & vm_fault::FALLBACK == 0 {
                 return ret;
             }
         } else if e.present() && e.huge() {
             if write && !e.write() {
+                self.fault_path = "do_huge_pmd_wp_page";
                 let ret = self.do_huge_pmd_wp_page(mm, &vma, addr, pmd);
                 if ret & vm_fault::FALLBACK == 0 {
                     return ret;
                 }
             } else {
                 // huge_pmd_set_accessed: a spurious fault (another thread fixed it).
+                self.fault_path = "huge_pmd_set_accessed";
                 let mut ne = e.with(pgtable::ACCESSED);
                 if write {
                     ne = ne.with(pgtable::DIRTY);
@@ -145,8 +149,10 @@ impl Kernel {
         let pte_table = if pmd_e.none() {
             if vma.is_anonymous() {
                 // do_anonymous_page allocates the table itself.
+                self.fault_path = "do_anonymous_page";
                 return self.do_anonymous_page(mm, vma, addr, write, pmd);
             }
+            self.fault_path = "do_fault";
             return self.do_fault(mm, vma, addr, write, pmd);
         } else {
             pmd_e.pfn()
@@ -155,13 +161,17 @@ impl Kernel {
         let pte = self.entry(slot.table, slot.idx);
         if pte.none() {
             if vma.is_anonymous() {
+                self.fault_path = "do_anonymous_page";
                 return self.do_anonymous_page(mm, vma, addr, write, pmd);
             }
+            self.fault_path = "do_fault";
             return self.do_fault(mm, vma, addr, write, pmd);
         }
         if write && !pte.write() {
+            self.fault_path = "do_wp_page";
             return self.do_wp_page(mm, vma, addr, slot);
         }
+        self.fault_path = "handle_pte_fault";
         // Spurious: mark young (and dirty); the access will go through.
         let mut ne = pte.with(pgtable::ACCESSED);
         if write {

@@ -70,6 +70,9 @@ pub struct Kernel {
     pub bug: Option<String>,
     /// Deliberate bugs, for proving that the checkers catch them (tests only).
     pub sabotage: Sabotage,
+    /// The handler that resolved the last fault (`do_anonymous_page`, `do_wp_page`, ...): the
+    /// fault's own cycles are charged to it, as perf report shows a handler's self time.
+    pub fault_path: &'static str,
 }
 
 /// A piece of kernel work with a hardware cost.
@@ -140,6 +143,7 @@ impl Kernel {
             oom_victim: None,
             last_fail_injected: false,
             sabotage: Sabotage::default(),
+            fault_path: "handle_mm_fault",
             bug: None,
             work: Vec::new(),
         };

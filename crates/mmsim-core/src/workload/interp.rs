@@ -673,7 +673,7 @@ impl Interp {
                 let (entry, handler) = (self.machine.p.cost.fault_entry_exit, self.machine.p.cost.fault_handler);
                 let perf = &mut self.tasks[t].perf;
                 perf.charge("asm_exc_page_fault", entry);
-                perf.charge("handle_mm_fault", handler);
+                perf.charge(self.kernel.fault_path, handler);
                 let base = self.machine.cpus[cpu].clock - self.quantum_base;
                 self.machine.drain_work(cpu, &mut self.kernel, perf, base);
             }
