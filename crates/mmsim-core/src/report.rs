@@ -101,6 +101,8 @@ pub struct ProcessStatus {
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Snapshot {
     pub label: String,
+    /// The process (task) whose `snapshot` op took it (0 for the run's baseline and end).
+    pub pid: u32,
     pub perf: Metrics,
     /// Cycles per kernel function so far.
     pub profile: Metrics,

@@ -86,12 +86,12 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
     if let Some(m) = opts.max_steps {
         it.max_steps = m;
     }
-    let baseline = snapshot(&mut it, "baseline");
+    let baseline = snapshot(&mut it, "baseline", 0);
     let mut snapshots = Vec::new();
     loop {
         let more = it.round();
-        for label in std::mem::take(&mut it.snapshot_requests) {
-            snapshots.push(snapshot(&mut it, &label));
+        for (label, pid) in std::mem::take(&mut it.snapshot_requests) {
+            snapshots.push(snapshot(&mut it, &label, pid));
         }
         if it.steps >= it.max_steps {
             return Err(Error::Limit(format!("the run exceeded --max-ops ({} operations)", it.max_steps)));
@@ -100,7 +100,7 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
             break;
         }
     }
-    let end = snapshot(&mut it, "end");
+    let end = snapshot(&mut it, "end", 0);
     let mut check = it.check.clone();
     let mut failed = check.expect_failures > 0 || check.mismatches > 0;
     // Conservation: with every process gone, every frame is free but the reserved ones.
@@ -210,7 +210,7 @@ pub fn process_status(k: &Kernel, t: &Task, freq: f64) -> ProcessStatus {
 }
 
 /// The machine's counters now.
-fn snapshot(it: &mut Interp, label: &str) -> Snapshot {
+fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
     it.kernel.sync_items();
     let k = &it.kernel;
     let mut total = PerfCounters::default();
@@ -236,7 +236,7 @@ fn snapshot(it: &mut Interp, label: &str) -> Snapshot {
     meminfo.push("PageTables", items[VmItem::NrPageTablePages] * KB_PER_PAGE);
     meminfo.push("AnonHugePages", items[VmItem::NrAnonThps] * HPAGE_PMD_NR as i64 * KB_PER_PAGE);
     let processes = it.tasks.iter().map(|t| process_status(k, t, freq)).collect();
-    Snapshot { label: label.into(), perf, profile, vmstat, meminfo, processes }
+    Snapshot { label: label.into(), pid, perf, profile, vmstat, meminfo, processes }
 }
 
 /// The perf-stat view of a set of counts (`seconds` only for the whole run).

@@ -11,7 +11,7 @@ use super::tlb::{PageSize, Tlb, TlbHit};
 use crate::kernel::fault::Access;
 use crate::kernel::pgtable::{self, Entry};
 use crate::kernel::vmstat::VmEvent;
-use crate::kernel::{Kernel, MmId, Work};
+use crate::kernel::{AtomicKind, Kernel, MmId, Work};
 use crate::units::{Pfn, PAGE_SHIFT, PAGE_SIZE, PGDIR_SHIFT, PMD_SHIFT, PUD_SHIFT};
 
 /// Above this many pages a range flush becomes a full flush (tlb_single_page_flush_ceiling).
@@ -476,9 +476,10 @@ impl Machine {
                 }
                 Work::Flush { mm, start, end } => self.flush_range(cpu, k, mm, start, end, perf),
                 Work::FlushMm { mm } => self.flush_range(cpu, k, mm, 0, u64::MAX, perf),
-                Work::Atomic { line, func } => {
+                Work::Atomic { line, func, kind } => {
                     let now = clock_base + perf.cycles;
-                    self.atomic_rmw(cpu, line, now, 0.0, func, perf);
+                    let transfers = if kind == AtomicKind::CmpxchgLoop { 2.0 } else { 1.0 };
+                    self.atomic_rmw(cpu, line, now, 0.0, transfers, func, perf);
                 }
                 Work::MmExit { mm } => {
                     // The ASID is retired: its translations leave every CPU, without IPIs
@@ -532,21 +533,25 @@ impl Machine {
     }
 
     /// An atomic read-modify-write (or a spinlock acquire held for `hold` cycles) by `cpu` at
-    /// time `now` on physical line `line`: it waits until the line is free, pays a transfer
-    /// if another CPU owns it, and keeps the line busy while it works. Returns the cycles the
-    /// CPU spent (waiting included), charged to `func`.
+    /// time `now` on physical line `line`: it waits until the line is free, pays `transfers`
+    /// line transfers if another CPU owns it (2 for a read + cmpxchg loop), and keeps the line
+    /// busy while it works. Returns the cycles the CPU spent (waiting included), charged to
+    /// `func`.
+    #[allow(clippy::too_many_arguments)]
     pub fn atomic_rmw(
         &mut self,
         cpu: usize,
         line: u64,
         now: f64,
         hold: f64,
+        transfers: f64,
         func: &'static str,
         perf: &mut PerfCounters,
     ) -> f64 {
         let sl = self.shared_lines.entry(line).or_insert(SharedLine { owner: cpu, free_at: 0.0 });
         let start = now.max(sl.free_at);
-        let cost = if sl.owner == cpu { self.p.smp.atomic } else { self.p.smp.line_transfer + self.p.smp.atomic };
+        let cost =
+            if sl.owner == cpu { self.p.smp.atomic } else { transfers * self.p.smp.line_transfer + self.p.smp.atomic };
         sl.owner = cpu;
         sl.free_at = start + cost + hold;
         let spent = start - now + cost + hold;

@@ -456,3 +456,18 @@ fn runs_are_deterministic() {
     assert_eq!(a, b);
     assert!(perf(&a, "cycles") > 0.0);
 }
+
+/// A locked RMW on a line another CPU owns moves the line once; a read + cmpxchg loop
+/// (atomic_inc_not_zero) moves it twice; on an owned line both cost one atomic.
+#[test]
+fn cmpxchg_loops_move_a_contended_line_twice() {
+    let p = profile::builtin("haswell-ep", &[]).unwrap();
+    let (xfer, atomic) = (p.smp.line_transfer, p.smp.atomic);
+    let mut m = Machine::new(p, 2);
+    let mut pc = PerfCounters::default();
+    let line = 1 << 60;
+    assert_eq!(m.atomic_rmw(0, line, 0.0, 0.0, 2.0, "t", &mut pc), atomic, "first use: this CPU owns it");
+    assert_eq!(m.atomic_rmw(0, line, 1000.0, 0.0, 2.0, "t", &mut pc), atomic);
+    assert_eq!(m.atomic_rmw(1, line, 2000.0, 0.0, 1.0, "t", &mut pc), xfer + atomic, "lock xadd: one transfer");
+    assert_eq!(m.atomic_rmw(0, line, 3000.0, 0.0, 2.0, "t", &mut pc), 2.0 * xfer + atomic, "cmpxchg loop: two");
+}

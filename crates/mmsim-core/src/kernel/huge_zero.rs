@@ -11,7 +11,7 @@ use super::mm::mmf;
 use super::mm_types::pg;
 use super::page_alloc::gfp;
 use super::vmstat::VmEvent;
-use super::{Kernel, MmId, Work};
+use super::{AtomicKind, Kernel, MmId, Work};
 use crate::units::{Pfn, HPAGE_PMD_ORDER};
 
 /// The physical "line" of huge_zero_refcount (outside RAM: a kernel variable).
@@ -47,9 +47,9 @@ impl Kernel {
         true
     }
 
-    fn refcount_atomic(&mut self, func: &'static str) {
+    fn refcount_atomic(&mut self, func: &'static str, kind: AtomicKind) {
         self.huge_zero.atomics += 1;
-        self.work.push(Work::Atomic { line: HUGE_ZERO_REFCOUNT_LINE, func });
+        self.work.push(Work::Atomic { line: HUGE_ZERO_REFCOUNT_LINE, func, kind });
     }
 
     /// `get_huge_zero_page`: with the shrinkable policy, `atomic_inc_not_zero` on the global
@@ -59,7 +59,8 @@ impl Kernel {
             HzpAlloc::Boot | HzpAlloc::Persistent => self.huge_zero.pfn.is_some(),
             HzpAlloc::Lazy => self.huge_zero.pfn.is_some() || self.alloc_huge_zero_folio(),
             HzpAlloc::Shrinkable => {
-                self.refcount_atomic(func);
+                // atomic_inc_not_zero: a cmpxchg loop.
+                self.refcount_atomic(func, AtomicKind::CmpxchgLoop);
                 if self.huge_zero.refcount > 0 {
                     self.huge_zero.refcount += 1;
                     return true;
@@ -78,7 +79,8 @@ impl Kernel {
         if self.knobs.hzp_alloc != HzpAlloc::Shrinkable {
             return;
         }
-        self.refcount_atomic(func);
+        // atomic_dec_and_test: one locked decrement.
+        self.refcount_atomic(func, AtomicKind::Rmw);
         if self.huge_zero.refcount <= 1 {
             self.report_bug("put_huge_zero_page: the refcount would reach zero".into());
             return;

@@ -89,7 +89,19 @@ pub enum Work {
     /// The mm is destroyed (exit_mmap): its translations go and its id may be reused.
     MmExit { mm: MmId },
     /// An atomic read-modify-write on a kernel variable's cache line (a global refcount).
-    Atomic { line: u64, func: &'static str },
+    Atomic { line: u64, func: &'static str, kind: AtomicKind },
+}
+
+/// How an atomic on a shared kernel variable is done, which decides what it costs when
+/// another CPU owns the line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtomicKind {
+    /// One locked read-modify-write (`lock xadd`, `lock dec`: atomic_inc, atomic_dec_and_test).
+    Rmw,
+    /// A read and then a `lock cmpxchg` (atomic_inc_not_zero, atomic_add_unless): the read
+    /// brings the line in shared, the cmpxchg must take it exclusive again, so a contended
+    /// line moves twice (retries after a failed cmpxchg are not modelled: a lower bound).
+    CmpxchgLoop,
 }
 
 /// Deliberately broken behaviour a test can switch on to show the reference model and the

@@ -135,7 +135,8 @@ pub struct Interp {
     pub events: Vec<Event>,
     pub events_dropped: u64,
     /// Labels reached by `snapshot` ops, in order, for the caller to record.
-    pub snapshot_requests: Vec<String>,
+    /// Snapshots asked for since the last round: (label, pid of the asking task).
+    pub snapshot_requests: Vec<(String, u32)>,
     /// Check invariants after every system call (fuzz mode).
     pub check_invariants_each_op: bool,
     pub invariant_violation: Option<String>,
@@ -516,7 +517,7 @@ impl Interp {
                 self.tasks[t].state = TaskState::Waiting;
             }
             Op::Exit(_) => self.exit_task(t, TaskState::Exited),
-            Op::Snapshot(SnapshotOp { label }) => self.snapshot_requests.push(label.clone()),
+            Op::Snapshot(SnapshotOp { label }) => self.snapshot_requests.push((label.clone(), pid)),
             Op::Set(SetOp { knob, value }) => {
                 if crate::kernel::knobs::BOOT_ONLY.contains(&knob.as_str()) {
                     self.event(
@@ -948,7 +949,7 @@ impl Interp {
             let line = (pfn.phys() + (addr & (PAGE_SIZE - 1))) >> self.machine.line_size().trailing_zeros();
             let now = self.machine.cpus[cpu].clock + self.tasks[t].perf.cycles - self.quantum_base;
             let func = if hold > 0 { "spin_lock" } else { "atomic_add" };
-            self.machine.atomic_rmw(cpu, line, now, hold as f64, func, &mut self.tasks[t].perf);
+            self.machine.atomic_rmw(cpu, line, now, hold as f64, 1.0, func, &mut self.tasks[t].perf);
             if let Cursor::Atomic { remaining: r, .. } = &mut self.tasks[t].cursor {
                 *r -= 1;
             }
