@@ -17,6 +17,9 @@ use crate::units::{Pfn, PAGE_SHIFT, PAGE_SIZE, PGDIR_SHIFT, PMD_SHIFT, PUD_SHIFT
 /// Above this many pages a range flush becomes a full flush (tlb_single_page_flush_ceiling).
 pub const TLB_SINGLE_PAGE_FLUSH_CEILING: u64 = 33;
 
+/// The physical "line" of the zone's spinlock (outside RAM: a kernel variable).
+pub const ZONE_LOCK_LINE: u64 = (1 << 60) + 1;
+
 /// The level an access was served from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
@@ -476,6 +479,12 @@ impl Machine {
                 }
                 Work::Flush { mm, start, end } => self.flush_range(cpu, k, mm, start, end, perf),
                 Work::FlushMm { mm } => self.flush_range(cpu, k, mm, 0, u64::MAX, perf),
+                Work::ZoneLock { pages, func } => {
+                    // spin_lock(&zone->lock), move the pages, unlock: held for their work.
+                    let now = clock_base + perf.cycles;
+                    let hold = pages as f64 * self.p.smp.zone_lock_page;
+                    self.atomic_rmw(cpu, ZONE_LOCK_LINE, now, hold, 1.0, func, perf);
+                }
                 Work::Atomic { line, func, kind } => {
                     let now = clock_base + perf.cycles;
                     let transfers = if kind == AtomicKind::CmpxchgLoop { 2.0 } else { 1.0 };

@@ -132,6 +132,8 @@ pub struct SmpSpec {
     pub shootdown_ipi: f64,
     /// Cycles of an uncontended atomic read-modify-write on a line this CPU owns.
     pub atomic: f64,
+    /// Cycles zone->lock is held per page that rmqueue_bulk / free_pcppages_bulk moves.
+    pub zone_lock_page: f64,
 }
 
 /// A hardware profile.

@@ -471,3 +471,31 @@ fn cmpxchg_loops_move_a_contended_line_twice() {
     assert_eq!(m.atomic_rmw(1, line, 2000.0, 0.0, 1.0, "t", &mut pc), xfer + atomic, "lock xadd: one transfer");
     assert_eq!(m.atomic_rmw(0, line, 3000.0, 0.0, 2.0, "t", &mut pc), 2.0 * xfer + atomic, "cmpxchg loop: two");
 }
+
+/// Order-0 allocations come from per-CPU lists refilled `batch` pages at a time under
+/// zone->lock: one CPU refills once per batch; many CPUs faulting at once queue for the lock.
+#[test]
+fn per_cpu_page_lists_contend_for_the_zone_lock() {
+    use crate::kernel::Pcp;
+    assert_eq!((Pcp::new(4 << 20).batch, Pcp::new(4 << 20).high), (63, 378), "a 16 GiB zone, as Linux 6.x");
+    assert_eq!(Pcp::new(5120).batch, 1, "a tiny zone");
+    let run = |n: u64| {
+        let w = json!({"machine":{"cpus":n},"knobs":{"transparent_hugepage/enabled":"never"},"program":[
+            {"op":"fork","count":n,"cpu":0,"program":[
+                {"op":"mmap","name":"p","size":"16M"},
+                {"op":"write","region":"p"}
+            ]},
+            {"op":"wait"}
+        ]});
+        let r = run_with_sets(w, &[]);
+        (profile_cycles(&r, "rmqueue_bulk"), r)
+    };
+    let (one, r1) = run(1);
+    let p = profile::builtin("default", &[]).unwrap();
+    let refills = (4096.0f64 + 8.0) / 63.0;
+    assert!(one >= refills.floor() * 63.0 * p.smp.zone_lock_page, "{one}: a refill per 63 pages");
+    assert!(one < (refills.ceil() + 2.0) * (63.0 * p.smp.zone_lock_page + p.smp.line_transfer + p.smp.atomic));
+    let (eight, _) = run(8);
+    assert!(eight / 8.0 > 1.2 * one, "contention: {} per process vs {one} alone", eight / 8.0);
+    assert_eq!(r1.check.mismatches, 0);
+}

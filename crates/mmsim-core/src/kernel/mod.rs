@@ -50,6 +50,10 @@ pub struct Kernel {
     pub zero_pfn: Pfn,
     /// The huge zero folio and its refcount (huge_zero_folio, huge_zero_refcount).
     pub huge_zero: huge_zero::HugeZero,
+    /// The per-CPU page lists' occupancy (struct per_cpu_pages), for their cost.
+    pub pcp: Pcp,
+    /// The CPU the kernel is running on (the current task's): its pcp list is used.
+    pub cur_cpu: usize,
     /// Partially mapped anonymous THPs awaiting the deferred split shrinker (head pfns).
     pub deferred_split: Vec<u32>,
     /// Which mms map each large anonymous folio and how often (folio->_mm_id/_mm_id_mapcount;
@@ -88,8 +92,38 @@ pub enum Work {
     FlushMm { mm: MmId },
     /// The mm is destroyed (exit_mmap): its translations go and its id may be reused.
     MmExit { mm: MmId },
+    /// `pages` pages moved between a CPU's pcp list and the buddy lists under zone->lock
+    /// (rmqueue_bulk, free_pcppages_bulk): a spinlock on the zone's line held while they move.
+    ZoneLock { pages: u32, func: &'static str },
     /// An atomic read-modify-write on a kernel variable's cache line (a global refcount).
     Atomic { line: u64, func: &'static str, kind: AtomicKind },
+}
+
+/// The per-CPU page lists (mm/page_alloc.c, struct per_cpu_pages) of order-0 pages, modelled
+/// for what they cost: a CPU allocates from and frees to its own list, and only when the list
+/// runs empty (or above `high`) does it move `batch` pages from (to) the buddy allocator under
+/// the zone's spinlock, the lock that many CPUs faulting at once contend for. Deliberately
+/// different: which frames sit on a pcp list is not tracked (pages come from and go to the
+/// buddy lists at once, so free-page counts stay exact), and only order 0 goes through it.
+#[derive(Clone, Debug)]
+pub struct Pcp {
+    /// Pages on each CPU's list.
+    pub count: Vec<u32>,
+    /// `pcp->batch`: zone_batchsize() of Linux 6.x for the zone's size.
+    pub batch: u32,
+    /// `pcp->high`: 6 x batch (pageset_set_batch of Linux 4.x; today's default is derived
+    /// from the low watermark and is at least 4 x batch).
+    pub high: u32,
+}
+
+impl Pcp {
+    /// Lists for a zone of `managed` pages (zone_batchsize: managed/1024 pages, at most 1 MiB,
+    /// a quarter of it, rounded to a power of two minus one; at least 1).
+    pub fn new(managed: u64) -> Pcp {
+        let b = ((managed >> 10).min((1 << 20) / PAGE_SIZE) / 4).max(1);
+        let batch = ((1u64 << (63 - (b + b / 2).leading_zeros())) - 1).max(1) as u32;
+        Pcp { count: Vec::new(), batch, high: 6 * batch }
+    }
 }
 
 /// How an atomic on a shared kernel variable is done, which decides what it costs when
@@ -148,6 +182,8 @@ impl Kernel {
             shmem: Vec::new(),
             zero_pfn,
             huge_zero: huge_zero::HugeZero::default(),
+            pcp: Pcp::new(nr_pages - RESERVED_FRAMES),
+            cur_cpu: 0,
             deferred_split: Vec::new(),
             folio_mms: HashMap::new(),
             deposited: HashMap::new(),
@@ -254,6 +290,35 @@ impl Kernel {
         }
         self.mem.pages[table.idx()].refcount = 0;
         self.mem.free(table, 0, &mut self.stat);
+        self.free_unref_page();
+    }
+
+    /// `rmqueue_pcplist`: an order-0 page from this CPU's list, refilled with `batch` pages
+    /// under zone->lock when empty (`rmqueue_bulk`).
+    fn rmqueue_pcplist(&mut self) {
+        let (cpu, batch) = (self.cur_cpu, self.pcp.batch);
+        if self.pcp.count.len() <= cpu {
+            self.pcp.count.resize(cpu + 1, 0);
+        }
+        if self.pcp.count[cpu] == 0 {
+            self.pcp.count[cpu] = batch;
+            self.work.push(Work::ZoneLock { pages: batch, func: "rmqueue_bulk" });
+        }
+        self.pcp.count[cpu] -= 1;
+    }
+
+    /// `free_unref_page`: an order-0 page onto this CPU's list; above `high`, `batch` pages
+    /// go back to the buddy lists under zone->lock (`free_pcppages_bulk`).
+    fn free_unref_page(&mut self) {
+        let (cpu, batch, high) = (self.cur_cpu, self.pcp.batch, self.pcp.high);
+        if self.pcp.count.len() <= cpu {
+            self.pcp.count.resize(cpu + 1, 0);
+        }
+        self.pcp.count[cpu] += 1;
+        if self.pcp.count[cpu] > high {
+            self.pcp.count[cpu] -= batch;
+            self.work.push(Work::ZoneLock { pages: batch, func: "free_pcppages_bulk" });
+        }
     }
 
     // ---- allocation with reclaim ------------------------------------------------------
@@ -263,6 +328,9 @@ impl Kernel {
     /// invokes the OOM killer (`out_of_memory`), which picks a victim for the process layer.
     pub fn alloc_pages(&mut self, order: u32, gfp_flags: u32) -> Option<Allocated> {
         let a = self.alloc_pages_inner(order, gfp_flags)?;
+        if order == 0 {
+            self.rmqueue_pcplist();
+        }
         if a.cleared > 0 {
             self.work.push(Work::Clear { pfn: a.pfn, pages: a.cleared });
         }
@@ -360,6 +428,9 @@ impl Kernel {
         }
         let order = if is_head { order } else { 0 };
         self.mem.free(head, order, &mut self.stat);
+        if order == 0 {
+            self.free_unref_page();
+        }
     }
 
     /// Whether page `p` counts in NR_ANON_MAPPED (mapped by a pte, or its folio by a pmd).

@@ -281,6 +281,7 @@ impl Interp {
     /// Run task `t` for up to `budget` steps.
     fn run_task(&mut self, t: usize, budget: u64) {
         let mut budget = budget;
+        self.kernel.cur_cpu = self.tasks[t].cpu;
         while budget > 0 && self.tasks[t].state == TaskState::Running {
             // Atomics keep exact time order across CPUs; other work may run a little ahead.
             let slack = if matches!(self.tasks[t].cursor, Cursor::Atomic { .. }) { SLICE_SLACK } else { 0.0 };
