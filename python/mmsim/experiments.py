@@ -82,6 +82,7 @@ def run_hzp_rss() -> list[dict[str, Any]]:
         p0, p1 = before["processes"][0], after["processes"][0]
         rows += [
             _row(config, "RSS growth", rss_published, p1["VmRSS"] - p0["VmRSS"], "kB"),
+            _row(config, "RssAnon growth", rss_published, p1["RssAnon"] - p0["RssAnon"], "kB"),
             _row(config, "page faults", None, p1["minflt"] - p0["minflt"], "faults"),
             _row(config, "VmPTE growth", None, p1["VmPTE"] - p0["VmPTE"], "kB"),
             _row(config, "AnonHugePages", None, after["meminfo"]["AnonHugePages"], "kB"),

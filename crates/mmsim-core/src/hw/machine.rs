@@ -390,7 +390,8 @@ impl Machine {
 
     /// `count` accesses of a loop to one page at offsets `ps, ps+stride, ...`: the TLB was
     /// consulted by `translate`; here the lines are read through the caches and the loop's
-    /// instructions and stalls are charged. Accesses to the same line count once at the cache.
+    /// instructions (at the base CPI, bounded by the load or store ports) and stalls are
+    /// charged. Accesses to the same line count once at the cache.
     #[allow(clippy::too_many_arguments)]
     pub fn page_accesses(
         &mut self,
@@ -413,7 +414,9 @@ impl Machine {
         perf.mem_refs += count;
         let instr = count as f64 * instr_per_access;
         perf.instructions += instr;
-        let mut cycles = instr * self.p.cpu.base_cpi;
+        // Issue: the instructions at the base CPI, but no faster than the load (store) ports.
+        let ports = if write { self.p.cpu.stores_per_cycle } else { self.p.cpu.loads_per_cycle };
+        let mut cycles = (instr * self.p.cpu.base_cpi).max(count as f64 / ports);
         let base = pfn.phys() >> self.line_shift;
         let mut stall = 0.0;
         let mut touch = |m: &mut Machine, l: u64| {

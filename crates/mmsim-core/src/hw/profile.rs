@@ -33,6 +33,10 @@ pub struct CpuSpec {
     pub freq_ghz: f64,
     /// Cycles per instruction when every access hits the L1 and the L1 TLB.
     pub base_cpi: f64,
+    /// Loads the core can issue per cycle (its load ports): a load-heavy loop runs no faster.
+    pub loads_per_cycle: f64,
+    /// Stores the core can issue per cycle.
+    pub stores_per_cycle: f64,
 }
 
 /// TLBs and page-walk caches of one CPU.
@@ -271,6 +275,8 @@ fn validate(p: &Profile) -> Result<(), String> {
     };
     pos("cpu.freq_ghz", p.cpu.freq_ghz)?;
     pos("cpu.base_cpi", p.cpu.base_cpi)?;
+    pos("cpu.loads_per_cycle", p.cpu.loads_per_cycle)?;
+    pos("cpu.stores_per_cycle", p.cpu.stores_per_cycle)?;
     pos("memory.mlp", p.memory.mlp)?;
     pos("cost.clear_bytes_per_cycle", p.cost.clear_bytes_per_cycle)?;
     pos("cost.copy_bytes_per_cycle", p.cost.copy_bytes_per_cycle)?;

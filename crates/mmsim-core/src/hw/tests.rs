@@ -499,3 +499,25 @@ fn per_cpu_page_lists_contend_for_the_zone_lock() {
     assert!(eight / 8.0 > 1.2 * one, "contention: {} per process vs {one} alone", eight / 8.0);
     assert_eq!(r1.check.mismatches, 0);
 }
+
+/// A loop of L1-resident loads runs at the base CPI unless the load ports are the limit: with
+/// one load port a load per 0.3 cycles of instructions takes a cycle.
+#[test]
+fn load_ports_bound_a_load_heavy_loop() {
+    let w = json!({"program":[
+        {"op":"mmap","name":"p","size":"16K"},
+        {"op":"read","region":"p","stride":8},
+        {"op":"snapshot","label":"warm"},
+        {"op":"loop","count":100,"body":[{"op":"read","region":"p","stride":8}]},
+        {"op":"snapshot","label":"end"}
+    ]});
+    let cycles = |ports: &str| {
+        let sets = [("hw.cpu.base_cpi", "0.1"), ("hw.cpu.loads_per_cycle", ports)];
+        let r = run_with_sets(w.clone(), &sets);
+        let s = |l: &str| r.snapshots.iter().find(|s| s.label == l).unwrap().perf.get("cycles").unwrap();
+        s("end") - s("warm")
+    };
+    let loads = 100.0 * 2048.0;
+    assert_eq!(cycles("1"), loads, "one load a cycle");
+    assert!((cycles("4") - loads * 3.0 * 0.1).abs() < 1.0, "3 instructions x 0.1 CPI per load");
+}
