@@ -15,7 +15,7 @@ export PYO3_PYTHON := $(abspath $(BIN)/python)
 # Stamps: the venv's tools, and the extension built from the current sources.
 TOOLS := $(VENV)/.tools
 BUILT := $(VENV)/.built
-DEV_DEPS := maturin pytest pyyaml ruff hypothesis
+DEV_DEPS := maturin pytest pyyaml ruff hypothesis pandas pyarrow tqdm "ray>=2.9"
 SOURCES := $(shell find crates profiles -type f \( -name '*.rs' -o -name '*.toml' \) -not -path '*/target/*' 2>/dev/null) \
 	Cargo.toml Cargo.lock pyproject.toml
 
@@ -28,7 +28,7 @@ help: ## list the targets
 	@grep -E '^[a-z][a-zA-Z_-]*:.*## ' $(MAKEFILE_LIST) | \
 		awk 'BEGIN {FS = ":.*## "}; {printf "  make %-8s %s\n", $$1, $$2}'
 
-$(TOOLS):
+$(TOOLS): Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(DEV_DEPS)

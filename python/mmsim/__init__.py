@@ -16,9 +16,26 @@ Run a workload and read its counters in Linux's own vocabulary:
 
 from mmsim._mmsim import MmsimError
 from mmsim._mmsim import version as _engine_version
+from mmsim.config import Machine, Program, Region, Workload
 from mmsim.knobs import knobs
-from mmsim.workload import load_workload, run_workload
+from mmsim.result import Result, Snapshot
+from mmsim.sweep import sweep
+from mmsim.workload import load_workload, run, run_workload
 
 __version__: str = _engine_version()
 
-__all__ = ["MmsimError", "__version__", "knobs", "load_workload", "run_workload"]
+__all__ = [
+    "Machine",
+    "MmsimError",
+    "Program",
+    "Region",
+    "Result",
+    "Snapshot",
+    "Workload",
+    "__version__",
+    "knobs",
+    "load_workload",
+    "run",
+    "run_workload",
+    "sweep",
+]

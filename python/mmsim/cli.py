@@ -5,6 +5,7 @@
     mmsim profiles [--json]
     mmsim profiles show NAME [--json | --toml]
     mmsim reproduce [NAME ...] [--list] [--json]
+    mmsim sweep SPEC [--processes N] [--json | --csv PATH | --parquet PATH]
 
 Exit status: 0 on success; 1 when the run failed (an ``expect`` did not hold, ``--check``
 found a mismatch or an invariant broke), after printing its report; 2 for a bad workload,
@@ -91,7 +92,61 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--list", action="store_true", help="list the experiments")
     rp.add_argument("--json", action="store_true", help="print the results as JSON")
     rp.set_defaults(func=cmd_reproduce)
+
+    sw = sub.add_parser(
+        "sweep",
+        help="run a workload over a grid of knobs and hardware parameters",
+        description="Run a sweep spec (.json, .yaml): `workload` (a file, relative to the spec, or "
+        "inline), `grid` (key -> values: knobs by Linux name, machine.profile/memory/cpus, hw.PATH), "
+        "and optionally `machine`, `knobs`, `repeats`, `check`. Prints one row per point.",
+    )
+    sw.add_argument("spec", metavar="SPEC", help="sweep spec file (.json, .yaml, .yml)")
+    sw.add_argument("--processes", type=int, default=None, metavar="N", help="local worker processes (default: CPUs)")
+    sw.add_argument("--cluster", default=None, metavar="ADDR", help="run on Ray: 'ray' or 'ray://host:port'")
+    sw.add_argument(
+        "--columns",
+        default="perf.cycles,perf.page-faults,perf.dTLB-load-misses,perf.seconds",
+        metavar="COLS",
+        help="counters shown in the table (comma-separated; the files get every counter)",
+    )
+    out = sw.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print every row as JSON")
+    out.add_argument("--csv", metavar="PATH", help="write every row and counter as CSV")
+    out.add_argument("--parquet", metavar="PATH", help="write every row and counter as Parquet")
+    sw.set_defaults(func=cmd_sweep)
     return p
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """``mmsim sweep SPEC``."""
+    from mmsim.sweep import load_spec, sweep
+
+    spec = load_spec(args.spec)
+    df = sweep(
+        spec["workload"],
+        spec["grid"],
+        machine=spec.get("machine"),
+        knobs=spec.get("knobs"),
+        repeats=int(spec.get("repeats", 1)),
+        check=bool(spec.get("check", False)),
+        processes=args.processes,
+        cluster=args.cluster,
+        parquet=args.parquet,
+    )
+    if args.json:
+        print(df.to_json(orient="records", indent=2))
+        return 0
+    if args.csv:
+        df.to_csv(args.csv, index=False)
+    keys = [*spec["grid"], "repeat"] if int(spec.get("repeats", 1)) > 1 else list(spec["grid"])
+    cols = [c for c in args.columns.split(",") if c]
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise MmsimError(f"sweep: --columns: no counter {missing[0]!r} (e.g. perf.cycles, vmstat.pgfault)")
+    print(df[keys + cols].to_string(index=False))
+    if args.csv or args.parquet:
+        print(f"{len(df)} rows x {len(df.columns)} columns written to {args.csv or args.parquet}", file=sys.stderr)
+    return 1 if df["failed"].any() else 0
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:

@@ -28,7 +28,7 @@ import yaml
 from mmsim import _mmsim
 from mmsim._mmsim import MmsimError
 
-__all__ = ["load_workload", "run_json", "run_workload", "workload_json"]
+__all__ = ["load_workload", "resolve", "run", "run_json", "run_workload", "workload_json"]
 
 #: File suffixes :func:`load_workload` understands, and the parser of each.
 FORMATS = {".json": "JSON", ".yaml": "YAML", ".yml": "YAML"}
@@ -121,6 +121,56 @@ def run_workload(workload: Workload, sets: Sets = None, check: bool = False) -> 
     mmsim.MmsimError: workload: program[0].region: no region named "q" is mapped before this op
     """
     return json.loads(run_json(workload, sets, check))
+
+
+def resolve(workload: Any, machine: Any = None, knobs: Sets = None) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """A workload (a :class:`mmsim.Workload`, mapping, file path or JSON text) as a dict with
+    ``machine`` applied, and the ``--set`` pairs of the machine's overrides and ``knobs``."""
+    from mmsim.config import Machine, Workload
+
+    if isinstance(workload, Workload):
+        d = workload.to_dict()
+    elif isinstance(workload, Mapping):
+        d = dict(workload)
+    else:
+        text, source = workload_json(workload)
+        d = json.loads(text)
+        if source is not None:
+            d.setdefault("name", Path(source).stem)
+    sets: list[tuple[str, str]] = []
+    if machine is not None:
+        m = machine if isinstance(machine, Machine) else Machine(**machine)
+        d["machine"] = {**(d.get("machine") or {}), **m.to_dict()}
+        sets += m.sets()
+    sets += _knob_sets(knobs)
+    return d, sets
+
+
+def run(workload: Any, machine: Any = None, knobs: Sets = None, check: bool = False, sets: Sets = None) -> Any:
+    """Run a workload and return a :class:`mmsim.Result`.
+
+    ``workload`` is a :class:`mmsim.Workload`, a mapping, a ``.json``/``.yaml`` path or JSON
+    text; ``machine`` (a :class:`mmsim.Machine`) replaces the workload's machine fields and
+    adds its profile overrides; ``knobs`` (Linux names) apply after the workload's own;
+    ``sets`` are further ``--set`` pairs (``hw.PATH``, ``engine.*``); ``check`` runs the
+    reference model beside the simulator.
+
+    >>> import mmsim
+    >>> w = mmsim.Workload()
+    >>> p = w.mmap("p", "4M", align="2M")
+    >>> w.read(p)
+    >>> mmsim.run(w, knobs={"transparent_hugepage/enabled": "always"}).vmstat.thp_zero_page_alloc
+    1
+    >>> mmsim.run(w, machine=mmsim.Machine(profile="nope"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    mmsim.MmsimError: workload: machine.profile: unknown profile "nope" (known: default, ...)
+    """
+    from mmsim.result import Result
+
+    d, pairs = resolve(workload, machine, knobs)
+    pairs += _knob_sets(sets)
+    return Result(json.loads(run_json(d, pairs, check)))
 
 
 def _knob_sets(sets: Sets) -> list[tuple[str, str]]:

@@ -28,7 +28,9 @@ def test_exports():
     assert mmsim.__version__.count(".") == 2
 
 
-@pytest.mark.parametrize("module", ["mmsim", "mmsim.workload", "mmsim.knobs", "mmsim.report"])
+@pytest.mark.parametrize(
+    "module", ["mmsim", "mmsim.workload", "mmsim.knobs", "mmsim.report", "mmsim.config", "mmsim.result", "mmsim.sweep"]
+)
 def test_doctests(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0

@@ -1,0 +1,331 @@
+"""Simulation configs in Python: a workload's program built op by op, and the machine.
+
+Everything here builds the workload format the README documents (and the engine validates):
+``Workload.to_dict()`` is exactly what a ``.json`` workload file holds, and
+``Workload.from_dict(d).to_dict() == d`` for every workload.
+
+>>> import mmsim
+>>> w = mmsim.Workload("hzp-rss", machine=mmsim.Machine(memory="16G"),
+...                    knobs={"transparent_hugepage/enabled": "always"})
+>>> p = w.mmap("p", "200M", align="2M")
+>>> w.read(p, stride=4096, expect=0)
+>>> w.snapshot("after-read")
+>>> w.to_dict()["program"][1]
+{'op': 'read', 'region': 'p', 'stride': 4096, 'expect': 0}
+>>> child = mmsim.Program()
+>>> child.write(p, value=7)
+>>> w.fork(2, child)
+>>> w.wait()
+>>> len(w.to_dict()["program"])
+5
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mmsim._mmsim import MmsimError
+
+__all__ = ["Machine", "Program", "Region", "Workload"]
+
+Size = int | str
+
+
+class Region(str):
+    """The name of a mapped region, as ``mmap`` returns it (a ``str``: either may be passed)."""
+
+
+def _opt(**fields: Any) -> dict[str, Any]:
+    """The op's fields that were given (``None`` means: leave it to the format's default)."""
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+class Program:
+    """A list of ops, built by calling one method per op (``mmap``, ``read``, ``fork``, ...).
+
+    Each method appends the op as the workload format writes it and returns ``None``, except
+    ``mmap``, which returns the :class:`Region` to pass to later ops. Nested programs (a
+    ``loop`` body, a ``fork`` or ``thread`` child) are :class:`Program` objects, lists of op
+    dicts, or functions that fill a fresh :class:`Program`.
+    """
+
+    def __init__(self, ops: list[Mapping[str, Any]] | None = None) -> None:
+        self.ops: list[dict[str, Any]] = []
+        for op in ops or []:
+            self.append(op)
+
+    def append(self, op: Mapping[str, Any]) -> None:
+        """Add one op given as a dict (nested programs are kept as :class:`Program`)."""
+        if not isinstance(op, Mapping) or "op" not in op:
+            raise MmsimError(f'an op must be a mapping with an "op" field, not {op!r}')
+        d = dict(op)
+        for key in ("body", "program"):
+            if key in d and isinstance(d[key], list):
+                d[key] = Program(d[key])
+        self.ops.append(d)
+
+    def to_list(self) -> list[dict[str, Any]]:
+        """The ops as the workload format writes them."""
+        out = []
+        for op in self.ops:
+            d = {k: (v.to_list() if isinstance(v, Program) else copy.deepcopy(v)) for k, v in op.items()}
+            out.append(d)
+        return out
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def __repr__(self) -> str:
+        return f"Program({self.to_list()!r})"
+
+    # ---- ops ----------------------------------------------------------------------------
+
+    def mmap(
+        self,
+        name: str,
+        size: Size,
+        *,
+        align: Size | None = None,
+        prot: str | None = None,
+        flags: list[str] | None = None,
+        addr: Size | None = None,
+        fixed: bool | None = None,
+        shared: bool = False,
+    ) -> Region:
+        """Map an anonymous region (private unless ``shared`` or ``flags`` say otherwise)."""
+        if shared and flags is None:
+            flags = ["shared", "anonymous"]
+        self.append(
+            {
+                "op": "mmap",
+                "name": name,
+                "size": size,
+                **_opt(align=align, prot=prot, flags=flags, addr=addr, fixed=fixed),
+            }
+        )
+        return Region(name)
+
+    def munmap(self, region: str, *, offset: Size | None = None, length: Size | None = None) -> None:
+        self.append({"op": "munmap", "region": str(region), **_opt(offset=offset, length=length)})
+
+    def mprotect(self, region: str, prot: str, *, offset: Size | None = None, length: Size | None = None) -> None:
+        self.append({"op": "mprotect", "region": str(region), **_opt(offset=offset, length=length), "prot": prot})
+
+    def madvise(self, region: str, advice: str, *, offset: Size | None = None, length: Size | None = None) -> None:
+        self.append({"op": "madvise", "region": str(region), **_opt(offset=offset, length=length), "advice": advice})
+
+    def read(
+        self,
+        region: str,
+        *,
+        offset: Size | None = None,
+        length: Size | None = None,
+        stride: Size | None = None,
+        expect: int | None = None,
+    ) -> None:
+        """Read one byte every ``stride`` bytes (``expect``: each must equal it)."""
+        self.append(
+            {"op": "read", "region": str(region), **_opt(offset=offset, length=length, stride=stride, expect=expect)}
+        )
+
+    def write(
+        self,
+        region: str,
+        *,
+        offset: Size | None = None,
+        length: Size | None = None,
+        stride: Size | None = None,
+        value: int | None = None,
+    ) -> None:
+        """Write the byte ``value`` every ``stride`` bytes."""
+        self.append(
+            {"op": "write", "region": str(region), **_opt(offset=offset, length=length, stride=stride, value=value)}
+        )
+
+    def fetch(
+        self, region: str, *, offset: Size | None = None, length: Size | None = None, stride: Size | None = None
+    ) -> None:
+        """Run the code in an executable region: an instruction fetch every ``stride`` bytes."""
+        self.append({"op": "fetch", "region": str(region), **_opt(offset=offset, length=length, stride=stride)})
+
+    def compare(
+        self,
+        a: str | tuple[str, Size],
+        b: str | tuple[str, Size],
+        length: Size,
+        *,
+        expect: bool | None = None,
+        stride: Size | None = None,
+    ) -> None:
+        """memcmp of two ranges, each a region or ``(region, offset)``."""
+        self.append(
+            {"op": "compare", "a": _loc(a), "b": _loc(b), "length": length, **_opt(expect=expect, stride=stride)}
+        )
+
+    def atomic(
+        self, region: str, *, offset: Size | None = None, count: int | None = None, hold: int | None = None
+    ) -> None:
+        self.append({"op": "atomic", "region": str(region), **_opt(offset=offset, count=count, hold=hold)})
+
+    def loop(self, count: int, body: ProgramLike) -> None:
+        """Run ``body`` ``count`` times."""
+        self.append({"op": "loop", "count": count, "body": _program(body)})
+
+    def fork(self, count: int = 1, program: ProgramLike | None = None, *, cpu: int | None = None) -> None:
+        """Fork ``count`` children that run ``program`` (then exit)."""
+        self.append({"op": "fork", "count": count, **_opt(cpu=cpu), "program": _program(program or [])})
+
+    def thread(self, count: int = 1, program: ProgramLike | None = None, *, cpu: int | None = None) -> None:
+        """Start ``count`` threads (clone with CLONE_VM) that run ``program``."""
+        self.append({"op": "thread", "count": count, **_opt(cpu=cpu), "program": _program(program or [])})
+
+    def wait(self) -> None:
+        self.append({"op": "wait"})
+
+    def exit(self) -> None:
+        self.append({"op": "exit"})
+
+    def snapshot(self, label: str) -> None:
+        """Record every counter and process status now, under ``label``."""
+        self.append({"op": "snapshot", "label": label})
+
+    def set(self, knob: str, value: Any) -> None:
+        """Change a knob mid-run (as writing to sysfs would)."""
+        self.append({"op": "set", "knob": knob, "value": value})
+
+
+ProgramLike = Program | list[Mapping[str, Any]] | Callable[[Program], Any]
+
+
+def _program(p: ProgramLike) -> Program:
+    if isinstance(p, Program):
+        return p
+    if callable(p):
+        prog = Program()
+        p(prog)
+        return prog
+    return Program(list(p))
+
+
+def _loc(x: str | tuple[str, Size]) -> dict[str, Any]:
+    if isinstance(x, tuple):
+        region, offset = x
+        return {"region": str(region), "offset": offset}
+    return {"region": str(x)}
+
+
+@dataclass
+class Machine:
+    """The simulated machine: a hardware profile (``mmsim profiles``), memory, CPUs, and
+    overrides of the profile's parameters by path (``{"tlb.dtlb_4k.entries": 32}``, what
+    ``--set hw.PATH=VALUE`` does). Fields left ``None`` take the workload format's defaults
+    (``default``, 16G, 1 CPU).
+
+    >>> Machine(profile="westmere-ex", cpus=4).to_dict()
+    {'profile': 'westmere-ex', 'cpus': 4}
+    >>> Machine(overrides={"cache.llc.size": "8M"}).sets()
+    [('hw.cache.llc.size', '8M')]
+    """
+
+    profile: str | None = None
+    memory: Size | None = None
+    cpus: int | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The workload format's ``machine`` object (overrides are not part of it)."""
+        return _opt(profile=self.profile, memory=self.memory, cpus=self.cpus)
+
+    def sets(self) -> list[tuple[str, str]]:
+        """The overrides as ``--set`` pairs."""
+        return [(f"hw.{k.removeprefix('hw.')}", _text(v)) for k, v in self.overrides.items()]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Machine:
+        return cls(profile=d.get("profile"), memory=d.get("memory"), cpus=d.get("cpus"))
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+class Workload(Program):
+    """A whole workload: the first process's program, its name, machine, knobs and CPU.
+
+    ``Workload.from_file`` reads ``.json``/``.yaml``/``.yml``; ``to_dict`` gives back
+    exactly the dict the file held (``from_dict(d).to_dict() == d``).
+    """
+
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        machine: Machine | Mapping[str, Any] | None = None,
+        knobs: Mapping[str, Any] | None = None,
+        cpu: int | None = None,
+        program: ProgramLike | None = None,
+    ) -> None:
+        super().__init__()
+        self.name = name
+        self.machine = machine if isinstance(machine, Machine) or machine is None else Machine.from_dict(machine)
+        self.knobs: dict[str, Any] | None = dict(knobs) if knobs is not None else None
+        self.cpu = cpu
+        self._extra: dict[str, Any] = {}
+        if program is not None:
+            self.ops = _program(program).ops
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Workload:
+        """A workload from its dict (as a workload file holds it)."""
+        if not isinstance(d, Mapping):
+            raise MmsimError(f"a workload must be a mapping, not {type(d).__name__}")
+        known = {"name", "machine", "knobs", "cpu", "program"}
+        w = cls(
+            d.get("name"),
+            machine=Machine.from_dict(d["machine"]) if isinstance(d.get("machine"), Mapping) else None,
+            knobs=d.get("knobs"),
+            cpu=d.get("cpu"),
+        )
+        if "machine" in d and not isinstance(d["machine"], Mapping):
+            w._extra["machine"] = d["machine"]  # the engine reports the error
+        w._order = list(d.keys())
+        w._extra.update({k: copy.deepcopy(v) for k, v in d.items() if k not in known})
+        for op in d.get("program") or []:
+            w.append(op)
+        if "program" in d and not isinstance(d["program"], list):
+            w._extra["program"] = d["program"]
+        return w
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> Workload:
+        """A workload from a ``.json``, ``.yaml`` or ``.yml`` file."""
+        from mmsim.workload import load_workload
+
+        return cls.from_dict(load_workload(path))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The workload as the format writes it."""
+        d: dict[str, Any] = {}
+        if self.name is not None:
+            d["name"] = self.name
+        if self.machine is not None and "machine" not in self._extra:
+            d["machine"] = self.machine.to_dict()
+        if self.knobs is not None:
+            d["knobs"] = dict(self.knobs)
+        if self.cpu is not None:
+            d["cpu"] = self.cpu
+        d["program"] = self.to_list()
+        d.update(copy.deepcopy(self._extra))
+        order = getattr(self, "_order", None)
+        if order:
+            d = {k: d[k] for k in order if k in d} | {k: v for k, v in d.items() if k not in order}
+        return d
+
+    def __repr__(self) -> str:
+        return f"Workload({self.to_dict()!r})"
