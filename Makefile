@@ -15,7 +15,7 @@ export PYO3_PYTHON := $(abspath $(BIN)/python)
 # Stamps: the venv's tools, and the extension built from the current sources.
 TOOLS := $(VENV)/.tools
 BUILT := $(VENV)/.built
-DEV_DEPS := maturin pytest pyyaml ruff hypothesis pandas pyarrow tqdm "ray>=2.9"
+DEV_DEPS := maturin pytest pyyaml ruff hypothesis pandas pyarrow tqdm matplotlib "ray>=2.9"
 SOURCES := $(shell find crates profiles -type f \( -name '*.rs' -o -name '*.toml' \) -not -path '*/target/*' 2>/dev/null) \
 	Cargo.toml Cargo.lock pyproject.toml
 
