@@ -19,8 +19,7 @@ DEV_DEPS := maturin pytest pyyaml ruff hypothesis pandas pyarrow tqdm matplotlib
 SOURCES := $(shell find crates profiles -type f \( -name '*.rs' -o -name '*.toml' \) -not -path '*/target/*' 2>/dev/null) \
 	Cargo.toml Cargo.lock pyproject.toml
 
-RUN_WORKLOAD := experiments/workloads/hzp-rss.json
-RUN_OUT := target/mmsim-run
+REPORT := report
 
 .PHONY: help build test lint fmt run bench reproduce clean
 
@@ -29,6 +28,9 @@ help: ## list the targets
 		awk 'BEGIN {FS = ":.*## "}; {printf "  make %-8s %s\n", $$1, $$2}'
 
 $(TOOLS): Makefile
+	@# Headless Chromium checks the HTML report in a test; Debian's package, when we are root.
+	command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null) || true
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(DEV_DEPS)
@@ -55,12 +57,11 @@ fmt: $(TOOLS) ## format Rust and Python sources in place
 	$(BIN)/ruff check --fix-only --quiet python
 	$(BIN)/ruff format python
 
-run: build ## build, then run the hzp-rss workload (output in target/mmsim-run/)
-	mkdir -p $(RUN_OUT)
-	$(BIN)/mmsim run $(RUN_WORKLOAD) | tee $(RUN_OUT)/hzp-rss.txt
-	$(BIN)/mmsim run --json $(RUN_WORKLOAD) > $(RUN_OUT)/hzp-rss.json
+run: build ## build, then reproduce every seed experiment and write the report (report/index.html)
+	mkdir -p $(REPORT)
+	$(BIN)/mmsim reproduce --report $(REPORT) | tee $(REPORT)/reproduce.txt
 	@echo
-	@echo "output: $(RUN_OUT)/hzp-rss.txt (text) and $(RUN_OUT)/hzp-rss.json (--json)"
+	@echo "report: $(REPORT)/index.html (and $(REPORT)/report.md); the table above is $(REPORT)/reproduce.txt"
 
 NATIVE_OUT := target/native
 
@@ -76,4 +77,4 @@ reproduce: build ## run every seed experiment at full scale beside the published
 	$(BIN)/mmsim reproduce | tee target/reproduce.txt
 
 clean: ## remove the virtualenv and build outputs
-	rm -rf $(VENV) target python/mmsim/_mmsim*.so
+	rm -rf $(VENV) target $(REPORT) python/mmsim/_mmsim*.so

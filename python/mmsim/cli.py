@@ -4,7 +4,7 @@
     mmsim knobs [--json]
     mmsim profiles [--json]
     mmsim profiles show NAME [--json | --toml]
-    mmsim reproduce [NAME ...] [--list] [--json]
+    mmsim reproduce [NAME ...] [--list] [--json] [--report DIR]
     mmsim sweep SPEC [--processes N] [--json | --csv PATH | --parquet PATH]
 
 Exit status: 0 on success; 1 when the run failed (an ``expect`` did not hold, ``--check``
@@ -91,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("names", nargs="*", metavar="NAME", help="experiments to run (default: all)")
     rp.add_argument("--list", action="store_true", help="list the experiments")
     rp.add_argument("--json", action="store_true", help="print the results as JSON")
+    rp.add_argument("--report", metavar="DIR", help="also write DIR/index.html and DIR/report.md with tables and plots")
     rp.set_defaults(func=cmd_reproduce)
 
     sw = sub.add_parser(
@@ -195,6 +196,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     t0 = time.monotonic()
     results = run_experiments(args.names or None, progress=None if args.json else progress)
+    if args.report:
+        from mmsim.html_report import write_report
+
+        index = write_report(results, args.report)
+        print(f"mmsim: report written to {index}", file=sys.stderr)
     if args.json:
         print(json.dumps({"experiments": results}, indent=2))
         return 0
