@@ -4,7 +4,7 @@
     mmsim knobs [--json]
     mmsim profiles [--json]
     mmsim profiles show NAME [--json | --toml]
-    mmsim reproduce [NAME ...] [--list] [--json] [--report DIR]
+    mmsim reproduce [NAME ...] [--list] [--json] [--csv PATH] [--parquet PATH] [--report DIR]
     mmsim sweep SPEC [--processes N] [--json | --csv PATH | --parquet PATH]
 
 Exit status: 0 on success; 1 when the run failed (an ``expect`` did not hold, ``--check``
@@ -91,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("names", nargs="*", metavar="NAME", help="experiments to run (default: all)")
     rp.add_argument("--list", action="store_true", help="list the experiments")
     rp.add_argument("--json", action="store_true", help="print the results as JSON")
+    rp.add_argument("--csv", metavar="PATH", help="also write every row (experiment, config, metric, ...) as CSV")
+    rp.add_argument("--parquet", metavar="PATH", help="also write every row as Parquet")
     rp.add_argument("--report", metavar="DIR", help="also write DIR/index.html and DIR/report.md with tables and plots")
     rp.set_defaults(func=cmd_reproduce)
 
@@ -191,11 +193,42 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             print(f"{e.name:<12} seed {e.seed}  {e.profile:<12} {e.claim}")
         return 0
 
+    names = args.names or list(EXPERIMENTS)
+    bar = None
+    if sys.stderr.isatty() and not args.json:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(names), unit="experiment", file=sys.stderr, delay=1.0)
+
+    started: list[str] = []
+
     def progress(name: str) -> None:
-        print(f"mmsim: running {name} ...", file=sys.stderr, flush=True)
+        # Called as each experiment starts: the previous one is done.
+        if bar is not None:
+            bar.update(1 if started else 0)
+            bar.set_description(name)
+        elif not args.json:
+            print(f"mmsim: running {name} ...", file=sys.stderr, flush=True)
+        started.append(name)
 
     t0 = time.monotonic()
-    results = run_experiments(args.names or None, progress=None if args.json else progress)
+    try:
+        results = run_experiments(names, progress=progress)
+    finally:
+        if bar is not None:
+            bar.update(bar.total - bar.n)
+            bar.close()
+    if args.csv or args.parquet:
+        import pandas as pd
+
+        table = pd.DataFrame(
+            [{"experiment": e["name"], "profile": e["profile"], **r} for e in results for r in e["rows"]]
+        )
+        table["ratio"] = [ratio(r) for e in results for r in e["rows"]]
+        if args.csv:
+            table.to_csv(args.csv, index=False)
+        if args.parquet:
+            table.to_parquet(args.parquet, index=False)
     if args.report:
         from mmsim.html_report import write_report
 

@@ -103,15 +103,55 @@ def sweep(
     progress: bool | None = None,
     parquet: str | os.PathLike[str] | None = None,
 ) -> Any:
-    """Run ``workload`` at every point of ``grid`` and return a :class:`pandas.DataFrame`: a
-    row per point (and repeat), a column per grid key, ``repeat``, ``failed``, and every
-    counter as ``perf.<name>``, ``vmstat.<name>``, ``meminfo.<name>``.
+    """Run a workload at every point of a grid.
 
-    ``machine`` and ``knobs`` apply to every point before the grid's values. ``repeats``
-    runs each point that many times (the simulator is deterministic: the rows are equal).
-    ``processes`` sizes the local pool (default: the CPUs); ``cluster`` runs the points as
-    Ray tasks instead. ``progress`` shows a progress bar once a sweep has run a second
-    (default: when stderr is a terminal). ``parquet`` also writes the table to that file.
+    Parameters
+    ----------
+    workload : Workload, dict, path or JSON text
+        The workload every point runs.
+    grid : mapping of str to list
+        Key -> values; every combination is a point. Keys are knobs by their Linux names,
+        ``machine.profile``/``machine.memory``/``machine.cpus``, profile parameters
+        ``hw.PATH`` or engine options ``engine.*``.
+    machine : Machine, optional
+        Applied to every point before the grid's values.
+    knobs : mapping, optional
+        Knobs applied to every point before the grid's values.
+    repeats : int, default 1
+        Runs of each point (the simulator is deterministic: their rows are equal).
+    check : bool, default False
+        Run the reference model beside the simulator at every point.
+    processes : int, optional
+        Size of the local process pool (default: the CPUs).
+    cluster : str, optional
+        ``"ray"`` (the cluster ``ray.init()`` finds) or ``"ray://host:port"``: run the points
+        as Ray tasks instead of the local pool.
+    progress : bool, optional
+        Show a progress bar once the sweep has run a second (default: when stderr is a
+        terminal).
+    parquet : path, optional
+        Also write the table to this Parquet file.
+
+    Returns
+    -------
+    pandas.DataFrame
+        A row per point and repeat: a column per grid key, ``repeat``, every counter as
+        ``perf.<name>``, ``vmstat.<name>``, ``meminfo.<name>``, and ``failed``.
+
+    Raises
+    ------
+    MmsimError
+        A bad grid, or a point whose knob, override or machine field the engine refuses
+        (the message names the point and the field).
+
+    Examples
+    --------
+    >>> import mmsim
+    >>> w = mmsim.Workload()
+    >>> p = w.mmap("p", "64K")
+    >>> w.write(p)
+    >>> mmsim.sweep(w, {"machine.cpus": [1, 2]}, processes=1, progress=False)["perf.minor-faults"].tolist()
+    [16, 16]
     """
     import pandas as pd
 

@@ -147,14 +147,35 @@ def resolve(workload: Any, machine: Any = None, knobs: Sets = None) -> tuple[dic
 
 
 def run(workload: Any, machine: Any = None, knobs: Sets = None, check: bool = False, sets: Sets = None) -> Any:
-    """Run a workload and return a :class:`mmsim.Result`.
+    """Run a workload on the simulator.
 
-    ``workload`` is a :class:`mmsim.Workload`, a mapping, a ``.json``/``.yaml`` path or JSON
-    text; ``machine`` (a :class:`mmsim.Machine`) replaces the workload's machine fields and
-    adds its profile overrides; ``knobs`` (Linux names) apply after the workload's own;
-    ``sets`` are further ``--set`` pairs (``hw.PATH``, ``engine.*``); ``check`` runs the
-    reference model beside the simulator.
+    Parameters
+    ----------
+    workload : Workload, dict, path or JSON text
+        A :class:`mmsim.Workload`, a mapping in the workload format, a ``.json``/``.yaml``
+        file or JSON text.
+    machine : Machine, optional
+        Replaces the workload's machine fields and adds its profile overrides.
+    knobs : mapping, optional
+        Knobs by their Linux names, applied after the workload's own.
+    check : bool, default False
+        Run the reference model beside the simulator and verify every read.
+    sets : mapping or pairs, optional
+        Further ``--set`` pairs (``hw.PATH``, ``engine.*``).
 
+    Returns
+    -------
+    Result
+        Counters at the end, every snapshot, the per-function cycle profile, events and the
+        check; ``Result.to_dict()`` is what ``mmsim run --json`` prints.
+
+    Raises
+    ------
+    MmsimError
+        A bad workload, knob or override; the message names the field.
+
+    Examples
+    --------
     >>> import mmsim
     >>> w = mmsim.Workload()
     >>> p = w.mmap("p", "4M", align="2M")

@@ -559,3 +559,17 @@ def test_perf_counters_in_total_snapshots_and_processes():
     assert write["perf"]["cycles"] > read["perf"]["cycles"] > 0
     assert report["perf"]["cycles"] >= write["perf"]["cycles"]
     assert report["profile"], "cycles by kernel function"
+
+
+def test_reproduce_writes_csv_and_parquet(tmp_path):
+    import pandas as pd
+
+    csv, pq = tmp_path / "r.csv", tmp_path / "r.parquet"
+    r = run_mmsim("reproduce", "hzp-rss", "--csv", csv, "--parquet", pq)
+    assert r.returncode == 0, r.stderr
+    t = pd.read_csv(csv)
+    assert list(t.columns) == ["experiment", "profile", "config", "metric", "published", "simulated", "unit", "ratio"]
+    assert set(t.experiment) == {"hzp-rss"}
+    always = t[(t.config == "THP always, no zero page") & (t.metric == "RSS growth")]
+    assert always.simulated.item() == 204800 and always.ratio.item() == 1.0
+    pd.testing.assert_frame_equal(pd.read_parquet(pq), t, check_dtype=False)
