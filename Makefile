@@ -20,6 +20,7 @@ SOURCES := $(shell find crates profiles -type f \( -name '*.rs' -o -name '*.toml
 	Cargo.toml Cargo.lock pyproject.toml
 
 REPORT := report
+NATIVE_OUT := target/native
 
 .PHONY: help build test lint fmt run bench reproduce clean
 
@@ -40,7 +41,7 @@ $(BUILT): $(TOOLS) $(SOURCES)
 	VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/maturin develop --release --quiet
 	touch $@
 
-build: $(BUILT) ## create .venv and build the extension into it (.venv/bin/mmsim)
+build: $(BUILT) $(NATIVE_OUT)/runner ## create .venv and build the extension into it (.venv/bin/mmsim)
 
 test: build ## build, then run the Rust and Python test suites
 	cargo test --workspace --exclude mmsim-py
@@ -63,11 +64,13 @@ run: build ## build, then reproduce every seed experiment and write the report (
 	@echo
 	@echo "report: $(REPORT)/index.html (and $(REPORT)/report.md); the table above is $(REPORT)/reproduce.txt"
 
-NATIVE_OUT := target/native
-
 $(NATIVE_OUT)/stream: native/stream.c
 	mkdir -p $(NATIVE_OUT)
 	$(CC) -O2 -Wall -o $@ $<
+
+$(NATIVE_OUT)/runner: native/runner.c
+	mkdir -p $(NATIVE_OUT)
+	$(CC) -O2 -Wall -Wextra -o $@ $<
 
 bench: build $(NATIVE_OUT)/stream ## simulated references/s vs native and cachegrind; seed workload wall times
 	@command -v valgrind >/dev/null || (apt-get install -y -q valgrind >/dev/null 2>&1 || true)

@@ -1,0 +1,498 @@
+"""The real kernel as an oracle: run a workload natively (``native/runner.c``) and compare
+what the kernel did with what mmsim predicts (``mmsim validate``).
+
+The runner executes the workload compiled to a line format (:func:`compile_program`) with real
+mmap/munmap/mprotect/madvise/fork/wait and one-byte-per-stride reads and writes, and reports
+at each ``snapshot`` the process's fault count (getrusage), /proc/self/status, smaps_rollup's
+AnonHugePages and system-wide /proc/vmstat counters. Comparisons are of changes between two
+snapshots of one process: a real process's start-up (libc, stack) is not the workload's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+from mmsim._mmsim import MmsimError
+
+__all__ = ["SUITE", "Case", "compile_program", "host_settings", "parse_size", "run_native", "validate_case"]
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER = ROOT / "target" / "native" / "runner"
+THP = Path("/sys/kernel/mm/transparent_hugepage")
+
+_SIZE = re.compile(r"^\s*(0x[0-9a-fA-F]+|\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
+
+
+def parse_size(v: Any) -> int:
+    """A workload size (``4096``, ``"4K"``, ``"2MiB"``, ``"0x200000"``) in bytes.
+
+    >>> parse_size("2M"), parse_size(4096), parse_size("0x1000")
+    (2097152, 4096, 4096)
+    """
+    if isinstance(v, int):
+        return v
+    m = _SIZE.match(str(v))
+    if not m:
+        raise MmsimError(f"validate: {v!r} is not a size")
+    n = int(m.group(1), 0)
+    return n << (10 * " KMGT".index((m.group(2) or " ").upper()))
+
+
+def compile_program(ops: list[Mapping[str, Any]]) -> str:
+    """The runner's line format of a program (see native/runner.c)."""
+    out: list[str] = []
+    for op in ops:
+        kind = op["op"]
+        region = op.get("region", "")
+        off = parse_size(op.get("offset", 0))
+        length = parse_size(op["length"]) if "length" in op else -1
+        if kind == "mmap":
+            flags = op.get("flags", ["private", "anonymous"])
+            shared = 1 if "shared" in flags else 0
+            out.append(
+                f"mmap {op['name']} {parse_size(op['size'])} {parse_size(op.get('align', 0))} "
+                f"{op.get('prot', 'rw')} {shared}"
+            )
+        elif kind in ("munmap", "mprotect", "madvise"):
+            extra = {"munmap": "", "mprotect": f" {op.get('prot')}", "madvise": f" {op.get('advice')}"}[kind]
+            out.append(f"{kind} {region} {off} {length}{extra}")
+        elif kind == "read":
+            expect = op.get("expect")
+            out.append(
+                f"read {region} {off} {length} {parse_size(op.get('stride', 4096))} {-1 if expect is None else expect}"
+            )
+        elif kind == "write":
+            out.append(f"write {region} {off} {length} {parse_size(op.get('stride', 4096))} {op.get('value', 1)}")
+        elif kind == "compare":
+            a, b = op["a"], op["b"]
+            expect = op.get("expect")
+            e = -1 if expect is None else int(bool(expect))
+            out.append(
+                f"compare {a['region']} {parse_size(a.get('offset', 0))} "
+                f"{b['region']} {parse_size(b.get('offset', 0))} "
+                f"{parse_size(op['length'])} {parse_size(op.get('stride', 0))} {e}"
+            )
+        elif kind in ("loop", "fork"):
+            n = op.get("count", 1)
+            out.append(f"{kind} {n}")
+            out.append(compile_program(op.get("body" if kind == "loop" else "program", [])).rstrip("\n"))
+            out.append("end")
+        elif kind in ("wait", "exit"):
+            out.append(kind)
+        elif kind == "snapshot":
+            label = op["label"]
+            if not re.fullmatch(r"[A-Za-z0-9_.-]+", label):
+                raise MmsimError(f"validate: snapshot label {label!r}: the native runner takes [A-Za-z0-9_.-] only")
+            out.append(f"snapshot {label}")
+        else:
+            raise MmsimError(f"validate: the native runner cannot run the {kind!r} op")
+    return "\n".join(x for x in out if x) + "\n"
+
+
+def host_settings() -> dict[str, Any]:
+    """The host's THP settings, page size and hugetlb pool, as sysfs and procfs show them."""
+
+    def sel(p: Path) -> str | None:
+        try:
+            t = p.read_text().strip()
+        except OSError:
+            return None
+        m = re.search(r"\[([^\]]+)\]", t)
+        return m.group(1) if m else t
+
+    s: dict[str, Any] = {
+        "transparent_hugepage/enabled": sel(THP / "enabled"),
+        "transparent_hugepage/defrag": sel(THP / "defrag"),
+        "transparent_hugepage/use_zero_page": sel(THP / "use_zero_page"),
+        "transparent_hugepage/khugepaged/defrag": sel(THP / "khugepaged" / "defrag"),
+        "page_size": os.sysconf("SC_PAGE_SIZE"),
+        "kernel": os.uname().release,
+    }
+    try:
+        s["nr_hugepages"] = int(Path("/proc/sys/vm/nr_hugepages").read_text())
+    except OSError:
+        s["nr_hugepages"] = None
+    return s
+
+
+def run_native(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Run a workload on the host kernel; returns every snapshot line the runner wrote."""
+    if not RUNNER.exists():
+        raise MmsimError(f"validate: the native runner is not built ({RUNNER}; run `make build`)")
+    program = compile_program(workload.get("program", []))
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "snapshots.jsonl"
+        p = subprocess.run(
+            [str(RUNNER), str(out)], input=program, capture_output=True, text=True, timeout=600, check=False
+        )
+        if p.returncode != 0:
+            raise MmsimError(f"validate: native run failed ({p.returncode}): {p.stderr.strip()[:300]}")
+        return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+
+
+@dataclass
+class Case:
+    """A validation case: a workload whose snapshots `before` and `after` (taken by the
+    processes named in `pids`) bracket the behaviour it pins down."""
+
+    name: str
+    pins: str
+    program: list[dict[str, Any]]
+    pids: tuple[int, ...] = (1,)
+    counters: tuple[str, ...] = ("minflt", "RssAnon", "VmPTE", "AnonHugePages")
+    vmstat: tuple[str, ...] = ()
+    needs: dict[str, str] = field(default_factory=dict)
+    tolerance: dict[str, float] = field(default_factory=dict)
+
+
+def _snap(rows: list[dict[str, Any]], label: str, pid: int) -> dict[str, Any] | None:
+    return next((r for r in rows if r["label"] == label and r["pid"] == pid), None)
+
+
+def validate_case(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Run one case natively and in mmsim with the host's settings; compare the changes
+    between the `before` and `after` snapshots of each process."""
+    from mmsim.workload import run_workload
+
+    for knob, value in case.needs.items():
+        if str(host.get(knob)) != value:
+            return {
+                "name": case.name,
+                "status": "skip",
+                "reason": f"needs {knob}={value}, host has {host.get(knob)}",
+                "pins": case.pins,
+                "counters": [],
+            }
+    knobs = {
+        k: host[k]
+        for k in ("transparent_hugepage/enabled", "transparent_hugepage/defrag", "transparent_hugepage/use_zero_page")
+        if host.get(k) is not None
+    }
+    workload = {"name": case.name, "knobs": knobs, "program": case.program}
+    native = run_native(workload)
+    sim = run_workload(workload)
+    counters = []
+    tol = {**case.tolerance, **(tolerance or {})}
+    for pid in case.pids:
+        nb, na = _snap(native, "before", pid), _snap(native, "after", pid)
+        sb = next((s for s in sim["snapshots"] if s["label"] == "before" and s["pid"] == pid), None)
+        sa = next((s for s in sim["snapshots"] if s["label"] == "after" and s["pid"] == pid), None)
+        if None in (nb, na, sb, sa):
+            return {
+                "name": case.name,
+                "status": "fail",
+                "reason": f"pid {pid}: missing before/after snapshots",
+                "pins": case.pins,
+                "counters": [],
+            }
+        sp = {p["pid"]: p for p in sb["processes"]}[pid], {p["pid"]: p for p in sa["processes"]}[pid]
+        for c in case.counters:
+            k = f"{c}" if len(case.pids) == 1 else f"pid {pid} {c}"
+            counters.append(
+                {
+                    "name": k,
+                    "kernel": na.get(c, 0) - nb.get(c, 0),
+                    "simulated": sp[1][c] - sp[0][c],
+                    "tolerance": tol.get(c, 0),
+                }
+            )
+        if pid == case.pids[0]:
+            for v in case.vmstat:
+                counters.append(
+                    {
+                        "name": v,
+                        "kernel": na["vmstat"].get(v, 0) - nb["vmstat"].get(v, 0),
+                        "simulated": sa["vmstat"].get(v, 0) - sb["vmstat"].get(v, 0),
+                        "tolerance": tol.get(v, 0),
+                    }
+                )
+    bad = [c for c in counters if abs(c["kernel"] - c["simulated"]) > c["tolerance"]]
+    return {
+        "name": case.name,
+        "status": "fail" if bad else "pass",
+        "reason": ", ".join(f"{c['name']}: kernel {c['kernel']}, mmsim {c['simulated']}" for c in bad),
+        "pins": case.pins,
+        "counters": counters,
+    }
+
+
+def _w(*ops: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(ops)
+
+
+M = {"op": "mmap", "name": "p", "size": "4M", "align": "2M"}
+HUGE = {"op": "madvise", "region": "p", "advice": "hugepage"}
+NOHUGE = {"op": "madvise", "region": "p", "advice": "nohugepage"}
+B, A = {"op": "snapshot", "label": "before"}, {"op": "snapshot", "label": "after"}
+THP_EVENTS = ("thp_fault_alloc", "thp_zero_page_alloc", "thp_split_pmd")
+
+SUITE = [
+    Case(
+        "anon-4k-read",
+        "a read fault maps the 4 KiB zero page: one fault per page, no RSS, one PTE table per 2 MiB",
+        _w(M, NOHUGE, B, {"op": "read", "region": "p"}, A),
+    ),
+    Case(
+        "anon-4k-write",
+        "a write fault allocates a zeroed 4 KiB page: one fault and 4 kB of RssAnon per page",
+        _w(M, NOHUGE, B, {"op": "write", "region": "p"}, A),
+    ),
+    Case(
+        "thp-read-zero-page",
+        "a read fault of a THP range maps the huge zero page: one fault per 2 MiB, no RSS, a deposited PTE table",
+        _w(M, HUGE, B, {"op": "read", "region": "p"}, A),
+        vmstat=("thp_fault_alloc",),
+        needs={"transparent_hugepage/use_zero_page": "1"},
+    ),
+    Case(
+        "thp-read-no-zero-page",
+        "with use_zero_page 0 a read fault of a THP range allocates a real THP: RSS grows 2 MiB per fault",
+        _w(M, HUGE, B, {"op": "read", "region": "p"}, A),
+        vmstat=("thp_fault_alloc",),
+        needs={"transparent_hugepage/use_zero_page": "0"},
+    ),
+    Case(
+        "thp-write-after-read",
+        "a write to the huge zero page allocates a THP (Linux >= 6.13)",
+        _w(M, HUGE, {"op": "read", "region": "p"}, B, {"op": "write", "region": "p"}, A),
+        vmstat=("thp_fault_alloc",),
+        needs={"transparent_hugepage/use_zero_page": "1"},
+    ),
+    Case(
+        "thp-write",
+        "a write fault of a THP range allocates a THP: one fault per 2 MiB, 2048 kB of AnonHugePages",
+        _w(M, HUGE, B, {"op": "write", "region": "p"}, A),
+        vmstat=("thp_fault_alloc",),
+    ),
+    Case(
+        "cow-4k-after-fork",
+        "fork write-protects private pages; the child's writes copy them (one fault per page)",
+        _w(
+            M,
+            NOHUGE,
+            {"op": "write", "region": "p"},
+            {"op": "fork", "program": [B, {"op": "write", "region": "p", "value": 2}, A]},
+            {"op": "wait"},
+        ),
+        pids=(2,),
+        counters=("minflt", "RssAnon"),
+    ),
+    Case(
+        "cow-thp-after-fork",
+        "a child's write to a THP it shares splits its pmd and copies 4 KiB, not 2 MiB",
+        _w(
+            M,
+            HUGE,
+            {"op": "write", "region": "p"},
+            {"op": "fork", "program": [B, {"op": "write", "region": "p", "length": 1, "value": 2}, A]},
+            {"op": "wait"},
+        ),
+        pids=(2,),
+        counters=("minflt", "RssAnon", "AnonHugePages"),
+    ),
+    Case(
+        "munmap-part-of-thp",
+        "munmap of 4 KiB inside a THP splits its pmd (thp_split_pmd) and unmaps one page",
+        _w(
+            M,
+            HUGE,
+            {"op": "write", "region": "p"},
+            B,
+            {"op": "munmap", "region": "p", "offset": "1M", "length": "4K"},
+            A,
+        ),
+        counters=("RssAnon", "AnonHugePages", "VmPTE"),
+        vmstat=("thp_split_pmd",),
+    ),
+    Case(
+        "mprotect-part-of-thp",
+        "mprotect of 4 KiB inside a THP splits that pmd only",
+        _w(
+            M,
+            HUGE,
+            {"op": "write", "region": "p"},
+            B,
+            {"op": "mprotect", "region": "p", "offset": "1M", "length": "4K", "prot": "r"},
+            A,
+        ),
+        counters=("RssAnon", "AnonHugePages", "VmPTE"),
+        vmstat=("thp_split_pmd",),
+    ),
+    Case(
+        "dontneed-part-of-thp",
+        "MADV_DONTNEED of 4 KiB inside a THP splits the pmd and zaps one page",
+        _w(
+            M,
+            HUGE,
+            {"op": "write", "region": "p"},
+            B,
+            {"op": "madvise", "region": "p", "offset": "1M", "length": "4K", "advice": "dontneed"},
+            A,
+        ),
+        counters=("RssAnon", "AnonHugePages", "VmPTE"),
+        vmstat=("thp_split_pmd",),
+    ),
+    # Aligned so that the 64 KiB fault-around windows do not depend on where ASLR puts it.
+    Case(
+        "shared-anon-across-fork",
+        "a child reading a shared region the parent wrote faults once per 16 pages "
+        "(fault-around maps pages already in the shmem cache)",
+        _w(
+            {"op": "mmap", "name": "s", "size": "16M", "align": "2M", "flags": ["shared", "anonymous"]},
+            {"op": "write", "region": "s"},
+            {"op": "fork", "program": [B, {"op": "read", "region": "s"}, A]},
+            {"op": "wait"},
+        ),
+        pids=(2,),
+        counters=("minflt", "RssShmem"),
+    ),
+    # Whether the PUD table over the region already exists depends on where address-space
+    # layout randomisation put it relative to the process's other mappings: one page of slack.
+    Case(
+        "vmpte-sparse",
+        "8 pages 1 GiB apart each need their own PTE and PMD tables (a PUD table of slack: ASLR)",
+        _w(
+            {"op": "mmap", "name": "p", "size": "8G", "align": "1G"},
+            NOHUGE,
+            B,
+            {"op": "write", "region": "p", "stride": "1G"},
+            A,
+        ),
+        counters=("minflt", "VmPTE"),
+        tolerance={"VmPTE": 4},
+    ),
+    Case(
+        "vmpte-dense",
+        "64 pages in 64 adjacent 2 MiB slots of a 1 GiB region: 64 PTE tables and its own PMD table",
+        _w(
+            {"op": "mmap", "name": "p", "size": "1G", "align": "1G"},
+            NOHUGE,
+            B,
+            {"op": "write", "region": "p", "length": "128M", "stride": "2M"},
+            A,
+        ),
+        counters=("minflt", "VmPTE"),
+    ),
+]
+
+
+def workload_case(workload: Mapping[str, Any]) -> Case:
+    """A case of a user's workload: every pair of consecutive snapshots one process took is
+    compared (faults, RssAnon, RssShmem, VmPTE, AnonHugePages), and the system's THP events
+    between pid 1's."""
+    return Case(str(workload.get("name", "workload")), "the workload's own snapshots", list(workload["program"]))
+
+
+def validate_workload(workload: Mapping[str, Any], host: Mapping[str, Any]) -> dict[str, Any]:
+    """Run a user's workload natively and in mmsim; compare consecutive snapshots per process."""
+    from mmsim.workload import run_workload
+
+    knobs = {
+        k: host[k]
+        for k in ("transparent_hugepage/enabled", "transparent_hugepage/defrag", "transparent_hugepage/use_zero_page")
+        if host.get(k) is not None
+    }
+    w = {"name": workload.get("name", "workload"), "knobs": knobs, "program": list(workload["program"])}
+    native = [r for r in run_native(w) if r["label"] != "__start"]
+    sim = run_workload(w)["snapshots"]
+    counters = []
+    fields = ("minflt", "RssAnon", "RssShmem", "VmPTE", "AnonHugePages")
+    for pid in sorted({r["pid"] for r in native} | {s["pid"] for s in sim}):
+        ns = [r for r in native if r["pid"] == pid]
+        ss = [s for s in sim if s["pid"] == pid]
+        if [r["label"] for r in ns] != [s["label"] for s in ss]:
+            return {
+                "name": w["name"],
+                "status": "fail",
+                "pins": "",
+                "counters": [],
+                "reason": f"pid {pid}: snapshots differ (kernel {[r['label'] for r in ns]}, "
+                f"mmsim {[s['label'] for s in ss]})",
+            }
+        for (n0, n1), (s0, s1) in zip(pairwise(ns), pairwise(ss), strict=True):
+            p0 = {p["pid"]: p for p in s0["processes"]}[pid]
+            p1 = {p["pid"]: p for p in s1["processes"]}[pid]
+            for f in fields:
+                counters.append(
+                    {
+                        "name": f"pid {pid} {n0['label']}->{n1['label']} {f}",
+                        "kernel": n1.get(f, 0) - n0.get(f, 0),
+                        "simulated": p1[f] - p0[f],
+                        "tolerance": 0,
+                    }
+                )
+            if pid == 1:
+                for v in THP_EVENTS:
+                    counters.append(
+                        {
+                            "name": f"{n0['label']}->{n1['label']} {v}",
+                            "kernel": n1["vmstat"].get(v, 0) - n0["vmstat"].get(v, 0),
+                            "simulated": s1["vmstat"].get(v, 0) - s0["vmstat"].get(v, 0),
+                            "tolerance": 0,
+                        }
+                    )
+    bad = [c for c in counters if abs(c["kernel"] - c["simulated"]) > c["tolerance"]]
+    if not counters:
+        return {
+            "name": w["name"],
+            "status": "skip",
+            "pins": "",
+            "counters": [],
+            "reason": "no process took two snapshots: nothing to compare",
+        }
+    return {
+        "name": w["name"],
+        "status": "fail" if bad else "pass",
+        "pins": "the workload's own snapshots",
+        "reason": ", ".join(f"{c['name']}: kernel {c['kernel']}, mmsim {c['simulated']}" for c in bad),
+        "counters": counters,
+    }
+
+
+#: Host knobs `--host-set` may change (sysfs files under /sys/kernel/mm/).
+HOST_KNOBS = ("transparent_hugepage/enabled", "transparent_hugepage/defrag", "transparent_hugepage/use_zero_page")
+
+
+class HostSettings:
+    """Changes host sysfs knobs for the duration of a ``with`` block and restores each one on
+    the way out (also on errors and Ctrl-C)."""
+
+    def __init__(self, changes: Mapping[str, str]) -> None:
+        for k in changes:
+            if k not in HOST_KNOBS:
+                raise MmsimError(
+                    f"validate: --host-set {k}: not a knob the runner may set (known: {', '.join(HOST_KNOBS)})"
+                )
+        self.changes = dict(changes)
+        self.saved: dict[str, str] = {}
+
+    @staticmethod
+    def path(knob: str) -> Path:
+        return Path("/sys/kernel/mm") / knob
+
+    def __enter__(self) -> HostSettings:
+        try:
+            for k, v in self.changes.items():
+                old = host_settings()[k]
+                self.path(k).write_text(str(v))
+                self.saved[k] = str(old)
+        except OSError as e:
+            self.__exit__(None, None, None)
+            raise MmsimError(f"validate: --host-set: cannot write {e.filename}: {e.strerror} (needs root)") from None
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for k, v in reversed(list(self.saved.items())):
+            with contextlib.suppress(OSError):
+                self.path(k).write_text(v)
+        self.saved.clear()

@@ -1,0 +1,66 @@
+"""`mmsim validate`: the same workloads on this machine's kernel and in mmsim, compared."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import HZP_RSS, run_mmsim
+
+ZERO_PAGE = Path("/sys/kernel/mm/transparent_hugepage/use_zero_page")
+
+
+def test_validate_suite_agrees_with_the_kernel():
+    r = run_mmsim("validate", "--suite", "--json")
+    report = r.json()
+    assert set(report["host"]) >= {"transparent_hugepage/enabled", "transparent_hugepage/use_zero_page", "page_size"}
+    cases = {c["name"]: c for c in report["cases"]}
+    assert len(cases) >= 14
+    for c in cases.values():
+        assert set(c) >= {"name", "status", "reason", "counters"}
+        assert c["status"] in ("pass", "skip"), f"{c['name']}: {c['reason']}"
+        if c["status"] == "skip":
+            assert c["reason"], "a skipped case says why"
+            print(f"skipped {c['name']}: {c['reason']}")
+        for x in c["counters"]:
+            assert set(x) == {"name", "kernel", "simulated", "tolerance"}
+    assert r.returncode == 0, r.stderr
+    if cases["anon-4k-write"]["status"] == "pass":
+        faults = next(x for x in cases["anon-4k-write"]["counters"] if x["name"] == "minflt")
+        assert faults["kernel"] == faults["simulated"] == 1024
+
+
+def test_validate_a_workload_file_compares_its_snapshots():
+    r = run_mmsim("validate", HZP_RSS)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASS  hzp-rss" in r.stdout
+    assert "after-read->after-write AnonHugePages" in r.stdout
+    assert r.stdout.rstrip().endswith(
+        "skipped (host: Linux " + os.uname().release + ", THP " + r.stdout.rstrip().split(", THP ")[1]
+    )
+
+
+def test_validate_refuses_unknown_host_knobs_and_bad_input(write_workload):
+    e = run_mmsim("validate", "--suite", "--host-set", "vm/swappiness=1")
+    assert e.returncode == 2 and "not a knob the runner may set" in e.stderr
+    e = run_mmsim("validate")
+    assert e.returncode == 2 and "--suite" in e.stderr
+    w = write_workload(
+        "atom.json", {"program": [{"op": "mmap", "name": "p", "size": "4K"}, {"op": "atomic", "region": "p"}]}
+    )
+    e = run_mmsim("validate", w)
+    assert e.returncode == 2 and "cannot run the 'atomic' op" in e.stderr
+
+
+def test_host_set_changes_the_host_for_the_run_and_restores_it():
+    if os.geteuid() != 0 or not ZERO_PAGE.exists():
+        pytest.skip("needs root and transparent hugepages to change use_zero_page")
+    before = ZERO_PAGE.read_text().strip()
+    other = "0" if before == "1" else "1"
+    r = run_mmsim("validate", "--suite", "--json", "--host-set", f"transparent_hugepage/use_zero_page={other}")
+    assert ZERO_PAGE.read_text().strip() == before, "restored"
+    assert r.returncode == 0, r.stdout[-3000:]
+    cases = {c["name"]: c for c in r.json()["cases"]}
+    ran = "thp-read-no-zero-page" if other == "0" else "thp-read-zero-page"
+    assert cases[ran]["status"] == "pass", cases[ran]
