@@ -6,7 +6,9 @@
  *
  * PROGRAM is the workload compiled by mmsim (python/mmsim/native.py), one op per line:
  *
- *   mmap NAME SIZE ALIGN PROT SHARED     PROT: none r rw rx rwx; SHARED: 0 or 1
+ *   mmap NAME SIZE ALIGN PROT SHARED ADDR FIXED
+ *                                        PROT: none r rw rx rwx; SHARED, FIXED: 0 or 1;
+ *                                        ADDR: a hint (0: none), the address with FIXED
  *   munmap NAME OFFSET LENGTH            LENGTH -1: to the region's end
  *   mprotect NAME OFFSET LENGTH PROT
  *   madvise NAME OFFSET LENGTH ADVICE    ADVICE: hugepage nohugepage dontneed
@@ -47,7 +49,7 @@ enum kind { MMAP, MUNMAP, MPROTECT, MADVISE, READ, WRITE, COMPARE, LOOP, FORK, W
 struct op {
 	enum kind kind;
 	char name[64], name2[64];
-	long long a, b, c, d, e;
+	long long a, b, c, d, e, f, g;
 	int end; /* for LOOP/FORK: index of the matching END */
 };
 
@@ -113,7 +115,7 @@ static void parse(FILE *f)
 		if (!strcmp(w, "mmap")) {
 			char prot[8];
 			o->kind = MMAP;
-			sscanf(line, "%*s %63s %lld %lld %7s %lld", o->name, &o->a, &o->b, prot, &o->d);
+			sscanf(line, "%*s %63s %lld %lld %7s %lld %lld %lld", o->name, &o->a, &o->b, prot, &o->d, &o->f, &o->g);
 			o->c = prot_of(prot);
 		} else if (!strcmp(w, "munmap")) {
 			o->kind = MUNMAP;
@@ -264,7 +266,15 @@ static void run(int from, int to)
 		case MMAP: {
 			size_t size = (o->a + 4095) & ~4095ULL, align = o->b > 4096 ? (size_t)o->b : 0;
 			int flags = (o->d ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS;
-			char *p = mmap(NULL, size + align, (int)o->c, flags, -1, 0);
+			char *p;
+			if (o->g) { /* MAP_FIXED: exactly there, replacing what was mapped */
+				p = mmap((void *)(uintptr_t)o->f, size, (int)o->c, flags | MAP_FIXED, -1, 0);
+				align = 0;
+			} else if (o->f && !align) { /* a hint */
+				p = mmap((void *)(uintptr_t)o->f, size, (int)o->c, flags, -1, 0);
+			} else {
+				p = mmap(NULL, size + align, (int)o->c, flags, -1, 0);
+			}
 			if (p == MAP_FAILED)
 				die("mmap");
 			if (align) {

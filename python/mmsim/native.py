@@ -61,7 +61,7 @@ def compile_program(ops: list[Mapping[str, Any]]) -> str:
             shared = 1 if "shared" in flags else 0
             out.append(
                 f"mmap {op['name']} {parse_size(op['size'])} {parse_size(op.get('align', 0))} "
-                f"{op.get('prot', 'rw')} {shared}"
+                f"{op.get('prot', 'rw')} {shared} {parse_size(op.get('addr', 0))} {int(bool(op.get('fixed')))}"
             )
         elif kind in ("munmap", "mprotect", "madvise"):
             extra = {"munmap": "", "mprotect": f" {op.get('prot')}", "madvise": f" {op.get('advice')}"}[kind]
@@ -355,6 +355,28 @@ SUITE = [
         ),
         pids=(2,),
         counters=("minflt", "RssShmem"),
+    ),
+    Case(
+        "fork-many-shared",
+        "16 processes (one after the other) reading one 64 MiB shared region each build their own page "
+        "tables: 32 PTE tables (128 kB of VmPTE) and 1024 faults (fault-around) apiece",
+        _w(
+            {"op": "mmap", "name": "s", "size": "64M", "align": "2M", "flags": ["shared", "anonymous"]},
+            {"op": "write", "region": "s"},
+            # One child at a time: children faulting the same shmem pages at once make
+            # fault-around's folio_trylock fail and take extra faults (folio locks are not
+            # modelled).
+            {
+                "op": "loop",
+                "count": 16,
+                "body": [
+                    {"op": "fork", "program": [B, {"op": "read", "region": "s"}, A]},
+                    {"op": "wait"},
+                ],
+            },
+        ),
+        pids=tuple(range(2, 18)),
+        counters=("minflt", "VmPTE", "RssShmem"),
     ),
     # Whether the PUD table over the region already exists depends on where address-space
     # layout randomisation put it relative to the process's other mappings: one page of slack.
