@@ -35,7 +35,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -70,6 +73,41 @@ static volatile long *pid_counter;
 static pid_t children[MAX_CHILDREN];
 static int nchildren;
 static volatile unsigned long sink;
+
+/* perf events of this process (opened at start and again in each child): software events
+ * work everywhere; hardware ones only where the host (or its hypervisor) exposes a PMU. */
+#define CACHE(c, op, r) ((c) | ((op) << 8) | ((r) << 16))
+static const struct {
+	const char *name;
+	unsigned type;
+	unsigned long long config;
+} events[] = {
+	{"page-faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS},
+	{"minor-faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS_MIN},
+	{"major-faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS_MAJ},
+	{"task-clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK},
+	{"cycles", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES},
+	{"instructions", PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS},
+	{"dTLB-load-misses", PERF_TYPE_HW_CACHE,
+	 CACHE(PERF_COUNT_HW_CACHE_DTLB, PERF_COUNT_HW_CACHE_OP_READ, PERF_COUNT_HW_CACHE_RESULT_MISS)},
+	{"LLC-load-misses", PERF_TYPE_HW_CACHE,
+	 CACHE(PERF_COUNT_HW_CACHE_LL, PERF_COUNT_HW_CACHE_OP_READ, PERF_COUNT_HW_CACHE_RESULT_MISS)},
+};
+#define NEVENTS (int)(sizeof events / sizeof events[0])
+static int perf_fd[NEVENTS];
+
+static void open_perf(void)
+{
+	for (int i = 0; i < NEVENTS; i++) {
+		struct perf_event_attr a;
+		memset(&a, 0, sizeof a);
+		a.size = sizeof a;
+		a.type = events[i].type;
+		a.config = events[i].config;
+		a.exclude_hv = 1;
+		perf_fd[i] = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+	}
+}
 
 static void die(const char *msg)
 {
@@ -203,15 +241,23 @@ static void warm(void)
 
 static void snapshot(const char *label)
 {
+	static const char *const meminfo[] = {"MemFree", "AnonPages", "AnonHugePages", "PageTables", "Shmem", NULL};
 	static const char *const status[] = {"VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem", "VmPTE", NULL};
 	static const char *const smaps[] = {"AnonHugePages", NULL};
 	static const char *const vmstat[] = {"pgfault", "thp_fault_alloc", "thp_fault_fallback", "thp_split_pmd",
 					     "thp_zero_page_alloc", "thp_zero_page_alloc_failed", "nr_page_table_pages",
 					     "nr_anon_pages", "nr_anon_transparent_hugepages", NULL};
-	char buf[4096], vm[2048];
+	char buf[8192], vm[2048], mi[1024], pf[1024], un[512];
 	struct rusage ru;
-	int len, vlen;
+	int len, vlen, mlen, plen = 0, ulen = 0;
 	getrusage(RUSAGE_SELF, &ru);
+	for (int i = 0; i < NEVENTS; i++) {
+		unsigned long long v;
+		if (perf_fd[i] >= 0 && read(perf_fd[i], &v, sizeof v) == sizeof v)
+			plen += snprintf(pf + plen, sizeof pf - plen, ",\"%s\":%llu", events[i].name, v);
+		else
+			ulen += snprintf(un + ulen, sizeof un - ulen, ",\"%s\"", events[i].name);
+	}
 	/* System-wide counters: fold the per-cpu deltas first (needs root; best effort). */
 	int fd = open("/proc/sys/vm/stat_refresh", O_WRONLY);
 	if (fd >= 0) {
@@ -224,7 +270,10 @@ static void snapshot(const char *label)
 	len += proc_fields(buf + len, sizeof buf - len, "/proc/self/status", status, 1);
 	len += proc_fields(buf + len, sizeof buf - len, "/proc/self/smaps_rollup", smaps, 1);
 	vlen = proc_fields(vm, sizeof vm, "/proc/vmstat", vmstat, 0);
-	len += snprintf(buf + len, sizeof buf - len, ",\"vmstat\":{%s}}\n", vlen ? vm + 1 : "");
+	mlen = proc_fields(mi, sizeof mi, "/proc/meminfo", meminfo, 1);
+	len += snprintf(buf + len, sizeof buf - len,
+			",\"vmstat\":{%s},\"meminfo\":{%s},\"perf\":{%s},\"unsupported\":[%s]}\n", vlen ? vm + 1 : "",
+			mlen ? mi + 1 : "", plen ? pf + 1 : "", ulen ? un + 1 : "");
 	if (!quiet && write(out_fd, buf, len) != len)
 		die("write snapshot");
 }
@@ -249,6 +298,10 @@ static void do_fork(int at)
 		if (p == 0) {
 			my_pid = (int)id;
 			nchildren = 0;
+			for (int k = 0; k < NEVENTS; k++)
+				if (perf_fd[k] >= 0)
+					close(perf_fd[k]);
+			open_perf();
 			warm();
 			run(at + 1, o->end);
 			_exit(0);
@@ -390,6 +443,7 @@ int main(int argc, char **argv)
 	if (pid_counter == MAP_FAILED)
 		die("mmap counter");
 	*pid_counter = 1;
+	open_perf();
 	warm();
 	snapshot("__start");
 	run(0, nops);

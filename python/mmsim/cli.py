@@ -1,6 +1,6 @@
 """The ``mmsim`` command.
 
-    mmsim run WORKLOAD [--set KNOB=VALUE ...] [--check] [--json]
+    mmsim run WORKLOAD [--set KNOB=VALUE ...] [--check] [--json] [--native]
     mmsim knobs [--json]
     mmsim profiles [--json]
     mmsim profiles show NAME [--json | --toml]
@@ -61,6 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the reference model beside the simulator and verify every read",
     )
     run.add_argument("--json", action="store_true", help="print the report as JSON")
+    run.add_argument(
+        "--native",
+        action="store_true",
+        help="run the workload on this machine's kernel instead (native/runner.c): what the kernel reports",
+    )
     run.set_defaults(func=cmd_run)
 
     kn = sub.add_parser(
@@ -348,6 +353,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not eq or not name:
             raise MmsimError(f"--set expects KNOB=VALUE, got {s!r}")
         sets.append((name, value))
+    if args.native:
+        from mmsim.native import format_native, native_report
+        from mmsim.workload import load_workload
+
+        if sets or args.check:
+            raise MmsimError("run --native: --set and --check apply to the simulator only")
+        native = native_report(load_workload(args.workload))
+        print(json.dumps(native, indent=2) if args.json else format_native(native), end="" if not args.json else "\n")
+        return 0
     report = json.loads(run_json(os.fspath(args.workload), sets, args.check))
     if args.json:
         print(json.dumps(report, indent=2))

@@ -518,3 +518,73 @@ class HostSettings:
             with contextlib.suppress(OSError):
                 self.path(k).write_text(v)
         self.saved.clear()
+
+
+#: Per-process fields of the runner's snapshot lines, as `mmsim run --json` names them.
+PROCESS_FIELDS = ("minflt", "VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem", "VmPTE", "AnonHugePages")
+
+
+def native_report(workload: Mapping[str, Any]) -> dict[str, Any]:
+    """Run a workload on the host kernel and report it in `mmsim run --json`'s schema, the part
+    a kernel can tell: each snapshot has ``label``, ``pid``, ``processes`` (the process that
+    took it, from getrusage, /proc/self/status and smaps_rollup), ``perf`` (that process's
+    perf events since it started, those the host supports), and the system-wide ``vmstat``
+    and ``meminfo``. ``baseline`` is pid 1 before the first op; ``perf_unsupported`` lists
+    the perf events the host (a VM without a PMU, say) could not count."""
+    host = host_settings()
+    rows = run_native(workload)
+    unsupported = sorted({u for r in rows for u in r.get("unsupported", [])})
+
+    def snap(r: dict[str, Any]) -> dict[str, Any]:
+        proc = {"pid": r["pid"], "state": "running", **{f: r.get(f, 0) for f in PROCESS_FIELDS}}
+        return {
+            "label": r["label"],
+            "pid": r["pid"],
+            "perf": r.get("perf", {}),
+            "vmstat": r.get("vmstat", {}),
+            "meminfo": r.get("meminfo", {}),
+            "processes": [proc],
+        }
+
+    start = next((r for r in rows if r["label"] == "__start"), None)
+    return {
+        "workload": str(workload.get("name", "workload")),
+        "machine": {"host": f"Linux {host['kernel']}", "page_size": host["page_size"]},
+        "knobs": {k: v for k, v in host.items() if k.startswith("transparent_hugepage/")},
+        "baseline": snap(start) if start else {},
+        "snapshots": [snap(r) for r in rows if r["label"] != "__start"],
+        "perf_unsupported": unsupported,
+        "events": [],
+        "native": True,
+    }
+
+
+def format_native(report: Mapping[str, Any]) -> str:
+    """The text of `mmsim run --native`: each snapshot's process and the system's THP events,
+    as changes since the run's start (pid 1) or the process's first snapshot."""
+    lines = [
+        f" Native run of '{report['workload']}' on {report['machine']['host']} "
+        f"(THP {report['knobs'].get('transparent_hugepage/enabled')}):",
+        "",
+    ]
+    if report["perf_unsupported"]:
+        lines += [f" perf events this host cannot count: {', '.join(report['perf_unsupported'])}", ""]
+    first: dict[int, dict[str, Any]] = {}
+    base = report.get("baseline") or {}
+    if base:
+        first[1] = base
+    head = f"  {'snapshot':<16} {'pid':>4} " + " ".join(
+        f"{f:>13}" for f in ("minflt", "RssAnon", "VmPTE", "AnonHugePages")
+    )
+    lines += [" Changes since the start (pid 1) or the process's first snapshot (kB for sizes):", head]
+    for s in report["snapshots"]:
+        p = s["processes"][0]
+        b = first.setdefault(s["pid"], s)["processes"][0]
+        vals = " ".join(f"{p[f] - b[f]:>+13,}" for f in ("minflt", "RssAnon", "VmPTE", "AnonHugePages"))
+        thp = ""
+        if s["pid"] == 1 and base:
+            d = {k: s["vmstat"].get(k, 0) - base["vmstat"].get(k, 0) for k in THP_EVENTS}
+            changed = ", ".join(f"{k} {v:+}" for k, v in d.items() if v)
+            thp = f"  {changed}" if changed else ""
+        lines.append(f"  {s['label']:<16} {s['pid']:>4} {vals}{thp}")
+    return "\n".join(lines) + "\n"

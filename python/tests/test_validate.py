@@ -64,3 +64,24 @@ def test_host_set_changes_the_host_for_the_run_and_restores_it():
     cases = {c["name"]: c for c in r.json()["cases"]}
     ran = "thp-read-no-zero-page" if other == "0" else "thp-read-zero-page"
     assert cases[ran]["status"] == "pass", cases[ran]
+
+
+def test_run_native_reports_what_the_kernel_did_in_the_run_json_schema():
+    r = run_mmsim("run", "--native", "--json", HZP_RSS)
+    assert r.returncode == 0, r.stderr
+    rep = r.json()
+    assert rep["native"] is True and rep["machine"]["host"] == f"Linux {os.uname().release}"
+    assert {"page-faults", "minor-faults", "cycles"} <= set(rep["perf_unsupported"]) | set(rep["baseline"]["perf"])
+    read, write = rep["snapshots"]
+    assert [read["label"], write["label"]] == ["after-read", "after-write"]
+    base = rep["baseline"]["processes"][0]
+    p_read, p_write = read["processes"][0], write["processes"][0]
+    if rep["knobs"]["transparent_hugepage/enabled"] != "never":
+        assert p_read["minflt"] - base["minflt"] == 100, "one fault per 2 MiB (MADV_HUGEPAGE)"
+        assert p_write["AnonHugePages"] - p_read["AnonHugePages"] == 2048
+    assert {"thp_fault_alloc", "nr_page_table_pages"} <= set(write["vmstat"])
+    assert {"MemFree", "PageTables"} <= set(write["meminfo"])
+    text = run_mmsim("run", "--native", HZP_RSS)
+    assert text.returncode == 0 and "after-write" in text.stdout and "Native run of 'hzp-rss'" in text.stdout
+    bad = run_mmsim("run", "--native", "--check", HZP_RSS)
+    assert bad.returncode == 2 and "simulator only" in bad.stderr
