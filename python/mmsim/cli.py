@@ -1,6 +1,6 @@
 """The ``mmsim`` command.
 
-    mmsim run WORKLOAD [--set KNOB=VALUE ...] [--check] [--json] [--native]
+    mmsim run WORKLOAD [--set KNOB=VALUE ...] [--check] [--json] [--max-ops N] [--max-memory SIZE] [--native]
     mmsim knobs [--json]
     mmsim profiles [--json]
     mmsim profiles show NAME [--json | --toml]
@@ -61,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the reference model beside the simulator and verify every read",
     )
     run.add_argument("--json", action="store_true", help="print the report as JSON")
+    run.add_argument("--max-ops", metavar="N", help="stop the run after N simulated operations (default 10^9)")
+    run.add_argument(
+        "--max-memory", metavar="SIZE", help="largest simulated memory a workload may ask for (default 256G)"
+    )
     run.add_argument(
         "--native",
         action="store_true",
@@ -353,6 +357,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not eq or not name:
             raise MmsimError(f"--set expects KNOB=VALUE, got {s!r}")
         sets.append((name, value))
+    if args.max_ops is not None:
+        sets.append(("engine.max_ops", args.max_ops))
+    if args.max_memory is not None:
+        sets.append(("engine.max_memory", args.max_memory))
     if args.native:
         from mmsim.native import format_native, native_report
         from mmsim.workload import load_workload

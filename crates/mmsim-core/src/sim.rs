@@ -27,7 +27,17 @@ pub struct RunOptions {
     pub sabotage: crate::kernel::Sabotage,
     /// Exact fast-forward of repeating loop iterations (default on).
     pub fast_forward: Option<bool>,
+    /// Largest simulated memory (bytes) a run may have (None = DEFAULT_MAX_MEMORY): each
+    /// simulated GiB takes about 15 MB of the host's memory (frame metadata and contents).
+    pub max_memory: Option<u64>,
 }
+
+/// The default limit on simulated operations (pages touched, system calls; fast-forwarded
+/// iterations do not count): 10^9, minutes of simulation, so that a runaway workload stops.
+pub const DEFAULT_MAX_OPS: u64 = 1_000_000_000;
+
+/// The default limit on a machine's simulated memory: 256 GiB (about 4 GB of host memory).
+pub const DEFAULT_MAX_MEMORY: u64 = 256 << 30;
 
 /// Run `w` with knob overrides `sets` (applied after the workload's own knobs).
 pub fn run(w: &Workload, sets: &[(String, String)], check: bool) -> Result<Report, Error> {
@@ -60,9 +70,16 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
                     )
                 }
                 "max_ops" => opts.max_steps = Some(v.parse().map_err(|_| bad())?),
+                "max_memory" => {
+                    opts.max_memory =
+                        Some(crate::units::parse_size(v).map_err(|_| {
+                            Error::Knob(format!("--set {k}={v}: expected a size (bytes, or with K/M/G/T)"))
+                        })?)
+                }
                 _ => {
                     return Err(Error::Knob(format!(
-                        "--set {k}: unknown engine option (known: engine.fast_forward, engine.max_ops)"
+                        "--set {k}: unknown engine option (known: engine.fast_forward, engine.max_ops, \
+                         engine.max_memory)"
                     )))
                 }
             }
@@ -74,6 +91,15 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
         }
         knobs.set(k, v).map_err(|e| Error::Knob(format!("--set {k}={v}: {e}")))?;
     }
+    let limit = opts.max_memory.unwrap_or(DEFAULT_MAX_MEMORY);
+    if w.machine.memory.0 > limit {
+        return Err(Error::Limit(format!(
+            "machine.memory: {} GiB is over the limit of {} GiB of simulated memory (each simulated GiB takes \
+             about 15 MB of host memory; raise it with --max-memory / --set engine.max_memory=SIZE)",
+            w.machine.memory.0 >> 30,
+            limit >> 30
+        )));
+    }
     let profile = crate::hw::profile::builtin(&w.machine.profile, &hw_sets).map_err(Error::Profile)?;
     let machine = crate::hw::machine::Machine::new(profile, w.machine.cpus as usize);
     let effective = knobs.effective();
@@ -83,9 +109,7 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
     let mut it = Interp::new(kernel, machine, w.program.clone(), first_cpu, opts.check).map_err(Error::Limit)?;
     it.check_invariants_each_op = opts.invariants_each_op;
     it.fast_forward = opts.fast_forward.unwrap_or(true);
-    if let Some(m) = opts.max_steps {
-        it.max_steps = m;
-    }
+    it.max_steps = opts.max_steps.unwrap_or(DEFAULT_MAX_OPS);
     let baseline = snapshot(&mut it, "baseline", 0);
     let mut snapshots = Vec::new();
     loop {

@@ -521,3 +521,33 @@ fn load_ports_bound_a_load_heavy_loop() {
     assert_eq!(cycles("1"), loads, "one load a cycle");
     assert!((cycles("4") - loads * 3.0 * 0.1).abs() < 1.0, "3 instructions x 0.1 CPI per load");
 }
+
+/// Short iterations are fast-forwarded in spans: the counts (and every vmstat counter) equal
+/// the step-by-step run's; a body with system calls is never fast-forwarded, since its vmstat
+/// counters change every iteration.
+#[test]
+fn short_loops_fast_forward_in_spans_exactly() {
+    let prog = |body: serde_json::Value, count: u64| {
+        json!({"program":[
+            {"op":"mmap","name":"p","size":"64K"},
+            {"op":"write","region":"p"},
+            {"op":"loop","count":count,"body":body}
+        ]})
+    };
+    let reads = json!([{"op":"read","region":"p","stride":64}]);
+    for count in [5000u64, 4999, 12345] {
+        let ff = run_with_sets(prog(reads.clone(), count), &[]);
+        let step = run_with_sets(prog(reads.clone(), count), &[("engine.fast_forward", "0")]);
+        assert!(ff.engine.fast_forwarded_iterations > count / 2, "{count}: {:?}", ff.engine);
+        for name in ["cycles", "instructions", "dTLB-loads", "L1-dcache-load-misses", "page-walks"] {
+            let (a, b) = (perf(&ff, name), perf(&step, name));
+            assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{count} {name}: {a} vs {b}");
+        }
+        assert_eq!(ff.vmstat, step.vmstat);
+    }
+    let syscalls =
+        json!([{"op":"mmap","name":"q","size":"4K"},{"op":"write","region":"q"},{"op":"munmap","region":"q"}]);
+    let r = run_with_sets(prog(syscalls, 3000), &[]);
+    assert_eq!(r.engine.fast_forwarded_iterations, 0);
+    assert_eq!(r.vmstat.get("pgfault").unwrap() - 16, 3000, "every iteration faulted");
+}

@@ -60,7 +60,12 @@ struct IterMark {
     digest: u64,
     perf: PerfCounters,
     faults: i64,
+    /// A digest of every vmstat counter: an iteration that changes one (a system call, a
+    /// fault, kernel work) does not repeat in the counts the report shows.
+    kernel: u64,
     steps: u64,
+    /// The loop's remaining iterations when the mark was taken.
+    remaining: u64,
 }
 
 /// Iterations shorter than this many steps are not considered for fast-forward (the state
@@ -339,37 +344,49 @@ impl Interp {
         }
     }
 
-    /// At the end of a loop iteration: if this iteration started from exactly the state it
-    /// ended in (caches, TLBs, no fault or system call, one task running), every remaining
-    /// iteration would repeat it: add their counts at once (exact fast-forward).
+    /// At the end of a loop iteration: if the iterations since the mark started from exactly
+    /// the state they ended in (caches, TLBs, every vmstat counter, no fault, one task
+    /// running), every later span of as many iterations would repeat them: add their counts
+    /// at once (exact fast-forward).
     fn iteration_boundary(&mut self, t: usize) {
         let others = self.tasks.iter().enumerate().any(|(i, x)| i != t && x.state == TaskState::Running);
+        if others || !self.fast_forward {
+            self.tasks[t].frames.last_mut().expect("frame").mark = None;
+            return;
+        }
         let faults = self.kernel.stat.events[crate::kernel::vmstat::VmEvent::PgFault] + self.tasks[t].page_faults;
         let steps = self.steps;
         let f = self.tasks[t].frames.last().expect("frame");
-        let long = f.mark.as_ref().is_none_or(|m| steps - m.steps >= FAST_FORWARD_MIN_STEPS);
-        if others || !long || !self.fast_forward {
-            let f = self.tasks[t].frames.last_mut().expect("frame");
-            f.mark = None;
+        // Short iterations are compared in spans of several (the digest costs more than a few
+        // steps): a state that repeats after K iterations repeats every K iterations after.
+        if f.mark.as_ref().is_some_and(|m| steps - m.steps < FAST_FORWARD_MIN_STEPS) {
             return;
         }
         let digest = self.machine.digest();
+        let kernel = self
+            .kernel
+            .stat
+            .entries()
+            .iter()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, (_, v)| (h ^ *v as u64).wrapping_mul(0x100_0000_01b3));
         let perf = self.tasks[t].perf.clone();
         let f = self.tasks[t].frames.last_mut().expect("frame");
         if let Some(m) = f.mark.take() {
-            if m.digest == digest && m.faults == faults {
-                let n = f.remaining;
-                f.remaining = 0;
+            if m.digest == digest && m.faults == faults && m.kernel == kernel {
+                // The last K iterations left everything as they found it: skip whole spans of K.
+                let k = m.remaining - f.remaining;
+                let spans = f.remaining / k;
+                f.remaining -= spans * k;
                 // The skipped cycles reach the CPU clock with the rest of this quantum's.
-                let delta = perf.minus(&m.perf).scaled(n);
+                let delta = perf.minus(&m.perf).scaled(spans);
                 self.tasks[t].perf.add(&delta);
-                self.fast_forwarded += n;
-                self.fast_forward_steps += (steps - m.steps) * n;
+                self.fast_forwarded += spans * k;
+                self.fast_forward_steps += (steps - m.steps) * spans;
                 return;
             }
         }
         let f = self.tasks[t].frames.last_mut().expect("frame");
-        f.mark = Some(IterMark { digest, perf, faults, steps });
+        f.mark = Some(IterMark { digest, perf, faults, kernel, steps, remaining: f.remaining });
     }
 
     fn region(&self, t: usize, name: &str) -> (u64, u64) {
