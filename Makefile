@@ -22,7 +22,7 @@ SOURCES := $(shell find crates profiles -type f \( -name '*.rs' -o -name '*.toml
 REPORT := report
 NATIVE_OUT := target/native
 
-.PHONY: help build test lint fmt run bench reproduce clean
+.PHONY: help build test lint fmt run bench reproduce fuzz clean
 
 help: ## list the targets
 	@grep -E '^[a-z][a-zA-Z_-]*:.*## ' $(MAKEFILE_LIST) | \
@@ -78,6 +78,12 @@ bench: build $(NATIVE_OUT)/stream ## simulated references/s vs native and cacheg
 
 reproduce: build ## run every seed experiment at full scale beside the published numbers
 	$(BIN)/mmsim reproduce | tee target/reproduce.txt
+
+FUZZ_SEED ?= $(shell date +%s)
+FUZZ_CASES ?= 20000
+fuzz: ## differential fuzzing campaign against the reference model (FUZZ_SEED, FUZZ_CASES)
+	MMSIM_FUZZ_SEED=$(FUZZ_SEED) MMSIM_FUZZ_CASES=$(FUZZ_CASES) \
+		cargo test --release -p mmsim-core --lib fuzz_campaign -- --ignored --nocapture
 
 clean: ## remove the virtualenv and build outputs
 	rm -rf $(VENV) target $(REPORT) python/mmsim/_mmsim*.so

@@ -150,6 +150,10 @@ fn fuzz_cases() -> u32 {
 
 static READS: AtomicU64 = AtomicU64::new(0);
 static FORKS: AtomicU64 = AtomicU64::new(0);
+static STEPS: AtomicU64 = AtomicU64::new(0);
+static INVARIANT_CHECKS: AtomicU64 = AtomicU64::new(0);
+static COMBOS: std::sync::Mutex<std::collections::BTreeSet<String>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
 
 /// Run one generated workload; Err describes a divergence or invariant violation.
 pub fn check_workload(w: &Value, sabotage: Sabotage) -> Result<(), String> {
@@ -165,6 +169,10 @@ pub fn check_workload(w: &Value, sabotage: Sabotage) -> Result<(), String> {
     let r = run_with(&spec, &[], &opts).map_err(|e| format!("{e}\n{text}"))?;
     READS.fetch_add(r.check.reads_checked, Ordering::Relaxed);
     FORKS.fetch_add(r.processes.len() as u64 - 1, Ordering::Relaxed);
+    STEPS.fetch_add(r.engine.steps, Ordering::Relaxed);
+    INVARIANT_CHECKS.fetch_add(r.check.invariant_checks, Ordering::Relaxed);
+    let combo: Vec<String> = w["knobs"].as_object().map_or(Vec::new(), |k| k.values().map(|v| v.to_string()).collect());
+    COMBOS.lock().expect("combos").insert(combo.join(" "));
     let bad: Vec<_> = r.events.iter().filter(|e| e.kind == "mismatch" || e.kind == "invariant").collect();
     if bad.is_empty() {
         Ok(())
@@ -219,5 +227,37 @@ fn broken_kernels_are_caught() {
         });
         eprintln!("{name}: caught after {caught:?} workloads");
         assert!(caught.is_some(), "{name}: not caught in 1000 workloads");
+    }
+}
+
+/// `make fuzz`: an open-ended campaign (MMSIM_FUZZ_SEED, MMSIM_FUZZ_CASES), shrinking a
+/// failure to a minimal workload; prints what it ran.
+#[test]
+#[ignore = "a campaign: run by `make fuzz`"]
+fn fuzz_campaign() {
+    let config = ProptestConfig {
+        cases: fuzz_cases(),
+        max_shrink_iters: 4000,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(fuzz_seed()),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    let mut runner = proptest::test_runner::TestRunner::new(config);
+    let result = runner.run(&workload(), |w| check_workload(&w, Sabotage::default()).map_err(TestCaseError::fail));
+    let combos = COMBOS.lock().expect("combos").len();
+    println!(
+        "fuzz campaign (seed {}): {} workloads, {} operations, {} reads checked, {} invariant checks, {} processes \
+         forked, {} policy combinations, {} failures",
+        fuzz_seed(),
+        fuzz_cases(),
+        STEPS.load(Ordering::Relaxed),
+        READS.load(Ordering::Relaxed),
+        INVARIANT_CHECKS.load(Ordering::Relaxed),
+        FORKS.load(Ordering::Relaxed),
+        combos,
+        u32::from(result.is_err())
+    );
+    if let Err(e) = result {
+        panic!("minimal failing workload (rerun it with `mmsim run --check`):\n{e}");
     }
 }
