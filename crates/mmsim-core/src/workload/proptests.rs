@@ -261,3 +261,101 @@ fn fuzz_campaign() {
         panic!("minimal failing workload (rerun it with `mmsim run --check`):\n{e}");
     }
 }
+
+/// Any JSON value, biased towards the workload format's shapes (op objects, sizes, names).
+fn any_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        (-1e300f64..1e300).prop_map(Value::from),
+        prop::sample::select(vec![
+            "p",
+            "q",
+            "4K",
+            "2M",
+            "16T",
+            "0x1000",
+            "1e9",
+            "-1",
+            "",
+            "rw",
+            "rx",
+            "shared",
+            "private",
+            "anonymous",
+            "hugepage",
+            "always",
+            "never",
+            "mmap",
+            "read",
+            "write",
+            "fork",
+            "loop",
+            "thread",
+            "fetch",
+            "compare",
+            "default",
+            "westmere-ex",
+            "18446744073709551615K",
+            "99999999999999999999",
+        ])
+        .prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 64, 8, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+            prop::collection::btree_map(
+                prop::sample::select(vec![
+                    "op", "name", "size", "align", "prot", "flags", "addr", "fixed", "region", "offset", "length",
+                    "stride", "expect", "value", "count", "body", "program", "cpu", "label", "knob", "a", "b", "hold",
+                    "machine", "memory", "cpus", "profile", "knobs", "bogus",
+                ])
+                .prop_map(String::from),
+                inner,
+                0..6,
+            )
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, rng_seed: proptest::test_runner::RngSeed::Fixed(7),
+        failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// No input makes the workload parser panic: it parses or names what is wrong; and a
+    /// workload it accepts runs (bounded) without a panic either.
+    #[test]
+    fn the_workload_parser_never_panics(program in prop::collection::vec(any_json(), 0..6), top in any_json()) {
+        let mut w = match top { Value::Object(m) => Value::Object(m), _ => json!({}) };
+        w["program"] = Value::from(program);
+        let text = w.to_string();
+        match parse_workload(&text) {
+            Ok(spec) => {
+                let opts = RunOptions { max_steps: Some(20_000), max_memory: Some(1 << 30), ..Default::default() };
+                let _ = run_with(&spec, &[], &opts);
+            }
+            Err(e) => prop_assert!(!e.to_string().is_empty()),
+        }
+        let _ = parse_workload(&text[..text.len() / 2]);
+    }
+
+    /// No override (of a real parameter, or of none) makes the profile parser or the machine
+    /// built from it panic.
+    #[test]
+    fn the_profile_parser_never_panics(
+        i in any::<prop::sample::Index>(),
+        junk in "[a-z_.0-9]{0,24}",
+        value in prop_oneof![Just("0".to_string()), Just("-1".to_string()), Just("1e308".to_string()),
+                             Just("3".to_string()), Just("fifo".to_string()), "[-a-zA-Z0-9.]{0,12}"],
+    ) {
+        let paths: Vec<String> = crate::hw::profile::flatten(crate::hw::profile::BUILTIN[0].1)
+            .unwrap().into_iter().map(|(p, _)| p).collect();
+        let path = if i.index(10) == 0 { junk } else { paths[i.index(paths.len())].clone() };
+        if let Ok(p) = crate::hw::profile::builtin("default", &[(path, value)]) {
+            let _ = crate::hw::machine::Machine::new(p, 1);
+        }
+    }
+}
