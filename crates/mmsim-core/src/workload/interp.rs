@@ -140,6 +140,8 @@ pub struct Interp {
     pub events: Vec<Event>,
     pub events_dropped: u64,
     /// Labels reached by `snapshot` ops, in order, for the caller to record.
+    /// Page faults handled so far (for invariant checks in fuzz mode).
+    faults_handled: u64,
     /// Snapshots asked for since the last round: (label, pid of the asking task).
     pub snapshot_requests: Vec<(String, u32)>,
     /// Check invariants after every system call (fuzz mode).
@@ -176,6 +178,7 @@ impl Interp {
             events: Vec::new(),
             events_dropped: 0,
             snapshot_requests: Vec::new(),
+            faults_handled: 0,
             check_invariants_each_op: false,
             invariant_violation: None,
             steps: 0,
@@ -697,7 +700,16 @@ impl Interp {
                 self.machine.drain_work(cpu, &mut self.kernel, perf, base);
             }
             match outcome {
-                FaultOutcome::Handled => self.tasks[t].minflt += 1,
+                FaultOutcome::Handled => {
+                    self.tasks[t].minflt += 1;
+                    // In fuzz mode the invariants are checked after faults too: after each of
+                    // a run's first 256 and every 64th after that (a full recount costs more
+                    // than a fault; shrunk failures are small, so they are all checked).
+                    self.faults_handled += 1;
+                    if self.faults_handled <= 256 || self.faults_handled % 64 == 0 {
+                        self.after_syscall();
+                    }
+                }
                 FaultOutcome::Segv => {
                     let pid = self.tasks[t].pid;
                     let what = access_name(access);
