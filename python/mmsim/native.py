@@ -159,6 +159,23 @@ def _snap(rows: list[dict[str, Any]], label: str, pid: int) -> dict[str, Any] | 
     return next((r for r in rows if r["label"] == label and r["pid"] == pid), None)
 
 
+def _host_workload(name: str, program: list[Any], host: Mapping[str, Any]) -> dict[str, Any]:
+    """A workload with the host's THP settings as its knobs (so mmsim's policy matches)."""
+    knobs = {k: host[k] for k in HOST_KNOBS if host.get(k) is not None}
+    return {"name": name, "knobs": knobs, "program": program}
+
+
+def _result(name: str, status: str, reason: str, pins: str, counters: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"name": name, "status": status, "reason": reason, "pins": pins, "counters": counters}
+
+
+def _verdict(name: str, pins: str, counters: list[dict[str, Any]]) -> dict[str, Any]:
+    """Pass unless a counter differs by more than its tolerance (the reason names each)."""
+    bad = [c for c in counters if abs(c["kernel"] - c["simulated"]) > c["tolerance"]]
+    reason = ", ".join(f"{c['name']}: kernel {c['kernel']}, mmsim {c['simulated']}" for c in bad)
+    return _result(name, "fail" if bad else "pass", reason, pins, counters)
+
+
 def validate_case(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Run one case natively and in mmsim with the host's settings; compare the changes
     between the `before` and `after` snapshots of each process."""
@@ -166,19 +183,8 @@ def validate_case(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, f
 
     for knob, value in case.needs.items():
         if str(host.get(knob)) != value:
-            return {
-                "name": case.name,
-                "status": "skip",
-                "reason": f"needs {knob}={value}, host has {host.get(knob)}",
-                "pins": case.pins,
-                "counters": [],
-            }
-    knobs = {
-        k: host[k]
-        for k in ("transparent_hugepage/enabled", "transparent_hugepage/defrag", "transparent_hugepage/use_zero_page")
-        if host.get(k) is not None
-    }
-    workload = {"name": case.name, "knobs": knobs, "program": case.program}
+            return _result(case.name, "skip", f"needs {knob}={value}, host has {host.get(knob)}", case.pins, [])
+    workload = _host_workload(case.name, case.program, host)
     native = run_native(workload)
     sim = run_workload(workload)
     counters = []
@@ -188,13 +194,7 @@ def validate_case(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, f
         sb = next((s for s in sim["snapshots"] if s["label"] == "before" and s["pid"] == pid), None)
         sa = next((s for s in sim["snapshots"] if s["label"] == "after" and s["pid"] == pid), None)
         if None in (nb, na, sb, sa):
-            return {
-                "name": case.name,
-                "status": "fail",
-                "reason": f"pid {pid}: missing before/after snapshots",
-                "pins": case.pins,
-                "counters": [],
-            }
+            return _result(case.name, "fail", f"pid {pid}: missing before/after snapshots", case.pins, [])
         sp = {p["pid"]: p for p in sb["processes"]}[pid], {p["pid"]: p for p in sa["processes"]}[pid]
         for c in case.counters:
             k = f"{c}" if len(case.pids) == 1 else f"pid {pid} {c}"
@@ -216,14 +216,7 @@ def validate_case(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, f
                         "tolerance": tol.get(v, 0),
                     }
                 )
-    bad = [c for c in counters if abs(c["kernel"] - c["simulated"]) > c["tolerance"]]
-    return {
-        "name": case.name,
-        "status": "fail" if bad else "pass",
-        "reason": ", ".join(f"{c['name']}: kernel {c['kernel']}, mmsim {c['simulated']}" for c in bad),
-        "pins": case.pins,
-        "counters": counters,
-    }
+    return _verdict(case.name, case.pins, counters)
 
 
 def _w(*ops: dict[str, Any]) -> list[dict[str, Any]]:
@@ -408,23 +401,11 @@ SUITE = [
 ]
 
 
-def workload_case(workload: Mapping[str, Any]) -> Case:
-    """A case of a user's workload: every pair of consecutive snapshots one process took is
-    compared (faults, RssAnon, RssShmem, VmPTE, AnonHugePages), and the system's THP events
-    between pid 1's."""
-    return Case(str(workload.get("name", "workload")), "the workload's own snapshots", list(workload["program"]))
-
-
 def validate_workload(workload: Mapping[str, Any], host: Mapping[str, Any]) -> dict[str, Any]:
     """Run a user's workload natively and in mmsim; compare consecutive snapshots per process."""
     from mmsim.workload import run_workload
 
-    knobs = {
-        k: host[k]
-        for k in ("transparent_hugepage/enabled", "transparent_hugepage/defrag", "transparent_hugepage/use_zero_page")
-        if host.get(k) is not None
-    }
-    w = {"name": workload.get("name", "workload"), "knobs": knobs, "program": list(workload["program"])}
+    w = _host_workload(str(workload.get("name", "workload")), list(workload["program"]), host)
     native = [r for r in run_native(w) if r["label"] != "__start"]
     sim = run_workload(w)["snapshots"]
     counters = []
@@ -433,14 +414,8 @@ def validate_workload(workload: Mapping[str, Any], host: Mapping[str, Any]) -> d
         ns = [r for r in native if r["pid"] == pid]
         ss = [s for s in sim if s["pid"] == pid]
         if [r["label"] for r in ns] != [s["label"] for s in ss]:
-            return {
-                "name": w["name"],
-                "status": "fail",
-                "pins": "",
-                "counters": [],
-                "reason": f"pid {pid}: snapshots differ (kernel {[r['label'] for r in ns]}, "
-                f"mmsim {[s['label'] for s in ss]})",
-            }
+            labels = f"kernel {[r['label'] for r in ns]}, mmsim {[s['label'] for s in ss]}"
+            return _result(w["name"], "fail", f"pid {pid}: snapshots differ ({labels})", "", [])
         for (n0, n1), (s0, s1) in zip(pairwise(ns), pairwise(ss), strict=True):
             p0 = {p["pid"]: p for p in s0["processes"]}[pid]
             p1 = {p["pid"]: p for p in s1["processes"]}[pid]
@@ -463,22 +438,9 @@ def validate_workload(workload: Mapping[str, Any], host: Mapping[str, Any]) -> d
                             "tolerance": 0,
                         }
                     )
-    bad = [c for c in counters if abs(c["kernel"] - c["simulated"]) > c["tolerance"]]
     if not counters:
-        return {
-            "name": w["name"],
-            "status": "skip",
-            "pins": "",
-            "counters": [],
-            "reason": "no process took two snapshots: nothing to compare",
-        }
-    return {
-        "name": w["name"],
-        "status": "fail" if bad else "pass",
-        "pins": "the workload's own snapshots",
-        "reason": ", ".join(f"{c['name']}: kernel {c['kernel']}, mmsim {c['simulated']}" for c in bad),
-        "counters": counters,
-    }
+        return _result(w["name"], "skip", "no process took two snapshots: nothing to compare", "", [])
+    return _verdict(w["name"], "the workload's own snapshots", counters)
 
 
 #: Host knobs `--host-set` may change (sysfs files under /sys/kernel/mm/).

@@ -342,6 +342,26 @@ impl Machine {
         }
     }
 
+    /// Call `f` with each line (index within the page) that `count` accesses at offsets
+    /// `ps, ps+stride, ...` below `pe` touch, once per line: with a stride of a line or more
+    /// every access has a line of its own; with a smaller one every line from the first
+    /// access to the last holds at least one (the others in a line hit it).
+    #[inline]
+    fn for_each_line(&mut self, ps: u64, pe: u64, stride: u64, count: u64, f: &mut impl FnMut(&mut Machine, u64)) {
+        if stride >= self.line_size() {
+            let mut off = ps;
+            while off < pe {
+                f(self, off >> self.line_shift);
+                off += stride;
+            }
+        } else {
+            let last = ps + (count - 1) * stride;
+            for l in (ps >> self.line_shift)..=(last >> self.line_shift) {
+                f(self, l);
+            }
+        }
+    }
+
     /// `count` instruction fetches from one page at offsets `ps, ps+stride, ...` (straight-line
     /// code, each fetch `instr_per_fetch` instructions): the iTLB was consulted by
     /// `translate`; here the lines are fetched through the L1i and a miss stalls the front end
@@ -372,18 +392,7 @@ impl Machine {
             }
             stall += m.stall(lvl, false);
         };
-        if stride >= self.line_size() {
-            let mut off = ps;
-            while off < pe {
-                fetch_line(self, off >> self.line_shift);
-                off += stride;
-            }
-        } else {
-            let last = ps + (count - 1) * stride;
-            for l in (ps >> self.line_shift)..=(last >> self.line_shift) {
-                fetch_line(self, l);
-            }
-        }
+        self.for_each_line(ps, pe, stride, count, &mut fetch_line);
         perf.stalled_frontend += stall;
         perf.cycles += instr * self.p.cpu.base_cpi + stall;
     }
@@ -432,21 +441,7 @@ impl Machine {
             }
             stall += m.stall(lvl, true);
         };
-        if stride >= self.line_size() {
-            // Every access is to a line of its own.
-            let mut off = ps;
-            while off < pe {
-                touch(self, base + (off >> self.line_shift));
-                off += stride;
-            }
-        } else {
-            // Every line from the first access to the last holds at least one access; the
-            // others in a line hit it.
-            let last = ps + (count - 1) * stride;
-            for l in (ps >> self.line_shift)..=(last >> self.line_shift) {
-                touch(self, base + l);
-            }
-        }
+        self.for_each_line(ps, pe, stride, count, &mut |m: &mut Machine, l: u64| touch(m, base + l));
         cycles += stall;
         perf.stalled_backend += stall;
         perf.cycles += cycles;

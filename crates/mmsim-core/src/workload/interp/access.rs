@@ -1,0 +1,371 @@
+//! The access side of the interpreter: a task's loads, stores, instruction fetches, compares
+//! and atomics, a page at a time through the hardware model (TLB, walk, caches), taking page
+//! faults through the kernel, and checking what is read against the reference model.
+
+use super::*;
+
+impl Interp {
+    /// Make one page accessible: walk, fault as needed. Err when the task died.
+    fn access_page(&mut self, t: usize, addr: u64, access: Access) -> Result<Pfn, Stop> {
+        let mut oom_tries = 0;
+        let mut retry = false;
+        loop {
+            let mm = self.tasks[t].mm.ok_or(Stop::Dead)?;
+            let cpu = self.tasks[t].cpu;
+            if let Translation::Frame(pfn) =
+                self.machine.translate(cpu, &mut self.kernel, mm, addr, access, &mut self.tasks[t].perf, retry)
+            {
+                if let Some(o) = &self.oracle {
+                    let pid = self.tasks[t].pid;
+                    if !o.access_ok(self.tasks[t].tgid, addr & !(PAGE_SIZE - 1), access) {
+                        let what = access_name(access);
+                        self.mismatch(
+                            pid,
+                            format!("{what} at {addr:#x}: simulator allowed it, reference model raises SIGSEGV"),
+                        );
+                    }
+                }
+                return Ok(pfn);
+            }
+            self.tasks[t].page_faults += 1;
+            retry = true;
+            let outcome = self.kernel.do_user_addr_fault(mm, addr, access);
+            {
+                let (entry, handler) = (self.machine.p.cost.fault_entry_exit, self.machine.p.cost.fault_handler);
+                let perf = &mut self.tasks[t].perf;
+                perf.charge("asm_exc_page_fault", entry);
+                perf.charge(self.kernel.fault_path, handler);
+                let base = self.machine.cpus[cpu].clock - self.quantum_base;
+                self.machine.drain_work(cpu, &mut self.kernel, perf, base);
+            }
+            match outcome {
+                FaultOutcome::Handled => {
+                    self.tasks[t].minflt += 1;
+                    // In fuzz mode the invariants are checked after faults too: after each of
+                    // a run's first 256 and every 64th after that (a full recount costs more
+                    // than a fault; shrunk failures are small, so they are all checked).
+                    self.faults_handled += 1;
+                    if self.faults_handled <= 256 || self.faults_handled.is_multiple_of(64) {
+                        self.after_syscall();
+                    }
+                }
+                FaultOutcome::Segv => {
+                    let pid = self.tasks[t].pid;
+                    let what = access_name(access);
+                    self.event(
+                        pid,
+                        "segfault",
+                        format!("segfault at {addr:#x}: {what} of unmapped or protected memory"),
+                    );
+                    if let Some(o) = &self.oracle {
+                        if o.access_ok(self.tasks[t].tgid, addr & !(PAGE_SIZE - 1), access) {
+                            self.mismatch(
+                                pid,
+                                format!("{what} at {addr:#x}: simulator raised SIGSEGV, reference model allows it"),
+                            );
+                        }
+                    }
+                    self.kill_group(t);
+                    return Err(Stop::Dead);
+                }
+                FaultOutcome::Bus => {
+                    let pid = self.tasks[t].pid;
+                    self.event(pid, "segfault", format!("SIGBUS at {addr:#x}"));
+                    self.kill_group(t);
+                    return Err(Stop::Dead);
+                }
+                FaultOutcome::Oom => {
+                    if let Some(victim) = self.kernel.oom_victim.take() {
+                        self.kill_mm(victim);
+                        if self.tasks[t].mm.is_none() {
+                            return Err(Stop::Dead);
+                        }
+                    }
+                    oom_tries += 1;
+                    if oom_tries >= OOM_RETRIES {
+                        let pid = self.tasks[t].pid;
+                        self.event(
+                            pid,
+                            "oom-kill",
+                            format!("fault at {addr:#x} failed {OOM_RETRIES} times for want of memory: killed"),
+                        );
+                        self.kill_group(t);
+                        return Err(Stop::Dead);
+                    }
+                }
+            }
+        }
+    }
+
+    fn mismatch(&mut self, pid: u32, msg: String) {
+        self.check.mismatches += 1;
+        self.event(pid, "mismatch", msg);
+    }
+
+    /// Advance a read/write/compare by up to `budget` pages; returns the pages used.
+    pub(super) fn continue_cursor(&mut self, t: usize, budget: u64) -> u64 {
+        match self.tasks[t].cursor {
+            Cursor::Access { .. } => self.continue_access(t, budget),
+            Cursor::Compare { .. } => self.continue_compare(t, budget),
+            Cursor::Atomic { .. } => self.continue_atomic(t, budget),
+            Cursor::Fetch { .. } => self.continue_fetch(t, budget),
+            Cursor::Idle => 0,
+        }
+    }
+
+    fn continue_access(&mut self, t: usize, budget: u64) -> u64 {
+        let (pid, tgid) = (self.tasks[t].pid, self.tasks[t].tgid);
+        let mut used = 0;
+        while used < budget && (used == 0 || self.tasks[t].perf.cycles <= self.time_limit) {
+            let Cursor::Access { write, next, end, stride, value, expect, failed } = self.tasks[t].cursor else {
+                return used;
+            };
+            if next >= end {
+                self.tasks[t].cursor = Cursor::Idle;
+                return used;
+            }
+            let page = next & !(PAGE_SIZE - 1);
+            let page_end = (page + PAGE_SIZE).min(end);
+            // Offsets in this page: next, next+stride, ... < page_end.
+            let ps = (next - page) as usize;
+            let pe = (page_end - page) as usize;
+            let count = (pe - ps).div_ceil(stride as usize) as u64;
+            let after = next.saturating_add(count * stride);
+            used += 1;
+            self.steps += 1;
+            let kind = if write { Access::Write } else { Access::Read };
+            let Ok(pfn) = self.access_page(t, next, kind) else {
+                return used;
+            };
+            let st = stride.min(PAGE_SIZE) as usize;
+            {
+                let cpu = self.tasks[t].cpu;
+                let ipa = self.machine.p.cost.access_instructions;
+                self.machine.page_accesses(
+                    cpu,
+                    pfn,
+                    ps as u64,
+                    pe as u64,
+                    stride.min(PAGE_SIZE),
+                    write,
+                    ipa,
+                    &mut self.tasks[t].perf,
+                );
+            }
+            let mut failed = failed;
+            if write {
+                self.kernel.page_content_mut(pfn).write(ps, pe, st, value);
+                if let Some(o) = self.oracle.as_mut() {
+                    o.write(tgid, page, ps, pe, st, value);
+                }
+            } else {
+                let got = self.kernel.page_content(pfn);
+                let mut expect_msg = None;
+                let mut mismatch_msg = None;
+                if let Some(x) = expect {
+                    let bad = match got {
+                        Some(c) => c.find_not(ps, pe, st, x),
+                        None => (x != 0).then_some(ps),
+                    };
+                    if let Some(off) = bad {
+                        if !failed {
+                            let found = got.map_or(0, |c| c.get(off));
+                            expect_msg = Some(format!("read at {:#x}: expected {x}, found {found}", page + off as u64));
+                        }
+                        failed = true;
+                    }
+                }
+                if let Some(o) = &self.oracle {
+                    let want = o.page(tgid, page);
+                    if let Some(off) = first_diff_strided(got, want, ps, pe, st) {
+                        let (g, w) = (got.map_or(0, |c| c.get(off)), want.map_or(0, |c| c.get(off)));
+                        mismatch_msg = Some(format!(
+                            "read at {:#x}: reference model expects {w}, simulator returned {g}",
+                            page + off as u64
+                        ));
+                    }
+                    self.check.reads_checked += count;
+                }
+                if let Some(m) = expect_msg {
+                    self.check.expect_failures += 1;
+                    self.event(pid, "expect", m);
+                }
+                if let Some(m) = mismatch_msg {
+                    self.mismatch(pid, m);
+                }
+            }
+            if let Cursor::Access { next: n, failed: f, .. } = &mut self.tasks[t].cursor {
+                *n = after;
+                *f = failed;
+            }
+        }
+        used
+    }
+
+    /// Instruction fetches, a page at a time: the iTLB (walk, fault) once per page, then the
+    /// page's lines through the L1i.
+    fn continue_fetch(&mut self, t: usize, budget: u64) -> u64 {
+        let mut used = 0;
+        while used < budget && (used == 0 || self.tasks[t].perf.cycles <= self.time_limit) {
+            let Cursor::Fetch { next, end, stride } = self.tasks[t].cursor else {
+                return used;
+            };
+            if next >= end {
+                self.tasks[t].cursor = Cursor::Idle;
+                return used;
+            }
+            let page = next & !(PAGE_SIZE - 1);
+            let page_end = (page + PAGE_SIZE).min(end);
+            let (ps, pe) = (next - page, page_end - page);
+            let count = (pe - ps).div_ceil(stride);
+            used += 1;
+            self.steps += 1;
+            let Ok(pfn) = self.access_page(t, next, Access::Exec) else {
+                return used;
+            };
+            let cpu = self.tasks[t].cpu;
+            let ipf = stride.min(self.machine.line_size()) as f64 / self.machine.p.cost.instruction_bytes;
+            self.machine.page_fetches(cpu, pfn, ps, pe, stride.min(PAGE_SIZE), ipf, &mut self.tasks[t].perf);
+            if let Cursor::Fetch { next: n, .. } = &mut self.tasks[t].cursor {
+                *n = next.saturating_add(count * stride);
+            }
+        }
+        used
+    }
+
+    fn continue_compare(&mut self, t: usize, budget: u64) -> u64 {
+        let (pid, tgid) = (self.tasks[t].pid, self.tasks[t].tgid);
+        let mut used = 0;
+        while used < budget && (used == 0 || self.tasks[t].perf.cycles <= self.time_limit) {
+            let Cursor::Compare { a, b, pos, len, expect, stride } = self.tasks[t].cursor else {
+                return used;
+            };
+            if pos >= len {
+                self.finish_compare(t, true, expect);
+                return used;
+            }
+            let pa = a.saturating_add(pos);
+            let pb = b.saturating_add(pos);
+            let chunk = if stride > 0 {
+                1
+            } else {
+                (PAGE_SIZE - (pa & (PAGE_SIZE - 1))).min(PAGE_SIZE - (pb & (PAGE_SIZE - 1))).min(len - pos)
+            };
+            used += 1;
+            self.steps += 1;
+            let Ok(fa) = self.access_page(t, pa, Access::Read) else {
+                return used;
+            };
+            let Ok(fb) = self.access_page(t, pb, Access::Read) else {
+                return used;
+            };
+            let oa = (pa & (PAGE_SIZE - 1)) as usize;
+            let ob = (pb & (PAGE_SIZE - 1)) as usize;
+            {
+                let cpu = self.tasks[t].cpu;
+                let perf = &mut self.tasks[t].perf;
+                if stride > 0 {
+                    // `*p == *q` in a loop: two loads and the loop's instructions.
+                    let ipa = self.machine.p.cost.access_instructions / 2.0;
+                    self.machine.page_accesses(cpu, fa, oa as u64, oa as u64 + 1, 1, false, ipa, perf);
+                    self.machine.page_accesses(cpu, fb, ob as u64, ob as u64 + 1, 1, false, ipa, perf);
+                } else {
+                    // memcmp: vector loads of both ranges; its instructions split between them.
+                    let lb = self.machine.p.cost.memcmp_load_bytes;
+                    let ipa = self.machine.p.cost.memcmp_instructions_per_byte * lb as f64 / 2.0;
+                    self.machine.page_accesses(cpu, fa, oa as u64, oa as u64 + chunk, lb, false, ipa, perf);
+                    self.machine.page_accesses(cpu, fb, ob as u64, ob as u64 + chunk, lb, false, ipa, perf);
+                }
+            }
+            let same = chunk_equal(self.kernel.page_content(fa), oa, self.kernel.page_content(fb), ob, chunk as usize);
+            if let Some(o) = &self.oracle {
+                let ra = o.page(tgid, pa & !(PAGE_SIZE - 1));
+                let rb = o.page(tgid, pb & !(PAGE_SIZE - 1));
+                self.check.reads_checked += 2 * chunk;
+                if chunk_equal(ra, oa, rb, ob, chunk as usize) != same {
+                    self.mismatch(
+                        pid,
+                        format!(
+                            "compare at {pa:#x} vs {pb:#x}: simulator says equal={same}, reference model disagrees"
+                        ),
+                    );
+                }
+            }
+            if !same {
+                self.finish_compare(t, false, expect);
+                return used;
+            }
+            if let Cursor::Compare { pos: p, .. } = &mut self.tasks[t].cursor {
+                *p += if stride > 0 { stride } else { chunk };
+            }
+        }
+        used
+    }
+
+    fn continue_atomic(&mut self, t: usize, budget: u64) -> u64 {
+        let mut used = 0;
+        // Atomics run in exact time order across CPUs: no slack.
+        while used < budget && (used == 0 || self.tasks[t].perf.cycles <= self.time_limit - SLICE_SLACK) {
+            let Cursor::Atomic { addr, remaining, hold } = self.tasks[t].cursor else { return used };
+            if remaining == 0 {
+                self.tasks[t].cursor = Cursor::Idle;
+                return used;
+            }
+            used += 1;
+            self.steps += 1;
+            let Ok(pfn) = self.access_page(t, addr, Access::Write) else { return used };
+            let cpu = self.tasks[t].cpu;
+            let line = (pfn.phys() + (addr & (PAGE_SIZE - 1))) >> self.machine.line_size().trailing_zeros();
+            let now = self.machine.cpus[cpu].clock + self.tasks[t].perf.cycles - self.quantum_base;
+            let func = if hold > 0 { "spin_lock" } else { "atomic_add" };
+            self.machine.atomic_rmw(cpu, line, now, hold as f64, 1.0, func, &mut self.tasks[t].perf);
+            if let Cursor::Atomic { remaining: r, .. } = &mut self.tasks[t].cursor {
+                *r -= 1;
+            }
+        }
+        used
+    }
+
+    fn finish_compare(&mut self, t: usize, equal: bool, expect: Option<bool>) {
+        self.tasks[t].cursor = Cursor::Idle;
+        if let Some(e) = expect {
+            if e != equal {
+                let pid = self.tasks[t].pid;
+                self.check.expect_failures += 1;
+                self.event(pid, "expect", format!("compare: expected equal={e}, memcmp found equal={equal}"));
+            }
+        }
+    }
+}
+
+/// First offset in [ps, pe) stepping `st` where two pages differ.
+fn first_diff_strided(
+    a: Option<&PageContent>,
+    b: Option<&PageContent>,
+    ps: usize,
+    pe: usize,
+    st: usize,
+) -> Option<usize> {
+    match (a, b) {
+        (None, None) => None,
+        (Some(x), Some(y)) if x == y => None,
+        (Some(x), None) | (None, Some(x)) => x.find_not(ps, pe, st, 0),
+        (Some(x), Some(y)) => {
+            if let (Some(u), Some(v)) = (x.uniform(), y.uniform()) {
+                return (u != v).then_some(ps);
+            }
+            (ps..pe).step_by(st).find(|&o| x.get(o) != y.get(o))
+        }
+    }
+}
+
+/// memcmp of `n` bytes at offset `oa` of one page and `ob` of another.
+fn chunk_equal(a: Option<&PageContent>, oa: usize, b: Option<&PageContent>, ob: usize, n: usize) -> bool {
+    let ua = a.map_or(Some(0), |c| c.uniform());
+    let ub = b.map_or(Some(0), |c| c.uniform());
+    if let (Some(x), Some(y)) = (ua, ub) {
+        return x == y;
+    }
+    let get = |c: Option<&PageContent>, o: usize| c.map_or(0, |c| c.get(o));
+    (0..n).all(|i| get(a, oa + i) == get(b, ob + i))
+}
