@@ -43,6 +43,11 @@ pub struct Cpu {
     /// The L2 streamer's trackers: the last line of each ascending stream it follows
     /// (`cache.prefetch_streams` of them), most recently used first.
     streams: Vec<u64>,
+    /// Cycles until every translation the core has run ahead of (STLB lookups and page
+    /// walks of independent loads and stores still in the reorder window) is complete.
+    walk_debt: f64,
+    /// The task whose accesses `walk_debt` belongs to.
+    pub walk_task: Option<usize>,
 }
 
 fn cache(name: &str, c: &CacheLevel, line: u64) -> SetAssoc {
@@ -94,6 +99,8 @@ impl Machine {
                 clock: 0.0,
                 cur_asid: None,
                 streams: vec![u64::MAX; p.cache.prefetch_streams],
+                walk_debt: 0.0,
+                walk_task: None,
             })
             .collect();
         Machine {
@@ -220,14 +227,16 @@ impl Machine {
                 // A write to a read-only translation (a fetch from a no-execute one) faults;
                 // the fault drops the entry.
                 self.cpus[cpu].tlb.invlpg(asid, vaddr);
+                self.drain_translations(cpu, perf);
                 return Translation::Fault;
             }
             if hit == TlbHit::Stlb {
-                perf.cycles += self.p.tlb.stlb_latency;
+                let lat = self.p.tlb.stlb_latency;
                 if fetch {
-                    perf.stalled_frontend += self.p.tlb.stlb_latency;
+                    perf.cycles += lat;
+                    perf.stalled_frontend += lat;
                 } else {
-                    perf.stalled_backend += self.p.tlb.stlb_latency;
+                    self.translation_latency(cpu, lat, false, perf);
                 }
             }
             if !write || entry.has(pgtable::DIRTY) {
@@ -266,6 +275,9 @@ impl Machine {
         let (write, fetch) = (access == Access::Write, access == Access::Exec);
         perf.page_walks += 1;
         let mut cycles = self.p.tlb.walk_overhead;
+        // The walk starts once the STLB lookup has missed (a first-level miss that finds
+        // nothing at all has still paid for the lookup).
+        let lookup = if self.p.tlb.stlb.entries > 0 { self.p.tlb.stlb_latency } else { 0.0 };
         // Table to read at each level: 3 = PGD (PML4), 2 = PUD (PDPT), 1 = PMD (PD), 0 = PTE.
         let (mut level, mut table) = {
             let t = &mut self.cpus[cpu].tlb;
@@ -318,13 +330,58 @@ impl Machine {
             level -= 1;
         };
         perf.page_walk_cycles += cycles;
-        perf.cycles += cycles;
+        let latency = lookup + cycles;
         if fetch {
-            perf.stalled_frontend += cycles;
+            // The front end waits for the instruction's translation: nothing to overlap.
+            perf.cycles += latency;
+            perf.stalled_frontend += latency;
+        } else if matches!(result, Translation::Fault) {
+            // The fault is taken when the faulting access reaches retirement: everything the
+            // core ran ahead of completes first, and the walk is not overlapped.
+            self.drain_translations(cpu, perf);
+            perf.cycles += latency;
+            perf.stalled_backend += latency;
         } else {
-            perf.stalled_backend += cycles;
+            self.translation_latency(cpu, latency, true, perf);
         }
         result
+    }
+
+    /// The visible cost of a data access's translation latency `lat` (an STLB hit, or with
+    /// `walk` a page walk, which occupies one of `tlb.page_walkers`) on an out-of-order
+    /// core: independent work goes on while the translation completes, until the reorder
+    /// buffer (`cpu.rob` instructions at the base CPI) is full behind the waiting access.
+    /// Walks queue for the walkers, so a stream of them is walk-bound. An in-order core
+    /// (`rob` 0) stalls for the whole latency. Like the hardware's own WALK_DURATION,
+    /// `page_walk_cycles` counts the walker's busy cycles whether or not they were hidden.
+    fn translation_latency(&mut self, cpu: usize, lat: f64, walk: bool, perf: &mut PerfCounters) {
+        let window = self.p.cpu.rob as f64 * self.p.cpu.base_cpi;
+        let c = &mut self.cpus[cpu];
+        let done =
+            if walk { (c.walk_debt + lat / self.p.tlb.page_walkers as f64).max(lat) } else { c.walk_debt.max(lat) };
+        let stall = (done - window).max(0.0);
+        c.walk_debt = done - stall;
+        perf.cycles += stall;
+        perf.stalled_backend += stall;
+    }
+
+    /// `cycles` of the core's own work (instructions and cache stalls) overlap the
+    /// translations it ran ahead of.
+    #[inline]
+    fn overlap_work(&mut self, cpu: usize, cycles: f64) {
+        let c = &mut self.cpus[cpu];
+        c.walk_debt = (c.walk_debt - cycles).max(0.0);
+    }
+
+    /// A serialising event (a fault, a system call, a locked instruction, a context
+    /// switch): wait for every outstanding translation of the running task.
+    pub fn drain_translations(&mut self, cpu: usize, perf: &mut PerfCounters) -> f64 {
+        let c = &mut self.cpus[cpu];
+        let stall = c.walk_debt;
+        c.walk_debt = 0.0;
+        perf.cycles += stall;
+        perf.stalled_backend += stall;
+        stall
     }
 
     /// An instruction fetch of one line through `cpu`'s L1i, then the unified L2 and the LLC.
@@ -394,7 +451,9 @@ impl Machine {
         };
         self.for_each_line(ps, pe, stride, count, &mut fetch_line);
         perf.stalled_frontend += stall;
-        perf.cycles += instr * self.p.cpu.base_cpi + stall;
+        let cycles = instr * self.p.cpu.base_cpi + stall;
+        perf.cycles += cycles;
+        self.overlap_work(cpu, cycles);
     }
 
     /// `count` accesses of a loop to one page at offsets `ps, ps+stride, ...`: the TLB was
@@ -445,6 +504,7 @@ impl Machine {
         cycles += stall;
         perf.stalled_backend += stall;
         perf.cycles += cycles;
+        self.overlap_work(cpu, cycles);
     }
 
     /// Charge the kernel's queued work to `cpu` (and remote CPUs for shootdowns).
@@ -579,6 +639,7 @@ impl Machine {
             for &s in &c.streams {
                 h = (h ^ s).wrapping_mul(0x100_0000_01b3);
             }
+            h = (h ^ c.walk_debt.to_bits()).wrapping_mul(0x100_0000_01b3);
         }
         self.llc.digest(&mut h);
         h

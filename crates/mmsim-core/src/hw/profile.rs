@@ -37,6 +37,9 @@ pub struct CpuSpec {
     pub loads_per_cycle: f64,
     /// Stores the core can issue per cycle.
     pub stores_per_cycle: f64,
+    /// Reorder-buffer entries: how far past a load still waiting for its translation the
+    /// core keeps executing independent work (0: an in-order core, no run-ahead).
+    pub rob: u32,
 }
 
 /// TLBs and page-walk caches of one CPU.
@@ -62,6 +65,8 @@ pub struct TlbSpec {
     pub pwc_pde: ArraySpec,
     /// Fixed cycles of a page walk beyond its memory accesses.
     pub walk_overhead: f64,
+    /// Page walks the page-miss handler(s) can have in flight at once.
+    pub page_walkers: u32,
 }
 
 /// Caches.
@@ -278,6 +283,9 @@ fn validate(p: &Profile) -> Result<(), String> {
     pos("cpu.loads_per_cycle", p.cpu.loads_per_cycle)?;
     pos("cpu.stores_per_cycle", p.cpu.stores_per_cycle)?;
     pos("memory.mlp", p.memory.mlp)?;
+    if p.tlb.page_walkers == 0 {
+        return Err("profile: tlb.page_walkers: must be at least 1".into());
+    }
     pos("cost.clear_bytes_per_cycle", p.cost.clear_bytes_per_cycle)?;
     pos("cost.copy_bytes_per_cycle", p.cost.copy_bytes_per_cycle)?;
     pos("cost.instruction_bytes", p.cost.instruction_bytes)?;

@@ -4,76 +4,133 @@
 //! analogue of CONFIG_DEBUG_VM checks, cheap enough to run after every operation on small
 //! machines.
 
-use std::collections::HashMap;
-
 use super::mm::MmCounter;
 use super::mm_types::{pg, NIL};
 use super::vmstat::VmItem;
 use super::{Kernel, MmId};
 use crate::units::{Pfn, HPAGE_PMD_NR, PAGE_SIZE};
 
-/// Who owns a frame, as found by the recount.
+/// Who owns a run of frames, as found by the recount.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Owner {
-    None,
     Free,
     Reserved,
     Table,
-    Folio,
     HugeZero,
 }
 
+/// What the recount of the page tables finds, kept between checks so that one check costs
+/// about what is in use (tables, mapped pages, free blocks), not the size of memory: fuzz
+/// mode checks after every fault. Mappings are listed as found and counted per frame in
+/// dense arrays, which are zeroed again from the lists afterwards.
 #[derive(Default)]
-struct Counts {
-    /// PTE mappings per base page.
-    pte_maps: HashMap<u32, i32>,
-    /// PMD mappings per folio head.
-    pmd_maps: HashMap<u32, i32>,
+pub struct CheckScratch {
+    /// One entry per PTE mapping of a base page.
+    pte_maps: Vec<u32>,
+    /// One entry per PMD mapping of a folio head.
+    pmd_maps: Vec<u32>,
+    /// Shmem page-cache pages.
+    cache_refs: Vec<u32>,
+    /// Per-frame counts of the three lists (all zero between checks).
+    pte_count: Vec<i32>,
+    pmd_count: Vec<i32>,
+    cache_count: Vec<i32>,
+    /// Runs of frames claimed by something other than a folio: (first, length, owner).
+    runs: Vec<(u32, u32, Owner)>,
+    /// Page-table pages found in the mm being walked.
     tables: Vec<u32>,
-    /// Pmds mapping the huge zero folio.
+    /// Pmds mapping the huge zero folio, in the mm being walked.
     hzp_pmds: u64,
+}
+
+impl CheckScratch {
+    /// Count each listed frame; (re)size the arrays for `n` frames.
+    fn count(&mut self, n: usize) {
+        for (list, count) in [
+            (&self.pte_maps, &mut self.pte_count),
+            (&self.pmd_maps, &mut self.pmd_count),
+            (&self.cache_refs, &mut self.cache_count),
+        ] {
+            count.resize(n, 0);
+            for &p in list {
+                count[p as usize] += 1;
+            }
+        }
+    }
+
+    /// Zero the counts and empty the lists, ready for the next check.
+    fn reset(&mut self) {
+        for (list, count) in [
+            (&mut self.pte_maps, &mut self.pte_count),
+            (&mut self.pmd_maps, &mut self.pmd_count),
+            (&mut self.cache_refs, &mut self.cache_count),
+        ] {
+            for &p in list.iter() {
+                if let Some(c) = count.get_mut(p as usize) {
+                    *c = 0;
+                }
+            }
+            list.clear();
+        }
+        self.runs.clear();
+        self.tables.clear();
+    }
+
+    /// A listed frame whose count the folio scan did not consume is no folio page.
+    fn unconsumed(&self) -> Result<(), String> {
+        for (what, list, count) in [
+            ("a pte maps", &self.pte_maps, &self.pte_count),
+            ("a huge pmd maps", &self.pmd_maps, &self.pmd_count),
+            ("a shmem page cache holds", &self.cache_refs, &self.cache_count),
+        ] {
+            if let Some(p) = list.iter().find(|&&p| count[p as usize] != 0) {
+                return Err(format!("{what} frame {p:#x}, which is not a page of an allocated folio"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Take (and consume) frame `pfn`'s count.
+#[inline]
+fn take(count: &mut [i32], pfn: usize) -> i32 {
+    std::mem::take(&mut count[pfn])
 }
 
 impl Kernel {
     /// Check every invariant; Err describes the first violation found.
     pub fn check_invariants(&self) -> Result<(), String> {
-        let n = self.mem.nr_pages() as usize;
-        let mut owner = vec![Owner::None; n];
-        let claim = |pfn: u32, o: Owner, owner: &mut Vec<Owner>| -> Result<(), String> {
-            let cur = owner[pfn as usize];
-            if cur != Owner::None {
-                return Err(format!("frame {pfn:#x} owned twice: {cur:?} and {o:?}"));
-            }
-            owner[pfn as usize] = o;
-            Ok(())
-        };
+        let mut c = self.check_scratch.borrow_mut();
+        let r = self.check_with(&mut c);
+        c.reset();
+        r
+    }
+
+    fn check_with(&self, c: &mut CheckScratch) -> Result<(), String> {
+        let n = self.mem.nr_pages();
+        let mut runs = std::mem::take(&mut c.runs);
         let mut free_total = 0;
         for (pfn, order, _z) in self.mem.free_blocks() {
-            for i in 0..1u32 << order {
-                claim(pfn + i, Owner::Free, &mut owner)?;
-            }
+            runs.push((pfn, 1 << order, Owner::Free));
             free_total += 1u64 << order;
         }
         if free_total != self.mem.free_pages {
             return Err(format!("free lists hold {free_total} pages, counter says {}", self.mem.free_pages));
         }
-        for p in 0..self.mem.reserved as u32 {
-            claim(p, Owner::Reserved, &mut owner)?;
+        if self.mem.reserved > 0 {
+            runs.push((0, self.mem.reserved as u32, Owner::Reserved));
         }
         if let Some(z) = self.huge_zero.pfn {
-            for i in 0..HPAGE_PMD_NR as u32 {
-                claim(z.0 + i, Owner::HugeZero, &mut owner)?;
-            }
+            runs.push((z.0, HPAGE_PMD_NR as u32, Owner::HugeZero));
         }
-        let mut counts = Counts::default();
         let mut nr_tables = 0i64;
         let mut hzp_pmds = 0u64;
         for (id, m) in self.mms.iter().enumerate() {
             let Some(m) = m else { continue };
             let id = id as MmId;
-            let mut c = Counts::default();
+            c.hzp_pmds = 0;
             let mut rss = [0i64; 3];
-            self.recount_table(m.pgd, 3, 0, &mut c, &mut rss)?;
+            self.recount_table(m.pgd, 3, 0, c, &mut rss)?;
             let pgtables = (c.tables.len() as i64 - 1) * PAGE_SIZE as i64;
             if pgtables != m.pgtables_bytes {
                 return Err(format!("mm {id}: VmPTE recount {pgtables} bytes, kernel says {}", m.pgtables_bytes));
@@ -83,14 +140,19 @@ impl Kernel {
             }
             nr_tables += c.tables.len() as i64;
             hzp_pmds += c.hzp_pmds;
-            for t in c.tables.drain(..) {
-                claim(t, Owner::Table, &mut owner)?;
+            runs.extend(c.tables.drain(..).map(|t| (t, 1, Owner::Table)));
+        }
+        // No frame may be claimed twice, nor lie past the end of memory.
+        runs.sort_unstable_by_key(|r| r.0);
+        for (i, &(a, len, o)) in runs.iter().enumerate() {
+            let end = a as u64 + len as u64;
+            if end > n {
+                return Err(format!("frames {a:#x}..{end:#x} ({o:?}) run past the end of memory"));
             }
-            for (k, v) in c.pte_maps {
-                *counts.pte_maps.entry(k).or_default() += v;
-            }
-            for (k, v) in c.pmd_maps {
-                *counts.pmd_maps.entry(k).or_default() += v;
+            if let Some(&(b, _, o2)) = runs.get(i + 1) {
+                if (b as u64) < end {
+                    return Err(format!("frame {b:#x} owned twice: {o:?} and {o2:?}"));
+                }
             }
         }
         if let Some(want) = self.huge_zero_expected_refcount(hzp_pmds) {
@@ -111,64 +173,74 @@ impl Kernel {
             ));
         }
         // Shmem page caches.
-        let mut cache_refs: HashMap<u32, i32> = HashMap::new();
-        let mut nr_shmem = 0;
         for o in self.shmem.iter().flatten() {
-            for &p in &o.pages {
-                if p != NIL {
-                    cache_refs.insert(p, 1);
-                    nr_shmem += 1;
-                }
-            }
+            c.cache_refs.extend(o.pages.iter().copied().filter(|&p| p != NIL));
         }
-        if nr_shmem != self.stat.items[VmItem::NrShmem] {
-            return Err(format!("nr_shmem: recount {nr_shmem}, kernel says {}", self.stat.items[VmItem::NrShmem]));
+        if c.cache_refs.len() as i64 != self.stat.items[VmItem::NrShmem] {
+            return Err(format!(
+                "nr_shmem: recount {}, kernel says {}",
+                c.cache_refs.len(),
+                self.stat.items[VmItem::NrShmem]
+            ));
         }
-        // Every other allocated frame belongs to a folio; check its counts.
+        if let Some(&p) = c.cache_refs.iter().find(|&&p| p as u64 >= n) {
+            return Err(format!("a shmem page cache holds frame {p:#x}, past the end of memory"));
+        }
+        c.count(n as usize);
+        // Every frame between the claimed runs is allocated and belongs to a folio; check
+        // each folio's counts against the mappings found.
         let mut anon_mapped = 0i64;
         let mut anon_thps = 0i64;
-        let mut pfn = 0usize;
-        while pfn < n {
-            if owner[pfn] != Owner::None {
-                pfn += 1;
-                continue;
-            }
-            let p = &self.mem.pages[pfn];
-            if p.test(pg::TAIL) || p.head != pfn as u32 {
-                return Err(format!("frame {pfn:#x} is allocated but belongs to nothing (head {:#x})", p.head));
-            }
-            let nr = if p.test(pg::HEAD) { 1usize << p.order } else { 1 };
-            let pmd = counts.pmd_maps.get(&(pfn as u32)).copied().unwrap_or(0);
-            if p.entire_mapcount != pmd {
-                return Err(format!("folio {pfn:#x}: entire_mapcount {} but {pmd} pmds map it", p.entire_mapcount));
-            }
-            let mut refs = pmd + cache_refs.get(&(pfn as u32)).copied().unwrap_or(0);
-            let mut mapped_any = false;
-            for i in 0..nr {
-                let sp = &self.mem.pages[pfn + i];
-                let m = counts.pte_maps.get(&((pfn + i) as u32)).copied().unwrap_or(0);
-                if sp.mapcount != m {
-                    return Err(format!("page {:#x}: mapcount {} but {m} ptes map it", pfn + i, sp.mapcount));
+        let mut pfn = 0u64;
+        let mut next_run = 0;
+        loop {
+            let gap_end = runs.get(next_run).map_or(n, |r| r.0 as u64);
+            while pfn < gap_end {
+                let head = pfn as usize;
+                let p = &self.mem.pages[head];
+                if p.test(pg::TAIL) || p.head != head as u32 {
+                    return Err(format!("frame {head:#x} is allocated but belongs to nothing (head {:#x})", p.head));
                 }
-                refs += m;
-                if sp.test(pg::ANON) && (m > 0 || pmd > 0) {
-                    anon_mapped += 1;
+                let nr = if p.test(pg::HEAD) { 1u64 << p.order } else { 1 };
+                if pfn + nr > gap_end {
+                    return Err(format!("folio {head:#x} ({nr} pages) overlaps frames owned by something else"));
                 }
-                mapped_any |= m > 0;
-                owner[pfn + i] = Owner::Folio;
+                let pmd = take(&mut c.pmd_count, head);
+                if p.entire_mapcount != pmd {
+                    return Err(format!(
+                        "folio {head:#x}: entire_mapcount {} but {pmd} pmds map it",
+                        p.entire_mapcount
+                    ));
+                }
+                let mut refs = pmd + take(&mut c.cache_count, head);
+                for i in 0..nr as usize {
+                    let sp = &self.mem.pages[head + i];
+                    let m = take(&mut c.pte_count, head + i);
+                    if sp.mapcount != m {
+                        return Err(format!("page {:#x}: mapcount {} but {m} ptes map it", head + i, sp.mapcount));
+                    }
+                    refs += m;
+                    if sp.test(pg::ANON) && (m > 0 || pmd > 0) {
+                        anon_mapped += 1;
+                    }
+                }
+                if pmd > 0 && p.test(pg::ANON) {
+                    anon_thps += 1;
+                }
+                if refs == 0 {
+                    return Err(format!("folio {head:#x} ({nr} pages) is allocated but unreferenced (leak)"));
+                }
+                if p.refcount != refs {
+                    return Err(format!("folio {head:#x}: refcount {} but {refs} references found", p.refcount));
+                }
+                pfn += nr;
             }
-            if pmd > 0 && p.test(pg::ANON) {
-                anon_thps += 1;
-            }
-            if refs == 0 {
-                return Err(format!("folio {pfn:#x} ({nr} pages) is allocated but unreferenced (leak)"));
-            }
-            if p.refcount != refs {
-                return Err(format!("folio {pfn:#x}: refcount {} but {refs} references found", p.refcount));
-            }
-            let _ = mapped_any;
-            pfn += nr;
+            let Some(&(a, len, _)) = runs.get(next_run) else { break };
+            pfn = a as u64 + len as u64;
+            next_run += 1;
         }
+        c.runs = runs;
+        c.unconsumed()?;
         if anon_mapped != self.stat.items[VmItem::NrAnonPages] {
             return Err(format!(
                 "nr_anon_pages: recount {anon_mapped}, kernel says {}",
@@ -190,7 +262,7 @@ impl Kernel {
         table: Pfn,
         level: u32,
         _base: u64,
-        c: &mut Counts,
+        c: &mut CheckScratch,
         rss: &mut [i64; 3],
     ) -> Result<(), String> {
         c.tables.push(table.0);
@@ -202,6 +274,9 @@ impl Kernel {
             if !e.present() {
                 continue;
             }
+            if e.pfn().idx() >= self.mem.pages.len() {
+                return Err(format!("entry {:#x}[{i}] points past the end of memory ({:#x})", table.0, e.pfn().0));
+            }
             if level == 0 {
                 if e.special() {
                     if !self.is_zero_pfn(e.pfn()) {
@@ -209,7 +284,7 @@ impl Kernel {
                     }
                     continue;
                 }
-                *c.pte_maps.entry(e.pfn().0).or_default() += 1;
+                c.pte_maps.push(e.pfn().0);
                 let ctr = self.mm_counter(e.pfn());
                 rss[ctr as usize] += 1;
             } else if level == 1 && e.huge() {
@@ -222,12 +297,82 @@ impl Kernel {
                     c.hzp_pmds += 1;
                     continue;
                 }
-                *c.pmd_maps.entry(e.pfn().0).or_default() += 1;
+                c.pmd_maps.push(e.pfn().0);
                 rss[MmCounter::AnonPages as usize] += HPAGE_PMD_NR as i64;
             } else if level > 0 {
                 self.recount_table(e.pfn(), level - 1, 0, c, rss)?;
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::kernel::knobs::Knobs;
+    use crate::kernel::mm::vm;
+    use crate::kernel::mmap::MmapArgs;
+    use crate::kernel::pgtable::Entry;
+    use crate::kernel::Kernel;
+    use crate::units::Pfn;
+
+    /// A process with 4 written pages (4 KiB ptes).
+    fn kernel() -> (Kernel, u32, u64) {
+        let mut k = Kernel::new(64 << 20, Knobs::default());
+        let mm = k.exec_mm().unwrap();
+        let a = k.do_mmap(mm, MmapArgs { len: 16 << 10, prot: vm::READ | vm::WRITE, ..Default::default() }).unwrap();
+        for i in 0..4 {
+            assert_eq!(k.handle_mm_fault(mm, a + i * 4096, true), 0);
+        }
+        k.check_invariants().unwrap();
+        (k, mm, a)
+    }
+
+    /// Each kind of corruption is reported, and a failed check leaves nothing behind that
+    /// would upset the next one.
+    #[test]
+    fn corruptions_are_reported_and_checks_stay_independent() {
+        // A pte redirected to a free frame.
+        let (mut k, mm, a) = kernel();
+        let slot = k.pte_slot(mm, a).unwrap();
+        let e = k.entry(slot.table, slot.idx);
+        let free = k.mem.free_blocks()[0].0;
+        k.set_entry(slot.table, slot.idx, Entry::new(Pfn(free), e.0 & 0xfff));
+        assert!(k.check_invariants().is_err());
+        k.set_entry(slot.table, slot.idx, e);
+        k.check_invariants().unwrap();
+        // A pte duplicated onto its neighbour: a mapcount is off.
+        let e1 = k.entry(slot.table, slot.idx + 1);
+        k.set_entry(slot.table, slot.idx + 1, e);
+        let err = k.check_invariants().unwrap_err();
+        assert!(err.contains("mapcount") || err.contains("refcount"), "{err}");
+        k.set_entry(slot.table, slot.idx + 1, e1);
+        k.check_invariants().unwrap();
+        // A second process whose pmd points at the first one's PTE table: owned twice.
+        let mm2 = k.exec_mm().unwrap();
+        let b = k.do_mmap(mm2, MmapArgs { len: 4096, prot: vm::READ | vm::WRITE, ..Default::default() }).unwrap();
+        assert_eq!(k.handle_mm_fault(mm2, b, true), 0);
+        let pmd2 = k.pmd_slot(mm2, b).unwrap();
+        let own = k.entry(pmd2.table, pmd2.idx);
+        let theirs = k.entry(k.pmd_slot(mm, a).unwrap().table, k.pmd_slot(mm, a).unwrap().idx);
+        k.set_entry(pmd2.table, pmd2.idx, theirs);
+        assert!(k.check_invariants().is_err());
+        k.set_entry(pmd2.table, pmd2.idx, own);
+        k.check_invariants().unwrap();
+        // A shmem page cache slot pointing at a free frame (the counts agree; the frame is
+        // no folio's).
+        let s = k.do_mmap(mm, MmapArgs { len: 4096, prot: vm::READ | vm::WRITE, shared: true, ..Default::default() });
+        let s = s.unwrap();
+        assert_eq!(k.handle_mm_fault(mm, s, true), 0);
+        k.check_invariants().unwrap();
+        let obj = k.shmem.iter().position(|o| o.is_some()).unwrap();
+        let slot = k.shmem[obj].as_ref().unwrap().pages.iter().position(|&p| p != super::NIL).unwrap();
+        let page = k.shmem[obj].as_ref().unwrap().pages[slot];
+        let free = k.mem.free_blocks()[0].0;
+        k.shmem[obj].as_mut().unwrap().pages[slot] = free;
+        let err = k.check_invariants().unwrap_err();
+        assert!(err.contains("not a page of an allocated folio") || err.contains("refcount"), "{err}");
+        k.shmem[obj].as_mut().unwrap().pages[slot] = page;
+        k.check_invariants().unwrap();
     }
 }

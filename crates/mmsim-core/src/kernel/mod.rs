@@ -77,6 +77,8 @@ pub struct Kernel {
     /// The handler that resolved the last fault (`do_anonymous_page`, `do_wp_page`, ...): the
     /// fault's own cycles are charged to it, as perf report shows a handler's self time.
     pub fault_path: &'static str,
+    /// Reused buffers of `check_invariants`.
+    check_scratch: std::cell::RefCell<check::CheckScratch>,
 }
 
 /// A piece of kernel work with a hardware cost.
@@ -194,6 +196,7 @@ impl Kernel {
             fault_path: "handle_mm_fault",
             bug: None,
             work: Vec::new(),
+            check_scratch: Default::default(),
         };
         k.huge_zero_boot();
         k.work.clear();

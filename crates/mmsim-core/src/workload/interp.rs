@@ -142,11 +142,9 @@ pub struct Interp {
     pub events: Vec<Event>,
     pub events_dropped: u64,
     /// Labels reached by `snapshot` ops, in order, for the caller to record.
-    /// Page faults handled so far (for invariant checks in fuzz mode).
-    faults_handled: u64,
     /// Snapshots asked for since the last round: (label, pid of the asking task).
     pub snapshot_requests: Vec<(String, u32)>,
-    /// Check invariants after every system call (fuzz mode).
+    /// Check invariants after every system call and every handled fault (fuzz mode).
     pub check_invariants_each_op: bool,
     pub invariant_violation: Option<String>,
     /// Memory operations executed (steps), for limits and statistics.
@@ -180,7 +178,6 @@ impl Interp {
             events: Vec::new(),
             events_dropped: 0,
             snapshot_requests: Vec::new(),
-            faults_handled: 0,
             check_invariants_each_op: false,
             invariant_violation: None,
             steps: 0,
@@ -265,6 +262,15 @@ impl Interp {
         self.run_seq += 1;
         self.tasks[t].last_run = self.run_seq;
         let cpu = self.tasks[t].cpu;
+        // A context switch: the outgoing task's outstanding translations complete on its time.
+        match self.machine.cpus[cpu].walk_task {
+            Some(o) if o != t => {
+                let stall = self.machine.drain_translations(cpu, &mut self.tasks[o].perf);
+                self.machine.cpus[cpu].clock += stall;
+            }
+            _ => {}
+        }
+        self.machine.cpus[cpu].walk_task = Some(t);
         if let Some(mm) = self.tasks[t].mm {
             self.machine.switch_mm(cpu, mm, &mut self.tasks[t].perf);
         }
@@ -558,6 +564,8 @@ impl Interp {
     /// Charge a system call and the kernel work it queued to task `t`'s CPU.
     fn charge_syscall(&mut self, t: usize) {
         let cpu = self.tasks[t].cpu;
+        // The system call instruction serialises: outstanding translations complete first.
+        self.machine.drain_translations(cpu, &mut self.tasks[t].perf);
         let cost = self.machine.p.cost.syscall;
         self.tasks[t].perf.charge("entry_SYSCALL_64", cost);
         let base = self.machine.cpus[cpu].clock - self.quantum_base;

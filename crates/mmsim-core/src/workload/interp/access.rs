@@ -41,13 +41,9 @@ impl Interp {
             match outcome {
                 FaultOutcome::Handled => {
                     self.tasks[t].minflt += 1;
-                    // In fuzz mode the invariants are checked after faults too: after each of
-                    // a run's first 256 and every 64th after that (a full recount costs more
-                    // than a fault; shrunk failures are small, so they are all checked).
-                    self.faults_handled += 1;
-                    if self.faults_handled <= 256 || self.faults_handled.is_multiple_of(64) {
-                        self.after_syscall();
-                    }
+                    // In fuzz mode the invariants are checked after every fault too: with the
+                    // system calls, that is after every step that changes the MM's state.
+                    self.after_syscall();
                 }
                 FaultOutcome::Segv => {
                     let pid = self.tasks[t].pid;
@@ -315,6 +311,8 @@ impl Interp {
             self.steps += 1;
             let Ok(pfn) = self.access_page(t, addr, Access::Write) else { return used };
             let cpu = self.tasks[t].cpu;
+            // A locked instruction waits for everything before it, translations included.
+            self.machine.drain_translations(cpu, &mut self.tasks[t].perf);
             let line = (pfn.phys() + (addr & (PAGE_SIZE - 1))) >> self.machine.line_size().trailing_zeros();
             let now = self.machine.cpus[cpu].clock + self.tasks[t].perf.cycles - self.quantum_base;
             let func = if hold > 0 { "spin_lock" } else { "atomic_add" };
