@@ -17,7 +17,8 @@ use crate::units::{Pfn, PAGE_SHIFT, PAGE_SIZE, PGDIR_SHIFT, PMD_SHIFT, PUD_SHIFT
 /// Above this many pages a range flush becomes a full flush (tlb_single_page_flush_ceiling).
 pub const TLB_SINGLE_PAGE_FLUSH_CEILING: u64 = 33;
 
-/// The physical "line" of the zone's spinlock (outside RAM: a kernel variable).
+/// The physical "line" of node 0's zone spinlock (outside RAM: a kernel variable); node N's
+/// is the line N after it.
 pub const ZONE_LOCK_LINE: u64 = (1 << 60) + 1;
 
 /// The level an access was served from.
@@ -113,6 +114,13 @@ impl Machine {
             trace_walks: false,
             walk_log: Vec::new(),
         }
+    }
+
+    /// The NUMA node of `cpu` (cpu_to_node): `smp.numa_nodes` equal blocks of consecutive
+    /// CPUs; with fewer CPUs than nodes, CPU i is on node i.
+    pub fn numa_node(&self, cpu: usize) -> usize {
+        let nodes = (self.p.smp.numa_nodes as usize).max(1);
+        cpu * nodes / self.cpus.len().max(nodes)
     }
 
     pub fn line_size(&self) -> u64 {
@@ -541,7 +549,8 @@ impl Machine {
                     // spin_lock(&zone->lock), move the pages, unlock: held for their work.
                     let now = clock_base + perf.cycles;
                     let hold = pages as f64 * self.p.smp.zone_lock_page;
-                    self.atomic_rmw(cpu, ZONE_LOCK_LINE, now, hold, 1.0, func, perf);
+                    let node = self.numa_node(cpu) as u64;
+                    self.atomic_rmw(cpu, ZONE_LOCK_LINE + node, now, hold, 1.0, func, perf);
                 }
                 Work::Atomic { line, func, kind } => {
                     let now = clock_base + perf.cycles;

@@ -143,6 +143,9 @@ pub struct SmpSpec {
     pub atomic: f64,
     /// Cycles zone->lock is held per page that rmqueue_bulk / free_pcppages_bulk moves.
     pub zone_lock_page: f64,
+    /// NUMA nodes: each has its own zone and so its own zone->lock, which the CPUs of the
+    /// node (CPUs split into equal consecutive blocks) take for their allocations.
+    pub numa_nodes: u32,
 }
 
 /// A hardware profile.
@@ -283,6 +286,9 @@ fn validate(p: &Profile) -> Result<(), String> {
     pos("cpu.loads_per_cycle", p.cpu.loads_per_cycle)?;
     pos("cpu.stores_per_cycle", p.cpu.stores_per_cycle)?;
     pos("memory.mlp", p.memory.mlp)?;
+    if p.smp.numa_nodes == 0 {
+        return Err("profile: smp.numa_nodes: must be at least 1".into());
+    }
     if p.tlb.page_walkers == 0 {
         return Err("profile: tlb.page_walkers: must be at least 1".into());
     }
@@ -359,6 +365,11 @@ mod tests {
         assert!(e.contains("expected an integer"), "{e}");
         let e = builtin("default", &[("tlb.dtlb_4k.entries".into(), "3".into())]).unwrap_err();
         assert!(e.contains("tlb.dtlb_4k"), "{e}");
+        let e = builtin("default", &[("tlb.page_walkers".into(), "0".into())]).unwrap_err();
+        assert!(e.contains("tlb.page_walkers"), "{e}");
+        let e = builtin("default", &[("cpu.rob".into(), "-1".into())]).unwrap_err();
+        assert!(e.contains("cpu.rob"), "{e}");
+        assert_eq!(builtin("default", &[("cpu.rob".into(), "0".into())]).unwrap().cpu.rob, 0, "in order");
     }
 
     #[test]
