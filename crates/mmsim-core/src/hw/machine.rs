@@ -49,6 +49,9 @@ pub struct Cpu {
     walk_debt: f64,
     /// The task whose accesses `walk_debt` belongs to.
     pub walk_task: Option<usize>,
+    /// How much longer this CPU's execution takes than on a core of its own: smt /
+    /// smt_throughput while its SMT sibling is busy, else 1 (set by the scheduler).
+    pub smt_slowdown: f64,
 }
 
 fn cache(name: &str, c: &CacheLevel, line: u64) -> SetAssoc {
@@ -102,6 +105,7 @@ impl Machine {
                 streams: vec![u64::MAX; p.cache.prefetch_streams],
                 walk_debt: 0.0,
                 walk_task: None,
+                smt_slowdown: 1.0,
             })
             .collect();
         Machine {
@@ -116,11 +120,38 @@ impl Machine {
         }
     }
 
-    /// The NUMA node of `cpu` (cpu_to_node): `smp.numa_nodes` equal blocks of consecutive
-    /// CPUs; with fewer CPUs than nodes, CPU i is on node i.
+    /// Cores of the machine: its CPUs are `cpu.smt` hardware threads each.
+    fn cores(&self) -> usize {
+        self.cpus.len().div_ceil((self.p.cpu.smt as usize).max(1))
+    }
+
+    /// The NUMA node of `cpu` (cpu_to_node): the cores split into `smp.numa_nodes` equal
+    /// blocks of consecutive cores, a CPU on its core's node; with fewer cores than nodes,
+    /// core i is on node i.
     pub fn numa_node(&self, cpu: usize) -> usize {
         let nodes = (self.p.smp.numa_nodes as usize).max(1);
-        cpu * nodes / self.cpus.len().max(nodes)
+        let cores = self.cores();
+        (cpu % cores) * nodes / cores.max(nodes)
+    }
+
+    /// The other hardware threads of `cpu`'s core (x86 numbering: c, c + cores, ...).
+    pub fn smt_siblings(&self, cpu: usize) -> impl Iterator<Item = usize> + '_ {
+        let cores = self.cores();
+        (0..self.p.cpu.smt as usize)
+            .map(move |i| cpu % cores + i * cores)
+            .filter(move |&c| c != cpu && c < self.cpus.len())
+    }
+
+    /// Set whether `cpu`'s SMT siblings are busy: while they are, its execution slows down.
+    pub fn set_siblings_busy(&mut self, cpu: usize, busy: bool) {
+        let p = &self.p.cpu;
+        self.cpus[cpu].smt_slowdown = if busy { p.smt as f64 / p.smt_throughput } else { 1.0 };
+    }
+
+    /// Cycles that `cycles` of execution (instructions, kernel code) take on `cpu` now.
+    #[inline]
+    pub fn exec_cycles(&self, cpu: usize, cycles: f64) -> f64 {
+        cycles * self.cpus[cpu].smt_slowdown
     }
 
     pub fn line_size(&self) -> u64 {
@@ -459,7 +490,7 @@ impl Machine {
         };
         self.for_each_line(ps, pe, stride, count, &mut fetch_line);
         perf.stalled_frontend += stall;
-        let cycles = instr * self.p.cpu.base_cpi + stall;
+        let cycles = self.exec_cycles(cpu, instr * self.p.cpu.base_cpi) + stall;
         perf.cycles += cycles;
         self.overlap_work(cpu, cycles);
     }
@@ -492,7 +523,7 @@ impl Machine {
         perf.instructions += instr;
         // Issue: the instructions at the base CPI, but no faster than the load (store) ports.
         let ports = if write { self.p.cpu.stores_per_cycle } else { self.p.cpu.loads_per_cycle };
-        let mut cycles = (instr * self.p.cpu.base_cpi).max(count as f64 / ports);
+        let mut cycles = self.exec_cycles(cpu, (instr * self.p.cpu.base_cpi).max(count as f64 / ports));
         let base = pfn.phys() >> self.line_shift;
         let mut stall = 0.0;
         let mut touch = |m: &mut Machine, l: u64| {
@@ -526,7 +557,10 @@ impl Machine {
             match *w {
                 Work::Clear { pfn, pages } => {
                     let bytes = pages * PAGE_SIZE;
-                    perf.charge("clear_page_erms", bytes as f64 / self.p.cost.clear_bytes_per_cycle);
+                    perf.charge(
+                        "clear_page_erms",
+                        self.exec_cycles(cpu, bytes as f64 / self.p.cost.clear_bytes_per_cycle),
+                    );
                     if !self.p.cost.clear_nontemporal {
                         // Temporal stores: every zeroed line passes through this CPU's caches.
                         let first = pfn.phys() >> self.line_shift;
@@ -536,7 +570,10 @@ impl Machine {
                     }
                 }
                 Work::Copy { dst, src } => {
-                    perf.charge("copy_page", PAGE_SIZE as f64 / self.p.cost.copy_bytes_per_cycle);
+                    perf.charge(
+                        "copy_page",
+                        self.exec_cycles(cpu, PAGE_SIZE as f64 / self.p.cost.copy_bytes_per_cycle),
+                    );
                     let n = PAGE_SIZE >> self.line_shift;
                     for i in 0..n {
                         self.cache_access(cpu, (src.phys() >> self.line_shift) + i);

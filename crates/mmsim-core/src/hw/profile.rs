@@ -40,6 +40,12 @@ pub struct CpuSpec {
     /// Reorder-buffer entries: how far past a load still waiting for its translation the
     /// core keeps executing independent work (0: an in-order core, no run-ahead).
     pub rob: u32,
+    /// Hardware threads per core (SMT): the machine's CPUs are `cpus / smt` cores, CPU c
+    /// and c + cores being siblings (Linux's numbering on x86).
+    pub smt: u32,
+    /// Instruction throughput of a core running all its threads, relative to one thread
+    /// alone: while a sibling is busy, each thread executes at smt_throughput / smt speed.
+    pub smt_throughput: f64,
 }
 
 /// TLBs and page-walk caches of one CPU.
@@ -286,6 +292,12 @@ fn validate(p: &Profile) -> Result<(), String> {
     pos("cpu.loads_per_cycle", p.cpu.loads_per_cycle)?;
     pos("cpu.stores_per_cycle", p.cpu.stores_per_cycle)?;
     pos("memory.mlp", p.memory.mlp)?;
+    if p.cpu.smt == 0 {
+        return Err("profile: cpu.smt: must be at least 1".into());
+    }
+    if !(p.cpu.smt_throughput >= 1.0 && p.cpu.smt_throughput <= p.cpu.smt as f64) {
+        return Err("profile: cpu.smt_throughput: must be between 1 and cpu.smt".into());
+    }
     if p.smp.numa_nodes == 0 {
         return Err("profile: smp.numa_nodes: must be at least 1".into());
     }

@@ -670,3 +670,31 @@ fn numa_nodes_split_the_zone_lock() {
     let (one, two) = (run("1"), run("2"));
     assert!(two < 0.8 * one, "two locks, less waiting: {two} vs {one}");
 }
+
+/// SMT: two busy hardware threads of one core each execute at smt_throughput / smt speed (a
+/// compute loop takes 2 / 1.25 = 1.6 times the cycles), while a thread whose sibling is idle
+/// runs as on a core of its own.
+#[test]
+fn smt_siblings_share_their_core() {
+    let m = Machine::new(profile::builtin("default", &[("cpu.smt".into(), "2".into())]).unwrap(), 4);
+    assert_eq!(m.smt_siblings(1).collect::<Vec<_>>(), [3], "x86 numbering: c and c + cores");
+    let loop_cycles = |tasks: u64, smt: &str| {
+        let w = json!({"machine":{"cpus":2},"program":[
+            {"op":"fork","count":tasks,"program":[
+                {"op":"mmap","name":"p","size":"16K"},
+                {"op":"read","region":"p","stride":64},
+                {"op":"loop","count":1000,"body":[{"op":"read","region":"p","stride":64}]}
+            ]},
+            {"op":"wait"}
+        ]});
+        let throughput = if smt == "1" { "1.0" } else { "1.25" };
+        let r = run_with_sets(w, &[("hw.cpu.smt", smt), ("hw.cpu.smt_throughput", throughput)]);
+        r.processes.iter().filter(|p| p.pid != 1).map(|p| p.perf.get("cycles").unwrap()).sum::<f64>() / tasks as f64
+    };
+    let alone = loop_cycles(1, "1");
+    assert_eq!(loop_cycles(1, "2"), alone, "an idle sibling costs nothing");
+    let two_cores = loop_cycles(2, "1");
+    assert!((two_cores / alone - 1.0).abs() < 0.03, "two cores: no sharing ({two_cores} vs {alone})");
+    let shared = loop_cycles(2, "2") / two_cores;
+    assert!((1.5..=1.6).contains(&shared), "two threads on one core: {shared}x the cycles");
+}

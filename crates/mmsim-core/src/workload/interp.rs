@@ -271,6 +271,12 @@ impl Interp {
             _ => {}
         }
         self.machine.cpus[cpu].walk_task = Some(t);
+        // SMT: while a sibling thread of this CPU's core has a task to run, the two share it.
+        let busy = self
+            .machine
+            .smt_siblings(cpu)
+            .any(|s| self.tasks.iter().enumerate().any(|(i, x)| i != t && x.cpu == s && x.state == TaskState::Running));
+        self.machine.set_siblings_busy(cpu, busy);
         if let Some(mm) = self.tasks[t].mm {
             self.machine.switch_mm(cpu, mm, &mut self.tasks[t].perf);
         }
@@ -566,7 +572,7 @@ impl Interp {
         let cpu = self.tasks[t].cpu;
         // The system call instruction serialises: outstanding translations complete first.
         self.machine.drain_translations(cpu, &mut self.tasks[t].perf);
-        let cost = self.machine.p.cost.syscall;
+        let cost = self.machine.exec_cycles(cpu, self.machine.p.cost.syscall);
         self.tasks[t].perf.charge("entry_SYSCALL_64", cost);
         let base = self.machine.cpus[cpu].clock - self.quantum_base;
         self.machine.drain_work(cpu, &mut self.kernel, &mut self.tasks[t].perf, base);

@@ -31,7 +31,8 @@ impl Interp {
             retry = true;
             let outcome = self.kernel.do_user_addr_fault(mm, addr, access);
             {
-                let (entry, handler) = (self.machine.p.cost.fault_entry_exit, self.machine.p.cost.fault_handler);
+                let entry = self.machine.exec_cycles(cpu, self.machine.p.cost.fault_entry_exit);
+                let handler = self.machine.exec_cycles(cpu, self.machine.p.cost.fault_handler);
                 let perf = &mut self.tasks[t].perf;
                 perf.charge("asm_exc_page_fault", entry);
                 perf.charge(self.kernel.fault_path, handler);
