@@ -274,7 +274,12 @@ def usemem_workload(refcount: str, processes: int = 72, size: str = "100G") -> d
     return {
         "name": "hzp-usemem",
         "machine": {"profile": "haswell-ep", "memory": "64G", "cpus": processes},
-        "knobs": {"transparent_hugepage/enabled": "always", "transparent_hugepage/hzp_refcount": refcount},
+        # The seed's kernel (4.8) predates Linux 4.19's doubling of the per-CPU lists' batch.
+        "knobs": {
+            "transparent_hugepage/enabled": "always",
+            "transparent_hugepage/hzp_refcount": refcount,
+            "page_alloc/pcp_batch": "legacy",
+        },
         "program": [
             {
                 "op": "fork",

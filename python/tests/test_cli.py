@@ -349,6 +349,7 @@ LINUX_KNOBS = (
     "transparent_hugepage/huge_zero_page_alloc",
     "transparent_hugepage/hzp_refcount",
     "transparent_hugepage/huge_zero_page_wp",
+    "page_alloc/pcp_batch",
 )
 
 

@@ -476,9 +476,13 @@ fn cmpxchg_loops_move_a_contended_line_twice() {
 /// zone->lock: one CPU refills once per batch; many CPUs faulting at once queue for the lock.
 #[test]
 fn per_cpu_page_lists_contend_for_the_zone_lock() {
+    use crate::kernel::knobs::PcpBatch;
     use crate::kernel::Pcp;
-    assert_eq!((Pcp::new(4 << 20).batch, Pcp::new(4 << 20).high), (63, 378), "a 16 GiB zone, as Linux 6.x");
-    assert_eq!(Pcp::new(5120).batch, 1, "a tiny zone");
+    let big = Pcp::new(4 << 20, PcpBatch::Auto);
+    assert_eq!((big.batch, big.high), (63, 378), "a 16 GiB zone, as Linux 6.x");
+    assert_eq!(Pcp::new(4 << 20, PcpBatch::Legacy).batch, 31, "as Linux before 4.19");
+    assert_eq!(Pcp::new(5120, PcpBatch::Auto).batch, 1, "a tiny zone");
+    assert_eq!(Pcp::new(4 << 20, PcpBatch::Pages(7)).high, 42);
     let run = |n: u64| {
         let w = json!({"machine":{"cpus":n},"knobs":{"transparent_hugepage/enabled":"never"},"program":[
             {"op":"fork","count":n,"cpu":0,"program":[

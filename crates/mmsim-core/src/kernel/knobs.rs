@@ -72,6 +72,18 @@ pub enum HzpRefcount {
     PerMm,
 }
 
+/// `page_alloc/pcp_batch`: pcp->batch of the order-0 per-CPU page lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PcpBatch {
+    /// zone_batchsize() of Linux >= 4.19: a quarter of managed/1024 pages capped at 1 MiB,
+    /// rounded down to a power of two minus one (63 on any zone over 1 GiB).
+    Auto,
+    /// zone_batchsize() before Linux 4.19 (commit d8a759b5 doubled the cap from 512 KiB): 31.
+    Legacy,
+    /// A batch of this many pages.
+    Pages(u32),
+}
+
 /// Every tunable the model honours. Defaults are Linux 6.18's with a distribution config
 /// (Debian/Fedora build THP as `madvise`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,6 +101,7 @@ pub struct Knobs {
     pub hzp_kind: HzpKind,
     pub hzp_wp: HzpWp,
     pub hzp_refcount: HzpRefcount,
+    pub pcp_batch: PcpBatch,
 }
 
 impl Default for Knobs {
@@ -104,6 +117,7 @@ impl Default for Knobs {
             hzp_kind: HzpKind::Hzp,
             hzp_wp: HzpWp::Today,
             hzp_refcount: HzpRefcount::PerMm,
+            pcp_batch: PcpBatch::Auto,
         }
     }
 }
@@ -127,9 +141,10 @@ const HZP_ALLOC: &str = "transparent_hugepage/huge_zero_page_alloc";
 const HZP_KIND: &str = "transparent_hugepage/huge_zero_page";
 const HZP_WP: &str = "transparent_hugepage/huge_zero_page_wp";
 const HZP_REFCOUNT: &str = "transparent_hugepage/hzp_refcount";
+const PCP_BATCH: &str = "page_alloc/pcp_batch";
 
 /// Knobs that stand for a kernel build or patch: they can be set before the run only.
-pub const BOOT_ONLY: &[&str] = &[HZP_ALLOC, HZP_REFCOUNT];
+pub const BOOT_ONLY: &[&str] = &[HZP_ALLOC, HZP_REFCOUNT, PCP_BATCH];
 
 /// (name, accepted values, meaning) of every knob, in the order `mmsim knobs` lists them.
 const KNOB_TABLE: &[(&str, &str, &str)] = &[
@@ -174,6 +189,13 @@ const KNOB_TABLE: &[(&str, &str, &str)] = &[
         "today|seed",
         "mmsim: a write to the huge zero page that cannot get a THP splits the pmd and copies 4 KiB (Linux >= \
          6.13), or builds seed 000's PTE table of one new page and 511 zero-page entries",
+    ),
+    (
+        PCP_BATCH,
+        "auto|legacy|1..4096",
+        "mmsim, before the run only: pages the per-CPU lists move to and from the buddy allocator under \
+         zone->lock at a time: zone_batchsize() of Linux >= 4.19 (63 on large zones), of older kernels (31), \
+         or a number; pcp->high is 6 x batch",
     ),
 ];
 
@@ -243,6 +265,11 @@ impl Knobs {
                 HzpRefcount::PerMm => "per_mm",
             }
             .to_string(),
+            PCP_BATCH => match self.pcp_batch {
+                PcpBatch::Auto => "auto".to_string(),
+                PcpBatch::Legacy => "legacy".to_string(),
+                PcpBatch::Pages(n) => n.to_string(),
+            },
             _ => return None,
         })
     }
@@ -327,6 +354,16 @@ impl Knobs {
                     _ => return Err(bad("global or per_mm")),
                 }
             }
+            PCP_BATCH => {
+                self.pcp_batch = match v {
+                    "auto" => PcpBatch::Auto,
+                    "legacy" => PcpBatch::Legacy,
+                    _ => match v.parse::<u32>() {
+                        Ok(n) if (1..=4096).contains(&n) => PcpBatch::Pages(n),
+                        _ => return Err(bad("auto, legacy or a number of pages 1..4096")),
+                    },
+                }
+            }
             _ => {
                 let known: Vec<&str> = Knobs::names().collect();
                 return Err(format!("unknown knob {name:?} (known: {})", known.join(", ")));
@@ -366,6 +403,10 @@ mod tests {
         let e = k.set("no/such", "1").unwrap_err();
         assert!(e.contains("unknown knob"), "{e}");
         assert!(k.set("fault_around_bytes", "12345").is_err());
+        let e = k.set("page_alloc/pcp_batch", "0").unwrap_err();
+        assert!(e.contains("page_alloc/pcp_batch") && e.contains("legacy"), "{e}");
+        k.set("page_alloc/pcp_batch", "7").unwrap();
+        assert_eq!((k.pcp_batch, k.get("page_alloc/pcp_batch").unwrap().as_str()), (PcpBatch::Pages(7), "7"));
     }
 
     #[test]
@@ -381,6 +422,7 @@ mod tests {
             HZP_KIND,
             HZP_WP,
             HZP_REFCOUNT,
+            PCP_BATCH,
         ];
         let listed: Vec<_> = Knobs::names().collect();
         for name in all {

@@ -111,7 +111,7 @@ pub enum Work {
 pub struct Pcp {
     /// Pages on each CPU's list.
     pub count: Vec<u32>,
-    /// `pcp->batch`: zone_batchsize() of Linux 6.x for the zone's size.
+    /// `pcp->batch`: zone_batchsize() for the zone's size (`page_alloc/pcp_batch`).
     pub batch: u32,
     /// `pcp->high`: 6 x batch (pageset_set_batch of Linux 4.x; today's default is derived
     /// from the low watermark and is at least 4 x batch).
@@ -119,10 +119,16 @@ pub struct Pcp {
 }
 
 impl Pcp {
-    /// Lists for a zone of `managed` pages (zone_batchsize: managed/1024 pages, at most 1 MiB,
-    /// a quarter of it, rounded to a power of two minus one; at least 1).
-    pub fn new(managed: u64) -> Pcp {
-        let b = ((managed >> 10).min((1 << 20) / PAGE_SIZE) / 4).max(1);
+    /// Lists for a zone of `managed` pages (zone_batchsize: managed/1024 pages, at most 1 MiB
+    /// since Linux 4.19 and 512 KiB before, a quarter of it, rounded to a power of two minus
+    /// one; at least 1), or a batch given by `page_alloc/pcp_batch`.
+    pub fn new(managed: u64, knob: knobs::PcpBatch) -> Pcp {
+        let cap = match knob {
+            knobs::PcpBatch::Pages(n) => return Pcp { count: Vec::new(), batch: n, high: 6 * n },
+            knobs::PcpBatch::Auto => 1 << 20,
+            knobs::PcpBatch::Legacy => 512 << 10,
+        };
+        let b = ((managed >> 10).min(cap / PAGE_SIZE) / 4).max(1);
         let batch = ((1u64 << (63 - (b + b / 2).leading_zeros())) - 1).max(1) as u32;
         Pcp { count: Vec::new(), batch, high: 6 * batch }
     }
@@ -171,6 +177,7 @@ impl Kernel {
     /// Boot a machine with `memory` bytes of RAM.
     pub fn new(memory: u64, knobs: Knobs) -> Kernel {
         let nr_pages = memory / PAGE_SIZE;
+        let pcp_batch = knobs.pcp_batch;
         let mut mem = PhysMem::new(nr_pages, RESERVED_FRAMES);
         mem.fail_min_order = knobs.fail_min_order;
         mem.fail_every = knobs.fail_every;
@@ -184,7 +191,7 @@ impl Kernel {
             shmem: Vec::new(),
             zero_pfn,
             huge_zero: huge_zero::HugeZero::default(),
-            pcp: Pcp::new(nr_pages - RESERVED_FRAMES),
+            pcp: Pcp::new(nr_pages - RESERVED_FRAMES, pcp_batch),
             cur_cpu: 0,
             deferred_split: Vec::new(),
             folio_mms: HashMap::new(),
