@@ -1,8 +1,8 @@
 //! Invariants of the memory manager, recounted from first principles (the page tables, the
 //! shmem objects and the free lists) and compared with what the kernel keeps incrementally:
 //! frame conservation, refcounts and mapcounts, rss, VmPTE, and the vmstat items. mmsim's
-//! analogue of CONFIG_DEBUG_VM checks, cheap enough to run after every operation on small
-//! machines.
+//! analogue of CONFIG_DEBUG_VM checks: a check costs about what is in use, so fuzz mode runs
+//! one after every system call and every page fault.
 
 use super::mm::MmCounter;
 use super::mm_types::{pg, NIL};
