@@ -229,6 +229,18 @@ NOHUGE = {"op": "madvise", "region": "p", "advice": "nohugepage"}
 B, A = {"op": "snapshot", "label": "before"}, {"op": "snapshot", "label": "after"}
 THP_EVENTS = ("thp_fault_alloc", "thp_zero_page_alloc", "thp_split_pmd")
 
+
+def _split_thp_case(name: str, what: str, op: dict[str, Any]) -> Case:
+    """A case that writes a THP, then applies `op` to 4 KiB in its middle (splitting its pmd)."""
+    return Case(
+        name,
+        what,
+        _w(M, HUGE, {"op": "write", "region": "p"}, B, op, A),
+        counters=("RssAnon", "AnonHugePages", "VmPTE"),
+        vmstat=("thp_split_pmd",),
+    )
+
+
 SUITE = [
     Case(
         "anon-4k-read",
@@ -293,47 +305,20 @@ SUITE = [
         pids=(2,),
         counters=("minflt", "RssAnon", "AnonHugePages"),
     ),
-    Case(
+    _split_thp_case(
         "munmap-part-of-thp",
         "munmap of 4 KiB inside a THP splits its pmd (thp_split_pmd) and unmaps one page",
-        _w(
-            M,
-            HUGE,
-            {"op": "write", "region": "p"},
-            B,
-            {"op": "munmap", "region": "p", "offset": "1M", "length": "4K"},
-            A,
-        ),
-        counters=("RssAnon", "AnonHugePages", "VmPTE"),
-        vmstat=("thp_split_pmd",),
+        {"op": "munmap", "region": "p", "offset": "1M", "length": "4K"},
     ),
-    Case(
+    _split_thp_case(
         "mprotect-part-of-thp",
         "mprotect of 4 KiB inside a THP splits that pmd only",
-        _w(
-            M,
-            HUGE,
-            {"op": "write", "region": "p"},
-            B,
-            {"op": "mprotect", "region": "p", "offset": "1M", "length": "4K", "prot": "r"},
-            A,
-        ),
-        counters=("RssAnon", "AnonHugePages", "VmPTE"),
-        vmstat=("thp_split_pmd",),
+        {"op": "mprotect", "region": "p", "offset": "1M", "length": "4K", "prot": "r"},
     ),
-    Case(
+    _split_thp_case(
         "dontneed-part-of-thp",
         "MADV_DONTNEED of 4 KiB inside a THP splits the pmd and zaps one page",
-        _w(
-            M,
-            HUGE,
-            {"op": "write", "region": "p"},
-            B,
-            {"op": "madvise", "region": "p", "offset": "1M", "length": "4K", "advice": "dontneed"},
-            A,
-        ),
-        counters=("RssAnon", "AnonHugePages", "VmPTE"),
-        vmstat=("thp_split_pmd",),
+        {"op": "madvise", "region": "p", "offset": "1M", "length": "4K", "advice": "dontneed"},
     ),
     # Aligned so that the 64 KiB fault-around windows do not depend on where ASLR puts it.
     Case(

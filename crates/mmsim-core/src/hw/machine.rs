@@ -122,14 +122,14 @@ impl Machine {
 
     /// Cores of the machine: its CPUs are `cpu.smt` hardware threads each.
     fn cores(&self) -> usize {
-        self.cpus.len().div_ceil((self.p.cpu.smt as usize).max(1))
+        self.cpus.len().div_ceil(self.p.cpu.smt as usize)
     }
 
     /// The NUMA node of `cpu` (cpu_to_node): the cores split into `smp.numa_nodes` equal
     /// blocks of consecutive cores, a CPU on its core's node; with fewer cores than nodes,
     /// core i is on node i.
     pub fn numa_node(&self, cpu: usize) -> usize {
-        let nodes = (self.p.smp.numa_nodes as usize).max(1);
+        let nodes = self.p.smp.numa_nodes as usize;
         let cores = self.cores();
         (cpu % cores) * nodes / cores.max(nodes)
     }

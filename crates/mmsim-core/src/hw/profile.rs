@@ -292,17 +292,18 @@ fn validate(p: &Profile) -> Result<(), String> {
     pos("cpu.loads_per_cycle", p.cpu.loads_per_cycle)?;
     pos("cpu.stores_per_cycle", p.cpu.stores_per_cycle)?;
     pos("memory.mlp", p.memory.mlp)?;
-    if p.cpu.smt == 0 {
-        return Err("profile: cpu.smt: must be at least 1".into());
-    }
+    let at_least_one = |name: &str, v: u32| {
+        if v >= 1 {
+            Ok(())
+        } else {
+            Err(format!("profile: {name}: must be at least 1"))
+        }
+    };
+    at_least_one("cpu.smt", p.cpu.smt)?;
+    at_least_one("smp.numa_nodes", p.smp.numa_nodes)?;
+    at_least_one("tlb.page_walkers", p.tlb.page_walkers)?;
     if !(p.cpu.smt_throughput >= 1.0 && p.cpu.smt_throughput <= p.cpu.smt as f64) {
         return Err("profile: cpu.smt_throughput: must be between 1 and cpu.smt".into());
-    }
-    if p.smp.numa_nodes == 0 {
-        return Err("profile: smp.numa_nodes: must be at least 1".into());
-    }
-    if p.tlb.page_walkers == 0 {
-        return Err("profile: tlb.page_walkers: must be at least 1".into());
     }
     pos("cost.clear_bytes_per_cycle", p.cost.clear_bytes_per_cycle)?;
     pos("cost.copy_bytes_per_cycle", p.cost.copy_bytes_per_cycle)?;

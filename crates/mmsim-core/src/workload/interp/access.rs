@@ -4,6 +4,23 @@
 
 use super::*;
 
+/// The part of a strided range `[next, end)` that lies in `next`'s page: offsets `ps, ps +
+/// stride, ... < pe` within `page`, `count` of them, and where the range goes on after them.
+struct PageSpan {
+    page: u64,
+    ps: u64,
+    pe: u64,
+    count: u64,
+    after: u64,
+}
+
+fn page_span(next: u64, end: u64, stride: u64) -> PageSpan {
+    let page = next & !(PAGE_SIZE - 1);
+    let (ps, pe) = (next - page, (page + PAGE_SIZE).min(end) - page);
+    let count = (pe - ps).div_ceil(stride);
+    PageSpan { page, ps, pe, count, after: next.saturating_add(count * stride) }
+}
+
 impl Interp {
     /// Make one page accessible: walk, fault as needed. Err when the task died.
     fn access_page(&mut self, t: usize, addr: u64, access: Access) -> Result<Pfn, Stop> {
@@ -121,13 +138,8 @@ impl Interp {
                 self.tasks[t].cursor = Cursor::Idle;
                 return used;
             }
-            let page = next & !(PAGE_SIZE - 1);
-            let page_end = (page + PAGE_SIZE).min(end);
-            // Offsets in this page: next, next+stride, ... < page_end.
-            let ps = (next - page) as usize;
-            let pe = (page_end - page) as usize;
-            let count = (pe - ps).div_ceil(stride as usize) as u64;
-            let after = next.saturating_add(count * stride);
+            let PageSpan { page, ps, pe, count, after } = page_span(next, end, stride);
+            let (ps, pe) = (ps as usize, pe as usize);
             used += 1;
             self.steps += 1;
             let kind = if write { Access::Write } else { Access::Read };
@@ -211,10 +223,7 @@ impl Interp {
                 self.tasks[t].cursor = Cursor::Idle;
                 return used;
             }
-            let page = next & !(PAGE_SIZE - 1);
-            let page_end = (page + PAGE_SIZE).min(end);
-            let (ps, pe) = (next - page, page_end - page);
-            let count = (pe - ps).div_ceil(stride);
+            let PageSpan { ps, pe, after, .. } = page_span(next, end, stride);
             used += 1;
             self.steps += 1;
             let Ok(pfn) = self.access_page(t, next, Access::Exec) else {
@@ -224,7 +233,7 @@ impl Interp {
             let ipf = stride.min(self.machine.line_size()) as f64 / self.machine.p.cost.instruction_bytes;
             self.machine.page_fetches(cpu, pfn, ps, pe, stride.min(PAGE_SIZE), ipf, &mut self.tasks[t].perf);
             if let Cursor::Fetch { next: n, .. } = &mut self.tasks[t].cursor {
-                *n = next.saturating_add(count * stride);
+                *n = after;
             }
         }
         used
