@@ -2,7 +2,7 @@
 //! scheduler, turning ops into system calls and memory accesses, with the reference model
 //! checking every byte read when asked.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::spec::*;
@@ -12,7 +12,7 @@ use crate::kernel::content::PageContent;
 use crate::kernel::fault::{Access, FaultOutcome};
 use crate::kernel::madvise::Advice;
 use crate::kernel::mmap::{page_align, MmapArgs};
-use crate::kernel::{Kernel, MmId, Work};
+use crate::kernel::{Kernel, MmId};
 use crate::oracle::Oracle;
 use crate::report::{CheckSummary, Event};
 use crate::units::{Pfn, PAGE_SIZE};
@@ -120,27 +120,11 @@ pub struct Task {
     pub exit_clock: f64,
     /// Scheduling order among tasks sharing a CPU.
     last_run: u64,
-    /// Kernel work this task queued but has not yet done: work on a contended line (a lock,
-    /// an atomic) waits here while the task is ahead of another CPU's clock, so that CPUs
-    /// take their turns on the line in time order (see `charge_work`).
-    pending: VecDeque<Work>,
-    /// The task stopped between a fault and its end (pending work): the access it faulted
-    /// on is retried without counting its TLB miss again.
-    resume_retry: bool,
-}
-
-impl Task {
-    /// The scheduler may run it: its program, or its pending kernel work after it exited.
-    fn runnable(&self) -> bool {
-        self.state == TaskState::Running || !self.pending.is_empty()
-    }
 }
 
 /// Why an access stopped the task.
 enum Stop {
     Dead,
-    /// The task is ahead of another CPU with work on a contended line still to do.
-    Yield,
 }
 
 /// The interpreter state.
@@ -223,8 +207,6 @@ impl Interp {
             perf: PerfCounters::default(),
             exit_clock: 0.0,
             last_run: 0,
-            pending: VecDeque::new(),
-            resume_retry: false,
         });
         it.kernel.work.clear();
         if let Some(o) = it.oracle.as_mut() {
@@ -251,10 +233,9 @@ impl Interp {
                 continue;
             }
             let kids = self.tasks[t].children.clone();
-            let done = kids.iter().all(|&c| {
-                let k = &self.tasks[(c - 1) as usize];
-                matches!(k.state, TaskState::Exited | TaskState::Killed) && k.pending.is_empty()
-            });
+            let done = kids
+                .iter()
+                .all(|&c| matches!(self.tasks[(c - 1) as usize].state, TaskState::Exited | TaskState::Killed));
             if done {
                 let wake = kids.iter().map(|&c| self.tasks[(c - 1) as usize].exit_clock).fold(0.0, f64::max);
                 let cpu = self.tasks[t].cpu;
@@ -267,7 +248,7 @@ impl Interp {
         }
         let mut best: Option<(f64, u64, usize)> = None;
         for (i, task) in self.tasks.iter().enumerate() {
-            if !task.runnable() {
+            if task.state != TaskState::Running {
                 continue;
             }
             let key = (self.machine.cpus[task.cpu].clock, task.last_run);
@@ -275,11 +256,9 @@ impl Interp {
                 best = Some((key.0, key.1, i));
             }
         }
-        let Some((horizon, _, t)) = best else {
+        let Some((_, _, t)) = best else {
             return waiting;
         };
-        // Every CPU that can run is at or past the chosen one's clock.
-        self.machine.horizon = self.machine.horizon.max(horizon);
         self.run_seq += 1;
         self.tasks[t].last_run = self.run_seq;
         let cpu = self.tasks[t].cpu;
@@ -296,7 +275,7 @@ impl Interp {
         let busy = self
             .machine
             .smt_siblings(cpu)
-            .any(|s| self.tasks.iter().enumerate().any(|(i, x)| i != t && x.cpu == s && x.runnable()));
+            .any(|s| self.tasks.iter().enumerate().any(|(i, x)| i != t && x.cpu == s && x.state == TaskState::Running));
         self.machine.set_siblings_busy(cpu, busy);
         if let Some(mm) = self.tasks[t].mm {
             self.machine.switch_mm(cpu, mm, &mut self.tasks[t].perf);
@@ -308,7 +287,7 @@ impl Interp {
         let other = self
             .tasks
             .iter()
-            .filter(|x| x.runnable() && x.cpu != cpu)
+            .filter(|x| x.state == TaskState::Running && x.cpu != cpu)
             .map(|x| self.machine.cpus[x.cpu].clock)
             .fold(f64::INFINITY, f64::min);
         self.time_limit = before + (other - mine).max(0.0) + SLICE_SLACK;
@@ -325,12 +304,7 @@ impl Interp {
     fn run_task(&mut self, t: usize, budget: u64) {
         let mut budget = budget;
         self.kernel.cur_cpu = self.tasks[t].cpu;
-        loop {
-            // Work left pending (on a contended line) comes before the task's next step; an
-            // exited task only has that left to do.
-            if !self.charge_work(t) || budget == 0 || self.tasks[t].state != TaskState::Running {
-                return;
-            }
+        while budget > 0 && self.tasks[t].state == TaskState::Running {
             // Atomics keep exact time order across CPUs; other work may run a little ahead.
             let slack = if matches!(self.tasks[t].cursor, Cursor::Atomic { .. }) { SLICE_SLACK } else { 0.0 };
             if self.steps >= self.max_steps || self.tasks[t].perf.cycles > self.time_limit - slack {
@@ -342,9 +316,7 @@ impl Interp {
                 continue;
             }
             let Some(op) = self.next_op(t) else {
-                // The end of the program is exit_group(): the task tears its mm down itself.
                 self.exit_task(t, TaskState::Exited);
-                self.charge_syscall(t);
                 return;
             };
             self.steps += 1;
@@ -394,7 +366,7 @@ impl Interp {
     /// running), every later span of as many iterations would repeat them: add their counts
     /// at once (exact fast-forward).
     fn iteration_boundary(&mut self, t: usize) {
-        let others = self.tasks.iter().enumerate().any(|(i, x)| i != t && x.runnable());
+        let others = self.tasks.iter().enumerate().any(|(i, x)| i != t && x.state == TaskState::Running);
         if others || !self.fast_forward {
             self.tasks[t].frames.last_mut().expect("frame").mark = None;
             return;
@@ -602,34 +574,8 @@ impl Interp {
         self.machine.drain_translations(cpu, &mut self.tasks[t].perf);
         let cost = self.machine.exec_cycles(cpu, self.machine.p.cost.syscall);
         self.tasks[t].perf.charge("entry_SYSCALL_64", cost);
-        self.charge_work(t);
-    }
-
-    /// Do the kernel work task `t` queued (and any it left pending) on its CPU, in order.
-    /// Work on a contended line (zone->lock, an atomic) that would start past this slice's
-    /// time limit stays pending, and the task yields: the CPUs behind it take the line first,
-    /// as they would in time. Deliberately different from Linux only in when the simulator
-    /// computes it; every piece runs on the task's CPU at its time. Returns true when nothing
-    /// is left pending.
-    fn charge_work(&mut self, t: usize) -> bool {
-        let task = &mut self.tasks[t];
-        task.pending.extend(self.kernel.work.drain(..));
-        let cpu = task.cpu;
         let base = self.machine.cpus[cpu].clock - self.quantum_base;
-        while let Some(&w) = self.tasks[t].pending.front() {
-            let contended = matches!(w, Work::ZoneLock { .. } | Work::Atomic { .. });
-            if contended && self.tasks[t].perf.cycles > self.time_limit {
-                return false;
-            }
-            self.tasks[t].pending.pop_front();
-            self.machine.do_work(cpu, &mut self.kernel, w, &mut self.tasks[t].perf, base);
-            // Work that queues more (a shootdown's flush) is done in the same turn.
-            let task = &mut self.tasks[t];
-            for w in self.kernel.work.drain(..).rev() {
-                task.pending.push_front(w);
-            }
-        }
-        true
+        self.machine.drain_work(cpu, &mut self.kernel, &mut self.tasks[t].perf, base);
     }
 
     fn after_syscall(&mut self) {
@@ -687,8 +633,6 @@ impl Interp {
             perf: PerfCounters::default(),
             exit_clock: 0.0,
             last_run: 0,
-            pending: VecDeque::new(),
-            resume_retry: false,
         });
         self.tasks[t].children.push(pid);
         if !thread {

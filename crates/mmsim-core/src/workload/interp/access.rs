@@ -25,8 +25,7 @@ impl Interp {
     /// Make one page accessible: walk, fault as needed. Err when the task died.
     fn access_page(&mut self, t: usize, addr: u64, access: Access) -> Result<Pfn, Stop> {
         let mut oom_tries = 0;
-        // Resuming after the work of a fault on this access: its TLB miss was counted.
-        let mut retry = std::mem::take(&mut self.tasks[t].resume_retry);
+        let mut retry = false;
         loop {
             let mm = self.tasks[t].mm.ok_or(Stop::Dead)?;
             let cpu = self.tasks[t].cpu;
@@ -54,20 +53,15 @@ impl Interp {
                 let perf = &mut self.tasks[t].perf;
                 perf.charge("asm_exc_page_fault", entry);
                 perf.charge(self.kernel.fault_path, handler);
+                let base = self.machine.cpus[cpu].clock - self.quantum_base;
+                self.machine.drain_work(cpu, &mut self.kernel, perf, base);
             }
-            let done = self.charge_work(t);
             match outcome {
                 FaultOutcome::Handled => {
                     self.tasks[t].minflt += 1;
                     // In fuzz mode the invariants are checked after every fault too: with the
                     // system calls, that is after every step that changes the MM's state.
                     self.after_syscall();
-                    if !done {
-                        // The fault's work on a contended line waits for the CPUs behind this
-                        // one; the access is retried when the task runs again.
-                        self.tasks[t].resume_retry = true;
-                        return Err(Stop::Yield);
-                    }
                 }
                 FaultOutcome::Segv => {
                     let pid = self.tasks[t].pid;
