@@ -236,6 +236,8 @@ static void snapshot(const char *label);
  * library, heap and stack pages it shares with its parent takes copy-on-write faults that
  * are the runner's, not the workload's. */
 static int quiet;
+/* The layout is randomised (set once in main; forked children inherit the personality). */
+static int aslr;
 static void warm(void)
 {
 	/* Write the stack pages the runner's own calls may reach (copy-on-write after fork). */
@@ -274,8 +276,7 @@ static void snapshot(const char *label)
 		close(fd);
 	}
 	len = snprintf(buf, sizeof buf, "{\"label\":\"%s\",\"pid\":%d,\"aslr\":%s,\"minflt\":%ld,\"majflt\":%ld",
-		       label, my_pid, personality(0xffffffff) & ADDR_NO_RANDOMIZE ? "false" : "true", ru.ru_minflt,
-		       ru.ru_majflt);
+		       label, my_pid, aslr ? "true" : "false", ru.ru_minflt, ru.ru_majflt);
 	len += proc_fields(buf + len, sizeof buf - len, "/proc/self/status", status, 1);
 	len += proc_fields(buf + len, sizeof buf - len, "/proc/self/smaps_rollup", smaps, 1);
 	vlen = proc_fields(vm, sizeof vm, "/proc/vmstat", vmstat, 0);
@@ -447,6 +448,7 @@ int main(int argc, char **argv)
 	int pers = personality(0xffffffff);
 	if (pers != -1 && !(pers & ADDR_NO_RANDOMIZE) && personality((unsigned long)pers | ADDR_NO_RANDOMIZE) != -1)
 		execv("/proc/self/exe", argv); /* on failure, run with the layout randomised */
+	aslr = !(personality(0xffffffff) & ADDR_NO_RANDOMIZE);
 	out_fd = open(argv[1], O_WRONLY | O_CREAT | O_APPEND | O_TRUNC, 0644);
 	if (out_fd < 0)
 		die(argv[1]);
