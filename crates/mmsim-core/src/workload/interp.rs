@@ -316,7 +316,11 @@ impl Interp {
                 continue;
             }
             let Some(op) = self.next_op(t) else {
+                // The end of the program is exit_group(): the task tears its mm down itself
+                // (the frees, zone->lock holds and hzp puts are its cycles, not the next
+                // task's to drain the kernel's work log).
                 self.exit_task(t, TaskState::Exited);
+                self.charge_syscall(t);
                 return;
             };
             self.steps += 1;
@@ -574,6 +578,13 @@ impl Interp {
         self.machine.drain_translations(cpu, &mut self.tasks[t].perf);
         let cost = self.machine.exec_cycles(cpu, self.machine.p.cost.syscall);
         self.tasks[t].perf.charge("entry_SYSCALL_64", cost);
+        self.charge_work(t);
+    }
+
+    /// Do the kernel work queued so far (clearing, copying, flushes, locks, atomics) on task
+    /// `t`'s CPU, as its cycles.
+    pub(super) fn charge_work(&mut self, t: usize) {
+        let cpu = self.tasks[t].cpu;
         let base = self.machine.cpus[cpu].clock - self.quantum_base;
         self.machine.drain_work(cpu, &mut self.kernel, &mut self.tasks[t].perf, base);
     }

@@ -53,9 +53,8 @@ impl Interp {
                 let perf = &mut self.tasks[t].perf;
                 perf.charge("asm_exc_page_fault", entry);
                 perf.charge(self.kernel.fault_path, handler);
-                let base = self.machine.cpus[cpu].clock - self.quantum_base;
-                self.machine.drain_work(cpu, &mut self.kernel, perf, base);
             }
+            self.charge_work(t);
             match outcome {
                 FaultOutcome::Handled => {
                     self.tasks[t].minflt += 1;
@@ -80,12 +79,16 @@ impl Interp {
                         }
                     }
                     self.kill_group(t);
+                    // The dying task runs do_exit() itself: the teardown is its cycles.
+                    self.charge_work(t);
                     return Err(Stop::Dead);
                 }
                 FaultOutcome::Bus => {
                     let pid = self.tasks[t].pid;
                     self.event(pid, "segfault", format!("SIGBUS at {addr:#x}"));
                     self.kill_group(t);
+                    // The dying task runs do_exit() itself: the teardown is its cycles.
+                    self.charge_work(t);
                     return Err(Stop::Dead);
                 }
                 FaultOutcome::Oom => {
@@ -104,6 +107,7 @@ impl Interp {
                             format!("fault at {addr:#x} failed {OOM_RETRIES} times for want of memory: killed"),
                         );
                         self.kill_group(t);
+                        self.charge_work(t);
                         return Err(Stop::Dead);
                     }
                 }
