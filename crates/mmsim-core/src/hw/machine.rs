@@ -2,7 +2,7 @@
 //! walker, and the cycle cost model. The workload interpreter sends every memory access
 //! here; the kernel's work log (zeroing, copying, TLB flushes) is charged here.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use super::assoc::SetAssoc;
 use super::perf::PerfCounters;
@@ -70,17 +70,29 @@ pub struct Machine {
     /// Record every page-walk read as (level, physical address) (tests, debugging).
     pub trace_walks: bool,
     pub walk_log: Vec<(u32, u64)>,
-    /// Lines used for atomics and locks: which CPU owns each and when it is next free.
+    /// Lines used for atomics and locks: which CPU owns each and when it is busy.
     shared_lines: HashMap<u64, SharedLine>,
+    /// No CPU that can still run is behind this time (set by the scheduler): shared-line
+    /// uses that end before it are forgotten.
+    pub horizon: f64,
 }
 
-/// A cache line that CPUs take turns to own (an atomic counter, a spinlock).
-#[derive(Clone, Copy, Debug)]
+/// A cache line that CPUs take turns to own (an atomic counter, a spinlock), as a calendar:
+/// its uses in time order, so that a CPU simulated later but arriving earlier in simulated
+/// time takes an idle gap before a use already booked (CPUs are simulated a slice at a time,
+/// and a fault's atomic can lie thousands of cycles ahead of the other CPUs' clocks).
+#[derive(Debug, Default)]
 struct SharedLine {
-    owner: usize,
-    /// Cycle at which the line (or the lock it holds) is free again.
-    free_at: f64,
+    /// (start, end, owner) of each use not yet behind the horizon: sorted and disjoint.
+    busy: VecDeque<(f64, f64, usize)>,
+    /// Owner after the last use that left the calendar (None: never used).
+    owner_before: Option<usize>,
+    /// End of the last use that left the calendar: no new use starts before it.
+    pruned_end: f64,
 }
+
+/// Uses a shared line's calendar keeps when the horizon does not move (a bound on memory).
+const SHARED_LINE_CALENDAR: usize = 4096;
 
 /// Result of translating one address.
 #[derive(Clone, Copy, Debug)]
@@ -115,6 +127,7 @@ impl Machine {
             cpus,
             mm_cpus: HashMap::new(),
             shared_lines: HashMap::new(),
+            horizon: 0.0,
             trace_walks: false,
             walk_log: Vec::new(),
         }
@@ -552,65 +565,62 @@ impl Machine {
         if k.work.is_empty() {
             return;
         }
-        let work = std::mem::take(&mut k.work);
-        for w in &work {
-            match *w {
-                Work::Clear { pfn, pages } => {
-                    let bytes = pages * PAGE_SIZE;
-                    perf.charge(
-                        "clear_page_erms",
-                        self.exec_cycles(cpu, bytes as f64 / self.p.cost.clear_bytes_per_cycle),
-                    );
-                    if !self.p.cost.clear_nontemporal {
-                        // Temporal stores: every zeroed line passes through this CPU's caches.
-                        let first = pfn.phys() >> self.line_shift;
-                        for l in first..first + (bytes >> self.line_shift) {
-                            self.cache_access(cpu, l);
-                        }
-                    }
-                }
-                Work::Copy { dst, src } => {
-                    perf.charge(
-                        "copy_page",
-                        self.exec_cycles(cpu, PAGE_SIZE as f64 / self.p.cost.copy_bytes_per_cycle),
-                    );
-                    let n = PAGE_SIZE >> self.line_shift;
-                    for i in 0..n {
-                        self.cache_access(cpu, (src.phys() >> self.line_shift) + i);
-                        self.cache_access(cpu, (dst.phys() >> self.line_shift) + i);
-                    }
-                }
-                Work::Flush { mm, start, end } => self.flush_range(cpu, k, mm, start, end, perf),
-                Work::FlushMm { mm } => self.flush_range(cpu, k, mm, 0, u64::MAX, perf),
-                Work::ZoneLock { pages, func } => {
-                    // spin_lock(&zone->lock), move the pages, unlock: held for their work.
-                    let now = clock_base + perf.cycles;
-                    let hold = pages as f64 * self.p.smp.zone_lock_page;
-                    let node = self.numa_node(cpu) as u64;
-                    self.atomic_rmw(cpu, ZONE_LOCK_LINE + node, now, hold, 1.0, func, perf);
-                }
-                Work::Atomic { line, func, kind } => {
-                    let now = clock_base + perf.cycles;
-                    let transfers = if kind == AtomicKind::CmpxchgLoop { 2.0 } else { 1.0 };
-                    self.atomic_rmw(cpu, line, now, 0.0, transfers, func, perf);
-                }
-                Work::MmExit { mm } => {
-                    // The ASID is retired: its translations leave every CPU, without IPIs
-                    // (Linux retires ASIDs lazily on the next switch).
-                    for c in &mut self.cpus {
-                        c.tlb.flush_asid(mm);
-                        if c.cur_asid == Some(mm) {
-                            c.cur_asid = None;
-                        }
-                    }
-                    self.mm_cpus.remove(&mm);
-                }
-            }
+        let mut work = std::mem::take(&mut k.work);
+        for w in work.drain(..) {
+            self.do_work(cpu, k, w, perf, clock_base);
         }
-        let mut work = work;
-        work.clear();
         if k.work.is_empty() {
             k.work = work;
+        }
+    }
+
+    /// Charge one piece of kernel work to `cpu` at `clock_base + perf.cycles`.
+    pub fn do_work(&mut self, cpu: usize, k: &mut Kernel, w: Work, perf: &mut PerfCounters, clock_base: f64) {
+        match w {
+            Work::Clear { pfn, pages } => {
+                let bytes = pages * PAGE_SIZE;
+                perf.charge("clear_page_erms", self.exec_cycles(cpu, bytes as f64 / self.p.cost.clear_bytes_per_cycle));
+                if !self.p.cost.clear_nontemporal {
+                    // Temporal stores: every zeroed line passes through this CPU's caches.
+                    let first = pfn.phys() >> self.line_shift;
+                    for l in first..first + (bytes >> self.line_shift) {
+                        self.cache_access(cpu, l);
+                    }
+                }
+            }
+            Work::Copy { dst, src } => {
+                perf.charge("copy_page", self.exec_cycles(cpu, PAGE_SIZE as f64 / self.p.cost.copy_bytes_per_cycle));
+                let n = PAGE_SIZE >> self.line_shift;
+                for i in 0..n {
+                    self.cache_access(cpu, (src.phys() >> self.line_shift) + i);
+                    self.cache_access(cpu, (dst.phys() >> self.line_shift) + i);
+                }
+            }
+            Work::Flush { mm, start, end } => self.flush_range(cpu, k, mm, start, end, perf),
+            Work::FlushMm { mm } => self.flush_range(cpu, k, mm, 0, u64::MAX, perf),
+            Work::ZoneLock { pages, func } => {
+                // spin_lock(&zone->lock), move the pages, unlock: held for their work.
+                let now = clock_base + perf.cycles;
+                let hold = pages as f64 * self.p.smp.zone_lock_page;
+                let node = self.numa_node(cpu) as u64;
+                self.atomic_rmw(cpu, ZONE_LOCK_LINE + node, now, hold, 1.0, func, perf);
+            }
+            Work::Atomic { line, func, kind } => {
+                let now = clock_base + perf.cycles;
+                let transfers = if kind == AtomicKind::CmpxchgLoop { 2.0 } else { 1.0 };
+                self.atomic_rmw(cpu, line, now, 0.0, transfers, func, perf);
+            }
+            Work::MmExit { mm } => {
+                // The ASID is retired: its translations leave every CPU, without IPIs
+                // (Linux retires ASIDs lazily on the next switch).
+                for c in &mut self.cpus {
+                    c.tlb.flush_asid(mm);
+                    if c.cur_asid == Some(mm) {
+                        c.cur_asid = None;
+                    }
+                }
+                self.mm_cpus.remove(&mm);
+            }
         }
     }
 
@@ -646,7 +656,9 @@ impl Machine {
     }
 
     /// An atomic read-modify-write (or a spinlock acquire held for `hold` cycles) by `cpu` at
-    /// time `now` on physical line `line`: it waits until the line is free, pays `transfers`
+    /// time `now` on physical line `line`: it waits for the first time from `now` on when the
+    /// line is free long enough (uses are booked in time order, whatever order the CPUs are
+    /// simulated in), pays `transfers`
     /// line transfers if another CPU owns it (2 for a read + cmpxchg loop), and keeps the line
     /// busy while it works. Returns the cycles the CPU spent (waiting included), charged to
     /// `func`.
@@ -661,12 +673,31 @@ impl Machine {
         func: &'static str,
         perf: &mut PerfCounters,
     ) -> f64 {
-        let sl = self.shared_lines.entry(line).or_insert(SharedLine { owner: cpu, free_at: 0.0 });
-        let start = now.max(sl.free_at);
-        let cost =
-            if sl.owner == cpu { self.p.smp.atomic } else { transfers * self.p.smp.line_transfer + self.p.smp.atomic };
-        sl.owner = cpu;
-        sl.free_at = start + cost + hold;
+        let (lt, atomic) = (self.p.smp.line_transfer, self.p.smp.atomic);
+        let sl = self.shared_lines.entry(line).or_default();
+        while let Some(&(_, end, owner)) = sl.busy.front() {
+            if end > self.horizon && sl.busy.len() < SHARED_LINE_CALENDAR {
+                break;
+            }
+            sl.owner_before = Some(owner);
+            sl.pruned_end = sl.pruned_end.max(end);
+            sl.busy.pop_front();
+        }
+        // The earliest gap at or after `now` long enough for this use; its cost depends on
+        // who owned the line before it.
+        let mut i = sl.busy.partition_point(|&(_, end, _)| end <= now);
+        let mut prev_owner = if i > 0 { Some(sl.busy[i - 1].2) } else { sl.owner_before };
+        let mut prev_end = sl.pruned_end;
+        let (start, cost) = loop {
+            let start = now.max(prev_end);
+            let cost = if prev_owner.is_none_or(|o| o == cpu) { atomic } else { transfers * lt + atomic };
+            if i == sl.busy.len() || sl.busy[i].0 >= start + cost + hold {
+                break (start, cost);
+            }
+            (prev_end, prev_owner) = (sl.busy[i].1, Some(sl.busy[i].2));
+            i += 1;
+        };
+        sl.busy.insert(i, (start, start + cost + hold, cpu));
         let spent = start - now + cost + hold;
         perf.charge(func, spent);
         perf.stalled_backend += start - now + cost;

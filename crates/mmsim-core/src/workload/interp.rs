@@ -2,7 +2,7 @@
 //! scheduler, turning ops into system calls and memory accesses, with the reference model
 //! checking every byte read when asked.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
 use super::spec::*;
@@ -12,7 +12,7 @@ use crate::kernel::content::PageContent;
 use crate::kernel::fault::{Access, FaultOutcome};
 use crate::kernel::madvise::Advice;
 use crate::kernel::mmap::{page_align, MmapArgs};
-use crate::kernel::{Kernel, MmId};
+use crate::kernel::{Kernel, MmId, Work};
 use crate::oracle::Oracle;
 use crate::report::{CheckSummary, Event};
 use crate::units::{Pfn, PAGE_SIZE};
@@ -120,6 +120,17 @@ pub struct Task {
     pub exit_clock: f64,
     /// Scheduling order among tasks sharing a CPU.
     last_run: u64,
+    /// Kernel work on a contended line (zone->lock, an atomic) that this task queued but has
+    /// not yet done: it waits here while the task is ahead of another CPU's clock, so that
+    /// CPUs take their turns on the line in time order (see `charge_work`).
+    pending: VecDeque<Work>,
+}
+
+impl Task {
+    /// The scheduler may run it: its program, or its pending kernel work after it exited.
+    fn runnable(&self) -> bool {
+        self.state == TaskState::Running || !self.pending.is_empty()
+    }
 }
 
 /// Why an access stopped the task.
@@ -207,6 +218,7 @@ impl Interp {
             perf: PerfCounters::default(),
             exit_clock: 0.0,
             last_run: 0,
+            pending: VecDeque::new(),
         });
         it.kernel.work.clear();
         if let Some(o) = it.oracle.as_mut() {
@@ -233,9 +245,10 @@ impl Interp {
                 continue;
             }
             let kids = self.tasks[t].children.clone();
-            let done = kids
-                .iter()
-                .all(|&c| matches!(self.tasks[(c - 1) as usize].state, TaskState::Exited | TaskState::Killed));
+            let done = kids.iter().all(|&c| {
+                let k = &self.tasks[(c - 1) as usize];
+                matches!(k.state, TaskState::Exited | TaskState::Killed) && k.pending.is_empty()
+            });
             if done {
                 let wake = kids.iter().map(|&c| self.tasks[(c - 1) as usize].exit_clock).fold(0.0, f64::max);
                 let cpu = self.tasks[t].cpu;
@@ -248,7 +261,7 @@ impl Interp {
         }
         let mut best: Option<(f64, u64, usize)> = None;
         for (i, task) in self.tasks.iter().enumerate() {
-            if task.state != TaskState::Running {
+            if !task.runnable() {
                 continue;
             }
             let key = (self.machine.cpus[task.cpu].clock, task.last_run);
@@ -256,9 +269,12 @@ impl Interp {
                 best = Some((key.0, key.1, i));
             }
         }
-        let Some((_, _, t)) = best else {
+        let Some((horizon, _, t)) = best else {
             return waiting;
         };
+        // Every CPU that can run is at or past the chosen one's clock: uses of shared lines
+        // that end before it can no longer be overtaken.
+        self.machine.horizon = self.machine.horizon.max(horizon);
         self.run_seq += 1;
         self.tasks[t].last_run = self.run_seq;
         let cpu = self.tasks[t].cpu;
@@ -275,7 +291,7 @@ impl Interp {
         let busy = self
             .machine
             .smt_siblings(cpu)
-            .any(|s| self.tasks.iter().enumerate().any(|(i, x)| i != t && x.cpu == s && x.state == TaskState::Running));
+            .any(|s| self.tasks.iter().enumerate().any(|(i, x)| i != t && x.cpu == s && x.runnable()));
         self.machine.set_siblings_busy(cpu, busy);
         if let Some(mm) = self.tasks[t].mm {
             self.machine.switch_mm(cpu, mm, &mut self.tasks[t].perf);
@@ -287,7 +303,7 @@ impl Interp {
         let other = self
             .tasks
             .iter()
-            .filter(|x| x.state == TaskState::Running && x.cpu != cpu)
+            .filter(|x| x.runnable() && x.cpu != cpu)
             .map(|x| self.machine.cpus[x.cpu].clock)
             .fold(f64::INFINITY, f64::min);
         self.time_limit = before + (other - mine).max(0.0) + SLICE_SLACK;
@@ -304,7 +320,12 @@ impl Interp {
     fn run_task(&mut self, t: usize, budget: u64) {
         let mut budget = budget;
         self.kernel.cur_cpu = self.tasks[t].cpu;
-        while budget > 0 && self.tasks[t].state == TaskState::Running {
+        loop {
+            // Work left pending (on a contended line) comes before the task's next step; an
+            // exited task only has that left to do.
+            if !self.charge_work(t) || budget == 0 || self.tasks[t].state != TaskState::Running {
+                return;
+            }
             // Atomics keep exact time order across CPUs; other work may run a little ahead.
             let slack = if matches!(self.tasks[t].cursor, Cursor::Atomic { .. }) { SLICE_SLACK } else { 0.0 };
             if self.steps >= self.max_steps || self.tasks[t].perf.cycles > self.time_limit - slack {
@@ -370,7 +391,7 @@ impl Interp {
     /// running), every later span of as many iterations would repeat them: add their counts
     /// at once (exact fast-forward).
     fn iteration_boundary(&mut self, t: usize) {
-        let others = self.tasks.iter().enumerate().any(|(i, x)| i != t && x.state == TaskState::Running);
+        let others = self.tasks.iter().enumerate().any(|(i, x)| i != t && x.runnable());
         if others || !self.fast_forward {
             self.tasks[t].frames.last_mut().expect("frame").mark = None;
             return;
@@ -582,11 +603,45 @@ impl Interp {
     }
 
     /// Do the kernel work queued so far (clearing, copying, flushes, locks, atomics) on task
-    /// `t`'s CPU, as its cycles.
-    pub(super) fn charge_work(&mut self, t: usize) {
+    /// `t`'s CPU, as its cycles. Work on a contended line (zone->lock, an atomic) that would
+    /// start past this slice's time limit stays pending, and the task ends its slice after
+    /// the step it is in: the CPUs behind it take the line first, as they would in time.
+    /// Other work (clearing, copying, TLB flushes) is done at once, ahead of pending work, so
+    /// that what the task sees next never depends on it. Deliberately different from Linux
+    /// only in when the simulator computes a cost; every piece runs on the task's CPU.
+    /// Returns true when nothing is left pending.
+    pub(super) fn charge_work(&mut self, t: usize) -> bool {
         let cpu = self.tasks[t].cpu;
         let base = self.machine.cpus[cpu].clock - self.quantum_base;
-        self.machine.drain_work(cpu, &mut self.kernel, &mut self.tasks[t].perf, base);
+        loop {
+            // Newly queued work, in order: contended work joins the pending queue, the rest
+            // runs now (a shootdown's flush it queues comes round again).
+            while !self.kernel.work.is_empty() {
+                let mut batch = std::mem::take(&mut self.kernel.work);
+                for w in batch.drain(..) {
+                    if Self::contended(&w) {
+                        self.tasks[t].pending.push_back(w);
+                    } else {
+                        self.machine.do_work(cpu, &mut self.kernel, w, &mut self.tasks[t].perf, base);
+                    }
+                }
+                if self.kernel.work.is_empty() {
+                    self.kernel.work = batch;
+                }
+            }
+            let task = &mut self.tasks[t];
+            let Some(&w) = task.pending.front() else { return true };
+            if task.perf.cycles > self.time_limit {
+                return false;
+            }
+            task.pending.pop_front();
+            self.machine.do_work(cpu, &mut self.kernel, w, &mut self.tasks[t].perf, base);
+        }
+    }
+
+    /// Work whose cost depends on other CPUs' use of a shared line (its time order matters).
+    fn contended(w: &Work) -> bool {
+        matches!(w, Work::ZoneLock { .. } | Work::Atomic { .. })
     }
 
     fn after_syscall(&mut self) {
@@ -644,6 +699,7 @@ impl Interp {
             perf: PerfCounters::default(),
             exit_clock: 0.0,
             last_run: 0,
+            pending: VecDeque::new(),
         });
         self.tasks[t].children.push(pid);
         if !thread {
