@@ -574,27 +574,68 @@ impl Machine {
         }
     }
 
+    /// Where `line` is for `cpu` now, without touching any cache's state.
+    fn probe_level(&self, cpu: usize, line: u64) -> Level {
+        let c = &self.cpus[cpu];
+        if c.l1d.contains(line) {
+            Level::L1
+        } else if c.l2.contains(line) {
+            Level::L2
+        } else if self.llc.contains(line) {
+            Level::Llc
+        } else {
+            Level::Mem
+        }
+    }
+
+    /// Cycles a streaming kernel loop (clear_page, copy_page) needs to bring `lines` to this
+    /// CPU, `memory.mlp` line fills in flight at a time (Little's law), judged by where each
+    /// line is before the loop starts: the prefetcher cannot fetch faster than the fill
+    /// buffers let it. A store to a line this CPU does not hold waits for ownership; mmsim
+    /// charges that as a fill from where the line is (Intel's fast-string stores ask only for
+    /// ownership, without the data, but still hold a fill buffer for the round trip: a
+    /// deliberate simplification).
+    fn fetch_bound(&self, cpu: usize, lines: std::ops::Range<u64>) -> f64 {
+        lines.map(|l| self.stall(self.probe_level(cpu, l), true)).sum()
+    }
+
+    /// Charge a streaming loop to `func`: it runs at its instruction rate (`exec`) unless
+    /// fetching its lines (`fetch`) takes longer; the difference is a back-end stall.
+    fn charge_streaming(&self, cpu: usize, func: &'static str, exec: f64, fetch: f64, perf: &mut PerfCounters) {
+        perf.charge(func, self.exec_cycles(cpu, exec.max(fetch)));
+        perf.stalled_backend += (fetch - exec).max(0.0);
+    }
+
     /// Charge one piece of kernel work to `cpu` at `clock_base + perf.cycles`.
     pub fn do_work(&mut self, cpu: usize, k: &mut Kernel, w: Work, perf: &mut PerfCounters, clock_base: f64) {
         match w {
             Work::Clear { pfn, pages } => {
                 let bytes = pages * PAGE_SIZE;
-                perf.charge("clear_page_erms", self.exec_cycles(cpu, bytes as f64 / self.p.cost.clear_bytes_per_cycle));
-                if !self.p.cost.clear_nontemporal {
-                    // Temporal stores: every zeroed line passes through this CPU's caches.
+                let exec = bytes as f64 / self.p.cost.clear_bytes_per_cycle;
+                if self.p.cost.clear_nontemporal {
+                    perf.charge("clear_page_erms", self.exec_cycles(cpu, exec));
+                } else {
+                    // Temporal stores: every zeroed line passes through this CPU's caches, and
+                    // a line not in them is fetched first (a read for ownership).
                     let first = pfn.phys() >> self.line_shift;
-                    for l in first..first + (bytes >> self.line_shift) {
+                    let lines = first..first + (bytes >> self.line_shift);
+                    let fetch = self.fetch_bound(cpu, lines.clone());
+                    for l in lines {
                         self.cache_access(cpu, l);
                     }
+                    self.charge_streaming(cpu, "clear_page_erms", exec, fetch, perf);
                 }
             }
             Work::Copy { dst, src } => {
-                perf.charge("copy_page", self.exec_cycles(cpu, PAGE_SIZE as f64 / self.p.cost.copy_bytes_per_cycle));
+                let exec = PAGE_SIZE as f64 / self.p.cost.copy_bytes_per_cycle;
                 let n = PAGE_SIZE >> self.line_shift;
+                let (s0, d0) = (src.phys() >> self.line_shift, dst.phys() >> self.line_shift);
+                let fetch = self.fetch_bound(cpu, s0..s0 + n) + self.fetch_bound(cpu, d0..d0 + n);
                 for i in 0..n {
-                    self.cache_access(cpu, (src.phys() >> self.line_shift) + i);
-                    self.cache_access(cpu, (dst.phys() >> self.line_shift) + i);
+                    self.cache_access(cpu, s0 + i);
+                    self.cache_access(cpu, d0 + i);
                 }
+                self.charge_streaming(cpu, "copy_page", exec, fetch, perf);
             }
             Work::Flush { mm, start, end } => self.flush_range(cpu, k, mm, start, end, perf),
             Work::FlushMm { mm } => self.flush_range(cpu, k, mm, 0, u64::MAX, perf),

@@ -481,6 +481,32 @@ fn cmpxchg_loops_move_a_contended_line_twice() {
     assert_eq!(m.atomic_rmw(0, line, 3000.0, 0.0, 2.0, "t", &mut pc), 2.0 * xfer + atomic, "cmpxchg loop: two");
 }
 
+/// clear_page with temporal stores runs at its store rate on a page already in the caches,
+/// and at the fill buffers' rate on a cold one: each of its 64 lines is read for ownership
+/// from memory, `memory.mlp` at a time (Little's law). copy_page is bounded the same way.
+#[test]
+fn clearing_a_cold_page_waits_for_its_lines() {
+    use crate::kernel::Work;
+    use crate::units::Pfn;
+    let p = profile::builtin("haswell-ep", &[]).unwrap();
+    let lines = (4096 / p.cache.line) as f64;
+    let cold = lines * (p.memory.latency - p.cache.l1d.latency) / p.memory.mlp;
+    let warm = 4096.0 / p.cost.clear_bytes_per_cycle;
+    assert!(cold > 4.0 * warm, "the case this test is about: {cold} vs {warm}");
+    let mut k = Kernel::new(64 << 20, Knobs::default());
+    let mut m = Machine::new(p.clone(), 1);
+    let clear = |m: &mut Machine, k: &mut Kernel, pfn: u32| {
+        let mut pc = PerfCounters::default();
+        m.do_work(0, k, Work::Clear { pfn: Pfn(pfn), pages: 1 }, &mut pc, 0.0);
+        (pc.cycles, pc.stalled_backend)
+    };
+    assert_eq!(clear(&mut m, &mut k, 100), (cold, cold - warm), "cold: a fill-buffer-bound stall");
+    assert_eq!(clear(&mut m, &mut k, 100), (warm, 0.0), "the same page again: in the L1");
+    let mut pc = PerfCounters::default();
+    m.do_work(0, &mut k, Work::Copy { dst: Pfn(200), src: Pfn(300) }, &mut pc, 0.0);
+    assert_eq!(pc.cycles, 2.0 * cold, "copy_page: both pages' lines");
+}
+
 /// The simulator runs one CPU a slice at a time, so a CPU simulated later can reach a line
 /// earlier in simulated time than a use already booked: it takes the idle gap before that use
 /// if the gap is long enough, and otherwise waits until the use ends.
@@ -503,11 +529,13 @@ fn a_contended_line_is_used_in_time_order() {
     assert_eq!(m.atomic_rmw(3, line, 50_020.0, 1000.0, 1.0, "t", &mut pc), xfer + atomic + 1000.0);
 }
 
-/// 16 processes on 16 CPUs read-fault the huge zero page with the global refcount: the
-/// refcount's line is the bottleneck, and it is never idle while a CPU waits for it, so the
-/// slowest process finishes soon after the line has served every get_huge_zero_page (a read
-/// and a cmpxchg: two transfers each). The processes stay (a loop) until all are done, so
-/// that no exit's put_huge_zero_page takes the line meanwhile.
+/// 16 processes on 16 CPUs (no SMT) read-fault the huge zero page with the global refcount:
+/// the refcount's line is the bottleneck (a fault's own work is shorter than 16 turns on it),
+/// and it is never idle while a CPU waits for it, so the slowest process finishes soon after
+/// the line has served every get_huge_zero_page (a read and a cmpxchg: two transfers each).
+/// The parent allocates the huge zero page first (clearing 2 MiB of cold memory takes ~0.3
+/// ms, which would hold one process back). The processes stay (a loop) until all are done,
+/// so that no exit's put_huge_zero_page takes the line meanwhile.
 #[test]
 fn a_saturated_line_serves_the_cpus_back_to_back() {
     let n = 16u64;
@@ -515,6 +543,8 @@ fn a_saturated_line_serves_the_cpus_back_to_back() {
     let w = json!({"machine":{"profile":"haswell-ep","cpus":n},
     "knobs":{"transparent_hugepage/enabled":"always","transparent_hugepage/hzp_refcount":"global"},
     "program":[
+        {"op":"mmap","name":"z","size":"4M"},
+        {"op":"read","region":"z","stride":"2M"},
         {"op":"fork","count":n,"cpu":0,"program":[
             {"op":"mmap","name":"m","size":"512M"},
             {"op":"snapshot","label":"start"},
@@ -524,7 +554,7 @@ fn a_saturated_line_serves_the_cpus_back_to_back() {
         ]},
         {"op":"wait"}
     ]});
-    let r = run_with_sets(w, &[]);
+    let r = run_with_sets(w, &[("hw.cpu.smt", "1"), ("hw.cpu.smt_throughput", "1")]);
     let p = profile::builtin("haswell-ep", &[]).unwrap();
     let hz = p.cpu.freq_ghz * 1e9;
     let at = |label: &str| -> Vec<f64> {
@@ -536,11 +566,12 @@ fn a_saturated_line_serves_the_cpus_back_to_back() {
     let last = done.iter().cloned().fold(0.0, f64::max);
     let line_busy = (n * faults) as f64 * (2.0 * p.smp.line_transfer + p.smp.atomic);
     let elapsed = last - first;
-    assert!(elapsed > line_busy, "{elapsed} cycles: the line serialises {line_busy}");
-    // The forks are staggered (the first processes fault alone for a while): 7% more here.
+    // A CPU that takes the line again before another asks for it pays no transfer (the
+    // forks are staggered): a little under the line's time is possible.
+    assert!(elapsed > 0.9 * line_busy, "{elapsed} cycles: the line serialises {line_busy}");
     // Before uses were booked in time order, slices left the line idle: 22% more.
     assert!(elapsed < 1.1 * line_busy, "{elapsed} cycles against {line_busy} of line time");
-    assert_eq!(perf(&r, "page-faults"), (n * faults) as f64);
+    assert_eq!(perf(&r, "page-faults"), (n * faults + 2) as f64, "and the parent's 2");
 }
 
 /// A process's exit tears its address space down on its own CPU: another process's next
@@ -593,12 +624,12 @@ fn per_cpu_page_lists_contend_for_the_zone_lock() {
             ]},
             {"op":"wait"}
         ]});
-        // A slow lock (400 cycles a page), so that 8 CPUs faulting at once queue for it.
-        let r = run_with_sets(w, &[("hw.smp.zone_lock_page", "400")]);
+        // A slow lock (1000 cycles a page), so that 8 CPUs faulting at once queue for it.
+        let r = run_with_sets(w, &[("hw.smp.zone_lock_page", "1000")]);
         (profile_cycles(&r, "rmqueue_bulk"), r)
     };
     let (one, r1) = run(1);
-    let p = profile::builtin("default", &[("smp.zone_lock_page".into(), "400".into())]).unwrap();
+    let p = profile::builtin("default", &[("smp.zone_lock_page".into(), "1000".into())]).unwrap();
     let refills = (4096.0f64 + 8.0) / 63.0;
     assert!(one >= refills.floor() * 63.0 * p.smp.zone_lock_page, "{one}: a refill per 63 pages");
     assert!(one < (refills.ceil() + 2.0) * (63.0 * p.smp.zone_lock_page + p.smp.line_transfer + p.smp.atomic));
@@ -770,8 +801,8 @@ fn numa_nodes_split_the_zone_lock() {
             ]},
             {"op":"wait"}
         ]});
-        // A slow lock (400 cycles a page) that 8 CPUs faulting at once keep busy.
-        let r = run_with_sets(w, &[("hw.smp.numa_nodes", nodes), ("hw.smp.zone_lock_page", "400")]);
+        // A slow lock (1000 cycles a page) that 8 CPUs faulting at once keep busy.
+        let r = run_with_sets(w, &[("hw.smp.numa_nodes", nodes), ("hw.smp.zone_lock_page", "1000")]);
         assert_eq!(r.check.mismatches, 0);
         profile_cycles(&r, "rmqueue_bulk")
     };
