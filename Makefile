@@ -22,7 +22,7 @@ SOURCES := $(shell find crates profiles -type f \( -name '*.rs' -o -name '*.toml
 REPORT := report
 NATIVE_OUT := target/native
 
-.PHONY: help build test lint fmt run bench reproduce fuzz clean
+.PHONY: help build test lint fmt run bench calibrate reproduce fuzz clean
 
 help: ## list the targets
 	@grep -E '^[a-z][a-zA-Z_-]*:.*## ' $(MAKEFILE_LIST) | \
@@ -75,6 +75,9 @@ $(NATIVE_OUT)/runner: native/runner.c
 bench: build $(NATIVE_OUT)/stream ## simulated references/s vs native and cachegrind; seed workload wall times
 	@command -v valgrind >/dev/null || (apt-get install -y -q valgrind >/dev/null 2>&1 || true)
 	$(BIN)/python scripts/bench.py
+
+calibrate: build ## time a page fault on this machine's kernel beside mmsim's default profile
+	$(BIN)/python scripts/calibrate_fault.py
 
 reproduce: build ## run every seed experiment at full scale beside the published numbers
 	$(BIN)/mmsim reproduce | tee target/reproduce.txt

@@ -483,10 +483,14 @@ def native_report(workload: Mapping[str, Any]) -> dict[str, Any]:
 
     def snap(r: dict[str, Any]) -> dict[str, Any]:
         proc = {"pid": r["pid"], "state": "running", **{f: r.get(f, 0) for f in PROCESS_FIELDS}}
+        perf = dict(r.get("perf", {}))
+        if "task-clock" in perf:
+            # The kernel counts it in ns; perf stat and `mmsim run --json` show ms.
+            perf["task-clock"] = perf["task-clock"] / 1e6
         return {
             "label": r["label"],
             "pid": r["pid"],
-            "perf": r.get("perf", {}),
+            "perf": perf,
             "vmstat": r.get("vmstat", {}),
             "meminfo": r.get("meminfo", {}),
             "processes": [proc],
