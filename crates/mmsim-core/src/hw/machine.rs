@@ -559,21 +559,6 @@ impl Machine {
         self.overlap_work(cpu, cycles);
     }
 
-    /// Charge the kernel's queued work to `cpu` (and remote CPUs for shootdowns).
-    /// `clock_base + perf.cycles` is the CPU's time now (atomics happen in time order).
-    pub fn drain_work(&mut self, cpu: usize, k: &mut Kernel, perf: &mut PerfCounters, clock_base: f64) {
-        if k.work.is_empty() {
-            return;
-        }
-        let mut work = std::mem::take(&mut k.work);
-        for w in work.drain(..) {
-            self.do_work(cpu, k, w, perf, clock_base);
-        }
-        if k.work.is_empty() {
-            k.work = work;
-        }
-    }
-
     /// Where `line` is for `cpu` now, without touching any cache's state.
     fn probe_level(&self, cpu: usize, line: u64) -> Level {
         let c = &self.cpus[cpu];
@@ -606,7 +591,9 @@ impl Machine {
         perf.stalled_backend += (fetch - exec).max(0.0);
     }
 
-    /// Charge one piece of kernel work to `cpu` at `clock_base + perf.cycles`.
+    /// Charge one piece of the kernel's queued work to `cpu` (and remote CPUs for
+    /// shootdowns) at `clock_base + perf.cycles`, its time now (shared lines are used in time
+    /// order). The interpreter decides when (`Interp::charge_work`).
     pub fn do_work(&mut self, cpu: usize, k: &mut Kernel, w: Work, perf: &mut PerfCounters, clock_base: f64) {
         match w {
             Work::Clear { pfn, pages } => {
