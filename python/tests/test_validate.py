@@ -92,3 +92,26 @@ def test_run_native_reports_what_the_kernel_did_in_the_run_json_schema():
     assert text.returncode == 0 and "after-write" in text.stdout and "Native run of 'hzp-rss'" in text.stdout
     bad = run_mmsim("run", "--native", "--check", HZP_RSS)
     assert bad.returncode == 2 and "simulator only" in bad.stderr
+
+
+def test_make_calibrate_workloads_run_and_are_timed_per_fault():
+    """`make calibrate`'s two workloads, at a small size, in mmsim: one time per fault for
+    each pass after the first, and every pass takes the same number of faults."""
+    import importlib.util
+    import json
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("calibrate_fault", root / "scripts" / "calibrate_fault.py")
+    cal = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cal)
+    small = [
+        (cal.workload("hzp-read", "64M", "2M", True, "read"), 32),
+        (cal.workload("anon-write", "4M", "4K", False, "write"), 1024),
+    ]
+    for w, faults in small:
+        report = cal.run(w, native=False)
+        times = cal.per_fault_ns(report)
+        assert len(times) == cal.PASSES - 1 and all(t > 0 for t in times), times
+        pairs = zip(report["snapshots"][::2], report["snapshots"][1::2], strict=True)
+        assert {a["perf"]["page-faults"] - b["perf"]["page-faults"] for b, a in pairs} == {faults}
+        assert json.loads((root / "target" / f"calibrate-{w['name']}.json").read_text()) == w
