@@ -1,17 +1,21 @@
 """`make calibrate`: the cost of a page fault on this machine's kernel beside mmsim's model.
 
-Runs two fault-bound workloads natively (native/runner.c, task-clock per pass) and in mmsim on
-the `default` profile (the build machine), and prints the time per fault of each, and the
-`cost.fault_handler` that would make mmsim's time per fault equal the kernel's (everything else
-in the model held as it is):
+Runs three fault-bound workloads natively (native/runner.c, task-clock per pass) and in mmsim
+on the `default` profile (the build machine), prints the time per fault of each, and the value
+of the profile parameter that would make mmsim's time equal the kernel's (everything else in
+the model held as it is):
 
-- hzp-read: madvise(MADV_HUGEPAGE) on 16 GiB, one read per 2 MiB: a huge-zero-page fault each
-  (seed 000/001's fault: a PTE table allocated, cleared and deposited, a pmd set);
+- thp-write: madvise(MADV_HUGEPAGE) on 1 GiB, one write per 2 MiB: a THP allocated and its
+  2 MiB of cold memory cleared per fault, which sets `memory.stream_mlp` (the line fills a
+  streaming clear keeps in flight);
+- hzp-read: the same on 16 GiB, one read per 2 MiB: a huge-zero-page fault each (seed
+  000/001's fault: a PTE table allocated, cleared and deposited, a pmd set);
 - anon-write: 1 GiB without THP, one write per 4 KiB: do_anonymous_page with a page cleared.
 
-Each workload maps, faults and unmaps its region several times; the first pass is left out
-(the VM this runs in hands freed memory back to its host, and a first touch is slow). Wall
-times only: nothing here is a pass/fail test.
+The last two set `cost.fault_handler`; calibrate `memory.stream_mlp` first, since their
+clears depend on it. Each workload maps, faults and unmaps its region several times; the
+first pass is left out (the VM this runs in hands freed memory back to its host, and a first
+touch is slow). Wall times only: nothing here is a pass/fail test.
 """
 
 from __future__ import annotations
@@ -46,21 +50,25 @@ def workload(name: str, size: str, stride: str, thp: bool, access: str) -> dict:
 
 
 WORKLOADS = [
-    workload("hzp-read", "16G", "2M", True, "read"),
-    workload("anon-write", "1G", "4K", False, "write"),
+    (workload("thp-write", "1G", "2M", True, "write"), "memory.stream_mlp"),
+    (workload("hzp-read", "16G", "2M", True, "read"), "cost.fault_handler"),
+    (workload("anon-write", "1G", "4K", False, "write"), "cost.fault_handler"),
 ]
 
 
-def per_fault_ns(report: dict) -> list[float]:
-    """ns per fault of each pass after the first (task-clock is in ms, native or not)."""
+def per_fault_ns(report: dict, func: str | None = None) -> list[float]:
+    """ns per fault of each pass after the first (task-clock is in ms, native or not), or
+    with `func` the cycles per fault mmsim charged to that kernel function."""
     out, before = [], None
     for s in report["snapshots"]:
         if s["label"] == "before":
-            before = s["perf"]
+            before = s
             continue
-        ms = s["perf"]["task-clock"] - before["task-clock"]
-        faults = s["perf"]["page-faults"] - before["page-faults"]
-        out.append(ms * 1e6 / faults)
+        faults = s["perf"]["page-faults"] - before["perf"]["page-faults"]
+        if func is None:
+            out.append((s["perf"]["task-clock"] - before["perf"]["task-clock"]) * 1e6 / faults)
+        else:
+            out.append((s["profile"].get(func, 0) - before["profile"].get(func, 0)) / faults)
     return out[1:]
 
 
@@ -72,16 +80,27 @@ def run(w: dict, native: bool) -> dict:
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
+def implied(param: str, value: float, nat: float, sim: float, sim_report: dict, ghz: float) -> float:
+    """The parameter's value that makes mmsim's ns per fault `sim` equal the kernel's `nat`."""
+    if param == "cost.fault_handler":
+        return value + (nat - sim) * ghz
+    # memory.stream_mlp: the cold clear's time is inversely proportional to it.
+    clear = statistics.median(per_fault_ns(sim_report, "clear_page_erms")) / ghz
+    return value * clear / (nat - (sim - clear))
+
+
 def main() -> None:
     show = [*MMSIM, "profiles", "show", "default", "--json"]
     prof = json.loads(subprocess.run(show, check=True, capture_output=True, text=True).stdout)
-    ghz, handler = float(prof["cpu.freq_ghz"]), float(prof["cost.fault_handler"])
-    print(f"{'workload':12s} {'kernel ns/fault':>16s} {'mmsim ns/fault':>15s} {'mmsim/kernel':>13s}  fault_handler")
-    for w in WORKLOADS:
+    ghz = float(prof["cpu.freq_ghz"])
+    print(f"{'workload':12s} {'kernel ns/fault':>16s} {'mmsim ns/fault':>15s} {'mmsim/kernel':>13s}  implied")
+    for w, param in WORKLOADS:
         nat = statistics.median(per_fault_ns(run(w, True)))
-        sim = statistics.median(per_fault_ns(run(w, False)))
-        implied = f"{handler:.0f} -> {handler + (nat - sim) * ghz:.0f} cycles"
-        print(f"{w['name']:12s} {nat:16.0f} {sim:15.0f} {sim / nat:13.2f}  {implied}")
+        sim_report = run(w, False)
+        sim = statistics.median(per_fault_ns(sim_report))
+        value = float(prof[param])
+        new = implied(param, value, nat, sim, sim_report, ghz)
+        print(f"{w['name']:12s} {nat:16.0f} {sim:15.0f} {sim / nat:13.2f}  {param} {value:g} -> {new:.1f}")
 
 
 if __name__ == "__main__":

@@ -574,14 +574,15 @@ impl Machine {
     }
 
     /// Cycles a streaming kernel loop (clear_page, copy_page) needs to bring `lines` to this
-    /// CPU, `memory.mlp` line fills in flight at a time (Little's law), judged by where each
+    /// CPU, `memory.stream_mlp` line fills in flight at a time (Little's law), judged by where each
     /// line is before the loop starts: the prefetcher cannot fetch faster than the fill
     /// buffers let it. A store to a line this CPU does not hold waits for ownership; mmsim
     /// charges that as a fill from where the line is (Intel's fast-string stores ask only for
     /// ownership, without the data, but still hold a fill buffer for the round trip: a
     /// deliberate simplification).
     fn fetch_bound(&self, cpu: usize, lines: std::ops::Range<u64>) -> f64 {
-        lines.map(|l| self.stall(self.probe_level(cpu, l), true)).sum()
+        let serial: f64 = lines.map(|l| self.stall(self.probe_level(cpu, l), false)).sum();
+        serial / self.p.memory.stream_mlp
     }
 
     /// Charge a streaming loop to `func`: it runs at its instruction rate (`exec`) unless

@@ -100,6 +100,10 @@ pub struct MemorySpec {
     pub latency: f64,
     /// Misses a core keeps in flight for an independent stream (line fill buffers).
     pub mlp: f64,
+    /// Line fills a streaming kernel loop (clear_page, copy_page) keeps in flight on cold
+    /// lines, the L2 streamer's included: it bounds their rate at `stream_mlp` lines per
+    /// `latency`.
+    pub stream_mlp: f64,
 }
 
 /// Software costs: instructions of the workload's loops and the kernel's paths.
@@ -292,6 +296,7 @@ fn validate(p: &Profile) -> Result<(), String> {
     pos("cpu.loads_per_cycle", p.cpu.loads_per_cycle)?;
     pos("cpu.stores_per_cycle", p.cpu.stores_per_cycle)?;
     pos("memory.mlp", p.memory.mlp)?;
+    pos("memory.stream_mlp", p.memory.stream_mlp)?;
     let at_least_one = |name: &str, v: u32| {
         if v >= 1 {
             Ok(())
