@@ -15,6 +15,9 @@
  *   read NAME OFFSET LENGTH STRIDE EXPECT    EXPECT -1: none
  *   write NAME OFFSET LENGTH STRIDE VALUE
  *   compare A OFFA B OFFB LENGTH STRIDE EXPECT   STRIDE 0: memcmp; EXPECT -1/0/1
+ *   atomic NAME OFFSET COUNT             COUNT locked adds of 0 to the 8-byte word at OFFSET
+ *                                        (a locked read-modify-write that leaves memory as it
+ *                                        is, as mmsim's atomic op does)
  *   loop COUNT ... end
  *   fork COUNT ... end                   each child runs the block, then exits
  *   wait
@@ -55,7 +58,7 @@
 #define MAX_REGIONS 64
 #define MAX_CHILDREN 4096
 
-enum kind { MMAP, MUNMAP, MPROTECT, MADVISE, READ, WRITE, COMPARE, LOOP, FORK, WAIT, EXIT, SNAPSHOT, END };
+enum kind { MMAP, MUNMAP, MPROTECT, MADVISE, READ, WRITE, COMPARE, ATOMIC, LOOP, FORK, WAIT, EXIT, SNAPSHOT, END };
 
 struct op {
 	enum kind kind;
@@ -183,6 +186,9 @@ static void parse(FILE *f)
 			o->kind = COMPARE;
 			sscanf(line, "%*s %63s %lld %63s %lld %lld %lld %lld", o->name, &o->a, o->name2, &o->b, &o->c, &o->d,
 			       &o->e);
+		} else if (!strcmp(w, "atomic")) {
+			o->kind = ATOMIC;
+			sscanf(line, "%*s %63s %lld %lld", o->name, &o->a, &o->b);
 		} else if (!strcmp(w, "loop") || !strcmp(w, "fork")) {
 			o->kind = w[0] == 'l' ? LOOP : FORK;
 			sscanf(line, "%*s %lld", &o->a);
@@ -412,6 +418,13 @@ static void run(int from, int to)
 				fprintf(stderr, "runner: pid %d: compare: expected %s\n", my_pid, o->e ? "equal" : "different");
 				exit(1);
 			}
+			break;
+		}
+		case ATOMIC: {
+			struct region *r = region(o->name);
+			volatile long long *word = (volatile long long *)(r->addr + (o->a & ~7LL));
+			for (long long k = 0; k < o->b; k++)
+				__asm__ volatile("lock addq $0, %0" : "+m"(*word) : : "memory", "cc");
 			break;
 		}
 		case LOOP:

@@ -13,9 +13,11 @@ the model held as it is):
 - anon-write: 1 GiB without THP, one write per 4 KiB: do_anonymous_page with a page cleared.
 
 The last two set `cost.fault_handler`; calibrate `memory.stream_mlp` first, since their
-clears depend on it. Each workload maps, faults and unmaps its region several times; the
-first pass is left out (the VM this runs in hands freed memory back to its host, and a first
-touch is slow). Wall times only: nothing here is a pass/fail test.
+clears depend on it. Then one process doing locked adds to one word of a shared page sets
+`smp.atomic`, and two, as a check only, show what a contended line costs on both. Each fault workload maps,
+faults and unmaps its region several times; the first pass is left out (the VM this runs in
+hands freed memory back to its host, and a first touch is slow). Wall times only: nothing
+here is a pass/fail test.
 """
 
 from __future__ import annotations
@@ -54,6 +56,44 @@ WORKLOADS = [
     (workload("hzp-read", "16G", "2M", True, "read"), "cost.fault_handler"),
     (workload("anon-write", "1G", "4K", False, "write"), "cost.fault_handler"),
 ]
+
+
+ATOMICS = 20_000_000
+
+
+def atomic_workload(processes: int) -> dict:
+    """`processes` processes on their own CPUs each doing ATOMICS locked adds to one word of a
+    shared page."""
+    return {
+        "name": f"atomic-{processes}",
+        "machine": {"profile": "default", "cpus": 2},
+        "program": [
+            {"op": "mmap", "name": "s", "size": "4K", "flags": ["shared", "anonymous"]},
+            {"op": "write", "region": "s", "length": 8},
+            {
+                "op": "fork",
+                "count": processes,
+                "program": [
+                    {"op": "snapshot", "label": "start"},
+                    {"op": "atomic", "region": "s", "count": ATOMICS},
+                    {"op": "snapshot", "label": "done"},
+                ],
+            },
+            {"op": "wait"},
+        ],
+    }
+
+
+def per_atomic_ns(report: dict) -> float:
+    """ns per atomic, the mean over the processes (each one's task-clock from start to done)."""
+    clock: dict[int, dict[str, float]] = {}
+    for s in report["snapshots"]:
+        # The process's own counters: mmsim's snapshot `perf` is the whole machine's, the
+        # native runner's is the process's (its process entry has no perf).
+        own = next((p for p in s["processes"] if p["pid"] == s["pid"] and "perf" in p), s)
+        clock.setdefault(s["pid"], {})[s["label"]] = own["perf"]["task-clock"]
+    times = [(c["done"] - c["start"]) * 1e6 / ATOMICS for c in clock.values() if "done" in c]
+    return statistics.mean(times)
 
 
 def per_fault_ns(report: dict, func: str | None = None) -> list[float]:
@@ -101,6 +141,17 @@ def main() -> None:
         value = float(prof[param])
         new = implied(param, value, nat, sim, sim_report, ghz)
         print(f"{w['name']:12s} {nat:16.0f} {sim:15.0f} {sim / nat:13.2f}  {param} {value:g} -> {new:.1f}")
+    # One process sets smp.atomic (a locked add on an owned line is all its loop costs in
+    # mmsim); two are a check, not a calibration: mmsim passes a contended line to the other
+    # CPU at every use, and hardware need not (see README, "Deliberate differences").
+    print(f"\nAtomics ({ATOMICS:,} locked adds per process on one shared line):")
+    print(f"{'processes':12s} {'kernel ns/op':>16s} {'mmsim ns/op':>15s} {'mmsim/kernel':>13s}  implied")
+    for n in (1, 2):
+        w = atomic_workload(n)
+        nat, sim = per_atomic_ns(run(w, True)), per_atomic_ns(run(w, False))
+        value = float(prof["smp.atomic"])
+        note = f"smp.atomic {value:g} -> {value * nat / sim:.1f}" if n == 1 else "(a check)"
+        print(f"{n:<12d} {nat:16.2f} {sim:15.2f} {sim / nat:13.2f}  {note}")
 
 
 if __name__ == "__main__":

@@ -82,6 +82,10 @@ def compile_program(ops: list[Mapping[str, Any]]) -> str:
                 f"{b['region']} {parse_size(b.get('offset', 0))} "
                 f"{parse_size(op['length'])} {parse_size(op.get('stride', 0))} {e}"
             )
+        elif kind == "atomic":
+            if parse_size(op.get("hold", 0)) > 0:
+                raise MmsimError("validate: the native runner cannot run an atomic op with hold (a spinlock)")
+            out.append(f"atomic {region} {off} {op.get('count', 1)}")
         elif kind in ("loop", "fork"):
             n = op.get("count", 1)
             out.append(f"{kind} {n}")

@@ -47,10 +47,16 @@ def test_validate_refuses_unknown_host_knobs_and_bad_input(write_workload):
     e = run_mmsim("validate")
     assert e.returncode == 2 and "--suite" in e.stderr
     w = write_workload(
-        "atom.json", {"program": [{"op": "mmap", "name": "p", "size": "4K"}, {"op": "atomic", "region": "p"}]}
+        "thread.json",
+        {
+            "program": [
+                {"op": "mmap", "name": "p", "size": "4K"},
+                {"op": "thread", "program": [{"op": "read", "region": "p"}]},
+            ]
+        },
     )
     e = run_mmsim("validate", w)
-    assert e.returncode == 2 and "cannot run the 'atomic' op" in e.stderr
+    assert e.returncode == 2 and "cannot run the 'thread' op" in e.stderr, e.stderr
 
 
 def test_host_set_changes_the_host_for_the_run_and_restores_it():
@@ -115,3 +121,24 @@ def test_make_calibrate_workloads_run_and_are_timed_per_fault():
         pairs = zip(report["snapshots"][::2], report["snapshots"][1::2], strict=True)
         assert {a["perf"]["page-faults"] - b["perf"]["page-faults"] for b, a in pairs} == {faults}
         assert json.loads((root / "target" / f"calibrate-{w['name']}.json").read_text()) == w
+
+
+def test_the_native_runner_runs_atomics_and_refuses_a_spinlock_hold():
+    """The `atomic` op runs on the kernel as locked adds of 0 (memory unchanged, as in mmsim);
+    `hold` (a spinlock) has no native form and is refused by name."""
+    from mmsim import MmsimError
+    from mmsim.native import compile_program, run_native
+
+    prog = [
+        {"op": "mmap", "name": "s", "size": "4K", "flags": ["shared", "anonymous"]},
+        {"op": "write", "region": "s", "length": 8, "value": 7},
+        {"op": "fork", "count": 2, "program": [{"op": "atomic", "region": "s", "count": 1000}]},
+        {"op": "wait"},
+        {"op": "read", "region": "s", "length": 8, "expect": 7},
+        {"op": "snapshot", "label": "end"},
+    ]
+    assert "atomic s 0 1000" in compile_program(prog)
+    rows = run_native({"program": prog})
+    assert [r["label"] for r in rows if r["label"] == "end"] == ["end"], "the read after the atomics saw 7"
+    with pytest.raises(MmsimError, match="hold"):
+        compile_program([{"op": "atomic", "region": "s", "hold": 100}])

@@ -143,16 +143,17 @@ fn contended_atomics_serialise_across_cpus() {
             .map(|s| s.processes.iter().find(|p| p.pid == s.pid).unwrap().perf.get("cycles").unwrap())
             .fold(0.0, f64::max)
     };
-    // One CPU keeps the line: 20000 owned atomics (smp.atomic = 20 cycles each).
+    let p = profile::builtin("default", &[]).unwrap();
+    // One CPU keeps the line: 20000 owned atomics (smp.atomic cycles each).
     let one = elapsed(1);
-    assert!((one - 20000.0 * 20.0).abs() < 0.1 * one, "{one}");
+    assert!((one - 20000.0 * p.smp.atomic).abs() < 0.1 * one, "{one}");
     // N CPUs interleave in time order: every increment fetches the line from the previous
-    // owner (line_transfer + atomic = 110 cycles) and they serialise, so the last CPU
-    // finishes after ~N x 20000 x 110 cycles: time grows N-fold with N.
+    // owner (line_transfer + atomic) and they serialise, so the last CPU finishes after
+    // ~N x 20000 x (line_transfer + atomic) cycles: time grows N-fold with N.
     let mut prev = 0.0;
     for n in [2u64, 4, 8] {
         let t = elapsed(n);
-        let want = n as f64 * 20000.0 * 110.0;
+        let want = n as f64 * 20000.0 * (p.smp.line_transfer + p.smp.atomic);
         assert!((t - want).abs() < 0.05 * want, "{n} CPUs: {t} cycles, expected ~{want}");
         if prev > 0.0 {
             assert!((t / prev - 2.0).abs() < 0.1, "doubling the CPUs doubles the time");
