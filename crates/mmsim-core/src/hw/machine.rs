@@ -687,10 +687,9 @@ impl Machine {
     /// An atomic read-modify-write (or a spinlock acquire held for `hold` cycles) by `cpu` at
     /// time `now` on physical line `line`: it waits for the first time from `now` on when the
     /// line is free long enough (uses are booked in time order, whatever order the CPUs are
-    /// simulated in), pays `transfers`
-    /// line transfers if another CPU owns it (2 for a read + cmpxchg loop), and keeps the line
-    /// busy while it works. Returns the cycles the CPU spent (waiting included), charged to
-    /// `func`.
+    /// simulated in), pays `transfers` line transfers if another CPU owned it before (2 for a
+    /// read + cmpxchg loop), and keeps the line busy while it works. Returns the cycles the CPU
+    /// spent (waiting included), charged to `func`.
     #[allow(clippy::too_many_arguments)]
     pub fn atomic_rmw(
         &mut self,
@@ -715,8 +714,10 @@ impl Machine {
         // The earliest gap at or after `now` long enough for this use; its cost depends on
         // who owned the line before it.
         let mut i = sl.busy.partition_point(|&(_, end, _)| end <= now);
-        let mut prev_owner = if i > 0 { Some(sl.busy[i - 1].2) } else { sl.owner_before };
-        let mut prev_end = sl.pruned_end;
+        let (mut prev_end, mut prev_owner) = match i {
+            0 => (sl.pruned_end, sl.owner_before),
+            _ => (sl.busy[i - 1].1, Some(sl.busy[i - 1].2)),
+        };
         let (start, cost) = loop {
             let start = now.max(prev_end);
             let cost = if prev_owner.is_none_or(|o| o == cpu) { atomic } else { transfers * lt + atomic };

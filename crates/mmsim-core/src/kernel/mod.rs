@@ -101,6 +101,14 @@ pub enum Work {
     Atomic { line: u64, func: &'static str, kind: AtomicKind },
 }
 
+impl Work {
+    /// Work on a line other CPUs use too (zone->lock, a shared atomic): its cost depends on
+    /// when the others use it, so the interpreter charges it in time order.
+    pub fn on_shared_line(&self) -> bool {
+        matches!(self, Work::ZoneLock { .. } | Work::Atomic { .. })
+    }
+}
+
 /// The per-CPU page lists (mm/page_alloc.c, struct per_cpu_pages) of order-0 pages, modelled
 /// for what they cost: a CPU allocates from and frees to its own list, and only when the list
 /// runs empty (or above `high`) does it move `batch` pages from (to) the buddy allocator under

@@ -619,7 +619,7 @@ impl Interp {
             while !self.kernel.work.is_empty() {
                 let mut batch = std::mem::take(&mut self.kernel.work);
                 for w in batch.drain(..) {
-                    if Self::contended(&w) {
+                    if w.on_shared_line() {
                         self.tasks[t].pending.push_back(w);
                     } else {
                         self.machine.do_work(cpu, &mut self.kernel, w, &mut self.tasks[t].perf, base);
@@ -637,11 +637,6 @@ impl Interp {
             task.pending.pop_front();
             self.machine.do_work(cpu, &mut self.kernel, w, &mut self.tasks[t].perf, base);
         }
-    }
-
-    /// Work whose cost depends on other CPUs' use of a shared line (its time order matters).
-    fn contended(w: &Work) -> bool {
-        matches!(w, Work::ZoneLock { .. } | Work::Atomic { .. })
     }
 
     fn after_syscall(&mut self) {
