@@ -20,9 +20,35 @@
  *                                        is, as mmsim's atomic op does)
  *   loop COUNT ... end
  *   fork COUNT ... end                   each child runs the block, then exits
+ *   thread COUNT ... end                 each thread (clone with CLONE_VM | CLONE_THREAD) runs
+ *                                        the block, then exits (the thread only, as mmsim's does)
  *   wait
  *   exit
  *   snapshot LABEL
+ *
+ * The serial schedule (mmsim's engine.schedule=serial): a task a fork or thread op creates
+ * runs to its end (exit, or a fatal signal) before the op creates the next one, and the op
+ * returns once the last has ended. So no count depends on the timing of concurrent tasks (a
+ * sibling holding a folio lock makes fault-around's folio_trylock fail, for one). Pids are
+ * logical: an op of COUNT tasks takes the next COUNT numbers at once, as mmsim numbers tasks.
+ *
+ * The runner is invisible: nothing it does for itself shows in a reported count.
+ *  - Before the program starts it writes every page of its own private writable memory
+ *    (stack, data, bss, heap, thread stacks) and marks it MADV_NOHUGEPAGE, and it allocates
+ *    nothing once the program runs (no malloc, no stdio on files: /proc is read with read(2)
+ *    into static buffers).
+ *  - After a fork both sides write every such page again (breaking copy-on-write at once),
+ *    and the faults that takes, with any glibc's fork wrapper took, are the runner's own:
+ *    `minflt` and perf's page-faults and minor-faults are reported without them (they are in
+ *    `runner_minflt`). RSS and page tables are unchanged by it: a COW break maps a copy where
+ *    the shared page was.
+ *  - minflt is the task's own (getrusage RUSAGE_THREAD), as mmsim counts faults per task.
+ *
+ * Host state: before the program, the runner reads a 2 MiB-aligned MADV_HUGEPAGE range and
+ * unmaps it. Where THP and use_zero_page are on, that makes sure the huge zero folio exists
+ * and keeps it (the mm that mapped it holds a reference until it exits), so that a workload's
+ * thp_zero_page_alloc does not depend on whether the host had freed it; mmsim then starts
+ * with it allocated (python/mmsim/native.py).
  *
  * Every process appends one JSON line per snapshot to OUT_FILE (O_APPEND, so lines from
  * several processes do not interleave). Logical pids follow the order of creation, as the
@@ -40,35 +66,60 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <linux/perf_event.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/perf_event.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
-#include <sys/syscall.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_OPS 4096
 #define MAX_REGIONS 64
 #define MAX_CHILDREN 4096
+/* Thread ops nested in thread ops: each level runs on a stack of its own. */
+#define MAX_THREAD_DEPTH 16
+#define THREAD_STACK (512 * 1024)
+/* The main stack the runner's own calls may reach, written before the program starts. */
+#define MAIN_STACK (512 * 1024)
+#define MAX_OWN 128
 
-enum kind { MMAP, MUNMAP, MPROTECT, MADVISE, READ, WRITE, COMPARE, ATOMIC, LOOP, FORK, WAIT, EXIT, SNAPSHOT, END };
+enum kind {
+	MMAP,
+	MUNMAP,
+	MPROTECT,
+	MADVISE,
+	READ,
+	WRITE,
+	COMPARE,
+	ATOMIC,
+	LOOP,
+	FORK,
+	THREAD,
+	WAIT,
+	EXIT,
+	SNAPSHOT,
+	END
+};
 
 struct op {
 	enum kind kind;
 	char name[64], name2[64];
 	long long a, b, c, d, e, f, g;
-	int end; /* for LOOP/FORK: index of the matching END */
+	int end; /* for LOOP/FORK/THREAD: index of the matching END */
 };
 
 static struct op ops[MAX_OPS];
 static int nops;
+static int thread_depth_needed;
 
 struct region {
 	char name[64];
@@ -79,11 +130,10 @@ static struct region regions[MAX_REGIONS];
 static int nregions;
 
 static int out_fd;
-static int my_pid = 1;
 static volatile long *pid_counter;
-static pid_t children[MAX_CHILDREN];
-static int nchildren;
 static volatile unsigned long sink;
+/* The layout is randomised (set once in main; forked children inherit the personality). */
+static int aslr;
 
 /* perf events of this process (opened at start and again in each child): software events
  * work everywhere; hardware ones only where the host (or its hypervisor) exposes a PMU. */
@@ -105,7 +155,44 @@ static const struct {
 	 CACHE(PERF_COUNT_HW_CACHE_LL, PERF_COUNT_HW_CACHE_OP_READ, PERF_COUNT_HW_CACHE_RESULT_MISS)},
 };
 #define NEVENTS (int)(sizeof events / sizeof events[0])
-static int perf_fd[NEVENTS];
+
+/* What is the running task's own: its logical pid, the children it has not reaped, its perf
+ * events and the faults the runner took for itself. A thread shares the globals of its
+ * process, so a thread op saves its creator's task and restores it when the thread ends
+ * (the creator is blocked meanwhile: the serial schedule). */
+struct task {
+	int pid;
+	int nchildren;
+	pid_t children[MAX_CHILDREN];
+	int perf_fd[NEVENTS];
+	long own_faults;
+};
+static struct task cur = {.pid = 1};
+
+/* The runner's own private writable memory, and its private file mappings (code, read-only
+ * data), from /proc/self/maps before the program. */
+static struct {
+	char *start, *end;
+	int writable;
+} own[MAX_OWN];
+static int nown;
+
+/* Thread stacks, one per nesting level of thread ops, written before the program starts. */
+static char *thread_stacks[MAX_THREAD_DEPTH];
+static int thread_level;
+
+static void die(const char *msg)
+{
+	fprintf(stderr, "runner: %s: %s\n", msg, strerror(errno));
+	exit(3);
+}
+
+static long task_minflt(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_THREAD, &ru);
+	return ru.ru_minflt;
+}
 
 static void open_perf(void)
 {
@@ -116,14 +203,84 @@ static void open_perf(void)
 		a.type = events[i].type;
 		a.config = events[i].config;
 		a.exclude_hv = 1;
-		perf_fd[i] = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+		cur.perf_fd[i] = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
 	}
 }
 
-static void die(const char *msg)
+static void close_perf(void)
 {
-	fprintf(stderr, "runner: %s: %s\n", msg, strerror(errno));
-	exit(3);
+	for (int k = 0; k < NEVENTS; k++)
+		if (cur.perf_fd[k] >= 0)
+			close(cur.perf_fd[k]);
+}
+
+/* Write every page of the runner's own private writable memory (a read and a write of the
+ * same byte): before the program it allocates them, after a fork it breaks copy-on-write. */
+static void touch_own(void)
+{
+	for (int i = 0; i < nown; i++)
+		if (own[i].writable)
+			for (volatile char *p = own[i].start; p < own[i].end; p += 4096)
+				*p = *p;
+}
+
+/* Read every page of the runner's own file mappings: fork does not copy the page tables of
+ * a file mapping without anonymous pages (vma_needs_copy), so a child would otherwise fault
+ * on the runner's code as it first runs it. */
+static void read_own(void)
+{
+	for (int i = 0; i < nown; i++)
+		if (!own[i].writable)
+			for (volatile char *p = own[i].start; p < own[i].end; p += 4096)
+				sink += *p;
+}
+
+/* Read a whole small file (a /proc file) into buf with read(2): no stdio, no allocation. */
+static int slurp(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY);
+	size_t len = 0;
+	ssize_t n;
+	if (fd < 0)
+		return -1;
+	while (len + 1 < cap && (n = read(fd, buf + len, cap - 1 - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	buf[len] = 0;
+	return (int)len;
+}
+
+static char file_buf[1 << 16];
+
+/* Record the private writable mappings the runner has before the program (its own). */
+static void find_own(void)
+{
+	if (slurp("/proc/self/maps", file_buf, sizeof file_buf) < 0)
+		die("/proc/self/maps");
+	for (char *line = file_buf; *line && nown < MAX_OWN;) {
+		char *nl = strchr(line, '\n');
+		unsigned long a, b;
+		char perms[8];
+		if (nl)
+			*nl = 0;
+		int path = 0;
+		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &a, &b, perms, &path) >= 3 && perms[0] == 'r' &&
+		    perms[3] == 'p') {
+			int writable = perms[1] == 'w';
+			/* Writable private memory, or a file's pages (not [vvar] and the like). */
+			if (writable || (path > 0 && line[path] == '/')) {
+				own[nown].start = (char *)a;
+				own[nown].end = (char *)b;
+				own[nown].writable = writable;
+				if (writable)
+					madvise((void *)a, b - a, MADV_NOHUGEPAGE);
+				nown++;
+			}
+		}
+		if (!nl)
+			break;
+		line = nl + 1;
+	}
 }
 
 static int prot_of(const char *p)
@@ -151,14 +308,14 @@ static struct region *region(const char *name)
 static void parse(FILE *f)
 {
 	char line[512], w[32];
-	int stack[64], depth = 0;
+	int stack[64], depth = 0, threads = 0;
 	while (fgets(line, sizeof line, f)) {
 		struct op *o = &ops[nops];
 		memset(o, 0, sizeof *o);
 		if (sscanf(line, "%31s", w) != 1)
 			continue;
 		if (nops >= MAX_OPS - 1) {
-			fprintf(stderr, "runner: program too long\n");
+			fprintf(stderr, "runner: program too long (at most %d ops)\n", MAX_OPS - 1);
 			exit(3);
 		}
 		if (!strcmp(w, "mmap")) {
@@ -189,9 +346,15 @@ static void parse(FILE *f)
 		} else if (!strcmp(w, "atomic")) {
 			o->kind = ATOMIC;
 			sscanf(line, "%*s %63s %lld %lld", o->name, &o->a, &o->b);
-		} else if (!strcmp(w, "loop") || !strcmp(w, "fork")) {
-			o->kind = w[0] == 'l' ? LOOP : FORK;
+		} else if (!strcmp(w, "loop") || !strcmp(w, "fork") || !strcmp(w, "thread")) {
+			o->kind = w[0] == 'l' ? LOOP : w[0] == 'f' ? FORK : THREAD;
 			sscanf(line, "%*s %lld", &o->a);
+			if (depth == (int)(sizeof stack / sizeof stack[0])) {
+				fprintf(stderr, "runner: blocks nested deeper than %d\n", depth);
+				exit(3);
+			}
+			if (o->kind == THREAD && ++threads > thread_depth_needed)
+				thread_depth_needed = threads;
 			stack[depth++] = nops;
 		} else if (!strcmp(w, "end")) {
 			o->kind = END;
@@ -200,6 +363,8 @@ static void parse(FILE *f)
 				exit(3);
 			}
 			ops[stack[--depth]].end = nops;
+			if (ops[stack[depth]].kind == THREAD)
+				threads--;
 		} else if (!strcmp(w, "wait")) {
 			o->kind = WAIT;
 		} else if (!strcmp(w, "exit")) {
@@ -213,17 +378,20 @@ static void parse(FILE *f)
 		}
 		nops++;
 	}
+	if (thread_depth_needed > MAX_THREAD_DEPTH) {
+		fprintf(stderr, "runner: thread ops nested deeper than %d\n", MAX_THREAD_DEPTH);
+		exit(3);
+	}
 }
 
-/* Append "KEY": value pairs from a /proc file whose lines are "Key: value kB" or "key value". */
+/* Append ,"KEY":value pairs from a /proc file whose lines are "Key: value kB" or "key value". */
 static int proc_fields(char *buf, size_t cap, const char *path, const char *const *keys, int colon)
 {
-	FILE *f = fopen(path, "r");
 	size_t len = 0;
-	char line[256];
-	if (!f)
+	if (slurp(path, file_buf, sizeof file_buf) < 0)
 		return 0;
-	while (fgets(line, sizeof line, f)) {
+	for (char *line = file_buf; *line;) {
+		char *nl = strchr(line, '\n');
 		for (int i = 0; keys[i]; i++) {
 			size_t k = strlen(keys[i]);
 			if (!strncmp(line, keys[i], k) && line[k] == (colon ? ':' : ' ')) {
@@ -231,28 +399,11 @@ static int proc_fields(char *buf, size_t cap, const char *path, const char *cons
 				len += snprintf(buf + len, cap - len, ",\"%s\":%lld", keys[i], v);
 			}
 		}
+		if (!nl)
+			break;
+		line = nl + 1;
 	}
-	fclose(f);
 	return (int)len;
-}
-
-static void snapshot(const char *label);
-
-/* Run the snapshot code once without output: after a fork, the child's first use of the
- * library, heap and stack pages it shares with its parent takes copy-on-write faults that
- * are the runner's, not the workload's. */
-static int quiet;
-/* The layout is randomised (set once in main; forked children inherit the personality). */
-static int aslr;
-static void warm(void)
-{
-	/* Write the stack pages the runner's own calls may reach (copy-on-write after fork). */
-	volatile char pad[256 * 1024];
-	for (size_t i = 0; i < sizeof pad; i += 4096)
-		pad[i] = 0;
-	quiet = 1;
-	snapshot("warm");
-	quiet = 0;
 }
 
 static void snapshot(const char *label)
@@ -262,17 +413,22 @@ static void snapshot(const char *label)
 	static const char *const smaps[] = {"AnonHugePages", NULL};
 	static const char *const vmstat[] = {"pgfault", "thp_fault_alloc", "thp_fault_fallback", "thp_split_pmd",
 					     "thp_zero_page_alloc", "thp_zero_page_alloc_failed", "nr_page_table_pages",
-					     "nr_anon_pages", "nr_anon_transparent_hugepages", NULL};
-	char buf[8192], vm[2048], mi[1024], pf[1024], un[512];
+					     "nr_anon_pages", "nr_anon_transparent_hugepages", "thp_collapse_alloc",
+					     NULL};
+	static char buf[8192], vm[2048], mi[1024], pf[1024], un[512];
 	struct rusage ru;
 	int len, vlen, mlen, plen = 0, ulen = 0;
-	getrusage(RUSAGE_SELF, &ru);
+	getrusage(RUSAGE_THREAD, &ru);
 	for (int i = 0; i < NEVENTS; i++) {
 		unsigned long long v;
-		if (perf_fd[i] >= 0 && read(perf_fd[i], &v, sizeof v) == sizeof v)
+		if (cur.perf_fd[i] >= 0 && read(cur.perf_fd[i], &v, sizeof v) == sizeof v) {
+			/* The runner's own faults are not the workload's. */
+			if (i <= 1)
+				v -= (unsigned long long)cur.own_faults;
 			plen += snprintf(pf + plen, sizeof pf - plen, ",\"%s\":%llu", events[i].name, v);
-		else
+		} else {
 			ulen += snprintf(un + ulen, sizeof un - ulen, ",\"%s\"", events[i].name);
+		}
 	}
 	/* System-wide counters: fold the per-cpu deltas first (needs root; best effort). */
 	int fd = open("/proc/sys/vm/stat_refresh", O_WRONLY);
@@ -281,8 +437,9 @@ static void snapshot(const char *label)
 		}
 		close(fd);
 	}
-	len = snprintf(buf, sizeof buf, "{\"label\":\"%s\",\"pid\":%d,\"aslr\":%s,\"minflt\":%ld,\"majflt\":%ld",
-		       label, my_pid, aslr ? "true" : "false", ru.ru_minflt, ru.ru_majflt);
+	len = snprintf(buf, sizeof buf,
+		       "{\"label\":\"%s\",\"pid\":%d,\"aslr\":%s,\"minflt\":%ld,\"runner_minflt\":%ld,\"majflt\":%ld", label,
+		       cur.pid, aslr ? "true" : "false", ru.ru_minflt - cur.own_faults, cur.own_faults, ru.ru_majflt);
 	len += proc_fields(buf + len, sizeof buf - len, "/proc/self/status", status, 1);
 	len += proc_fields(buf + len, sizeof buf - len, "/proc/self/smaps_rollup", smaps, 1);
 	vlen = proc_fields(vm, sizeof vm, "/proc/vmstat", vmstat, 0);
@@ -290,7 +447,7 @@ static void snapshot(const char *label)
 	len += snprintf(buf + len, sizeof buf - len,
 			",\"vmstat\":{%s},\"meminfo\":{%s},\"perf\":{%s},\"unsupported\":[%s]}\n", vlen ? vm + 1 : "",
 			mlen ? mi + 1 : "", plen ? pf + 1 : "", ulen ? un + 1 : "");
-	if (!quiet && write(out_fd, buf, len) != len)
+	if (write(out_fd, buf, len) != len)
 		die("write snapshot");
 }
 
@@ -303,27 +460,90 @@ static size_t span(struct region *r, long long off, long long len)
 
 static void run(int from, int to);
 
+/* The next `n` logical pids, as mmsim numbers the tasks of one fork or thread op. */
+static int reserve_pids(long long n)
+{
+	return (int)(__atomic_fetch_add(pid_counter, n, __ATOMIC_SEQ_CST) + 1);
+}
+
+/* A fork op: each child in turn is forked, runs the block and exits before the next (the
+ * serial schedule); the parent reaps them at `wait`. */
 static void do_fork(int at)
 {
 	struct op *o = &ops[at];
+	int first = reserve_pids(o->a);
 	for (long long i = 0; i < o->a; i++) {
-		long id = __atomic_add_fetch(pid_counter, 1, __ATOMIC_SEQ_CST);
+		long before = task_minflt();
 		pid_t p = fork();
 		if (p < 0)
 			die("fork");
 		if (p == 0) {
-			my_pid = (int)id;
-			nchildren = 0;
-			for (int k = 0; k < NEVENTS; k++)
-				if (perf_fd[k] >= 0)
-					close(perf_fd[k]);
+			/* The child: its counters start at fork (getrusage's do); the faults up to
+			 * here and of breaking copy-on-write on the runner's pages are its own. */
+			cur.pid = first + (int)i;
+			cur.nchildren = 0;
+			close_perf();
+			read_own();
+			touch_own();
+			cur.own_faults = task_minflt();
 			open_perf();
-			warm();
 			run(at + 1, o->end);
 			_exit(0);
 		}
-		if (nchildren < MAX_CHILDREN)
-			children[nchildren++] = p;
+		touch_own();
+		cur.own_faults += task_minflt() - before;
+		if (cur.nchildren < MAX_CHILDREN)
+			cur.children[cur.nchildren++] = p;
+		/* Wait for it to end (its mm torn down), leaving it a zombie for `wait` to reap. */
+		siginfo_t si;
+		while (waitid(P_PID, p, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR)
+			;
+	}
+}
+
+struct thread_arg {
+	int at, pid;
+};
+
+static int thread_main(void *v)
+{
+	struct thread_arg *a = v;
+	cur.pid = a->pid;
+	cur.nchildren = 0;
+	cur.own_faults = task_minflt();
+	open_perf();
+	run(a->at + 1, ops[a->at].end);
+	close_perf();
+	return 0; /* glibc's clone() then exits the thread only (SYS_exit) */
+}
+
+/* A thread op: each thread in turn is created (clone with CLONE_VM | CLONE_THREAD), runs the
+ * block and exits before the next; the creator waits on its CLONE_CHILD_CLEARTID word. */
+static void do_thread(int at)
+{
+	struct op *o = &ops[at];
+	int first = reserve_pids(o->a);
+	static struct task saved[MAX_THREAD_DEPTH];
+	char *stack = thread_stacks[thread_level];
+	for (long long i = 0; i < o->a; i++) {
+		long before = task_minflt();
+		struct thread_arg arg = {at, first + (int)i};
+		static volatile pid_t tid_word[MAX_THREAD_DEPTH];
+		saved[thread_level] = cur;
+		tid_word[thread_level] = 1;
+		thread_level++;
+		int flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM |
+			    CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID;
+		pid_t tid = clone(thread_main, stack + THREAD_STACK, flags, &arg, &tid_word[thread_level - 1], NULL,
+				  &tid_word[thread_level - 1]);
+		if (tid < 0)
+			die("clone");
+		pid_t v;
+		while ((v = tid_word[thread_level - 1]) != 0)
+			syscall(SYS_futex, &tid_word[thread_level - 1], FUTEX_WAIT, v, NULL, NULL, 0);
+		thread_level--;
+		cur = saved[thread_level];
+		cur.own_faults += task_minflt() - before;
 	}
 }
 
@@ -354,14 +574,17 @@ static void run(int from, int to)
 					munmap(a + size, p + size + align - (a + size));
 				p = a;
 			}
-			if (nregions == MAX_REGIONS)
-				die("too many regions");
 			struct region *r = NULL;
 			for (int k = 0; k < nregions; k++)
 				if (!strcmp(regions[k].name, o->name))
 					r = &regions[k];
-			if (!r)
+			if (!r) {
+				if (nregions == MAX_REGIONS) {
+					fprintf(stderr, "runner: more than %d regions\n", MAX_REGIONS);
+					exit(3);
+				}
 				r = &regions[nregions++];
+			}
 			snprintf(r->name, sizeof r->name, "%s", o->name);
 			r->addr = p;
 			r->size = size;
@@ -394,7 +617,7 @@ static void run(int from, int to)
 					char v = p[k];
 					sink += (unsigned char)v;
 					if (o->d >= 0 && (unsigned char)v != o->d) {
-						fprintf(stderr, "runner: pid %d: read %s+%zu: expected %lld, found %d\n", my_pid,
+						fprintf(stderr, "runner: pid %d: read %s+%zu: expected %lld, found %d\n", cur.pid,
 							o->name, (size_t)o->a + k, o->d, (unsigned char)v);
 						exit(1);
 					}
@@ -415,7 +638,7 @@ static void run(int from, int to)
 			}
 			sink += equal;
 			if (o->e >= 0 && equal != o->e) {
-				fprintf(stderr, "runner: pid %d: compare: expected %s\n", my_pid, o->e ? "equal" : "different");
+				fprintf(stderr, "runner: pid %d: compare: expected %s\n", cur.pid, o->e ? "equal" : "different");
 				exit(1);
 			}
 			break;
@@ -436,12 +659,18 @@ static void run(int from, int to)
 			do_fork(i);
 			i = o->end;
 			break;
+		case THREAD:
+			do_thread(i);
+			i = o->end;
+			break;
 		case WAIT:
-			for (int k = 0; k < nchildren; k++)
-				waitpid(children[k], NULL, 0);
-			nchildren = 0;
+			for (int k = 0; k < cur.nchildren; k++)
+				waitpid(cur.children[k], NULL, 0);
+			cur.nchildren = 0;
 			break;
 		case EXIT:
+			if (thread_level > 0)
+				syscall(SYS_exit, 0); /* a thread: this thread only, as mmsim's exit */
 			exit(0);
 		case SNAPSHOT:
 			snapshot(o->name);
@@ -450,6 +679,57 @@ static void run(int from, int to)
 			break;
 		}
 	}
+}
+
+/* Write the main stack's pages the runner's own calls may reach (a deep frame, written). */
+static void __attribute__((noinline)) grow_stack(void)
+{
+	volatile char pad[MAIN_STACK];
+	for (size_t i = 0; i < sizeof pad; i += 4096)
+		pad[i] = 0;
+}
+
+/* One line of the runner's address space before the program (label "__maps"): every mapping
+ * as [start, end, perms, "stack" or ""], so that mmsim can start from the same layout (where
+ * its top-down mmap puts a region, and which page tables already exist, depend on it). */
+static void emit_maps(void)
+{
+	static char out[1 << 16];
+	size_t len = 0;
+	if (slurp("/proc/self/maps", file_buf, sizeof file_buf) < 0)
+		die("/proc/self/maps");
+	len += snprintf(out + len, sizeof out - len, "{\"label\":\"__maps\",\"pid\":1,\"maps\":[");
+	int first = 1;
+	for (char *line = file_buf; *line && len + 128 < sizeof out;) {
+		char *nl = strchr(line, '\n');
+		unsigned long a, b;
+		char perms[8];
+		if (nl)
+			*nl = 0;
+		if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) == 3)
+			len += snprintf(out + len, sizeof out - len, "%s[%lu,%lu,\"%s\",\"%s\"]", first ? "" : ",", a, b,
+					perms, strstr(line, "[stack]") ? "stack" : "");
+		first = 0;
+		if (!nl)
+			break;
+		line = nl + 1;
+	}
+	len += snprintf(out + len, sizeof out - len, "]}\n");
+	if (write(out_fd, out, len) != (ssize_t)len)
+		die("write maps");
+}
+
+/* Make sure the huge zero folio exists and keep it (see the header). */
+static void hold_huge_zero_folio(void)
+{
+	size_t huge = 2 << 20;
+	char *p = mmap(NULL, 2 * huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return;
+	char *a = (char *)(((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1));
+	madvise(a, huge, MADV_HUGEPAGE);
+	sink += *(volatile char *)a;
+	munmap(p, 2 * huge);
 }
 
 int main(int argc, char **argv)
@@ -470,11 +750,23 @@ int main(int argc, char **argv)
 	if (pid_counter == MAP_FAILED)
 		die("mmap counter");
 	*pid_counter = 1;
+	for (int i = 0; i < thread_depth_needed; i++) {
+		thread_stacks[i] = mmap(NULL, THREAD_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (thread_stacks[i] == MAP_FAILED)
+			die("mmap thread stack");
+	}
+	hold_huge_zero_folio();
+	grow_stack();
+	/* Everything the runner will write exists now: record it and write it once more (a
+	 * first snapshot too, whose code and buffers are then faulted in). */
+	find_own();
+	read_own();
+	touch_own();
 	open_perf();
-	warm();
 	snapshot("__start");
+	emit_maps();
 	run(0, nops);
-	for (int k = 0; k < nchildren; k++)
-		waitpid(children[k], NULL, 0);
+	for (int k = 0; k < cur.nchildren; k++)
+		waitpid(cur.children[k], NULL, 0);
 	return 0;
 }

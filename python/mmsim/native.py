@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from mmsim._mmsim import MmsimError
+from mmsim.runner_build import runner_path
 
 __all__ = ["SUITE", "Case", "compile_program", "host_settings", "parse_size", "run_native", "validate_case"]
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNNER = ROOT / "target" / "native" / "runner"
 THP = Path("/sys/kernel/mm/transparent_hugepage")
 
 _SIZE = re.compile(r"^\s*(0x[0-9a-fA-F]+|\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
@@ -86,7 +86,7 @@ def compile_program(ops: list[Mapping[str, Any]]) -> str:
             if parse_size(op.get("hold", 0)) > 0:
                 raise MmsimError("validate: the native runner cannot run an atomic op with hold (a spinlock)")
             out.append(f"atomic {region} {off} {op.get('count', 1)}")
-        elif kind in ("loop", "fork"):
+        elif kind in ("loop", "fork", "thread"):
             n = op.get("count", 1)
             out.append(f"{kind} {n}")
             out.append(compile_program(op.get("body" if kind == "loop" else "program", [])).rstrip("\n"))
@@ -115,7 +115,7 @@ def host_settings() -> dict[str, Any]:
         return m.group(1) if m else t
 
     s: dict[str, Any] = {
-        "transparent_hugepage/enabled": sel(THP / "enabled"),
+        "transparent_hugepage/enabled": _pmd_enabled(sel),
         "transparent_hugepage/defrag": sel(THP / "defrag"),
         "transparent_hugepage/use_zero_page": sel(THP / "use_zero_page"),
         "transparent_hugepage/khugepaged/defrag": sel(THP / "khugepaged" / "defrag"),
@@ -126,18 +126,59 @@ def host_settings() -> dict[str, Any]:
         s["nr_hugepages"] = int(Path("/proc/sys/vm/nr_hugepages").read_text())
     except OSError:
         s["nr_hugepages"] = None
+    s["transparent_hugepage/shmem_enabled"] = sel(THP / "shmem_enabled")
+    # Anonymous mTHP sizes other than the PMD size that may be used (mmsim has none).
+    s["mthp_enabled"] = sorted(
+        d.name.removeprefix("hugepages-")
+        for d in (THP.glob("hugepages-*kB") if THP.exists() else [])
+        if d.name != f"hugepages-{PMD_KB}kB" and sel(d / "enabled") not in (None, "never")
+    )
+    s["fault_around_bytes"] = _fault_around_bytes()
     return s
+
+
+#: The PMD size in kB (x86-64: 2 MiB), the mTHP size the global THP knob stands for.
+PMD_KB = 2048
+
+
+def _pmd_enabled(sel: Any) -> str | None:
+    """THP for PMD-sized pages: hugepages-2048kB/enabled unless it says "inherit" (Linux >= 6.8),
+    then the global transparent_hugepage/enabled."""
+    own = sel(THP / f"hugepages-{PMD_KB}kB" / "enabled")
+    return sel(THP / "enabled") if own in (None, "inherit") else own
+
+
+def _fault_around_bytes() -> int:
+    """debugfs's fault_around_bytes (mounted or not: Linux's default then, 64 KiB)."""
+    try:
+        return int(Path("/sys/kernel/debug/fault_around_bytes").read_text())
+    except (OSError, ValueError):
+        return 65536
+
+
+def unmirrored(workload: Mapping[str, Any], host: Mapping[str, Any]) -> str:
+    """Why host state that mmsim cannot mirror would change this workload's counts ("" if none)."""
+    if host.get("transparent_hugepage/enabled") is None:
+        return "the host kernel has no transparent hugepage support"
+    if host.get("mthp_enabled"):
+        return f"the host has anonymous mTHP sizes enabled ({', '.join(host['mthp_enabled'])}); mmsim models PMD THPs only"
+    shared = '"shared"' in json.dumps(workload.get("program", []))
+    if shared and host.get("transparent_hugepage/shmem_enabled") not in (None, "never", "deny"):
+        return (
+            f"shmem_enabled is {host['transparent_hugepage/shmem_enabled']} on the host and the workload maps shared "
+            "memory; mmsim has no shmem THPs"
+        )
+    return ""
 
 
 def run_native(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Run a workload on the host kernel; returns every snapshot line the runner wrote."""
-    if not RUNNER.exists():
-        raise MmsimError(f"validate: the native runner is not built ({RUNNER}; run `make build`)")
+    runner = runner_path()
     program = compile_program(workload.get("program", []))
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "snapshots.jsonl"
         p = subprocess.run(
-            [str(RUNNER), str(out)], input=program, capture_output=True, text=True, timeout=600, check=False
+            [str(runner), str(out)], input=program, capture_output=True, text=True, timeout=600, check=False
         )
         if p.returncode != 0:
             raise MmsimError(f"validate: native run failed ({p.returncode}): {p.stderr.strip()[:300]}")
@@ -164,9 +205,92 @@ def _snap(rows: list[dict[str, Any]], label: str, pid: int) -> dict[str, Any] | 
 
 
 def _host_workload(name: str, program: list[Any], host: Mapping[str, Any]) -> dict[str, Any]:
-    """A workload with the host's THP settings as its knobs (so mmsim's policy matches)."""
-    knobs = {k: host[k] for k in HOST_KNOBS if host.get(k) is not None}
+    """A workload with the host's state as its knobs, so that mmsim starts where the kernel
+    does: its THP settings, fault_around_bytes, and the huge zero folio, which the runner
+    makes sure exists before the program (native/runner.c) wherever a THP read fault would
+    map it: mmsim then has it from boot, and neither side counts its allocation."""
+    knobs: dict[str, Any] = {k: host[k] for k in HOST_KNOBS if host.get(k) is not None}
+    if host.get("fault_around_bytes"):
+        knobs["fault_around_bytes"] = host["fault_around_bytes"]
+    if host.get("transparent_hugepage/use_zero_page") == "1" and host.get("transparent_hugepage/enabled") not in (
+        None,
+        "never",
+    ):
+        knobs["transparent_hugepage/huge_zero_page_alloc"] = "boot"
     return {"name": name, "knobs": knobs, "program": program}
+
+
+#: How mmsim runs a workload it compares with the kernel: the serial schedule, which the
+#: runner follows too (a task a fork or thread op creates runs to its end before the next,
+#: and all of them before their creator goes on), so that no count depends on timing.
+SIM_SETS = {"engine.schedule": "serial"}
+
+#: Labels of the implicit snapshots: every process and thread at its start (the first
+#: process before its first op, a child or thread when it is created) and at its end.
+BEGIN, END = "__begin", "__end"
+
+
+#: mmsim's first process: a 132 KiB stack vma below TASK_SIZE (kernel/fork.rs exec_mm).
+TASK_SIZE = 0x7FFFFFFFF000
+STACK_TOP_VMA = 132 * 1024
+
+
+def host_layout(maps: list[list[Any]]) -> list[dict[str, Any]]:
+    """Ops that give mmsim's first process the runner's address space before the program: an
+    anonymous stand-in at the address of each of the runner's mappings (its binary, heap,
+    libraries, vdso, stack, thread stacks), every page written, so that mmsim's top-down mmap
+    puts the workload's regions where the kernel did and the same page tables exist already
+    (VmPTE would otherwise differ by the tables the runner's own mappings share with them).
+    mmsim's own stack vma stands for the top of the runner's stack."""
+    ops: list[dict[str, Any]] = []
+    for i, (start, end, perms, kind) in enumerate(maps):
+        if start >= TASK_SIZE or perms.startswith("---"):
+            continue
+        if kind == "stack":
+            end = min(end, TASK_SIZE - STACK_TOP_VMA)
+            if end <= start:
+                continue
+        name = f"__host{i}"
+        ops += [
+            {"op": "mmap", "name": name, "size": end - start, "addr": start, "fixed": True},
+            {"op": "madvise", "region": name, "advice": "nohugepage"},
+            {"op": "write", "region": name},
+        ]
+    return ops
+
+
+def run_both(name: str, program: list[Any], host: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Run a program on the kernel (the runner), then in mmsim from the runner's layout with the
+    host's state as knobs and the serial schedule; the runner's snapshot lines (its own
+    `__start` and `__maps` taken out) and mmsim's report."""
+    from mmsim.workload import run_workload
+
+    rows = run_native({"name": name, "program": program})
+    maps = next((r["maps"] for r in rows if r["label"] == "__maps"), [])
+    w = _host_workload(name, host_layout(maps) + list(program), host)
+    sim = run_workload(w, sets=SIM_SETS)
+    return [r for r in rows if r["label"] not in ("__start", "__maps")], sim
+
+
+def with_baselines(program: list[Any]) -> list[Any]:
+    """The program with an implicit snapshot at the start and the end of every process and
+    thread (before an `exit` too), so that a workload with one snapshot or none is compared
+    like one with two. A forked child's counters start at fork, as getrusage's do."""
+
+    def inner(ops: list[Any]) -> list[Any]:
+        out: list[Any] = []
+        for op in ops:
+            kind = op.get("op")
+            if kind in ("fork", "thread"):
+                op = {**op, "program": with_baselines(list(op.get("program", [])))}
+            elif kind == "loop":
+                op = {**op, "body": inner(list(op.get("body", [])))}
+            elif kind == "exit":
+                out.append({"op": "snapshot", "label": END})
+            out.append(op)
+        return out
+
+    return [{"op": "snapshot", "label": BEGIN}, *inner(program), {"op": "snapshot", "label": END}]
 
 
 def _result(name: str, status: str, reason: str, pins: str, counters: list[dict[str, Any]]) -> dict[str, Any]:
@@ -183,14 +307,13 @@ def _verdict(name: str, pins: str, counters: list[dict[str, Any]]) -> dict[str, 
 def validate_case(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Run one case natively and in mmsim with the host's settings; compare the changes
     between the `before` and `after` snapshots of each process."""
-    from mmsim.workload import run_workload
-
     for knob, value in case.needs.items():
         if str(host.get(knob)) != value:
             return _result(case.name, "skip", f"needs {knob}={value}, host has {host.get(knob)}", case.pins, [])
-    workload = _host_workload(case.name, case.program, host)
-    native = run_native(workload)
-    sim = run_workload(workload)
+    why = unmirrored({"program": case.program}, host)
+    if why:
+        return _result(case.name, "skip", why, case.pins, [])
+    native, sim = run_both(case.name, case.program, host)
     counters = []
     tol = {**case.tolerance, **(tolerance or {})}
     for pid in case.pids:
@@ -387,28 +510,42 @@ SUITE = [
 ]
 
 
-def validate_workload(workload: Mapping[str, Any], host: Mapping[str, Any]) -> dict[str, Any]:
-    """Run a user's workload natively and in mmsim; compare consecutive snapshots per process."""
-    from mmsim.workload import run_workload
+#: Per-process counters compared between consecutive snapshots, and system-wide THP events
+#: compared between pid 1's.
+FIELDS = ("minflt", "RssAnon", "RssShmem", "VmPTE", "AnonHugePages")
 
-    w = _host_workload(str(workload.get("name", "workload")), list(workload["program"]), host)
-    native = [r for r in run_native(w) if r["label"] != "__start"]
-    sim = run_workload(w)["snapshots"]
+
+def validate_workload(workload: Mapping[str, Any], host: Mapping[str, Any]) -> dict[str, Any]:
+    """Run a user's workload natively and in mmsim; compare consecutive snapshots per process,
+    from each process's implicit start to its end (see :func:`with_baselines`)."""
+    name = str(workload.get("name", "workload"))
+    why = unmirrored(workload, host)
+    if why:
+        return _result(name, "skip", why, "", [])
+    native, sim = run_both(name, with_baselines(list(workload["program"])), host)
+    counters = compare_snapshots(native, sim["snapshots"])
+    if isinstance(counters, str):
+        return _result(name, "fail", counters, "", [])
+    return _verdict(name, "the workload's own snapshots, from each process's start to its end", counters)
+
+
+def compare_snapshots(native: list[dict[str, Any]], sim: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+    """Every counter of consecutive snapshots of each process, kernel beside mmsim; a string
+    says why they cannot be compared (a process took other snapshots on one side)."""
     counters = []
-    fields = ("minflt", "RssAnon", "RssShmem", "VmPTE", "AnonHugePages")
     for pid in sorted({r["pid"] for r in native} | {s["pid"] for s in sim}):
         ns = [r for r in native if r["pid"] == pid]
         ss = [s for s in sim if s["pid"] == pid]
         if [r["label"] for r in ns] != [s["label"] for s in ss]:
-            labels = f"kernel {[r['label'] for r in ns]}, mmsim {[s['label'] for s in ss]}"
-            return _result(w["name"], "fail", f"pid {pid}: snapshots differ ({labels})", "", [])
+            return f"pid {pid}: snapshots differ (kernel {[r['label'] for r in ns]}, mmsim {[s['label'] for s in ss]})"
         for (n0, n1), (s0, s1) in zip(pairwise(ns), pairwise(ss), strict=True):
             p0 = {p["pid"]: p for p in s0["processes"]}[pid]
             p1 = {p["pid"]: p for p in s1["processes"]}[pid]
-            for f in fields:
+            span = f"{n0['label']}->{n1['label']}"
+            for f in FIELDS:
                 counters.append(
                     {
-                        "name": f"pid {pid} {n0['label']}->{n1['label']} {f}",
+                        "name": f"pid {pid} {span} {f}",
                         "kernel": n1.get(f, 0) - n0.get(f, 0),
                         "simulated": p1[f] - p0[f],
                         "tolerance": 0,
@@ -418,15 +555,13 @@ def validate_workload(workload: Mapping[str, Any], host: Mapping[str, Any]) -> d
                 for v in THP_EVENTS:
                     counters.append(
                         {
-                            "name": f"{n0['label']}->{n1['label']} {v}",
+                            "name": f"{span} {v}",
                             "kernel": n1["vmstat"].get(v, 0) - n0["vmstat"].get(v, 0),
                             "simulated": s1["vmstat"].get(v, 0) - s0["vmstat"].get(v, 0),
                             "tolerance": 0,
                         }
                     )
-    if not counters:
-        return _result(w["name"], "skip", "no process took two snapshots: nothing to compare", "", [])
-    return _verdict(w["name"], "the workload's own snapshots", counters)
+    return counters
 
 
 #: Host knobs `--host-set` may change (sysfs files under /sys/kernel/mm/).
@@ -511,7 +646,7 @@ def native_report(workload: Mapping[str, Any]) -> dict[str, Any]:
         },
         "knobs": {k: v for k, v in host.items() if k.startswith("transparent_hugepage/")},
         "baseline": snap(start) if start else {},
-        "snapshots": [snap(r) for r in rows if r["label"] != "__start"],
+        "snapshots": [snap(r) for r in rows if r["label"] not in ("__start", "__maps")],
         "perf_unsupported": unsupported,
         "events": [],
         "native": True,

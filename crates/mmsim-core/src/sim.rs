@@ -30,6 +30,11 @@ pub struct RunOptions {
     /// Largest simulated memory (bytes) a run may have (None = DEFAULT_MAX_MEMORY): each
     /// simulated GiB takes about 15 MB of the host's memory (frame metadata and contents).
     pub max_memory: Option<u64>,
+    /// `engine.schedule=serial`: each task a fork or thread op creates runs to its end before
+    /// the next, and all of them before their creator goes on (None or false: the CPUs
+    /// interleave tasks in time order). `mmsim validate` runs both sides so, so that no count
+    /// depends on the timing of concurrent tasks.
+    pub serial: Option<bool>,
 }
 
 /// The default limit on simulated operations (pages touched, system calls; fast-forwarded
@@ -57,7 +62,11 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
             let bad = || {
                 Error::Knob(format!(
                     "--set {k}={v}: expected {}",
-                    if name == "fast_forward" { "0 or 1" } else { "a positive integer" }
+                    match name {
+                        "fast_forward" => "0 or 1",
+                        "schedule" => "parallel or serial",
+                        _ => "a positive integer",
+                    }
                 ))
             };
             match name {
@@ -69,6 +78,13 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
                             .ok_or_else(bad)?,
                     )
                 }
+                "schedule" => {
+                    opts.serial = Some(match v.as_str() {
+                        "serial" => true,
+                        "parallel" => false,
+                        _ => return Err(bad()),
+                    })
+                }
                 "max_ops" => opts.max_steps = Some(v.parse().map_err(|_| bad())?),
                 "max_memory" => {
                     opts.max_memory =
@@ -79,7 +95,7 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
                 _ => {
                     return Err(Error::Knob(format!(
                         "--set {k}: unknown engine option (known: engine.fast_forward, engine.max_ops, \
-                         engine.max_memory)"
+                         engine.max_memory, engine.schedule)"
                     )))
                 }
             }
@@ -110,6 +126,7 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
     it.check_invariants_each_op = opts.invariants_each_op;
     it.fast_forward = opts.fast_forward.unwrap_or(true);
     it.max_steps = opts.max_steps.unwrap_or(DEFAULT_MAX_OPS);
+    it.serial = opts.serial.unwrap_or(false);
     let baseline = snapshot(&mut it, "baseline", 0);
     let mut snapshots = Vec::new();
     loop {

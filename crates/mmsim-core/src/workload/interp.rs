@@ -166,6 +166,21 @@ pub struct Interp {
     /// Whether loops may be fast-forwarded.
     pub fast_forward: bool,
     pub max_steps: u64,
+    /// `engine.schedule=serial` (mmsim's own): a task created by a fork or thread op runs to
+    /// its end before the next task of its batch, and the batch before its creator goes on.
+    pub serial: bool,
+    /// Serial schedule: the batches of tasks that fork and thread ops created and that have
+    /// not all finished, innermost last.
+    serial_stack: Vec<SerialBatch>,
+}
+
+/// A batch of tasks one fork or thread op created (pids `next..=last` still to finish), and
+/// the task that created it (blocked until they have).
+struct SerialBatch {
+    creator: usize,
+    first: u32,
+    next: u32,
+    last: u32,
 }
 
 impl Interp {
@@ -196,6 +211,8 @@ impl Interp {
             fast_forward_steps: 0,
             fast_forward: true,
             max_steps: u64::MAX,
+            serial: false,
+            serial_stack: Vec::new(),
         };
         // The first process exists before the workload starts: fault injection does not apply.
         let (fmo, fe) = (it.kernel.mem.fail_min_order.take(), std::mem::take(&mut it.kernel.mem.fail_every));
@@ -260,8 +277,16 @@ impl Interp {
             }
         }
         let mut best: Option<(f64, u64, usize)> = None;
+        let only = if self.serial {
+            match self.serial_current() {
+                Some(i) => Some(i),
+                None => return false,
+            }
+        } else {
+            None
+        };
         for (i, task) in self.tasks.iter().enumerate() {
-            if !task.runnable() {
+            if !task.runnable() || only.is_some_and(|o| o != i) {
                 continue;
             }
             let key = (self.machine.cpus[task.cpu].clock, task.last_run);
@@ -303,7 +328,7 @@ impl Interp {
         let other = self
             .tasks
             .iter()
-            .filter(|x| x.runnable() && x.cpu != cpu)
+            .filter(|x| !self.serial && x.runnable() && x.cpu != cpu)
             .map(|x| self.machine.cpus[x.cpu].clock)
             .fold(f64::INFINITY, f64::min);
         self.time_limit = before + (other - mine).max(0.0) + SLICE_SLACK;
@@ -314,6 +339,27 @@ impl Interp {
             self.tasks[t].exit_clock = self.machine.cpus[cpu].clock;
         }
         true
+    }
+
+    /// Serial schedule: the one task that may run now (an index), or None when every task
+    /// has finished. A task is finished when it has exited and done its pending work; a
+    /// batch's creator resumes once its whole batch has, no earlier than their last exit.
+    fn serial_current(&mut self) -> Option<usize> {
+        let finished = |x: &Task| matches!(x.state, TaskState::Exited | TaskState::Killed) && x.pending.is_empty();
+        while let Some(b) = self.serial_stack.last_mut() {
+            while b.next <= b.last && finished(&self.tasks[(b.next - 1) as usize]) {
+                b.next += 1;
+            }
+            if b.next <= b.last {
+                return Some((b.next - 1) as usize);
+            }
+            let b = self.serial_stack.pop().expect("top");
+            let done = (b.first..=b.last).map(|p| self.tasks[(p - 1) as usize].exit_clock).fold(0.0, f64::max);
+            let cpu = self.tasks[b.creator].cpu;
+            let c = &mut self.machine.cpus[cpu].clock;
+            *c = c.max(done);
+        }
+        (!finished(&self.tasks[0])).then_some(0)
     }
 
     /// Run task `t` for up to `budget` steps.
@@ -360,6 +406,10 @@ impl Interp {
                 self.charge_syscall(t);
             }
             if !self.snapshot_requests.is_empty() {
+                return;
+            }
+            // Serial schedule: the tasks this op created run first (the scheduler picks them).
+            if self.serial && matches!(op, Op::Fork(_) | Op::Thread(_)) {
                 return;
             }
         }
@@ -565,11 +615,16 @@ impl Interp {
             Op::Fork(ForkOp { count, program, cpu }) | Op::Thread(ForkOp { count, program, cpu }) => {
                 let prog = Rc::new(program.clone());
                 let thread = matches!(op, Op::Thread(_));
+                let first = self.tasks.len() as u32 + 1;
                 for i in 0..*count {
                     self.fork(t, prog.clone(), cpu.map(|c| (c + i) as usize), thread);
                     if self.tasks[t].state != TaskState::Running {
                         break;
                     }
+                }
+                let last = self.tasks.len() as u32;
+                if self.serial && last >= first {
+                    self.serial_stack.push(SerialBatch { creator: t, first, next: first, last });
                 }
                 self.after_syscall();
             }
