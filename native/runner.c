@@ -166,6 +166,7 @@ struct task {
 	pid_t children[MAX_CHILDREN];
 	int perf_fd[NEVENTS];
 	long own_faults;
+	long own_before_perf; /* own faults taken before its perf events were opened */
 };
 static struct task cur = {.pid = 1};
 
@@ -205,6 +206,7 @@ static void open_perf(void)
 		a.exclude_hv = 1;
 		cur.perf_fd[i] = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
 	}
+	cur.own_before_perf = cur.own_faults;
 }
 
 static void close_perf(void)
@@ -424,7 +426,7 @@ static void snapshot(const char *label)
 		if (cur.perf_fd[i] >= 0 && read(cur.perf_fd[i], &v, sizeof v) == sizeof v) {
 			/* The runner's own faults are not the workload's. */
 			if (i <= 1)
-				v -= (unsigned long long)cur.own_faults;
+				v -= (unsigned long long)(cur.own_faults - cur.own_before_perf);
 			plen += snprintf(pf + plen, sizeof pf - plen, ",\"%s\":%llu", events[i].name, v);
 		} else {
 			ulen += snprintf(un + ulen, sizeof un - ulen, ",\"%s\"", events[i].name);

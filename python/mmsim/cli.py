@@ -7,6 +7,7 @@
     mmsim reproduce [NAME ...] [--list] [--json] [--csv PATH] [--parquet PATH] [--report DIR]
     mmsim sweep SPEC [--processes N] [--json | --csv PATH | --parquet PATH]
     mmsim validate [WORKLOAD ...] [--suite] [--host-set KNOB=VALUE ...] [--json]
+    mmsim validate --random N [--seed S] [--save-dir DIR] [--shrink-runs N] [--json]
 
 Exit status: 0 on success; 1 when the run failed (an ``expect`` did not hold, ``--check``
 found a mismatch or an invariant broke), after printing its report; 2 for a bad workload,
@@ -146,6 +147,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="change a host THP knob for the run (needs root; restored on exit)",
     )
     va.add_argument("--json", action="store_true", help="print host settings and cases as JSON")
+    va.add_argument(
+        "--random",
+        type=int,
+        default=None,
+        metavar="N",
+        help="kernel-differential fuzzing: run N random workloads under random host THP knobs (needs root "
+        "to set them), shrink each failure to a minimal workload and save it",
+    )
+    va.add_argument("--seed", type=int, default=None, metavar="S", help="with --random: the seed (default: the clock)")
+    va.add_argument(
+        "--save-dir",
+        default=None,
+        metavar="DIR",
+        help="with --random: where shrunk failures go (default: validate-failures/)",
+    )
+    va.add_argument(
+        "--shrink-runs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --random: runs a shrink may take per failure (default 300; 0: do not shrink)",
+    )
     va.set_defaults(func=cmd_validate)
     return p
 
@@ -155,6 +178,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from mmsim.native import SUITE, HostSettings, host_settings, validate_case, validate_workload
     from mmsim.workload import load_workload
 
+    if args.random is not None:
+        return _validate_random(args)
+    if args.seed is not None or args.save_dir is not None or args.shrink_runs is not None:
+        raise MmsimError("validate: --seed, --save-dir and --shrink-runs go with --random")
     if not args.suite and not args.workloads:
         raise MmsimError("validate: give workload files or --suite")
     changes = {}
@@ -201,6 +228,45 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 1 if any(c["status"] == "fail" for c in cases) else 0
 
 
+def _validate_random(args: argparse.Namespace) -> int:
+    """``mmsim validate --random N``: kernel-differential fuzzing (mmsim.validate_random)."""
+    from mmsim.native import HostSettings
+    from mmsim.validate_random import KNOBS, SHRINK_RUNS, campaign, format_figures
+
+    if args.suite or args.workloads:
+        raise MmsimError("validate: --random runs generated workloads: it cannot be combined with --suite or files")
+    if args.random < 1:
+        raise MmsimError(f"validate: --random expects a number of cases of at least 1, got {args.random}")
+    if args.shrink_runs is not None and args.shrink_runs < 0:
+        raise MmsimError(f"validate: --shrink-runs expects 0 or more, got {args.shrink_runs}")
+    changes = {}
+    for hs in args.host_sets:
+        k, eq, v = hs.partition("=")
+        if not eq:
+            raise MmsimError(f"validate: --host-set expects KNOB=VALUE, got {hs!r}")
+        if k in KNOBS:
+            raise MmsimError(f"validate: --host-set {k}: --random sets it for each case")
+        changes[k] = v
+
+    def announce(seed: int) -> None:
+        if args.seed is None:
+            print(f"{PROG}: validate --random {args.random} --seed {seed}", file=sys.stderr, flush=True)
+
+    with HostSettings(changes):
+        fig = campaign(
+            args.random,
+            args.seed,
+            save_dir=args.save_dir or "validate-failures",
+            shrink_runs=SHRINK_RUNS if args.shrink_runs is None else args.shrink_runs,
+            progress=sys.stderr.isatty(),
+            on_seed=announce,
+        )
+    print(json.dumps(fig, indent=2) if args.json else format_figures(fig), end="\n" if args.json else "")
+    if fig.get("interrupted"):
+        return 130
+    return 1 if fig["failed"] else 0
+
+
 def _print_case(c: dict) -> None:
     print(f"{c['status'].upper():<4}  {c['name']}: {c.get('pins') or ''}")
     if c["status"] == "skip":
@@ -214,6 +280,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     """``mmsim sweep SPEC``."""
     from mmsim.sweep import load_spec, sweep
 
+    if args.cluster is not None:
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise MmsimError("--cluster needs ray: install mmsim[ray] (pip install 'mmsim[ray]')") from None
     spec = load_spec(args.spec)
     df = sweep(
         spec["workload"],
@@ -283,6 +354,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             print(f"{e.name:<12} seed {e.seed}  {e.profile:<12} {e.claim}")
         return 0
 
+    if args.report:
+        from mmsim.html_report import require_matplotlib
+
+        require_matplotlib()  # before the experiments run
     names = args.names or list(EXPERIMENTS)
     bar = None
     if sys.stderr.isatty() and not args.json:

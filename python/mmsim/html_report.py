@@ -15,7 +15,19 @@ from typing import Any
 
 from mmsim._mmsim import MmsimError
 
-__all__ = ["write_report"]
+__all__ = ["require_matplotlib", "write_report"]
+
+#: Why ``--report`` cannot run without matplotlib (the optional extra ``mmsim[plot]``).
+NEEDS_MATPLOTLIB = "--report needs matplotlib: install mmsim[plot] (pip install 'mmsim[plot]')"
+
+
+def require_matplotlib() -> None:
+    """Raise :class:`MmsimError` (one line) unless matplotlib can be imported."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise MmsimError(NEEDS_MATPLOTLIB) from None
+
 
 #: What each experiment's figures show (the claim is the experiment's own).
 CAPTIONS = {
@@ -127,6 +139,8 @@ def write_report(results: list[dict[str, Any]], out: str | os.PathLike[str], sca
     """Write ``index.html``, ``report.md`` and the figures of ``results`` (``mmsim reproduce
     --json``'s experiment list) into ``out``; returns the path of ``index.html``."""
     from mmsim.experiments import ratio
+
+    require_matplotlib()
 
     d = Path(out)
     try:

@@ -27,7 +27,6 @@ from mmsim.runner_build import runner_path
 
 __all__ = ["SUITE", "Case", "compile_program", "host_settings", "parse_size", "run_native", "validate_case"]
 
-ROOT = Path(__file__).resolve().parents[2]
 THP = Path("/sys/kernel/mm/transparent_hugepage")
 
 _SIZE = re.compile(r"^\s*(0x[0-9a-fA-F]+|\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
@@ -161,7 +160,8 @@ def unmirrored(workload: Mapping[str, Any], host: Mapping[str, Any]) -> str:
     if host.get("transparent_hugepage/enabled") is None:
         return "the host kernel has no transparent hugepage support"
     if host.get("mthp_enabled"):
-        return f"the host has anonymous mTHP sizes enabled ({', '.join(host['mthp_enabled'])}); mmsim models PMD THPs only"
+        sizes = ", ".join(host["mthp_enabled"])
+        return f"the host has anonymous mTHP sizes enabled ({sizes}); mmsim models PMD THPs only"
     shared = '"shared"' in json.dumps(workload.get("program", []))
     if shared and host.get("transparent_hugepage/shmem_enabled") not in (None, "never", "deny"):
         return (
@@ -642,7 +642,7 @@ def native_report(workload: Mapping[str, Any]) -> dict[str, Any]:
             "host": f"Linux {host['kernel']}",
             "page_size": host["page_size"],
             # The runner turns address-space layout randomisation off (native/runner.c).
-            "aslr": any(r.get("aslr", True) for r in rows),
+            "aslr": any(r["aslr"] for r in rows if "aslr" in r),
         },
         "knobs": {k: v for k, v in host.items() if k.startswith("transparent_hugepage/")},
         "baseline": snap(start) if start else {},

@@ -47,16 +47,120 @@ def test_validate_refuses_unknown_host_knobs_and_bad_input(write_workload):
     e = run_mmsim("validate")
     assert e.returncode == 2 and "--suite" in e.stderr
     w = write_workload(
-        "thread.json",
+        "set.json",
+        {"program": [{"op": "set", "knob": "transparent_hugepage/enabled", "value": "never"}]},
+    )
+    e = run_mmsim("validate", w)
+    assert e.returncode == 2 and "cannot run the 'set' op" in e.stderr, e.stderr
+
+
+VALIDATE_DIR = Path(__file__).resolve().parents[2] / "experiments" / "validate"
+
+
+def test_workloads_as_users_write_them_agree_with_the_kernel():
+    """experiments/validate: one snapshot or none, fork, threads, THP, COW, partial unmaps,
+    shared regions: every process is compared from its start to its end, exactly."""
+    files = sorted(VALIDATE_DIR.glob("*.json"))
+    assert len(files) >= 10
+    r = run_mmsim("validate", "--json", *files)
+    cases = r.json()["cases"]
+    assert len(cases) == len(files)
+    for c in cases:
+        assert c["status"] == "pass", f"{c['name']}: {c['reason']}"
+        assert all(x["tolerance"] == 0 for x in c["counters"])
+        assert any("__begin->" in x["name"] for x in c["counters"]), "compared from the implicit start"
+    assert r.returncode == 0
+
+
+def test_a_workload_without_snapshots_is_compared_from_start_to_exit(write_workload):
+    w = write_workload(
+        "none.json",
         {
             "program": [
-                {"op": "mmap", "name": "p", "size": "4K"},
-                {"op": "thread", "program": [{"op": "read", "region": "p"}]},
+                {"op": "mmap", "name": "p", "size": "4M"},
+                {"op": "madvise", "region": "p", "advice": "nohugepage"},
+                {"op": "write", "region": "p"},
+                {"op": "fork", "program": [{"op": "write", "region": "p", "length": "64K", "value": 2}]},
+                {"op": "wait"},
             ]
         },
     )
-    e = run_mmsim("validate", w)
-    assert e.returncode == 2 and "cannot run the 'thread' op" in e.stderr, e.stderr
+    r = run_mmsim("validate", "--json", w)
+    (case,) = r.json()["cases"]
+    assert case["status"] == "pass", case["reason"]
+    got = {x["name"]: (x["kernel"], x["simulated"]) for x in case["counters"]}
+    assert got["pid 1 __begin->__end minflt"] == (1024, 1024)
+    assert got["pid 2 __begin->__end minflt"] == (16, 16), "a child's counters start at fork"
+    assert got["pid 2 __begin->__end RssAnon"] == (0, 0), "COW copies replace shared pages in the child's RSS"
+
+
+def test_the_runner_is_invisible_on_the_kernel():
+    """100 children that only snapshot take no fault, and neither does their parent: the
+    runner's own copy-on-write faults after each fork are not reported."""
+    from mmsim.native import run_native, with_baselines
+
+    prog = with_baselines([{"op": "fork", "count": 100, "program": [{"op": "snapshot", "label": "only"}]}])
+    rows = run_native({"program": prog})
+    kids = [r for r in rows if r["pid"] > 1 and r["label"] == "only"]
+    assert len(kids) == 100
+    assert {r["minflt"] for r in kids} == {0}
+    assert {r["perf"].get("minor-faults", 0) for r in kids} == {0}
+    parent = [r for r in rows if r["pid"] == 1 and r["label"] in ("__begin", "__end")]
+    assert [r["label"] for r in parent] == ["__begin", "__end"]
+    assert parent[1]["minflt"] - parent[0]["minflt"] == 0
+    assert parent[1]["runner_minflt"] > 0, "the runner did break copy-on-write on its own pages"
+    assert {r["RssAnon"] for r in parent} == {parent[0]["RssAnon"]}
+
+
+def test_threads_run_on_the_kernel_one_after_the_other():
+    """The thread op runs on the kernel (clone with CLONE_VM): each thread's faults are its
+    own (RUSAGE_THREAD), its pid is the next logical one, and it sees the creator's memory."""
+    from mmsim.native import run_native
+
+    prog = [
+        {"op": "mmap", "name": "p", "size": "1M"},
+        {"op": "madvise", "region": "p", "advice": "nohugepage"},
+        {"op": "write", "region": "p", "length": "64K", "value": 5},
+        {
+            "op": "thread",
+            "count": 2,
+            "program": [
+                {"op": "snapshot", "label": "t0"},
+                {"op": "read", "region": "p", "length": "64K", "expect": 5},
+                {"op": "write", "region": "p", "offset": "512K", "length": "64K"},
+                {"op": "snapshot", "label": "t1"},
+            ],
+        },
+        {"op": "snapshot", "label": "main"},
+    ]
+    rows = run_native({"program": prog})
+    by = {(r["pid"], r["label"]): r for r in rows}
+    assert by[(2, "t1")]["minflt"] - by[(2, "t0")]["minflt"] == 16, "the first thread's writes fault"
+    assert by[(3, "t1")]["minflt"] - by[(3, "t0")]["minflt"] == 0, "the second finds them mapped"
+    assert by[(3, "t1")]["RssAnon"] == by[(1, "main")]["RssAnon"], "one address space"
+
+
+def test_with_baselines_adds_a_snapshot_at_every_start_and_end():
+    from mmsim.native import BEGIN, END, with_baselines
+
+    snap = {"op": "snapshot", "label": BEGIN}, {"op": "snapshot", "label": END}
+    prog = [{"op": "loop", "count": 2, "body": [{"op": "exit"}]}, {"op": "thread", "program": []}]
+    assert with_baselines(prog) == [
+        snap[0],
+        {"op": "loop", "count": 2, "body": [snap[1], {"op": "exit"}]},
+        {"op": "thread", "program": [snap[0], snap[1]]},
+        snap[1],
+    ]
+
+
+def test_mmsim_starts_from_the_runners_layout():
+    """Stand-ins at the runner's addresses: mmsim's top-down mmap puts a region where the kernel
+    did, beside tables that already exist (an unaligned 64 MiB region's VmPTE agrees)."""
+    from mmsim.native import TASK_SIZE, host_layout
+
+    ops = host_layout([[0x555555554000, 0x555555556000, "r-xp", ""], [0x7FFFFFF00000, TASK_SIZE, "rw-p", "stack"]])
+    assert ops[0] == {"op": "mmap", "name": "__host0", "size": 0x2000, "addr": 0x555555554000, "fixed": True}
+    assert ops[3]["size"] == TASK_SIZE - 132 * 1024 - 0x7FFFFFF00000, "mmsim's own stack vma is the top"
 
 
 def test_host_set_changes_the_host_for_the_run_and_restores_it():

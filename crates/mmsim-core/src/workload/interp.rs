@@ -18,6 +18,8 @@ use crate::report::{CheckSummary, Event};
 use crate::units::{Pfn, PAGE_SIZE};
 
 mod access;
+#[cfg(test)]
+mod serial_tests;
 
 /// Pages a task touches (or syscalls it makes) before the scheduler moves on.
 pub const QUANTUM: u64 = 64;

@@ -1,0 +1,69 @@
+//! The serial schedule (`engine.schedule=serial`): exact order and counts.
+
+use serde_json::json;
+
+use crate::report::Report;
+use crate::sim::{run_with, RunOptions};
+use crate::workload::spec::parse_workload;
+
+fn run(w: serde_json::Value, serial: bool) -> Report {
+    let w = parse_workload(&w.to_string()).expect("valid workload");
+    let opts = RunOptions { check: true, invariants_each_op: true, serial: Some(serial), ..Default::default() };
+    let r = run_with(&w, &[], &opts).expect("runs");
+    assert_eq!(r.check.mismatches, 0, "reference model mismatches: {:?}", r.events);
+    r
+}
+
+/// (label, pid) of every snapshot, in the order they were taken.
+fn order(r: &Report) -> Vec<(String, u32)> {
+    r.snapshots.iter().map(|s| (s.label.clone(), s.pid)).collect()
+}
+
+#[test]
+fn tasks_run_depth_first_each_to_its_end() {
+    let snap = |l: &str| json!({"op":"snapshot","label":l});
+    let w = json!({"machine":{"cpus":4},"program":[
+        {"op":"mmap","name":"p","size":"1M"},
+        {"op":"fork","count":2,"program":[
+            snap("child"),
+            {"op":"thread","count":2,"program":[snap("thread"), {"op":"write","region":"p"}]},
+            snap("child-end")]},
+        snap("parent"),
+        {"op":"wait"}]});
+    let r = run(w.clone(), true);
+    let s = |l: &str, p: u32| (l.to_string(), p);
+    // A fork op's two children take pids 2 and 3; child 2's threads 4 and 5 come after them.
+    assert_eq!(
+        order(&r),
+        vec![
+            s("child", 2),
+            s("thread", 4),
+            s("thread", 5),
+            s("child-end", 2),
+            s("child", 3),
+            s("thread", 6),
+            s("thread", 7),
+            s("child-end", 3),
+            s("parent", 1),
+        ]
+    );
+    // The parallel schedule interleaves them: the parent does not wait for its children.
+    assert_ne!(order(&run(w, false)), order(&r));
+}
+
+#[test]
+fn a_parent_after_its_serial_children_reuses_its_thp() {
+    // The child splits its own pmds and exits before the parent writes: the parent's THP is
+    // mapped by its pmd alone (refcount 1), and do_huge_pmd_wp_page reuses it, as Linux does.
+    let w = json!({"knobs":{"transparent_hugepage/enabled":"always"},"program":[
+        {"op":"mmap","name":"p","size":"8M","align":"2M"},
+        {"op":"write","region":"p"},
+        {"op":"fork","program":[{"op":"write","region":"p","stride":"1M","value":2}]},
+        {"op":"write","region":"p","offset":"2M","length":1,"value":3},
+        {"op":"snapshot","label":"done"},
+        {"op":"wait"}]});
+    let r = run(w, true);
+    let done = &r.snapshots[0];
+    assert_eq!(done.vmstat.get("thp_split_pmd"), Some(4), "the child's four, none of the parent's");
+    assert_eq!(done.processes[0].anon_huge_pages, 8192);
+}
