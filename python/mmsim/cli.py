@@ -20,7 +20,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from mmsim import __version__
 from mmsim._mmsim import MmsimError
@@ -148,6 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     va.add_argument("--json", action="store_true", help="print host settings and cases as JSON")
     va.add_argument(
+        "--repeat",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="run each case N times; a case whose verdict changes between runs fails (default 1)",
+    )
+    va.add_argument(
         "--random",
         type=int,
         default=None,
@@ -202,19 +209,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
             if host_reason:
                 cases.append({"name": c.name, "status": "skip", "reason": host_reason, "pins": c.pins, "counters": []})
             else:
-                # /proc/vmstat is system-wide: another process's THP fault or split can land
-                # between two snapshots. A failing case runs once more; a pass on retry says so.
-                first = validate_case(c, host)
-                if first["status"] == "fail":
-                    again = validate_case(c, host)
-                    if again["status"] == "pass":
-                        again["reason"] = f"passed on a second run (first: {first['reason']})"
-                    first = again
-                cases.append(first)
+                cases.append(_repeated(args.repeat, lambda c=c: validate_case(c, host)))
             if not args.json:
                 _print_case(cases[-1])
         for w in workloads:
-            cases.append(validate_workload(w, host))
+            cases.append(_repeated(args.repeat, lambda w=w: validate_workload(w, host)))
             if not args.json:
                 _print_case(cases[-1])
     if args.json:
@@ -226,6 +225,32 @@ def cmd_validate(args: argparse.Namespace) -> int:
             f"THP {host['transparent_hugepage/enabled']}, use_zero_page {host['transparent_hugepage/use_zero_page']})"
         )
     return 1 if any(c["status"] == "fail" for c in cases) else 0
+
+
+def _positive(v: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        n = int(v)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {v!r}")
+    return n
+
+
+def _repeated(n: int, once: Callable[[], dict]) -> dict:
+    """A case run `n` times: its verdict if every run gave the same one, else a failure that
+    says how the runs went (a verdict that changes from run to run is a bug, of the model
+    or of the runner: it is never retried away). ``runs`` counts the verdicts."""
+    results = [once() for _ in range(n)]
+    first = results[0]
+    verdicts = [r["status"] for r in results]
+    first["runs"] = {s: verdicts.count(s) for s in ("pass", "fail", "skip") if s in verdicts}
+    if len(set(verdicts)) > 1:
+        bad = next(r for r in results if r["status"] == "fail")
+        first = {**bad, "runs": first["runs"]}
+        first["reason"] = f"the verdict changed across {n} runs ({first['runs']}); a failing run: {bad['reason']}"
+    return first
 
 
 def _validate_random(args: argparse.Namespace) -> int:
