@@ -487,6 +487,8 @@ static void do_fork(int at)
 			close_perf();
 			read_own();
 			touch_own();
+			/* The pid counter is shared memory: fork does not copy its page table entry. */
+			sink += (unsigned long)*pid_counter;
 			cur.own_faults = task_minflt();
 			open_perf();
 			run(at + 1, o->end);
@@ -632,7 +634,8 @@ static void run(int from, int to)
 			const char *pa = a->addr + o->a, *pb = b->addr + o->b;
 			int equal = 1;
 			if (o->d > 0) {
-				for (long long k = 0; k < o->c; k += o->d)
+				/* `*p == *q` in a loop that stops at the first difference, as mmsim's does. */
+				for (long long k = 0; k < o->c && equal; k += o->d)
 					if (((volatile const char *)pa)[k] != ((volatile const char *)pb)[k])
 						equal = 0;
 			} else {

@@ -362,6 +362,18 @@ impl Kernel {
     /// `unmap_page_range` / `zap_pmd_range` / `zap_pte_range` over [start, end) of one vma:
     /// whole huge pmds are zapped (zap_huge_pmd), partial ones split first.
     pub fn zap_page_range(&mut self, mm: MmId, vma: &Vma, start: u64, end: u64) {
+        self.zap_page_range_details(mm, vma, start, end, false);
+    }
+
+    /// `zap_page_range_single` with `zap_details.reclaim_pt` (MADV_DONTNEED, Linux >= 6.14 with
+    /// CONFIG_PT_RECLAIM, on in x86-64's defconfig): a PTE table whose whole 2 MiB span the zap
+    /// covers and that is left empty is freed (mm/pt_reclaim.c `try_to_free_pte`). mmsim has
+    /// no switch for it: it models today's kernel here.
+    pub fn zap_page_range_reclaim_pt(&mut self, mm: MmId, vma: &Vma, start: u64, end: u64) {
+        self.zap_page_range_details(mm, vma, start, end, true);
+    }
+
+    fn zap_page_range_details(&mut self, mm: MmId, vma: &Vma, start: u64, end: u64, reclaim_pt: bool) {
         // tlb_finish_mmu: one flush of the whole range once the entries are cleared.
         self.flush_tlb_range(mm, start, end);
         let mut addr = start;
@@ -388,6 +400,11 @@ impl Kernel {
                     self.set_entry(pmd.table, pmd.idx, e.without(pgtable::ZERO_TABLE));
                 }
                 self.zap_pte_range(mm, e.pfn(), addr, next);
+                // reclaim_pt_is_enabled: the zap spans the table's whole PMD range.
+                if reclaim_pt && next - addr == HPAGE_PMD_SIZE && (0..512).all(|i| !self.entry(e.pfn(), i).present()) {
+                    self.set_entry(pmd.table, pmd.idx, Entry::NONE);
+                    self.pte_free(Some(mm), e.pfn());
+                }
             }
             addr = next;
         }
