@@ -255,6 +255,8 @@ def _repeated(n: int, once: Callable[[], dict]) -> dict:
 
 def _validate_random(args: argparse.Namespace) -> int:
     """``mmsim validate --random N``: kernel-differential fuzzing (mmsim.validate_random)."""
+    import signal
+
     from mmsim.native import HostSettings
     from mmsim.validate_random import KNOBS, SHRINK_RUNS, campaign, format_figures
 
@@ -277,15 +279,22 @@ def _validate_random(args: argparse.Namespace) -> int:
         if args.seed is None:
             print(f"{PROG}: validate --random {args.random} --seed {seed}", file=sys.stderr, flush=True)
 
-    with HostSettings(changes):
-        fig = campaign(
-            args.random,
-            args.seed,
-            save_dir=args.save_dir or "validate-failures",
-            shrink_runs=SHRINK_RUNS if args.shrink_runs is None else args.shrink_runs,
-            progress=sys.stderr.isatty(),
-            on_seed=announce,
-        )
+    def terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # as Ctrl-C: the host's knobs are restored, the figures printed
+
+    old = signal.signal(signal.SIGTERM, terminate)
+    try:
+        with HostSettings(changes):
+            fig = campaign(
+                args.random,
+                args.seed,
+                save_dir=args.save_dir or "validate-failures",
+                shrink_runs=SHRINK_RUNS if args.shrink_runs is None else args.shrink_runs,
+                progress=sys.stderr.isatty(),
+                on_seed=announce,
+            )
+    finally:
+        signal.signal(signal.SIGTERM, old)
     print(json.dumps(fig, indent=2) if args.json else format_figures(fig), end="\n" if args.json else "")
     if fig.get("interrupted"):
         return 130

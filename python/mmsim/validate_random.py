@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import fcntl
 import itertools
 import json
+import os
 import random
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -932,6 +935,28 @@ def _error_result(msg: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
+#: A campaign holds this lock while it runs: two campaigns writing the host's THP knobs at
+#: once would each run cases under the other's settings.
+LOCK = Path("/run/lock" if os.path.isdir("/run/lock") else tempfile.gettempdir()) / "mmsim-host-thp.lock"
+
+
+@contextlib.contextmanager
+def host_lock(waiting: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold :data:`LOCK` (an exclusive flock) for the block; call `waiting` first if another
+    process holds it, and wait for it."""
+    fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting:
+                waiting()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def _knob_key(knobs: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(str(knobs[k]) for k in KNOBS)
 
@@ -956,13 +981,26 @@ def campaign(
     :mod:`mmsim.native`'s (tests put fakes in their place)."""
     from mmsim import native
 
-    validate = validate or native.validate_workload
-    read_host = host_settings or native.host_settings
-    host_set = host_set or native.HostSettings
     if seed is None:
         seed = int(time.time() * 1000) % 1_000_000_000
     if on_seed:
         on_seed(seed)
+    if host_set is None:
+        # The real host: one campaign at a time.
+        with host_lock(lambda: print(f"mmsim: waiting for another campaign ({LOCK})", file=sys.stderr, flush=True)):
+            return campaign(
+                n,
+                seed,
+                save_dir=save_dir,
+                shrink_runs=shrink_runs,
+                validate=validate,
+                host_settings=host_settings,
+                host_set=native.HostSettings,
+                threads=threads,
+                progress=progress,
+            )
+    validate = validate or native.validate_workload
+    read_host = host_settings or native.host_settings
     t0 = time.monotonic()
     cases = [generate_case(seed, i, threads) for i in range(n)]
     start = read_host()

@@ -284,3 +284,21 @@ def test_a_failure_in_system_wide_counters_alone_must_show_twice_in_a_row():
 
     s = vr.shrink(case.workload["program"], case.knobs, flaky, frozenset({"thp_fault_alloc"}), budget=20)
     assert s.program == case.workload["program"] and s.runs == len(calls) == 20
+
+
+def test_one_campaign_at_a_time_holds_the_host_lock():
+    import fcntl
+    import os
+
+    with vr.host_lock():
+        fd = os.open(vr.LOCK, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    fd = os.open(vr.LOCK, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released
+    finally:
+        os.close(fd)
