@@ -479,7 +479,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         native = native_report(load_workload(args.workload))
         print(json.dumps(native, indent=2) if args.json else format_native(native), end="" if not args.json else "\n")
         return 0
-    report = json.loads(run_json(os.fspath(args.workload), sets, args.check))
+    report = json.loads(run_json(os.fspath(args.workload), sets, args.check, progress=sys.stderr.isatty()))
     if args.json:
         print(json.dumps(report, indent=2))
     else:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmsim._mmsim import MmsimError
+from mmsim.nesting import MAX_NESTING, check_data, join_path
 
 __all__ = ["Machine", "Program", "Region", "Workload"]
 
@@ -62,18 +63,41 @@ class Program:
         """Add one op given as a dict (nested programs are kept as :class:`Program`)."""
         if not isinstance(op, Mapping) or "op" not in op:
             raise MmsimError(f'an op must be a mapping with an "op" field, not {op!r}')
+        err = check_data(op, ops=True)  # before the nested programs below are built
+        if err:
+            raise MmsimError(f"op {err}")
         d = dict(op)
         for key in ("body", "program"):
             if key in d and isinstance(d[key], list):
                 d[key] = Program(d[key])
         self.ops.append(d)
 
-    def to_list(self) -> list[dict[str, Any]]:
-        """The ops as the workload format writes them."""
-        out = []
-        for op in self.ops:
-            d = {k: (v.to_list() if isinstance(v, Program) else copy.deepcopy(v)) for k, v in op.items()}
-            out.append(d)
+    def to_list(self, name: str = "") -> list[dict[str, Any]]:
+        """The ops as the workload format writes them (nested programs at most
+        :data:`~mmsim.nesting.MAX_NESTING` levels deep; ``name`` begins the path an error names)."""
+        out: list[dict[str, Any]] = []
+        # Programs still to copy (no recursion: a program may even hold itself): their ops
+        # left, the list they go to, how many programs enclose them, the path of that list.
+        todo: list[tuple[Any, list[dict[str, Any]], int, list[str]]] = [(iter(self.ops), out, 0, [name])]
+        while todo:
+            ops, dest, level, path = todo[-1]
+            op = next(ops, None)
+            if op is None:
+                todo.pop()
+                continue
+            here = [*path[:-1], f"{path[-1]}[{len(dest)}]"]
+            d: dict[str, Any] = {}
+            for k, v in op.items():
+                if not isinstance(v, Program):
+                    d[k] = copy.deepcopy(v)
+                elif level >= MAX_NESTING:
+                    raise MmsimError(
+                        f"{join_path(here)}: nesting deeper than {MAX_NESTING} levels (loop, fork, thread)"
+                    )
+                else:
+                    d[k] = []
+                    todo.append((iter(v.ops), d[k], level + 1, [*here, f".{k}"]))
+            dest.append(d)
         return out
 
     def __len__(self) -> int:
@@ -295,6 +319,9 @@ class Workload(Program):
         if "machine" in d and not isinstance(d["machine"], Mapping):
             w._extra["machine"] = d["machine"]  # the engine reports the error
         w._order = list(d.keys())
+        err = check_data(d)  # before anything below recurses into it
+        if err:
+            raise MmsimError(f"workload: {err}")
         w._extra.update({k: copy.deepcopy(v) for k, v in d.items() if k not in known})
         for op in d.get("program") or []:
             w.append(op)
@@ -320,7 +347,7 @@ class Workload(Program):
             d["knobs"] = dict(self.knobs)
         if self.cpu is not None:
             d["cpu"] = self.cpu
-        d["program"] = self.to_list()
+        d["program"] = self.to_list("program")
         d.update(copy.deepcopy(self._extra))
         order = getattr(self, "_order", None)
         if order:

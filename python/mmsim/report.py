@@ -71,7 +71,7 @@ def format_report(report: Mapping[str, Any]) -> str:
         _process_perf_lines(report.get("processes", [])),
         _profile_lines(report),
         _snapshot_lines(report.get("snapshots", []), base),
-        _event_lines(report.get("events", [])),
+        _event_lines(report.get("events", []), (report.get("engine") or {}).get("events_dropped", 0)),
         _check_lines(report),
     ]
     return "\n\n".join("\n".join(p) for p in parts if p) + "\n"
@@ -225,7 +225,7 @@ def _snapshot_lines(snapshots: list[Mapping[str, Any]], base: Mapping[str, Any])
     return lines
 
 
-def _event_lines(events: list[Mapping[str, Any]]) -> list[str]:
+def _event_lines(events: list[Mapping[str, Any]], dropped: int = 0) -> list[str]:
     if not events:
         return []
     lines = ["Events:"]
@@ -233,6 +233,8 @@ def _event_lines(events: list[Mapping[str, Any]]) -> list[str]:
         lines.append(f"  pid {e.get('pid', '?')}: {e.get('kind', '?')}: {e.get('message', '')}")
     if len(events) > MAX_EVENTS:
         lines.append(f"  ... {len(events) - MAX_EVENTS} more (see --json)")
+    if dropped:
+        lines.append(f"  ... and {format_number(dropped)} more not kept (engine.events_dropped)")
     return lines
 
 

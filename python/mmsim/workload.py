@@ -27,6 +27,7 @@ import yaml
 
 from mmsim import _mmsim
 from mmsim._mmsim import MmsimError
+from mmsim.nesting import check_data, check_json_text, check_yaml_text
 
 __all__ = ["load_workload", "resolve", "run", "run_json", "run_workload", "workload_json"]
 
@@ -55,6 +56,10 @@ def load_workload(path: str | os.PathLike[str]) -> dict[str, Any]:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise MmsimError(f"{p}: cannot read: {_reason(e)}") from None
+    # The parsers recurse: refuse what is nested too deep first, naming the field.
+    err = check_json_text(text) if kind == "JSON" else check_yaml_text(text)
+    if err:
+        raise MmsimError(f"{p}: workload: {err}")
     data = _parse_json(p, text) if kind == "JSON" else _parse_yaml(p, text)
     if not isinstance(data, dict):
         raise MmsimError(
@@ -78,6 +83,9 @@ def workload_json(workload: Workload) -> tuple[str, str | None]:
         workload = load_workload(source)
     if not isinstance(workload, Mapping):
         raise MmsimError(f"a workload must be a mapping, a file path or JSON text, not {_type_name(workload)}")
+    err = check_data(workload)  # json.dumps recurses
+    if err:
+        raise MmsimError(f"{source + ': ' if source else ''}workload: {err}")
     try:
         return json.dumps(workload, allow_nan=False), source
     except (TypeError, ValueError) as e:
@@ -85,11 +93,12 @@ def workload_json(workload: Workload) -> tuple[str, str | None]:
         raise MmsimError(f"{where}workload: {e}") from None
 
 
-def run_json(workload: Workload, sets: Sets = None, check: bool = False) -> str:
-    """Run a workload and return the engine's report as JSON text (see :func:`run_workload`)."""
+def run_json(workload: Workload, sets: Sets = None, check: bool = False, progress: bool = False) -> str:
+    """Run a workload and return the engine's report as JSON text (see :func:`run_workload`);
+    with ``progress``, a run longer than two seconds shows a progress line on stderr."""
     text, source = workload_json(workload)
     try:
-        return _mmsim.run(text, _knob_sets(sets), check)
+        return _mmsim.run(text, _knob_sets(sets), check, progress)
     except MmsimError as e:
         # Name the file when the error is in it (not in a --set override).
         if source is None or not str(e).startswith(WORKLOAD_ERRORS):
@@ -134,6 +143,9 @@ def resolve(workload: Any, machine: Any = None, knobs: Sets = None) -> tuple[dic
         d = dict(workload)
     else:
         text, source = workload_json(workload)
+        err = check_json_text(text)  # json.loads recurses
+        if err:
+            raise MmsimError(f"workload: {err}")
         d = json.loads(text)
         if source is not None:
             d.setdefault("name", Path(source).stem)

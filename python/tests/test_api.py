@@ -29,7 +29,17 @@ def test_exports():
 
 
 @pytest.mark.parametrize(
-    "module", ["mmsim", "mmsim.workload", "mmsim.knobs", "mmsim.report", "mmsim.config", "mmsim.result", "mmsim.sweep"]
+    "module",
+    [
+        "mmsim",
+        "mmsim.workload",
+        "mmsim.knobs",
+        "mmsim.report",
+        "mmsim.config",
+        "mmsim.result",
+        "mmsim.sweep",
+        "mmsim.nesting",
+    ],
 )
 def test_doctests(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)

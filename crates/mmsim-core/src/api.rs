@@ -5,8 +5,20 @@ use crate::error::Error;
 /// Run a workload given as JSON text, with knob overrides (`--set NAME=VALUE`, applied after
 /// the workload's own knobs) and the reference-model check. Returns the report as JSON.
 pub fn run_json(workload_json: &str, sets: &[(String, String)], check: bool) -> Result<String, Error> {
+    run_json_with_progress(workload_json, sets, check, None)
+}
+
+/// `run_json`, calling `progress` now and then while the run goes on (see
+/// `sim::RunOptions::progress`).
+pub fn run_json_with_progress(
+    workload_json: &str,
+    sets: &[(String, String)],
+    check: bool,
+    progress: Option<crate::sim::ProgressFn>,
+) -> Result<String, Error> {
     let spec = crate::workload::spec::parse_workload(workload_json)?;
-    let report = crate::sim::run(&spec, sets, check)?;
+    let opts = crate::sim::RunOptions { check, progress, ..Default::default() };
+    let report = crate::sim::run_with(&spec, sets, &opts)?;
     Ok(serde_json::to_string(&report).expect("reports serialise"))
 }
 

@@ -140,6 +140,8 @@ pub struct EngineStats {
     /// iteration was identical: their counts are exact multiples of that iteration's.
     pub fast_forwarded_iterations: u64,
     pub fast_forwarded_steps: u64,
+    /// Events beyond the first 200, counted but not kept in `events`.
+    pub events_dropped: u64,
 }
 
 /// The whole run: what `mmsim run --json` prints.

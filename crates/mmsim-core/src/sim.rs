@@ -35,6 +35,40 @@ pub struct RunOptions {
     /// interleave tasks in time order). `mmsim validate` runs both sides so, so that no count
     /// depends on the timing of concurrent tasks.
     pub serial: Option<bool>,
+    /// Largest estimate of the simulator's own memory (host bytes: frames, page tables,
+    /// written data, tasks, mms, snapshots) before the run stops (None =
+    /// DEFAULT_MAX_HOST_MEMORY); checked every round and after each forked task.
+    pub max_host_memory: Option<u64>,
+    /// Called every PROGRESS_ROUNDS rounds with how far the run has got (a front end's
+    /// progress line; the engine itself prints nothing).
+    pub progress: Option<ProgressFn>,
+}
+
+/// Rounds between calls of `RunOptions::progress`.
+pub const PROGRESS_ROUNDS: u64 = 4096;
+
+/// How far a run has got, for a progress line.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Progress {
+    /// Operations simulated so far, and the limit (`engine.max_ops`).
+    pub steps: u64,
+    pub max_steps: u64,
+    /// Tasks created so far, and the pids in use now.
+    pub tasks: usize,
+    pub pids: u32,
+    /// The estimate of the simulator's own memory, and its limit.
+    pub host_bytes: u64,
+    pub max_host_bytes: u64,
+}
+
+/// A progress callback (see `RunOptions::progress`).
+#[derive(Clone)]
+pub struct ProgressFn(pub std::sync::Arc<dyn Fn(&Progress) + Send + Sync>);
+
+impl std::fmt::Debug for ProgressFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressFn")
+    }
 }
 
 /// The default limit on simulated operations (pages touched, system calls; fast-forwarded
@@ -43,6 +77,54 @@ pub const DEFAULT_MAX_OPS: u64 = 1_000_000_000;
 
 /// The default limit on a machine's simulated memory: 256 GiB (about 4 GB of host memory).
 pub const DEFAULT_MAX_MEMORY: u64 = 256 << 30;
+
+/// The default limit on the simulator's own memory: 8 GiB, a third of a 24 GiB machine, and
+/// room for the largest machine DEFAULT_MAX_MEMORY allows with all of its memory written
+/// (3.5 GiB of frame metadata and 3 GiB of page contents).
+pub const DEFAULT_MAX_HOST_MEMORY: u64 = 8 << 30;
+
+/// Host bytes of a snapshot beyond its process table (perf, profile, vmstat, meminfo).
+const SNAPSHOT_HOST_BYTES: u64 = 16 << 10;
+/// Host bytes of one process's row in a snapshot.
+const STATUS_HOST_BYTES: u64 = 2 << 10;
+
+/// A size as `--set` takes it: in the largest unit that divides it (K, M, G, T), else bytes.
+fn size_text(bytes: u64) -> String {
+    for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
+        if bytes != 0 && bytes.trailing_zeros() >= shift {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
+/// A size for limit messages: GiB with one decimal from 1 GiB, else whole MiB.
+fn human(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{} MiB", (bytes + (1 << 19)) >> 20)
+    }
+}
+
+/// The error of a run stopped by `engine.max_host_memory`, with what the estimate holds.
+fn host_limit_error(it: &Interp, limit: u64, w: &Workload) -> Error {
+    let u = it.host_usage();
+    let tasks = if u.nr_tasks == 1 { "1 task".to_string() } else { format!("{} tasks", u.nr_tasks) };
+    Error::Limit(format!(
+        "the simulator's own memory would pass engine.max_host_memory ({}): about {} estimated, {} of frame \
+         metadata ({} simulated), {} of page tables, {} of written data, {} for {tasks} and their mms, {} other \
+         (caches, TLBs, snapshots); raise it with --set engine.max_host_memory=SIZE",
+        size_text(limit),
+        human(u.total()),
+        human(u.frames),
+        human(w.machine.memory.0),
+        human(u.page_tables),
+        human(u.data),
+        human(u.tasks),
+        human(u.other)
+    ))
+}
 
 /// Run `w` with knob overrides `sets` (applied after the workload's own knobs).
 pub fn run(w: &Workload, sets: &[(String, String)], check: bool) -> Result<Report, Error> {
@@ -86,6 +168,12 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
                     })
                 }
                 "max_ops" => opts.max_steps = Some(v.parse().map_err(|_| bad())?),
+                "max_host_memory" => {
+                    opts.max_host_memory =
+                        Some(crate::units::parse_size(v).map_err(|_| {
+                            Error::Knob(format!("--set {k}={v}: expected a size (bytes, or with K/M/G/T)"))
+                        })?)
+                }
                 "max_memory" => {
                     opts.max_memory =
                         Some(crate::units::parse_size(v).map_err(|_| {
@@ -95,7 +183,7 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
                 _ => {
                     return Err(Error::Knob(format!(
                         "--set {k}: unknown engine option (known: engine.fast_forward, engine.max_ops, \
-                         engine.max_memory, engine.schedule)"
+                         engine.max_memory, engine.max_host_memory, engine.schedule)"
                     )))
                 }
             }
@@ -116,6 +204,19 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
             limit >> 30
         )));
     }
+    // The frames' metadata is allocated at boot: refuse a machine whose metadata alone would
+    // pass the host-memory limit before allocating it.
+    let host_limit = opts.max_host_memory.unwrap_or(DEFAULT_MAX_HOST_MEMORY);
+    let metadata = w.machine.memory.0 / PAGE_SIZE * crate::kernel::page_alloc::FRAME_METADATA_BYTES;
+    if metadata > host_limit {
+        return Err(Error::Limit(format!(
+            "machine.memory: {} of simulated memory takes {} of frame metadata, over engine.max_host_memory ({}); \
+             raise it with --set engine.max_host_memory=SIZE",
+            human(w.machine.memory.0),
+            human(metadata),
+            size_text(host_limit)
+        )));
+    }
     let profile = crate::hw::profile::builtin(&w.machine.profile, &hw_sets).map_err(Error::Profile)?;
     let machine = crate::hw::machine::Machine::new(profile, w.machine.cpus as usize);
     let effective = knobs.effective();
@@ -127,15 +228,36 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
     it.fast_forward = opts.fast_forward.unwrap_or(true);
     it.max_steps = opts.max_steps.unwrap_or(DEFAULT_MAX_OPS);
     it.serial = opts.serial.unwrap_or(false);
+    it.max_host_memory = host_limit;
+    if it.check_host_memory() {
+        return Err(host_limit_error(&it, host_limit, w));
+    }
     let baseline = snapshot(&mut it, "baseline", 0);
     let mut snapshots = Vec::new();
+    let mut rounds = 0u64;
     loop {
         let more = it.round();
+        rounds += 1;
+        if let Some(p) = opts.progress.as_ref().filter(|_| rounds.is_multiple_of(PROGRESS_ROUNDS)) {
+            (p.0)(&Progress {
+                steps: it.steps,
+                max_steps: it.max_steps,
+                tasks: it.tasks.len(),
+                pids: it.pid_allocated,
+                host_bytes: it.host_usage().total(),
+                max_host_bytes: host_limit,
+            });
+        }
         for (label, pid) in std::mem::take(&mut it.snapshot_requests) {
             snapshots.push(snapshot(&mut it, &label, pid));
+            it.host_bytes_extra += SNAPSHOT_HOST_BYTES + it.tasks.len() as u64 * STATUS_HOST_BYTES;
+            it.check_host_memory();
         }
         if it.steps >= it.max_steps {
             return Err(Error::Limit(format!("the run exceeded --max-ops ({} operations)", it.max_steps)));
+        }
+        if it.host_limit_hit {
+            return Err(host_limit_error(&it, host_limit, w));
         }
         if !more {
             break;
@@ -191,6 +313,7 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
             steps: it.steps,
             fast_forwarded_iterations: it.fast_forwarded,
             fast_forwarded_steps: it.fast_forward_steps,
+            events_dropped: it.events_dropped,
         },
         failed,
     })

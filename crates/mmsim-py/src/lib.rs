@@ -1,6 +1,10 @@
 //! PyO3 bindings of mmsim-core (`mmsim._mmsim`): convert, delegate, map errors. Nothing else
 //! lives here; the Python package `mmsim` builds its API and CLI on these functions.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -13,11 +17,55 @@ fn to_py(e: mmsim_core::Error) -> PyErr {
 }
 
 /// Run a workload (JSON text) with knob overrides and the optional reference-model check;
-/// returns the report as JSON text. The GIL is released while the engine runs.
+/// returns the report as JSON text. The GIL is released while the engine runs. With
+/// `progress`, a run that takes more than two seconds shows a progress line on stderr (the
+/// caller passes it when stderr is a terminal), erased when the run ends.
 #[pyfunction]
-#[pyo3(signature = (workload_json, sets = Vec::new(), check = false))]
-fn run(py: Python<'_>, workload_json: &str, sets: Vec<(String, String)>, check: bool) -> PyResult<String> {
-    py.allow_threads(|| mmsim_core::api::run_json(workload_json, &sets, check)).map_err(to_py)
+#[pyo3(signature = (workload_json, sets = Vec::new(), check = false, progress = false))]
+fn run(
+    py: Python<'_>,
+    workload_json: &str,
+    sets: Vec<(String, String)>,
+    check: bool,
+    progress: bool,
+) -> PyResult<String> {
+    let shown = Arc::new(AtomicBool::new(false));
+    let line = progress.then(|| progress_line(shown.clone()));
+    let r = py.allow_threads(|| mmsim_core::api::run_json_with_progress(workload_json, &sets, check, line));
+    if shown.load(Ordering::Relaxed) {
+        eprint!("\r\x1b[K");
+    }
+    r.map_err(to_py)
+}
+
+/// A progress callback printing `mmsim: 12 s: 3.5M/1000M ops, 32767 tasks, ...` over itself
+/// on stderr, once the run has taken two seconds, at most twice a second.
+fn progress_line(shown: Arc<AtomicBool>) -> mmsim_core::sim::ProgressFn {
+    let start = Instant::now();
+    let last = Mutex::new(start);
+    mmsim_core::sim::ProgressFn(Arc::new(move |p: &mmsim_core::sim::Progress| {
+        let now = Instant::now();
+        let mut last = last.lock().expect("progress lock");
+        if now.duration_since(start) < Duration::from_secs(2) || now.duration_since(*last) < Duration::from_millis(500)
+        {
+            return;
+        }
+        *last = now;
+        shown.store(true, Ordering::Relaxed);
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        let mops = |n: u64| n as f64 / 1e6;
+        // Under 80 columns, so that it overwrites itself in place on a standard terminal.
+        eprint!(
+            "\r\x1b[Kmmsim: {:.0} s: {:.1}M/{:.0}M ops, {} tasks, {} pids, host {:.1}/{:.1} GiB",
+            now.duration_since(start).as_secs_f64(),
+            mops(p.steps),
+            mops(p.max_steps),
+            p.tasks,
+            p.pids,
+            gib(p.host_bytes),
+            gib(p.max_host_bytes),
+        );
+    }))
 }
 
 /// Every knob as a JSON list of {name, default, values, help}.

@@ -147,6 +147,30 @@ impl Machine {
         (cpu % cores) * nodes / cores.max(nodes)
     }
 
+    /// Host bytes of the caches and TLBs (tags, stamps and payloads of every entry), for
+    /// `engine.max_host_memory`.
+    pub fn host_bytes(&self) -> u64 {
+        let entries: usize = self
+            .cpus
+            .iter()
+            .map(|c| {
+                let t = &c.tlb;
+                c.l1d.capacity()
+                    + c.l1i.capacity()
+                    + c.l2.capacity()
+                    + t.itlb.iter().chain(&t.dtlb).chain(&t.pwc).map(|a| a.capacity()).sum::<usize>()
+                    + t.stlb.capacity()
+            })
+            .sum::<usize>()
+            + self.llc.capacity();
+        entries as u64 * 3 * 8 + self.cpus.len() as u64 * std::mem::size_of::<Cpu>() as u64
+    }
+
+    /// Host bytes of the CPU masks of `mms` address spaces (mm_cpumask, one byte per CPU).
+    pub fn mm_host_bytes(&self, mms: usize) -> u64 {
+        mms as u64 * (self.cpus.len() as u64 + 48)
+    }
+
     /// The other hardware threads of `cpu`'s core (x86 numbering: c, c + cores, ...).
     pub fn smt_siblings(&self, cpu: usize) -> impl Iterator<Item = usize> + '_ {
         let cores = self.cores();

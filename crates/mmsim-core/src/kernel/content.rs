@@ -39,6 +39,15 @@ impl PageContent {
         }
     }
 
+    /// Host heap bytes of the overrides (their allocation and its header), for
+    /// `engine.max_host_memory`.
+    pub fn heap_bytes(&self) -> u64 {
+        match self.over.capacity() {
+            0 => 0,
+            n => (n * std::mem::size_of::<(u16, u8)>()) as u64 + 16,
+        }
+    }
+
     /// True when every byte is zero.
     pub fn is_zero(&self) -> bool {
         self.base == 0 && self.over.is_empty()

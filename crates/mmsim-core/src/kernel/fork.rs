@@ -18,9 +18,9 @@ impl Kernel {
     fn mm_alloc(&mut self) -> Option<MmId> {
         let pgd = self.pte_alloc_one(None)?;
         let m = MmStruct::new(pgd, MMAP_BASE);
-        if let Some(i) = self.mms.iter().position(|m| m.is_none()) {
-            self.mms[i] = Some(m);
-            return Some(i as MmId);
+        if let Some(i) = self.free_mm_ids.pop_first() {
+            self.mms[i as usize] = Some(m);
+            return Some(i);
         }
         self.mms.push(Some(m));
         Some((self.mms.len() - 1) as MmId)
@@ -129,6 +129,7 @@ impl Kernel {
         self.pte_free(None, pgd);
         self.work.push(super::Work::MmExit { mm });
         self.mms[mm as usize] = None;
+        self.free_mm_ids.insert(mm);
     }
 
     /// rss of a counter in kB, for status reports.

@@ -102,7 +102,18 @@ pub struct Knobs {
     pub hzp_wp: HzpWp,
     pub hzp_refcount: HzpRefcount,
     pub pcp_batch: PcpBatch,
+    /// `/proc/sys/kernel/pid_max` (kernel/pid.c `pid_max`): fork and clone fail with EAGAIN
+    /// once pids 1..pid_max-1 are all in use.
+    pub pid_max: u32,
 }
+
+/// `PID_MAX_DEFAULT` (include/linux/threads.h): 0x8000. Linux's pid_idr_init raises it to
+/// 1024 per possible CPU on machines of more than 32 CPUs; mmsim keeps 32768 on every machine.
+pub const PID_MAX_DEFAULT: u32 = 0x8000;
+/// `pid_max_min` (kernel/pid.c): RESERVED_PIDS + 1.
+pub const PID_MAX_MIN: u32 = 301;
+/// `pid_max_max` (kernel/pid.c): PID_MAX_LIMIT on 64-bit, 4 * 1024 * 1024.
+pub const PID_MAX_LIMIT: u32 = 4 * 1024 * 1024;
 
 impl Default for Knobs {
     fn default() -> Self {
@@ -118,6 +129,7 @@ impl Default for Knobs {
             hzp_wp: HzpWp::Today,
             hzp_refcount: HzpRefcount::PerMm,
             pcp_batch: PcpBatch::Auto,
+            pid_max: PID_MAX_DEFAULT,
         }
     }
 }
@@ -142,6 +154,7 @@ const HZP_KIND: &str = "transparent_hugepage/huge_zero_page";
 const HZP_WP: &str = "transparent_hugepage/huge_zero_page_wp";
 const HZP_REFCOUNT: &str = "transparent_hugepage/hzp_refcount";
 const PCP_BATCH: &str = "page_alloc/pcp_batch";
+const PID_MAX: &str = "kernel/pid_max";
 
 /// Knobs that stand for a kernel build or patch: they can be set before the run only.
 pub const BOOT_ONLY: &[&str] = &[HZP_ALLOC, HZP_REFCOUNT, PCP_BATCH];
@@ -196,6 +209,12 @@ const KNOB_TABLE: &[(&str, &str, &str)] = &[
         "mmsim, before the run only: pages the per-CPU lists move to and from the buddy allocator under \
          zone->lock at a time: zone_batchsize() of Linux >= 4.19 (63 on large zones), of older kernels (31), \
          or a number; pcp->high is 6 x batch",
+    ),
+    (
+        PID_MAX,
+        "301..4194304",
+        "fork and clone fail with EAGAIN once this many pids less one are in use (pids 1..pid_max-1; every \
+         task not yet reaped counts, zombies included: an exited child until its parent's wait or exit)",
     ),
 ];
 
@@ -270,6 +289,7 @@ impl Knobs {
                 PcpBatch::Legacy => "legacy".to_string(),
                 PcpBatch::Pages(n) => n.to_string(),
             },
+            PID_MAX => self.pid_max.to_string(),
             _ => return None,
         })
     }
@@ -364,6 +384,13 @@ impl Knobs {
                     },
                 }
             }
+            PID_MAX => {
+                // proc_dointvec_minmax between pid_max_min and pid_max_max, as the sysctl.
+                self.pid_max = match v.parse::<u32>() {
+                    Ok(n) if (PID_MAX_MIN..=PID_MAX_LIMIT).contains(&n) => n,
+                    _ => return Err(bad(&format!("an integer {PID_MAX_MIN}..{PID_MAX_LIMIT}"))),
+                }
+            }
             _ => {
                 let known: Vec<&str> = Knobs::names().collect();
                 return Err(format!("unknown knob {name:?} (known: {})", known.join(", ")));
@@ -407,6 +434,13 @@ mod tests {
         assert!(e.contains("page_alloc/pcp_batch") && e.contains("legacy"), "{e}");
         k.set("page_alloc/pcp_batch", "7").unwrap();
         assert_eq!((k.pcp_batch, k.get("page_alloc/pcp_batch").unwrap().as_str()), (PcpBatch::Pages(7), "7"));
+        for bad in ["300", "4194305", "-1", "32768.5", "lots"] {
+            let e = k.set("kernel/pid_max", bad).unwrap_err();
+            assert!(e.contains("kernel/pid_max") && e.contains("301..4194304"), "{e}");
+        }
+        k.set("kernel/pid_max", "301").unwrap();
+        k.set("kernel/pid_max", "4194304").unwrap();
+        assert_eq!(k.get("kernel/pid_max").as_deref(), Some("4194304"));
     }
 
     #[test]
@@ -423,6 +457,7 @@ mod tests {
             HZP_WP,
             HZP_REFCOUNT,
             PCP_BATCH,
+            PID_MAX,
         ];
         let listed: Vec<_> = Knobs::names().collect();
         for name in all {

@@ -98,7 +98,19 @@ pub enum FrameData {
     EmptyTable,
 }
 
+/// Host bytes of a page table's entries: a boxed array of 512 and its allocation header.
+pub const TABLE_HOST_BYTES: u64 = 4096 + 16;
+
 impl FrameData {
+    /// Host heap bytes of the frame's contents (mmsim's own, for `engine.max_host_memory`).
+    pub fn heap_bytes(&self) -> u64 {
+        match self {
+            FrameData::Zero | FrameData::EmptyTable => 0,
+            FrameData::Table(_) => TABLE_HOST_BYTES,
+            FrameData::Data(c) => std::mem::size_of::<PageContent>() as u64 + 16 + c.heap_bytes(),
+        }
+    }
+
     pub fn content(&self) -> Option<&PageContent> {
         match self {
             FrameData::Data(c) => Some(c),

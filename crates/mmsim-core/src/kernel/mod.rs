@@ -45,6 +45,9 @@ pub struct Kernel {
     pub knobs: Knobs,
     pub stat: VmStat,
     pub mms: Vec<Option<MmStruct>>,
+    /// The empty slots of `mms`, the lowest reused first (mmsim's id allocator; Linux
+    /// allocates mm_structs from a slab and has no ids).
+    free_mm_ids: std::collections::BTreeSet<MmId>,
     pub shmem: Vec<Option<ShmemObject>>,
     /// The 4 KiB zero page (ZERO_PAGE(0)), a reserved frame.
     pub zero_pfn: Pfn,
@@ -204,6 +207,7 @@ impl Kernel {
             deferred_split: Vec::new(),
             folio_mms: HashMap::new(),
             deposited: HashMap::new(),
+            free_mm_ids: Default::default(),
             next_anon_vma: 1,
             oom_victim: None,
             last_fail_injected: false,
@@ -278,6 +282,8 @@ impl Kernel {
                     let mut t = Box::new([0u64; 512]);
                     t[idx] = e.0;
                     *d = FrameData::Table(t);
+                    self.mem.content_bytes += mm_types::TABLE_HOST_BYTES;
+                    self.mem.tables += 1;
                 }
             }
             _ => panic!("frame {:#x} is not a page table", table.0),
@@ -290,7 +296,7 @@ impl Kernel {
         let a = self.alloc_pages(0, gfp::ZERO | gfp::DIRECT_RECLAIM | gfp::TABLE)?;
         let p = &mut self.mem.pages[a.pfn.idx()];
         p.set(pg::TABLE);
-        self.mem.data[a.pfn.idx()] = FrameData::EmptyTable;
+        self.mem.set_data(a.pfn.idx(), FrameData::EmptyTable);
         self.stat.mod_item(VmItem::NrPageTablePages, 1);
         if let Some(mm) = mm {
             self.mm_mut(mm).pgtables_bytes += PAGE_SIZE as i64;
@@ -578,16 +584,17 @@ impl Kernel {
         self.mem.data[pfn.idx()].content()
     }
 
-    /// Mutable data of a base page, materialising an all-zero page on first write.
-    pub fn page_content_mut(&mut self, pfn: Pfn) -> &mut content::PageContent {
-        let d = &mut self.mem.data[pfn.idx()];
-        if !matches!(d, FrameData::Data(_)) {
-            *d = FrameData::Data(Box::default());
+    /// Store `value` at offsets `start, start+stride, ...` below `end` of a base page (a user
+    /// write), materialising an all-zero page on first write.
+    pub fn write_page_content(&mut self, pfn: Pfn, start: usize, end: usize, stride: usize, value: u8) {
+        if !matches!(self.mem.data[pfn.idx()], FrameData::Data(_)) {
+            self.mem.set_data(pfn.idx(), FrameData::Data(Box::default()));
         }
-        match d {
-            FrameData::Data(c) => c,
-            _ => unreachable!(),
-        }
+        let FrameData::Data(c) = &mut self.mem.data[pfn.idx()] else { unreachable!() };
+        let before = c.heap_bytes();
+        c.write(start, end, stride, value);
+        let after = c.heap_bytes();
+        self.mem.content_bytes = self.mem.content_bytes + after - before;
     }
 
     /// Copy the data of one base page to another (copy_user_highpage).
@@ -597,10 +604,11 @@ impl Kernel {
         }
         self.stat.count(VmEvent::PgCopy);
         self.work.push(Work::Copy { dst, src });
-        self.mem.data[dst.idx()] = match &self.mem.data[src.idx()] {
+        let d = match &self.mem.data[src.idx()] {
             FrameData::Data(c) if !c.is_zero() => FrameData::Data(c.clone()),
             _ => FrameData::Zero,
         };
+        self.mem.set_data(dst.idx(), d);
     }
 
     /// True when no frame is referenced except the reserved ones (the end-of-run state).

@@ -25,6 +25,9 @@ pub mod gfp {
     pub const TABLE: u32 = 1 << 4;
 }
 
+/// Host bytes of one frame's `struct page` and content slot (`PhysMem::metadata_bytes`).
+pub const FRAME_METADATA_BYTES: u64 = (std::mem::size_of::<Page>() + std::mem::size_of::<FrameData>()) as u64;
+
 /// Outcome of a successful allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Allocated {
@@ -50,6 +53,10 @@ pub struct PhysMem {
     pub fail_every: u64,
     /// Whether the last failed allocation was failed by injection.
     pub last_fail_injected: bool,
+    /// Host heap bytes of every frame's contents (`FrameData::heap_bytes`), kept as they change.
+    pub content_bytes: u64,
+    /// Frames holding a page table with entries (`FrameData::Table`).
+    pub tables: u64,
 }
 
 impl PhysMem {
@@ -70,6 +77,8 @@ impl PhysMem {
             fail_min_order: None,
             fail_every: 0,
             last_fail_injected: false,
+            content_bytes: 0,
+            tables: 0,
         };
         m.data.resize_with(n, FrameData::default);
         for p in 0..reserved.min(nr_pages) {
@@ -93,6 +102,26 @@ impl PhysMem {
 
     pub fn nr_pages(&self) -> u64 {
         self.pages.len() as u64
+    }
+
+    /// Replace the contents of frame `i`, keeping `content_bytes` and `tables` up to date.
+    pub fn set_data(&mut self, i: usize, d: FrameData) {
+        self.content_bytes += d.heap_bytes();
+        self.tables += matches!(d, FrameData::Table(_)) as u64;
+        let old = std::mem::replace(&mut self.data[i], d);
+        self.content_bytes -= old.heap_bytes();
+        self.tables -= matches!(old, FrameData::Table(_)) as u64;
+    }
+
+    /// Host bytes of `mem_map` and the frames' content slots (fixed at boot).
+    pub fn metadata_bytes(&self) -> u64 {
+        (self.pages.capacity() * std::mem::size_of::<Page>() + self.data.capacity() * std::mem::size_of::<FrameData>())
+            as u64
+    }
+
+    /// Host bytes of the page tables with entries.
+    pub fn table_bytes(&self) -> u64 {
+        self.tables * super::mm_types::TABLE_HOST_BYTES
     }
 
     /// Free blocks per order (`/proc/buddyinfo`).
@@ -206,7 +235,7 @@ impl PhysMem {
             } else {
                 // clear_highpage() on each base page.
                 for i in 0..n as u32 {
-                    self.data[(pfn + i) as usize] = FrameData::Zero;
+                    self.set_data((pfn + i) as usize, FrameData::Zero);
                 }
                 cleared = n;
                 stat.count_n(VmEvent::PgClear, n as i64);
@@ -222,9 +251,8 @@ impl PhysMem {
         let n = 1u64 << order;
         stat.count_n(VmEvent::PgFree, n as i64);
         for i in 0..n as u32 {
-            let d = &mut self.data[(pfn + i) as usize];
-            if let FrameData::Table(_) | FrameData::EmptyTable = d {
-                *d = FrameData::Data(Box::new(PageContent::filled(0xaa)));
+            if let FrameData::Table(_) | FrameData::EmptyTable = self.data[(pfn + i) as usize] {
+                self.set_data((pfn + i) as usize, FrameData::Data(Box::new(PageContent::filled(0xaa))));
             }
         }
         let mut order = order;
@@ -256,7 +284,7 @@ impl PhysMem {
         p.set(pg::ZEROED);
         self.zeroed_free_pages += 1 << order;
         for i in 0..1u32 << order {
-            self.data[(pfn.0 + i) as usize] = FrameData::Zero;
+            self.set_data((pfn.0 + i) as usize, FrameData::Zero);
         }
         true
     }

@@ -2,7 +2,7 @@
 //! scheduler, turning ops into system calls and memory accesses, with the reference model
 //! checking every byte read when asked.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
 
 use super::spec::*;
@@ -19,6 +19,8 @@ use crate::units::{Pfn, PAGE_SIZE};
 
 mod access;
 #[cfg(test)]
+mod limit_tests;
+#[cfg(test)]
 mod serial_tests;
 
 /// Pages a task touches (or syscalls it makes) before the scheduler moves on.
@@ -30,6 +32,61 @@ const SLICE_SLACK: f64 = 500.0;
 const OOM_RETRIES: u32 = 64;
 /// Events kept in the report (the rest are counted).
 const MAX_EVENTS: usize = 200;
+/// Checks of `engine.max_host_memory` (one a round and one a forked task) between recounts of
+/// the mms' host bytes.
+const HOST_RECOUNT_CHECKS: u64 = 1024;
+/// Host bytes of a heap allocation beyond its contents (glibc's chunk header and rounding).
+const ALLOC_OVERHEAD: u64 = 16;
+
+/// The simulator's own memory by what holds it (`Interp::host_usage`), in host bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostUsage {
+    /// `struct page` and the content slot of every simulated frame (fixed at boot).
+    pub frames: u64,
+    /// Page-table pages with entries (4 KiB each).
+    pub page_tables: u64,
+    /// Written data pages (a fill byte and the bytes that differ).
+    pub data: u64,
+    /// Task records (exited ones too, for the report), mms and vmas.
+    pub tasks: u64,
+    /// The hardware model and what the caller holds (snapshots).
+    pub other: u64,
+    /// Tasks created so far.
+    pub nr_tasks: usize,
+}
+
+impl HostUsage {
+    pub fn total(&self) -> u64 {
+        self.frames + self.page_tables + self.data + self.tasks + self.other
+    }
+}
+
+/// Estimated host bytes of a task's record: the struct, its regions and frames, its slot in
+/// its parent's children, its perf profile, and once it exited its last status.
+fn task_host_bytes(t: &Task) -> u64 {
+    let regions: u64 = t.regions.keys().map(|k| k.capacity() as u64 + ALLOC_OVERHEAD).sum::<u64>()
+        + t.regions.capacity() as u64 * (std::mem::size_of::<(String, (u64, u64))>() as u64 + 1);
+    let status = t.last_status.as_ref().map_or(0, status_host_bytes);
+    std::mem::size_of::<Task>() as u64
+        + regions
+        + t.frames.capacity() as u64 * std::mem::size_of::<Frame>() as u64
+        + t.perf.profile.capacity() as u64 * std::mem::size_of::<(&str, f64)>() as u64
+        + 4
+        + status
+        + 4 * ALLOC_OVERHEAD
+}
+
+/// Estimated host bytes of a process status kept for the report (its perf metrics by name).
+fn status_host_bytes(s: &crate::report::ProcessStatus) -> u64 {
+    let metric = std::mem::size_of::<(String, f64)>() as u64 + ALLOC_OVERHEAD;
+    std::mem::size_of_val(s) as u64 + s.perf.0.iter().map(|(k, _)| k.capacity() as u64 + metric).sum::<u64>()
+}
+
+/// Estimated host bytes of an mm slot and, when live, its vmas (BTreeMap nodes).
+fn mm_host_bytes(m: Option<&crate::kernel::mm::MmStruct>) -> u64 {
+    let vma = std::mem::size_of::<(u64, crate::kernel::mm::Vma)>() as u64 * 3 / 2;
+    std::mem::size_of::<Option<crate::kernel::mm::MmStruct>>() as u64 + m.map_or(0, |m| m.vmas.len() as u64 * vma)
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TaskState {
@@ -126,6 +183,12 @@ pub struct Task {
     /// not yet done: it waits here while the task is ahead of another CPU's clock, so that
     /// CPUs take their turns on the line in time order (see `charge_work`).
     pending: VecDeque<Work>,
+    /// `release_task` has run: the task's pid is free again (see `Interp::pid_allocated`).
+    reaped: bool,
+    /// `wait`: the children before this index have exited and been reaped by this task.
+    waited: usize,
+    /// `wait`: the latest exit clock of the children reaped so far (it wakes no earlier).
+    wait_clock: f64,
 }
 
 impl Task {
@@ -174,6 +237,36 @@ pub struct Interp {
     /// Serial schedule: the batches of tasks that fork and thread ops created and that have
     /// not all finished, innermost last.
     serial_stack: Vec<SerialBatch>,
+    /// Each CPU's runqueue (`struct rq`, kernel/sched/sched.h): its runnable tasks by
+    /// (last_run, index), so the first is the one that ran least recently (tasks that never
+    /// ran by pid). Unlike Linux's, no task migrates between CPUs.
+    rq: Vec<BTreeSet<(u64, usize)>>,
+    /// The CPUs whose runqueue is not empty.
+    busy_cpus: BTreeSet<usize>,
+    /// Tasks blocked in `wait` (indices), in the order they began waiting.
+    waiters: Vec<usize>,
+    /// Pids in use (`pid_namespace->pid_allocated`): every task not yet reaped, zombies
+    /// included. mmsim's pids keep counting up (a task's pid is its index + 1, never reused);
+    /// `kernel/pid_max` bounds only how many are in use at once.
+    pub pid_allocated: u32,
+    /// The task that created each mm (by MmId): the first of its users (`mm->owner`).
+    mm_owner: Vec<usize>,
+    /// `engine.max_host_memory`: the run stops when the simulator's own memory
+    /// (`host_usage`) would pass this many bytes.
+    pub max_host_memory: u64,
+    /// Set when `host_usage` passed `max_host_memory`: the run stops (the caller reports it).
+    pub host_limit_hit: bool,
+    /// Host bytes the caller holds for the run (snapshots taken), counted in `host_usage`.
+    pub host_bytes_extra: u64,
+    /// Estimated host bytes of the task records (see `task_host_bytes`).
+    task_bytes: u64,
+    /// Estimated host bytes of the live mms and their vmas, recounted every
+    /// `HOST_RECOUNT_CHECKS` checks and grown by each fork in between.
+    mm_bytes: u64,
+    /// Host bytes of the hardware model (caches, TLBs: fixed at boot).
+    hw_bytes: u64,
+    /// Checks since `mm_bytes` was recounted.
+    checks_since_recount: u64,
 }
 
 /// A batch of tasks one fork or thread op created (pids `next..=last` still to finish), and
@@ -215,7 +308,21 @@ impl Interp {
             max_steps: u64::MAX,
             serial: false,
             serial_stack: Vec::new(),
+            rq: Vec::new(),
+            busy_cpus: BTreeSet::new(),
+            waiters: Vec::new(),
+            pid_allocated: 1,
+            mm_owner: Vec::new(),
+            max_host_memory: u64::MAX,
+            host_limit_hit: false,
+            host_bytes_extra: 0,
+            task_bytes: 0,
+            mm_bytes: 0,
+            hw_bytes: 0,
+            checks_since_recount: 0,
         };
+        it.rq = vec![BTreeSet::new(); it.machine.cpus.len()];
+        it.hw_bytes = it.machine.host_bytes();
         // The first process exists before the workload starts: fault injection does not apply.
         let (fmo, fe) = (it.kernel.mem.fail_min_order.take(), std::mem::take(&mut it.kernel.mem.fail_every));
         let mm = it.kernel.exec_mm().ok_or("machine too small to start the first process")?;
@@ -238,12 +345,87 @@ impl Interp {
             exit_clock: 0.0,
             last_run: 0,
             pending: VecDeque::new(),
+            reaped: false,
+            waited: 0,
+            wait_clock: 0.0,
         });
         it.kernel.work.clear();
+        it.task_bytes = task_host_bytes(&it.tasks[0]);
+        it.set_mm_owner(mm, 0);
+        it.rq_update(0);
+        it.recount_host_bytes();
         if let Some(o) = it.oracle.as_mut() {
             o.new_process(1);
         }
         Ok(it)
+    }
+
+    /// `enqueue_task` / `dequeue_task` (kernel/sched/core.c) in one: task `i` is in its CPU's
+    /// runqueue, under its current `last_run`, exactly while it is runnable.
+    fn rq_update(&mut self, i: usize) {
+        let (cpu, key, runnable) = (self.tasks[i].cpu, (self.tasks[i].last_run, i), self.tasks[i].runnable());
+        let q = &mut self.rq[cpu];
+        if runnable {
+            if q.insert(key) && q.len() == 1 {
+                self.busy_cpus.insert(cpu);
+            }
+        } else if q.remove(&key) && q.is_empty() {
+            self.busy_cpus.remove(&cpu);
+        }
+    }
+
+    /// Record the task that created `mm` (`mm->owner`, mm_init_owner).
+    fn set_mm_owner(&mut self, mm: MmId, t: usize) {
+        let m = mm as usize;
+        if self.mm_owner.len() <= m {
+            self.mm_owner.resize(m + 1, usize::MAX);
+        }
+        self.mm_owner[m] = t;
+    }
+
+    /// `release_task` (kernel/exit.c): the task is reaped and its pid freed (`free_pid`).
+    fn release_task(&mut self, t: usize) {
+        if !self.tasks[t].reaped {
+            self.tasks[t].reaped = true;
+            self.pid_allocated -= 1;
+        }
+    }
+
+    /// The simulator's own memory, estimated from its largest data structures (mmsim's own;
+    /// no Linux counterpart): frame metadata, page contents (page tables, written data),
+    /// task records, mms and vmas, the hardware model, and what the caller holds
+    /// (`host_bytes_extra`). Not counted: the reference model of `--check`.
+    pub fn host_usage(&self) -> HostUsage {
+        let mem = &self.kernel.mem;
+        HostUsage {
+            frames: mem.metadata_bytes(),
+            page_tables: mem.table_bytes(),
+            data: mem.content_bytes - mem.table_bytes(),
+            tasks: self.task_bytes + self.mm_bytes,
+            other: self.hw_bytes + self.host_bytes_extra,
+            nr_tasks: self.tasks.len(),
+        }
+    }
+
+    /// Recount the host bytes of the live mms and their vmas (O(mms)).
+    fn recount_host_bytes(&mut self) {
+        self.checks_since_recount = 0;
+        self.mm_bytes = self.kernel.mms.iter().map(|m| mm_host_bytes(m.as_ref())).sum::<u64>()
+            + self.mm_owner.capacity() as u64 * 8
+            + self.machine.mm_host_bytes(self.kernel.mms.len());
+    }
+
+    /// Check the estimate against `max_host_memory` (cheap: counters, and every
+    /// `HOST_RECOUNT_CHECKS` checks a recount of the mms); sets `host_limit_hit`.
+    pub fn check_host_memory(&mut self) -> bool {
+        self.checks_since_recount += 1;
+        if self.checks_since_recount >= HOST_RECOUNT_CHECKS {
+            self.recount_host_bytes();
+        }
+        if self.host_usage().total() > self.max_host_memory {
+            self.host_limit_hit = true;
+        }
+        self.host_limit_hit
     }
 
     fn event(&mut self, pid: u32, kind: &str, message: String) {
@@ -257,27 +439,12 @@ impl Interp {
     /// Run one quantum of the runnable task whose CPU is furthest behind in time (ties: the
     /// task that ran least recently); false when nothing can run any more.
     pub fn round(&mut self) -> bool {
-        // Wake parents whose children have all exited, no earlier than the last exit.
-        let mut waiting = false;
-        for t in 0..self.tasks.len() {
-            if self.tasks[t].state != TaskState::Waiting {
-                continue;
-            }
-            let kids = self.tasks[t].children.clone();
-            let done = kids.iter().all(|&c| {
-                let k = &self.tasks[(c - 1) as usize];
-                matches!(k.state, TaskState::Exited | TaskState::Killed) && k.pending.is_empty()
-            });
-            if done {
-                let wake = kids.iter().map(|&c| self.tasks[(c - 1) as usize].exit_clock).fold(0.0, f64::max);
-                let cpu = self.tasks[t].cpu;
-                let c = &mut self.machine.cpus[cpu].clock;
-                *c = c.max(wake);
-                self.tasks[t].state = TaskState::Running;
-            } else {
-                waiting = true;
-            }
-        }
+        // Wake parents whose children have all exited, no earlier than the last exit; each
+        // child is reaped as it finishes (a wait() per child).
+        let mut waiters = std::mem::take(&mut self.waiters);
+        waiters.retain(|&t| self.wait_children(t));
+        self.waiters = waiters;
+        let waiting = !self.waiters.is_empty();
         let mut best: Option<(f64, u64, usize)> = None;
         let only = if self.serial {
             match self.serial_current() {
@@ -287,13 +454,20 @@ impl Interp {
         } else {
             None
         };
-        for (i, task) in self.tasks.iter().enumerate() {
-            if !task.runnable() || only.is_some_and(|o| o != i) {
-                continue;
+        // The earliest CPU's task that ran least recently (ties: the lower pid), the first of
+        // each runqueue being its CPU's candidate.
+        if let Some(o) = only {
+            let task = &self.tasks[o];
+            if task.runnable() {
+                best = Some((self.machine.cpus[task.cpu].clock, task.last_run, o));
             }
-            let key = (self.machine.cpus[task.cpu].clock, task.last_run);
-            if best.is_none_or(|b| key.0 < b.0 || (key.0 == b.0 && key.1 < b.1)) {
-                best = Some((key.0, key.1, i));
+        } else {
+            for &c in &self.busy_cpus {
+                let &(last_run, i) = self.rq[c].first().expect("busy cpus have tasks");
+                let key = (self.machine.cpus[c].clock, last_run, i);
+                if best.is_none_or(|b| key.0 < b.0 || (key.0 == b.0 && (key.1, key.2) < (b.1, b.2))) {
+                    best = Some(key);
+                }
             }
         }
         let Some((horizon, _, t)) = best else {
@@ -303,8 +477,11 @@ impl Interp {
         // that end before it can no longer be overtaken.
         self.machine.horizon = self.machine.horizon.max(horizon);
         self.run_seq += 1;
-        self.tasks[t].last_run = self.run_seq;
         let cpu = self.tasks[t].cpu;
+        if self.rq[cpu].remove(&(self.tasks[t].last_run, t)) && self.rq[cpu].is_empty() {
+            self.busy_cpus.remove(&cpu);
+        }
+        self.tasks[t].last_run = self.run_seq;
         // A context switch: the outgoing task's outstanding translations complete on its time.
         match self.machine.cpus[cpu].walk_task {
             Some(o) if o != t => {
@@ -315,10 +492,7 @@ impl Interp {
         }
         self.machine.cpus[cpu].walk_task = Some(t);
         // SMT: while a sibling thread of this CPU's core has a task to run, the two share it.
-        let busy = self
-            .machine
-            .smt_siblings(cpu)
-            .any(|s| self.tasks.iter().enumerate().any(|(i, x)| i != t && x.cpu == s && x.runnable()));
+        let busy = self.machine.smt_siblings(cpu).any(|s| !self.rq[s].is_empty());
         self.machine.set_siblings_busy(cpu, busy);
         if let Some(mm) = self.tasks[t].mm {
             self.machine.switch_mm(cpu, mm, &mut self.tasks[t].perf);
@@ -328,10 +502,10 @@ impl Interp {
         // Keep CPUs in step: run until this CPU passes the next-earliest other busy CPU.
         let mine = self.machine.cpus[cpu].clock;
         let other = self
-            .tasks
+            .busy_cpus
             .iter()
-            .filter(|x| !self.serial && x.runnable() && x.cpu != cpu)
-            .map(|x| self.machine.cpus[x.cpu].clock)
+            .filter(|&&c| !self.serial && c != cpu)
+            .map(|&c| self.machine.cpus[c].clock)
             .fold(f64::INFINITY, f64::min);
         self.time_limit = before + (other - mine).max(0.0) + SLICE_SLACK;
         self.run_task(t, QUANTUM);
@@ -340,7 +514,35 @@ impl Interp {
         if matches!(self.tasks[t].state, TaskState::Exited | TaskState::Killed) {
             self.tasks[t].exit_clock = self.machine.cpus[cpu].clock;
         }
+        self.rq_update(t);
+        self.check_host_memory();
         true
+    }
+
+    /// `wait` of task `t`: reap its children that have finished (exited, their kernel work
+    /// done), in order, as a `wait()` per child would; once all have, wake it no earlier than
+    /// the last one's exit. False once it no longer waits.
+    fn wait_children(&mut self, t: usize) -> bool {
+        if self.tasks[t].state != TaskState::Waiting {
+            return false;
+        }
+        while let Some(&c) = self.tasks[t].children.get(self.tasks[t].waited) {
+            let k = &self.tasks[(c - 1) as usize];
+            if !(matches!(k.state, TaskState::Exited | TaskState::Killed) && k.pending.is_empty()) {
+                return true;
+            }
+            let clock = k.exit_clock;
+            self.release_task((c - 1) as usize);
+            let task = &mut self.tasks[t];
+            task.wait_clock = task.wait_clock.max(clock);
+            task.waited += 1;
+        }
+        let (cpu, wake) = (self.tasks[t].cpu, self.tasks[t].wait_clock);
+        let c = &mut self.machine.cpus[cpu].clock;
+        *c = c.max(wake);
+        self.tasks[t].state = TaskState::Running;
+        self.rq_update(t);
+        false
     }
 
     /// Serial schedule: the one task that may run now (an index), or None when every task
@@ -376,7 +578,10 @@ impl Interp {
             }
             // Atomics keep exact time order across CPUs; other work may run a little ahead.
             let slack = if matches!(self.tasks[t].cursor, Cursor::Atomic { .. }) { SLICE_SLACK } else { 0.0 };
-            if self.steps >= self.max_steps || self.tasks[t].perf.cycles > self.time_limit - slack {
+            if self.steps >= self.max_steps
+                || self.host_limit_hit
+                || self.tasks[t].perf.cycles > self.time_limit - slack
+            {
                 return;
             }
             if !matches!(self.tasks[t].cursor, Cursor::Idle) {
@@ -443,7 +648,7 @@ impl Interp {
     /// running), every later span of as many iterations would repeat them: add their counts
     /// at once (exact fast-forward).
     fn iteration_boundary(&mut self, t: usize) {
-        let others = self.tasks.iter().enumerate().any(|(i, x)| i != t && x.runnable());
+        let others = self.busy_cpus.iter().any(|&c| self.rq[c].iter().any(|&(_, i)| i != t));
         if others || !self.fast_forward {
             self.tasks[t].frames.last_mut().expect("frame").mark = None;
             return;
@@ -620,7 +825,7 @@ impl Interp {
                 let first = self.tasks.len() as u32 + 1;
                 for i in 0..*count {
                     self.fork(t, prog.clone(), cpu.map(|c| (c + i) as usize), thread);
-                    if self.tasks[t].state != TaskState::Running {
+                    if self.tasks[t].state != TaskState::Running || self.check_host_memory() {
                         break;
                     }
                 }
@@ -632,6 +837,7 @@ impl Interp {
             }
             Op::Wait(_) => {
                 self.tasks[t].state = TaskState::Waiting;
+                self.waiters.push(t);
             }
             Op::Exit(_) => self.exit_task(t, TaskState::Exited),
             Op::Snapshot(SnapshotOp { label }) => self.snapshot_requests.push((label.clone(), pid)),
@@ -724,6 +930,24 @@ impl Interp {
             };
             (child_mm, pid)
         };
+        // alloc_pid, which copy_process calls after copy_mm: idr_alloc_cyclic finds no free
+        // pid below pid_max (-ENOSPC, returned as -EAGAIN), and bad_fork_cleanup_mm puts the
+        // mm it copied or took. Differs from Linux: once its cursor has passed RESERVED_PIDS,
+        // Linux allocates from 300..pid_max-1 only, so up to 299 low pids held by long-lived
+        // tasks count against it; mmsim counts only how many are in use.
+        let pid_max = self.kernel.knobs.pid_max;
+        if self.pid_allocated + 1 >= pid_max {
+            self.kernel.mmput(child_mm);
+            let call = if thread { "clone" } else { "fork" };
+            let used = self.pid_allocated;
+            self.event(
+                parent_pid,
+                "fork-failed",
+                format!("{call}: EAGAIN (kernel/pid_max {pid_max}: {used} pids in use)"),
+            );
+            return;
+        }
+        self.pid_allocated += 1;
         let ncpus = self.machine.cpus.len();
         let cpu = cpu.unwrap_or((pid as usize - 1) % ncpus) % ncpus;
         // The child starts no earlier than the moment of the fork.
@@ -752,9 +976,17 @@ impl Interp {
             exit_clock: 0.0,
             last_run: 0,
             pending: VecDeque::new(),
+            reaped: false,
+            waited: 0,
+            wait_clock: 0.0,
         });
         self.tasks[t].children.push(pid);
+        let child = self.tasks.len() - 1;
+        self.rq_update(child);
+        self.task_bytes += task_host_bytes(&self.tasks[child]);
         if !thread {
+            self.set_mm_owner(child_mm, child);
+            self.mm_bytes += mm_host_bytes(Some(self.kernel.mm(child_mm))) + self.machine.mm_host_bytes(1);
             if let Some(o) = self.oracle.as_mut() {
                 o.fork(self.tasks[t].tgid, pid);
             }
@@ -778,15 +1010,37 @@ impl Interp {
                 o.exit(self.tasks[t].tgid);
             }
         }
+        self.task_bytes += self.tasks[t].last_status.as_ref().map_or(0, status_host_bytes);
+        // exit_notify: a thread other than the group leader reaps itself; a child whose parent
+        // has exited was reparented to init, which reaps it at once, and so are this task's
+        // children that are zombies now (the rest will be when they exit). Differs from Linux:
+        // a thread's children go to init too, not to another thread of its group.
+        let (pid, tgid, ppid) = (self.tasks[t].pid, self.tasks[t].tgid, self.tasks[t].ppid);
+        let orphan =
+            ppid == 0 || matches!(self.tasks[(ppid - 1) as usize].state, TaskState::Exited | TaskState::Killed);
+        if tgid != pid || orphan {
+            self.release_task(t);
+        }
+        for i in 0..self.tasks[t].children.len() {
+            let c = (self.tasks[t].children[i] - 1) as usize;
+            if matches!(self.tasks[c].state, TaskState::Exited | TaskState::Killed) {
+                self.release_task(c);
+            }
+        }
+        self.rq_update(t);
         self.after_syscall();
     }
 
     /// A fatal signal kills the whole thread group of task `t` (the task itself last).
     fn kill_group(&mut self, t: usize) {
         let tgid = self.tasks[t].tgid;
-        for v in 0..self.tasks.len() {
-            if v != t && self.tasks[v].tgid == tgid && self.tasks[v].mm.is_some() {
-                self.exit_task(v, TaskState::Killed);
+        // A process with no other thread (its mm has one user) has nothing else to kill.
+        let alone = self.tasks[t].mm.is_some_and(|m| self.kernel.mm(m).users == 1);
+        if !alone {
+            for v in 0..self.tasks.len() {
+                if v != t && self.tasks[v].tgid == tgid && self.tasks[v].mm.is_some() {
+                    self.exit_task(v, TaskState::Killed);
+                }
             }
         }
         self.exit_task(t, TaskState::Killed);
@@ -794,7 +1048,10 @@ impl Interp {
 
     /// Kill the process owning `mm` (the OOM killer's choice), every thread of it.
     fn kill_mm(&mut self, mm: MmId) {
-        if let Some(v) = self.tasks.iter().position(|x| x.mm == Some(mm)) {
+        // The mm's owner is its first user while it lives; else the first thread left.
+        let owner =
+            self.mm_owner.get(mm as usize).copied().filter(|&o| self.tasks.get(o).is_some_and(|x| x.mm == Some(mm)));
+        if let Some(v) = owner.or_else(|| self.tasks.iter().position(|x| x.mm == Some(mm))) {
             let pid = self.tasks[v].tgid;
             self.event(pid, "oom-kill", format!("Out of memory: Killed process {pid}"));
             self.kill_group(v);

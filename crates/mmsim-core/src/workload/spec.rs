@@ -370,9 +370,138 @@ pub const DEFAULT_STRIDE: u64 = 4096;
 /// Default byte a `write` stores.
 pub const DEFAULT_VALUE: u8 = 1;
 
+/// Most levels of `loop`, `fork` and `thread` ops one inside another.
+pub const MAX_NESTING: usize = 64;
+/// Most levels of JSON arrays and objects one inside another: what MAX_NESTING levels of ops
+/// take (an object and a list each), with room for the fields of the innermost ops.
+pub const MAX_JSON_DEPTH: usize = 2 * MAX_NESTING + 8;
+
+/// One open array or object while scanning JSON text (`check_nesting`).
+struct Open<'a> {
+    array: bool,
+    /// The array index, or the key whose value comes next in an object.
+    index: usize,
+    key: Option<std::borrow::Cow<'a, str>>,
+    /// An array of ops: the workload's `program`, or a `body`/`program` of an op in one.
+    ops: bool,
+}
+
+/// The path of a field as error messages name it (`program[0].body[2]`); a run of four or
+/// more identical steps is written once with its count (`program[1](.body[0] x64)`).
+fn open_path(stack: &[Open]) -> String {
+    let mut steps: Vec<String> = Vec::new();
+    let mut after_key = false;
+    for o in stack {
+        match (o.array, steps.last_mut()) {
+            (true, Some(last)) if after_key => last.push_str(&format!("[{}]", o.index)),
+            (true, _) => steps.push(format!("[{}]", o.index)),
+            (false, _) => {
+                let dot = if steps.is_empty() { "" } else { "." };
+                steps.push(format!("{dot}{}", o.key.as_deref().unwrap_or("?")));
+            }
+        }
+        after_key = !o.array;
+    }
+    let mut out = String::new();
+    let mut i = 0;
+    while i < steps.len() {
+        let run = steps[i..].iter().take_while(|s| **s == steps[i]).count();
+        if run >= 4 {
+            out.push_str(&format!("({} x{run})", steps[i]));
+        } else {
+            out.push_str(&steps[i..i + run].concat());
+        }
+        i += run;
+    }
+    out
+}
+
+/// Refuse workload text nested deeper than MAX_NESTING levels of loop, fork and thread, or
+/// MAX_JSON_DEPTH levels of arrays and objects, naming the field; before any recursive parser
+/// sees it (one pass, no recursion, nothing allocated per byte). Text that is not valid JSON
+/// passes: the parser names its error.
+fn check_nesting(text: &str) -> Result<(), Error> {
+    let b = text.as_bytes();
+    let mut stack: Vec<Open> = Vec::new();
+    let mut last_string: Option<(usize, usize)> = None;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                let start = i + 1;
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                if i >= b.len() {
+                    return Ok(());
+                }
+                last_string = Some((start, i));
+            }
+            b':' => {
+                if let (Some(top), Some((s, e))) = (stack.last_mut(), last_string) {
+                    if !top.array {
+                        let raw = &text[s..e];
+                        top.key = Some(if raw.contains('\\') {
+                            serde_json::from_str::<String>(&text[s - 1..=e]).map_or(raw.into(), Into::into)
+                        } else {
+                            raw.into()
+                        });
+                    }
+                }
+            }
+            b',' => {
+                if let Some(top) = stack.last_mut() {
+                    if top.array {
+                        top.index += 1;
+                    } else {
+                        top.key = None;
+                    }
+                }
+            }
+            c @ (b'[' | b'{') => {
+                let array = c == b'[';
+                let n = stack.len();
+                let ops = array
+                    && n >= 1
+                    && match stack[n - 1].key.as_deref() {
+                        Some("program") => n == 1 || (n >= 2 && stack[n - 2].ops),
+                        Some("body") => n >= 2 && stack[n - 2].ops,
+                        _ => false,
+                    };
+                if ops && stack.iter().filter(|o| o.ops).count() > MAX_NESTING {
+                    return Err(Error::Workload(format!(
+                        "{}: nesting deeper than {MAX_NESTING} levels (loop, fork, thread)",
+                        open_path(&stack[..n - 1])
+                    )));
+                }
+                if n >= MAX_JSON_DEPTH {
+                    let path = open_path(&stack);
+                    let sep = if path.is_empty() { "" } else { ": " };
+                    return Err(Error::Workload(format!(
+                        "{path}{sep}nested deeper than {MAX_JSON_DEPTH} levels of arrays and objects"
+                    )));
+                }
+                stack.push(Open { array, index: 0, key: None, ops });
+            }
+            b']' | b'}' => {
+                let Some(_) = stack.pop() else { return Ok(()) };
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
 /// Parse and validate a workload; the error names the field.
 pub fn parse_workload(text: &str) -> Result<Workload, Error> {
-    let de = &mut serde_json::Deserializer::from_str(text);
+    check_nesting(text)?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    // check_nesting bounds the depth the parser recurses to (MAX_JSON_DEPTH, below the stack's
+    // limits), in place of serde_json's own limit of 128, which MAX_NESTING levels pass.
+    de.disable_recursion_limit();
+    let de = &mut de;
     let w: Workload = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
@@ -425,10 +554,11 @@ fn validate(w: &Workload) -> Result<(), Error> {
         k.set(name, &v.0).map_err(|e| err(format!("knobs.{name}"), &e))?;
     }
     let mut names = Vec::new();
-    validate_ops(&w.program, "program", &mut names)
+    validate_ops(&w.program, "program", &mut names, 0)
 }
 
-fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>) -> Result<(), Error> {
+/// Validate `ops`, which `depth` loop, fork and thread ops enclose.
+fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -> Result<(), Error> {
     let err = |i: usize, field: &str, msg: String| Error::Workload(format!("{path}[{i}].{field}: {msg}"));
     let known = |names: &Vec<String>, i: usize, field: &str, r: &str| -> Result<(), Error> {
         if names.iter().any(|n| n == r) {
@@ -507,13 +637,18 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>) -> Result<(), E
                     return Err(err(i, "stride", "must be greater than 0".into()));
                 }
             }
+            Op::Loop(_) | Op::Fork(_) | Op::Thread(_) if depth >= MAX_NESTING => {
+                return Err(Error::Workload(format!(
+                    "{path}[{i}]: nesting deeper than {MAX_NESTING} levels (loop, fork, thread)"
+                )));
+            }
             Op::Loop(LoopOp { body, count }) => {
                 // A body that never runs maps nothing: its regions are not known after the loop.
                 if *count == 0 {
                     let mut scratch = names.clone();
-                    validate_ops(body, &format!("{path}[{i}].body"), &mut scratch)?;
+                    validate_ops(body, &format!("{path}[{i}].body"), &mut scratch, depth + 1)?;
                 } else {
-                    validate_ops(body, &format!("{path}[{i}].body"), names)?;
+                    validate_ops(body, &format!("{path}[{i}].body"), names, depth + 1)?;
                 }
             }
             Op::Fork(ForkOp { count, program, .. }) | Op::Thread(ForkOp { count, program, .. }) => {
@@ -524,7 +659,7 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>) -> Result<(), E
                     return Err(err(i, "count", "at most 100000 processes per fork op".into()));
                 }
                 let mut child = names.clone();
-                validate_ops(program, &format!("{path}[{i}].program"), &mut child)?;
+                validate_ops(program, &format!("{path}[{i}].program"), &mut child, depth + 1)?;
             }
             Op::Set(SetOp { knob, value }) => {
                 let mut k = crate::kernel::knobs::Knobs::default();
@@ -554,6 +689,67 @@ mod tests {
         .unwrap();
         assert_eq!(w.program.len(), 4);
         assert_eq!(w.machine.memory, Size(16 << 30));
+    }
+
+    /// A workload whose second op is `depth` loop, fork and thread ops one inside another
+    /// (in turn, or loops only), the innermost reading `p`.
+    fn nested_ops(depth: usize, loops_only: bool) -> String {
+        let mut op = r#"{"op":"read","region":"p"}"#.to_string();
+        for d in 0..depth {
+            op = match if loops_only { 0 } else { d % 3 } {
+                0 => format!(r#"{{"op":"loop","count":1,"body":[{op}]}}"#),
+                1 => format!(r#"{{"op":"fork","program":[{op}]}}"#),
+                _ => format!(r#"{{"op":"thread","program":[{op},{{"op":"wait"}}]}}"#),
+            };
+        }
+        format!(r#"{{"program":[{{"op":"mmap","name":"p","size":4096,"flags":["private","anonymous"]}},{op}]}}"#)
+    }
+
+    fn nested(depth: usize) -> String {
+        nested_ops(depth, false)
+    }
+
+    #[test]
+    fn nesting_is_bounded_and_the_error_names_the_field() {
+        let w = parse_workload(&nested(MAX_NESTING)).expect("64 levels are allowed");
+        assert_eq!(w.program.len(), 2);
+        // The 65th level is refused by the scan of the text, however deep the rest goes.
+        let want = |depth: usize| {
+            // The outermost op is level 1; the op at level 65 is named.
+            let mut p = "program[1]".to_string();
+            for d in (depth - MAX_NESTING..depth).rev() {
+                p += if d % 3 == 0 { ".body[0]" } else { ".program[0]" };
+            }
+            format!("workload: {p}: nesting deeper than 64 levels (loop, fork, thread)")
+        };
+        for depth in [MAX_NESTING + 1, 3000] {
+            assert_eq!(parse_workload(&nested(depth)).unwrap_err().to_string(), want(depth), "depth {depth}");
+        }
+        // Loops only (the issue's input): a run of one step is written once, with its count.
+        assert_eq!(
+            parse_workload(&nested_ops(3000, true)).unwrap_err().to_string(),
+            "workload: program[1](.body[0] x64): nesting deeper than 64 levels (loop, fork, thread)"
+        );
+        // Deep arrays anywhere else: refused before the parser recurses.
+        let deep = format!(r#"{{"name":{}1{},"program":[]}}"#, "[".repeat(3000), "]".repeat(3000));
+        let e = parse_workload(&deep).unwrap_err().to_string();
+        assert_eq!(e, "workload: name[0]([0] x134): nested deeper than 136 levels of arrays and objects");
+        let e = parse_workload(&"[".repeat(100_000)).unwrap_err().to_string();
+        assert_eq!(e, "workload: ([0] x136): nested deeper than 136 levels of arrays and objects");
+        // A key spelled with escapes is not seen by the scan; validation counts the levels.
+        let escaped = nested(MAX_NESTING + 1).replace(r#""body""#, r#""bo\u0064y""#);
+        assert_eq!(parse_workload(&escaped).unwrap_err().to_string(), want(MAX_NESTING + 1));
+        // Strings holding brackets and quotes do not count.
+        let w = parse_workload(r#"{"name":"[[{{\"]","program":[{"op":"snapshot","label":"{[\\"}]}"#).unwrap();
+        assert_eq!(w.name, "[[{{\"]");
+    }
+
+    #[test]
+    fn the_deepest_workload_parses_on_a_small_stack() {
+        // 64 levels of ops parse and validate within 256 KiB of stack (a thread's default is 2 MiB).
+        let text = nested(MAX_NESTING);
+        let t = std::thread::Builder::new().stack_size(256 << 10).spawn(move || parse_workload(&text).is_ok());
+        assert!(t.expect("spawn").join().expect("no stack overflow"));
     }
 
     #[test]

@@ -167,7 +167,7 @@ impl Interp {
             }
             let mut failed = failed;
             if write {
-                self.kernel.page_content_mut(pfn).write(ps, pe, st, value);
+                self.kernel.write_page_content(pfn, ps, pe, st, value);
                 if let Some(o) = self.oracle.as_mut() {
                     o.write(tgid, page, ps, pe, st, value);
                 }
