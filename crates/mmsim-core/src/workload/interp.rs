@@ -18,10 +18,15 @@ use crate::report::{CheckSummary, Event};
 use crate::units::{Pfn, PAGE_SIZE};
 
 mod access;
+mod host_memory;
 #[cfg(test)]
 mod limit_tests;
+mod process;
 #[cfg(test)]
 mod serial_tests;
+
+pub use host_memory::HostUsage;
+use host_memory::*;
 
 /// Pages a task touches (or syscalls it makes) before the scheduler moves on.
 pub const QUANTUM: u64 = 64;
@@ -32,62 +37,6 @@ const SLICE_SLACK: f64 = 500.0;
 const OOM_RETRIES: u32 = 64;
 /// Events kept in the report (the rest are counted).
 const MAX_EVENTS: usize = 200;
-/// Checks of `engine.max_host_memory` (one a round and one a forked task) between recounts of
-/// the mms' host bytes.
-const HOST_RECOUNT_CHECKS: u64 = 1024;
-/// Host bytes of a heap allocation beyond its contents (glibc's chunk header and rounding).
-const ALLOC_OVERHEAD: u64 = 16;
-
-/// The simulator's own memory by what holds it (`Interp::host_usage`), in host bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct HostUsage {
-    /// `struct page` and the content slot of every simulated frame (fixed at boot).
-    pub frames: u64,
-    /// Page-table pages with entries (4 KiB each).
-    pub page_tables: u64,
-    /// Written data pages (a fill byte and the bytes that differ).
-    pub data: u64,
-    /// Task records (exited ones too, for the report), mms and vmas.
-    pub tasks: u64,
-    /// The hardware model and what the caller holds (snapshots).
-    pub other: u64,
-    /// Tasks created so far.
-    pub nr_tasks: usize,
-}
-
-impl HostUsage {
-    pub fn total(&self) -> u64 {
-        self.frames + self.page_tables + self.data + self.tasks + self.other
-    }
-}
-
-/// Estimated host bytes of a task's record: the struct, its regions and frames, its slot in
-/// its parent's children, its perf profile, and once it exited its last status.
-fn task_host_bytes(t: &Task) -> u64 {
-    let regions: u64 = t.regions.keys().map(|k| k.capacity() as u64 + ALLOC_OVERHEAD).sum::<u64>()
-        + t.regions.capacity() as u64 * (std::mem::size_of::<(String, (u64, u64))>() as u64 + 1);
-    let status = t.last_status.as_ref().map_or(0, status_host_bytes);
-    std::mem::size_of::<Task>() as u64
-        + regions
-        + t.frames.capacity() as u64 * std::mem::size_of::<Frame>() as u64
-        + t.perf.profile.capacity() as u64 * std::mem::size_of::<(&str, f64)>() as u64
-        + 4
-        + status
-        + 4 * ALLOC_OVERHEAD
-}
-
-/// Estimated host bytes of a process status kept for the report (its perf metrics by name).
-fn status_host_bytes(s: &crate::report::ProcessStatus) -> u64 {
-    let metric = std::mem::size_of::<(String, f64)>() as u64 + ALLOC_OVERHEAD;
-    std::mem::size_of_val(s) as u64 + s.perf.0.iter().map(|(k, _)| k.capacity() as u64 + metric).sum::<u64>()
-}
-
-/// Estimated host bytes of an mm slot and, when live, its vmas (BTreeMap nodes).
-fn mm_host_bytes(m: Option<&crate::kernel::mm::MmStruct>) -> u64 {
-    let vma = std::mem::size_of::<(u64, crate::kernel::mm::Vma)>() as u64 * 3 / 2;
-    std::mem::size_of::<Option<crate::kernel::mm::MmStruct>>() as u64 + m.map_or(0, |m| m.vmas.len() as u64 * vma)
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TaskState {
     Running,
@@ -374,60 +323,6 @@ impl Interp {
         }
     }
 
-    /// Record the task that created `mm` (`mm->owner`, mm_init_owner).
-    fn set_mm_owner(&mut self, mm: MmId, t: usize) {
-        let m = mm as usize;
-        if self.mm_owner.len() <= m {
-            self.mm_owner.resize(m + 1, usize::MAX);
-        }
-        self.mm_owner[m] = t;
-    }
-
-    /// `release_task` (kernel/exit.c): the task is reaped and its pid freed (`free_pid`).
-    fn release_task(&mut self, t: usize) {
-        if !self.tasks[t].reaped {
-            self.tasks[t].reaped = true;
-            self.pid_allocated -= 1;
-        }
-    }
-
-    /// The simulator's own memory, estimated from its largest data structures (mmsim's own;
-    /// no Linux counterpart): frame metadata, page contents (page tables, written data),
-    /// task records, mms and vmas, the hardware model, and what the caller holds
-    /// (`host_bytes_extra`). Not counted: the reference model of `--check`.
-    pub fn host_usage(&self) -> HostUsage {
-        let mem = &self.kernel.mem;
-        HostUsage {
-            frames: mem.metadata_bytes(),
-            page_tables: mem.table_bytes(),
-            data: mem.content_bytes - mem.table_bytes(),
-            tasks: self.task_bytes + self.mm_bytes,
-            other: self.hw_bytes + self.host_bytes_extra,
-            nr_tasks: self.tasks.len(),
-        }
-    }
-
-    /// Recount the host bytes of the live mms and their vmas (O(mms)).
-    fn recount_host_bytes(&mut self) {
-        self.checks_since_recount = 0;
-        self.mm_bytes = self.kernel.mms.iter().map(|m| mm_host_bytes(m.as_ref())).sum::<u64>()
-            + self.mm_owner.capacity() as u64 * 8
-            + self.machine.mm_host_bytes(self.kernel.mms.len());
-    }
-
-    /// Check the estimate against `max_host_memory` (cheap: counters, and every
-    /// `HOST_RECOUNT_CHECKS` checks a recount of the mms); sets `host_limit_hit`.
-    pub fn check_host_memory(&mut self) -> bool {
-        self.checks_since_recount += 1;
-        if self.checks_since_recount >= HOST_RECOUNT_CHECKS {
-            self.recount_host_bytes();
-        }
-        if self.host_usage().total() > self.max_host_memory {
-            self.host_limit_hit = true;
-        }
-        self.host_limit_hit
-    }
-
     fn event(&mut self, pid: u32, kind: &str, message: String) {
         if self.events.len() < MAX_EVENTS {
             self.events.push(Event { pid, kind: kind.into(), message });
@@ -517,53 +412,6 @@ impl Interp {
         self.rq_update(t);
         self.check_host_memory();
         true
-    }
-
-    /// `wait` of task `t`: reap its children that have finished (exited, their kernel work
-    /// done), in order, as a `wait()` per child would; once all have, wake it no earlier than
-    /// the last one's exit. False once it no longer waits.
-    fn wait_children(&mut self, t: usize) -> bool {
-        if self.tasks[t].state != TaskState::Waiting {
-            return false;
-        }
-        while let Some(&c) = self.tasks[t].children.get(self.tasks[t].waited) {
-            let k = &self.tasks[(c - 1) as usize];
-            if !(matches!(k.state, TaskState::Exited | TaskState::Killed) && k.pending.is_empty()) {
-                return true;
-            }
-            let clock = k.exit_clock;
-            self.release_task((c - 1) as usize);
-            let task = &mut self.tasks[t];
-            task.wait_clock = task.wait_clock.max(clock);
-            task.waited += 1;
-        }
-        let (cpu, wake) = (self.tasks[t].cpu, self.tasks[t].wait_clock);
-        let c = &mut self.machine.cpus[cpu].clock;
-        *c = c.max(wake);
-        self.tasks[t].state = TaskState::Running;
-        self.rq_update(t);
-        false
-    }
-
-    /// Serial schedule: the one task that may run now (an index), or None when every task
-    /// has finished. A task is finished when it has exited and done its pending work; a
-    /// batch's creator resumes once its whole batch has, no earlier than their last exit.
-    fn serial_current(&mut self) -> Option<usize> {
-        let finished = |x: &Task| matches!(x.state, TaskState::Exited | TaskState::Killed) && x.pending.is_empty();
-        while let Some(b) = self.serial_stack.last_mut() {
-            while b.next <= b.last && finished(&self.tasks[(b.next - 1) as usize]) {
-                b.next += 1;
-            }
-            if b.next <= b.last {
-                return Some((b.next - 1) as usize);
-            }
-            let b = self.serial_stack.pop().expect("top");
-            let done = (b.first..=b.last).map(|p| self.tasks[(p - 1) as usize].exit_clock).fold(0.0, f64::max);
-            let cpu = self.tasks[b.creator].cpu;
-            let c = &mut self.machine.cpus[cpu].clock;
-            *c = c.max(done);
-        }
-        (!finished(&self.tasks[0])).then_some(0)
     }
 
     /// Run task `t` for up to `budget` steps.
@@ -911,150 +759,6 @@ impl Interp {
             if let Err(e) = self.kernel.check_invariants() {
                 self.invariant_violation = Some(e);
             }
-        }
-    }
-
-    /// fork (a new process with a copy of the address space: `dup_mm`), or with `thread` a
-    /// clone(CLONE_VM | CLONE_THREAD) that shares it (`mmget`).
-    fn fork(&mut self, t: usize, program: Rc<Vec<Op>>, cpu: Option<usize>, thread: bool) {
-        let parent_pid = self.tasks[t].pid;
-        let mm = self.tasks[t].mm.expect("mm");
-        let pid = self.tasks.len() as u32 + 1;
-        let (child_mm, tgid) = if thread {
-            self.kernel.mmget(mm);
-            (mm, self.tasks[t].tgid)
-        } else {
-            let Some(child_mm) = self.kernel.dup_mm(mm) else {
-                self.event(parent_pid, "fork-failed", "fork: ENOMEM".into());
-                return;
-            };
-            (child_mm, pid)
-        };
-        // alloc_pid, which copy_process calls after copy_mm: idr_alloc_cyclic finds no free
-        // pid below pid_max (-ENOSPC, returned as -EAGAIN), and bad_fork_cleanup_mm puts the
-        // mm it copied or took. Differs from Linux: once its cursor has passed RESERVED_PIDS,
-        // Linux allocates from 300..pid_max-1 only, so up to 299 low pids held by long-lived
-        // tasks count against it; mmsim counts only how many are in use.
-        let pid_max = self.kernel.knobs.pid_max;
-        if self.pid_allocated + 1 >= pid_max {
-            self.kernel.mmput(child_mm);
-            let call = if thread { "clone" } else { "fork" };
-            let used = self.pid_allocated;
-            self.event(
-                parent_pid,
-                "fork-failed",
-                format!("{call}: EAGAIN (kernel/pid_max {pid_max}: {used} pids in use)"),
-            );
-            return;
-        }
-        self.pid_allocated += 1;
-        let ncpus = self.machine.cpus.len();
-        let cpu = cpu.unwrap_or((pid as usize - 1) % ncpus) % ncpus;
-        // The child starts no earlier than the moment of the fork.
-        let pc = self.tasks[t].cpu;
-        if cpu != pc {
-            let now = self.machine.cpus[pc].clock + self.tasks[t].perf.cycles - self.quantum_base;
-            let c = &mut self.machine.cpus[cpu].clock;
-            *c = c.max(now);
-        }
-        let regions = self.tasks[t].regions.clone();
-        self.tasks.push(Task {
-            pid,
-            tgid,
-            ppid: parent_pid,
-            mm: Some(child_mm),
-            frames: vec![Frame { ops: program, pc: 0, remaining: 0, mark: None }],
-            regions,
-            state: TaskState::Running,
-            minflt: 0,
-            page_faults: 0,
-            children: Vec::new(),
-            cursor: Cursor::Idle,
-            last_status: None,
-            cpu,
-            perf: PerfCounters::default(),
-            exit_clock: 0.0,
-            last_run: 0,
-            pending: VecDeque::new(),
-            reaped: false,
-            waited: 0,
-            wait_clock: 0.0,
-        });
-        self.tasks[t].children.push(pid);
-        let child = self.tasks.len() - 1;
-        self.rq_update(child);
-        self.task_bytes += task_host_bytes(&self.tasks[child]);
-        if !thread {
-            self.set_mm_owner(child_mm, child);
-            self.mm_bytes += mm_host_bytes(Some(self.kernel.mm(child_mm))) + self.machine.mm_host_bytes(1);
-            if let Some(o) = self.oracle.as_mut() {
-                o.fork(self.tasks[t].tgid, pid);
-            }
-        }
-    }
-
-    /// The task ends (exit or a fatal signal): record its last status and tear down its mm.
-    pub fn exit_task(&mut self, t: usize, how: TaskState) {
-        let Some(mm) = self.tasks[t].mm else { return };
-        let freq = self.machine.p.cpu.freq_ghz * 1e9;
-        let mut st = crate::sim::process_status(&self.kernel, &self.tasks[t], freq);
-        st.state = how.name().into();
-        self.tasks[t].last_status = Some(st);
-        self.tasks[t].state = how;
-        self.tasks[t].cursor = Cursor::Idle;
-        self.tasks[t].frames.clear();
-        self.tasks[t].mm = None;
-        // The last task using the mm tears it down (mmput).
-        if self.kernel.mmput(mm) {
-            if let Some(o) = self.oracle.as_mut() {
-                o.exit(self.tasks[t].tgid);
-            }
-        }
-        self.task_bytes += self.tasks[t].last_status.as_ref().map_or(0, status_host_bytes);
-        // exit_notify: a thread other than the group leader reaps itself; a child whose parent
-        // has exited was reparented to init, which reaps it at once, and so are this task's
-        // children that are zombies now (the rest will be when they exit). Differs from Linux:
-        // a thread's children go to init too, not to another thread of its group.
-        let (pid, tgid, ppid) = (self.tasks[t].pid, self.tasks[t].tgid, self.tasks[t].ppid);
-        let orphan =
-            ppid == 0 || matches!(self.tasks[(ppid - 1) as usize].state, TaskState::Exited | TaskState::Killed);
-        if tgid != pid || orphan {
-            self.release_task(t);
-        }
-        for i in 0..self.tasks[t].children.len() {
-            let c = (self.tasks[t].children[i] - 1) as usize;
-            if matches!(self.tasks[c].state, TaskState::Exited | TaskState::Killed) {
-                self.release_task(c);
-            }
-        }
-        self.rq_update(t);
-        self.after_syscall();
-    }
-
-    /// A fatal signal kills the whole thread group of task `t` (the task itself last).
-    fn kill_group(&mut self, t: usize) {
-        let tgid = self.tasks[t].tgid;
-        // A process with no other thread (its mm has one user) has nothing else to kill.
-        let alone = self.tasks[t].mm.is_some_and(|m| self.kernel.mm(m).users == 1);
-        if !alone {
-            for v in 0..self.tasks.len() {
-                if v != t && self.tasks[v].tgid == tgid && self.tasks[v].mm.is_some() {
-                    self.exit_task(v, TaskState::Killed);
-                }
-            }
-        }
-        self.exit_task(t, TaskState::Killed);
-    }
-
-    /// Kill the process owning `mm` (the OOM killer's choice), every thread of it.
-    fn kill_mm(&mut self, mm: MmId) {
-        // The mm's owner is its first user while it lives; else the first thread left.
-        let owner =
-            self.mm_owner.get(mm as usize).copied().filter(|&o| self.tasks.get(o).is_some_and(|x| x.mm == Some(mm)));
-        if let Some(v) = owner.or_else(|| self.tasks.iter().position(|x| x.mm == Some(mm))) {
-            let pid = self.tasks[v].tgid;
-            self.event(pid, "oom-kill", format!("Out of memory: Killed process {pid}"));
-            self.kill_group(v);
         }
     }
 }

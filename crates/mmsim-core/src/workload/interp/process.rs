@@ -1,0 +1,217 @@
+//! Processes and threads of the interpreter: fork and clone, exit, reaping by `wait`, fatal
+//! signals, and which task the serial schedule runs next.
+
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use super::*;
+
+impl Interp {
+    /// Record the task that created `mm` (`mm->owner`, mm_init_owner).
+    pub(super) fn set_mm_owner(&mut self, mm: MmId, t: usize) {
+        let m = mm as usize;
+        if self.mm_owner.len() <= m {
+            self.mm_owner.resize(m + 1, usize::MAX);
+        }
+        self.mm_owner[m] = t;
+    }
+
+    /// `release_task` (kernel/exit.c): the task is reaped and its pid freed (`free_pid`).
+    pub(super) fn release_task(&mut self, t: usize) {
+        if !self.tasks[t].reaped {
+            self.tasks[t].reaped = true;
+            self.pid_allocated -= 1;
+        }
+    }
+
+    /// `wait` of task `t`: reap its children that have finished (exited, their kernel work
+    /// done), in order, as a `wait()` per child would; once all have, wake it no earlier than
+    /// the last one's exit. False once it no longer waits.
+    pub(super) fn wait_children(&mut self, t: usize) -> bool {
+        if self.tasks[t].state != TaskState::Waiting {
+            return false;
+        }
+        while let Some(&c) = self.tasks[t].children.get(self.tasks[t].waited) {
+            let k = &self.tasks[(c - 1) as usize];
+            if !(matches!(k.state, TaskState::Exited | TaskState::Killed) && k.pending.is_empty()) {
+                return true;
+            }
+            let clock = k.exit_clock;
+            self.release_task((c - 1) as usize);
+            let task = &mut self.tasks[t];
+            task.wait_clock = task.wait_clock.max(clock);
+            task.waited += 1;
+        }
+        let (cpu, wake) = (self.tasks[t].cpu, self.tasks[t].wait_clock);
+        let c = &mut self.machine.cpus[cpu].clock;
+        *c = c.max(wake);
+        self.tasks[t].state = TaskState::Running;
+        self.rq_update(t);
+        false
+    }
+
+    /// Serial schedule: the one task that may run now (an index), or None when every task
+    /// has finished. A task is finished when it has exited and done its pending work; a
+    /// batch's creator resumes once its whole batch has, no earlier than their last exit.
+    pub(super) fn serial_current(&mut self) -> Option<usize> {
+        let finished = |x: &Task| matches!(x.state, TaskState::Exited | TaskState::Killed) && x.pending.is_empty();
+        while let Some(b) = self.serial_stack.last_mut() {
+            while b.next <= b.last && finished(&self.tasks[(b.next - 1) as usize]) {
+                b.next += 1;
+            }
+            if b.next <= b.last {
+                return Some((b.next - 1) as usize);
+            }
+            let b = self.serial_stack.pop().expect("top");
+            let done = (b.first..=b.last).map(|p| self.tasks[(p - 1) as usize].exit_clock).fold(0.0, f64::max);
+            let cpu = self.tasks[b.creator].cpu;
+            let c = &mut self.machine.cpus[cpu].clock;
+            *c = c.max(done);
+        }
+        (!finished(&self.tasks[0])).then_some(0)
+    }
+
+    /// fork (a new process with a copy of the address space: `dup_mm`), or with `thread` a
+    /// clone(CLONE_VM | CLONE_THREAD) that shares it (`mmget`).
+    pub(super) fn fork(&mut self, t: usize, program: Rc<Vec<Op>>, cpu: Option<usize>, thread: bool) {
+        let parent_pid = self.tasks[t].pid;
+        let mm = self.tasks[t].mm.expect("mm");
+        let pid = self.tasks.len() as u32 + 1;
+        let (child_mm, tgid) = if thread {
+            self.kernel.mmget(mm);
+            (mm, self.tasks[t].tgid)
+        } else {
+            let Some(child_mm) = self.kernel.dup_mm(mm) else {
+                self.event(parent_pid, "fork-failed", "fork: ENOMEM".into());
+                return;
+            };
+            (child_mm, pid)
+        };
+        // alloc_pid, which copy_process calls after copy_mm: idr_alloc_cyclic finds no free
+        // pid below pid_max (-ENOSPC, returned as -EAGAIN), and bad_fork_cleanup_mm puts the
+        // mm it copied or took. Differs from Linux: once its cursor has passed RESERVED_PIDS,
+        // Linux allocates from 300..pid_max-1 only, so up to 299 low pids held by long-lived
+        // tasks count against it; mmsim counts only how many are in use.
+        let pid_max = self.kernel.knobs.pid_max;
+        if self.pid_allocated + 1 >= pid_max {
+            self.kernel.mmput(child_mm);
+            let call = if thread { "clone" } else { "fork" };
+            let used = self.pid_allocated;
+            self.event(
+                parent_pid,
+                "fork-failed",
+                format!("{call}: EAGAIN (kernel/pid_max {pid_max}: {used} pids in use)"),
+            );
+            return;
+        }
+        self.pid_allocated += 1;
+        let ncpus = self.machine.cpus.len();
+        let cpu = cpu.unwrap_or((pid as usize - 1) % ncpus) % ncpus;
+        // The child starts no earlier than the moment of the fork.
+        let pc = self.tasks[t].cpu;
+        if cpu != pc {
+            let now = self.machine.cpus[pc].clock + self.tasks[t].perf.cycles - self.quantum_base;
+            let c = &mut self.machine.cpus[cpu].clock;
+            *c = c.max(now);
+        }
+        let regions = self.tasks[t].regions.clone();
+        self.tasks.push(Task {
+            pid,
+            tgid,
+            ppid: parent_pid,
+            mm: Some(child_mm),
+            frames: vec![Frame { ops: program, pc: 0, remaining: 0, mark: None }],
+            regions,
+            state: TaskState::Running,
+            minflt: 0,
+            page_faults: 0,
+            children: Vec::new(),
+            cursor: Cursor::Idle,
+            last_status: None,
+            cpu,
+            perf: PerfCounters::default(),
+            exit_clock: 0.0,
+            last_run: 0,
+            pending: VecDeque::new(),
+            reaped: false,
+            waited: 0,
+            wait_clock: 0.0,
+        });
+        self.tasks[t].children.push(pid);
+        let child = self.tasks.len() - 1;
+        self.rq_update(child);
+        self.task_bytes += task_host_bytes(&self.tasks[child]);
+        if !thread {
+            self.set_mm_owner(child_mm, child);
+            self.mm_bytes += mm_host_bytes(Some(self.kernel.mm(child_mm))) + self.machine.mm_host_bytes(1);
+            if let Some(o) = self.oracle.as_mut() {
+                o.fork(self.tasks[t].tgid, pid);
+            }
+        }
+    }
+
+    /// The task ends (exit or a fatal signal): record its last status and tear down its mm.
+    pub fn exit_task(&mut self, t: usize, how: TaskState) {
+        let Some(mm) = self.tasks[t].mm else { return };
+        let freq = self.machine.p.cpu.freq_ghz * 1e9;
+        let mut st = crate::sim::process_status(&self.kernel, &self.tasks[t], freq);
+        st.state = how.name().into();
+        self.tasks[t].last_status = Some(st);
+        self.tasks[t].state = how;
+        self.tasks[t].cursor = Cursor::Idle;
+        self.tasks[t].frames.clear();
+        self.tasks[t].mm = None;
+        // The last task using the mm tears it down (mmput).
+        if self.kernel.mmput(mm) {
+            if let Some(o) = self.oracle.as_mut() {
+                o.exit(self.tasks[t].tgid);
+            }
+        }
+        self.task_bytes += self.tasks[t].last_status.as_ref().map_or(0, status_host_bytes);
+        // exit_notify: a thread other than the group leader reaps itself; a child whose parent
+        // has exited was reparented to init, which reaps it at once, and so are this task's
+        // children that are zombies now (the rest will be when they exit). Differs from Linux:
+        // a thread's children go to init too, not to another thread of its group.
+        let (pid, tgid, ppid) = (self.tasks[t].pid, self.tasks[t].tgid, self.tasks[t].ppid);
+        let orphan =
+            ppid == 0 || matches!(self.tasks[(ppid - 1) as usize].state, TaskState::Exited | TaskState::Killed);
+        if tgid != pid || orphan {
+            self.release_task(t);
+        }
+        for i in 0..self.tasks[t].children.len() {
+            let c = (self.tasks[t].children[i] - 1) as usize;
+            if matches!(self.tasks[c].state, TaskState::Exited | TaskState::Killed) {
+                self.release_task(c);
+            }
+        }
+        self.rq_update(t);
+        self.after_syscall();
+    }
+
+    /// A fatal signal kills the whole thread group of task `t` (the task itself last).
+    pub(super) fn kill_group(&mut self, t: usize) {
+        let tgid = self.tasks[t].tgid;
+        // A process with no other thread (its mm has one user) has nothing else to kill.
+        let alone = self.tasks[t].mm.is_some_and(|m| self.kernel.mm(m).users == 1);
+        if !alone {
+            for v in 0..self.tasks.len() {
+                if v != t && self.tasks[v].tgid == tgid && self.tasks[v].mm.is_some() {
+                    self.exit_task(v, TaskState::Killed);
+                }
+            }
+        }
+        self.exit_task(t, TaskState::Killed);
+    }
+
+    /// Kill the process owning `mm` (the OOM killer's choice), every thread of it.
+    pub(super) fn kill_mm(&mut self, mm: MmId) {
+        // The mm's owner is its first user while it lives; else the first thread left.
+        let owner =
+            self.mm_owner.get(mm as usize).copied().filter(|&o| self.tasks.get(o).is_some_and(|x| x.mm == Some(mm)));
+        if let Some(v) = owner.or_else(|| self.tasks.iter().position(|x| x.mm == Some(mm))) {
+            let pid = self.tasks[v].tgid;
+            self.event(pid, "oom-kill", format!("Out of memory: Killed process {pid}"));
+            self.kill_group(v);
+        }
+    }
+}
