@@ -53,7 +53,8 @@
  * Every process appends one JSON line per snapshot to OUT_FILE (O_APPEND, so lines from
  * several processes do not interleave). Logical pids follow the order of creation, as the
  * simulator numbers its tasks (a counter in shared memory). Alignment is done by mapping
- * size + align and trimming, as posix_memalign-style code does. Reads touch one byte per
+ * size + align and trimming, as posix_memalign-style code does (a free aligned hint is taken
+ * as is); mmsim places `align` the same way (kernel/mmap.rs). Reads touch one byte per
  * stride through a volatile pointer, so the compiler cannot elide them.
  *
  * The runner re-executes itself once with address-space layout randomisation off
@@ -566,7 +567,18 @@ static void run(int from, int to)
 			} else if (o->f && !align) { /* a hint */
 				p = mmap((void *)(uintptr_t)o->f, size, (int)o->c, flags, -1, 0);
 			} else {
-				p = mmap(NULL, size + align, (int)o->c, flags, -1, 0);
+				p = MAP_FAILED;
+				if (o->f && !(o->f % align)) { /* an aligned hint is taken if free */
+					p = mmap((void *)(uintptr_t)o->f, size, (int)o->c, flags, -1, 0);
+					if (p != MAP_FAILED && p != (char *)(uintptr_t)o->f) {
+						munmap(p, size);
+						p = MAP_FAILED;
+					} else if (p != MAP_FAILED) {
+						align = 0;
+					}
+				}
+				if (p == MAP_FAILED)
+					p = mmap(NULL, size + align, (int)o->c, flags, -1, 0);
 			}
 			if (p == MAP_FAILED)
 				die("mmap");
@@ -695,8 +707,10 @@ static void __attribute__((noinline)) grow_stack(void)
 }
 
 /* One line of the runner's address space before the program (label "__maps"): every mapping
- * as [start, end, perms, "stack" or ""], so that mmsim can start from the same layout (where
- * its top-down mmap puts a region, and which page tables already exist, depend on it). */
+ * as [start, end, perms, kind], so that mmsim can start from the same layout (where its
+ * top-down mmap puts a region, which page tables already exist, and which neighbour a region
+ * may merge with, depend on it). kind: "stack", "heap", "file" (a path), "special" (another
+ * [name]: vdso, vvar, vsyscall) or "" (anonymous). */
 static void emit_maps(void)
 {
 	static char out[1 << 16];
@@ -711,9 +725,16 @@ static void emit_maps(void)
 		char perms[8];
 		if (nl)
 			*nl = 0;
-		if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) == 3)
+		if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) == 3) {
+			const char *name = strpbrk(line, "/[");
+			const char *kind = !name                      ? ""
+					   : *name == '/'             ? "file"
+					   : !strncmp(name, "[stack]", 7) ? "stack"
+					   : !strncmp(name, "[heap]", 6)  ? "heap"
+									  : "special";
 			len += snprintf(out + len, sizeof out - len, "%s[%lu,%lu,\"%s\",\"%s\"]", first ? "" : ",", a, b,
-					perms, strstr(line, "[stack]") ? "stack" : "");
+					perms, kind);
+		}
 		first = 0;
 		if (!nl)
 			break;

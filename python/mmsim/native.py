@@ -57,6 +57,8 @@ def compile_program(ops: list[Mapping[str, Any]]) -> str:
         length = parse_size(op["length"]) if "length" in op else -1
         if kind == "mmap":
             flags = op.get("flags", ["private", "anonymous"])
+            if "dontexpand" in flags:
+                raise MmsimError("validate: the native runner cannot map with the dontexpand flag (mmsim's own)")
             shared = 1 if "shared" in flags else 0
             out.append(
                 f"mmap {op['name']} {parse_size(op['size'])} {parse_size(op.get('align', 0))} "
@@ -241,7 +243,10 @@ def host_layout(maps: list[list[Any]]) -> list[dict[str, Any]]:
     libraries, vdso, stack, thread stacks), every page written, so that mmsim's top-down mmap
     puts the workload's regions where the kernel did and the same page tables exist already
     (VmPTE would otherwise differ by the tables the runner's own mappings share with them).
-    mmsim's own stack vma stands for the top of the runner's stack."""
+    A stand-in merges with a workload's region only where the kernel's mapping would: a shared
+    mapping's is shared, and a file's or a special mapping's (vdso) never merges (mmsim's
+    `dontexpand`, until mmsim models files). mmsim's own stack vma stands for the top of the
+    runner's stack."""
     ops: list[dict[str, Any]] = []
     for i, (start, end, perms, kind) in enumerate(maps):
         if start >= TASK_SIZE or perms.startswith("---"):
@@ -251,11 +256,20 @@ def host_layout(maps: list[list[Any]]) -> list[dict[str, Any]]:
             if end <= start:
                 continue
         name = f"__host{i}"
+        flags = ["shared" if perms[3:4] == "s" else "private", "anonymous"]
+        if kind in ("file", "special"):
+            flags.append("dontexpand")
         ops += [
-            {"op": "mmap", "name": name, "size": end - start, "addr": start, "fixed": True},
-            {"op": "madvise", "region": name, "advice": "nohugepage"},
+            {"op": "mmap", "name": name, "size": end - start, "addr": start, "fixed": True, "flags": flags},
             {"op": "write", "region": name},
         ]
+        # The runner marks its writable memory MADV_NOHUGEPAGE (vm flags decide merging), and
+        # a stand-in ends with the mapping's own protection.
+        prot = "".join(c for c in perms[:3] if c != "-") or "none"
+        if "w" in prot:
+            ops.append({"op": "madvise", "region": name, "advice": "nohugepage"})
+        elif prot in ("none", "r", "rx"):
+            ops.append({"op": "mprotect", "region": name, "prot": prot})
     return ops
 
 

@@ -158,9 +158,29 @@ def test_mmsim_starts_from_the_runners_layout():
     did, beside tables that already exist (an unaligned 64 MiB region's VmPTE agrees)."""
     from mmsim.native import TASK_SIZE, host_layout
 
-    ops = host_layout([[0x555555554000, 0x555555556000, "r-xp", ""], [0x7FFFFFF00000, TASK_SIZE, "rw-p", "stack"]])
-    assert ops[0] == {"op": "mmap", "name": "__host0", "size": 0x2000, "addr": 0x555555554000, "fixed": True}
-    assert ops[3]["size"] == TASK_SIZE - 132 * 1024 - 0x7FFFFFF00000, "mmsim's own stack vma is the top"
+    maps = [
+        [0x555555554000, 0x555555556000, "r-xp", "file"],
+        [0x7FFFF7FBF000, 0x7FFFF7FC0000, "rw-s", ""],
+        [0x7FFFF7FC0000, 0x7FFFF7FC2000, "rw-p", ""],
+        [0x7FFFFFF00000, TASK_SIZE, "rw-p", "stack"],
+    ]
+    ops = host_layout(maps)
+    mmaps = [o for o in ops if o["op"] == "mmap"]
+    assert mmaps[0] == {
+        "op": "mmap",
+        "name": "__host0",
+        "size": 0x2000,
+        "addr": 0x555555554000,
+        "fixed": True,
+        "flags": ["private", "anonymous", "dontexpand"],
+    }, "a file mapping's stand-in never merges with a workload's region"
+    assert mmaps[1]["flags"] == ["shared", "anonymous"], "a shared mapping's stand-in is shared"
+    assert mmaps[2]["flags"] == ["private", "anonymous"], "an anonymous one is anonymous"
+    assert mmaps[3]["size"] == TASK_SIZE - 132 * 1024 - 0x7FFFFFF00000, "mmsim's own stack vma is the top"
+    text = [o for o in ops if o.get("region") == "__host0"]
+    assert [o["op"] for o in text] == ["write", "mprotect"] and text[-1]["prot"] == "rx", text
+    rw = [o for o in ops if o.get("region") == "__host2"]
+    assert [o.get("advice") for o in rw] == [None, "nohugepage"], "writable memory is MADV_NOHUGEPAGE"
 
 
 def test_host_set_changes_the_host_for_the_run_and_restores_it():

@@ -20,6 +20,10 @@ pub mod vm {
     pub const HUGEPAGE: u32 = 1 << 9;
     pub const NOHUGEPAGE: u32 = 1 << 10;
     pub const ACCOUNT: u32 = 1 << 11;
+    /// VM_DONTEXPAND: part of VM_SPECIAL, so the vma never merges with a neighbour. Linux sets
+    /// it on special mappings (the vdso); mmsim's `dontexpand` mmap flag sets it, for stand-ins
+    /// of mappings it does not model (validate's copy of the runner's file mappings).
+    pub const DONTEXPAND: u32 = 1 << 12;
     /// The access bits that mprotect changes.
     pub const ACCESS: u32 = READ | WRITE | EXEC;
 }

@@ -41,8 +41,12 @@ pub struct MmapArgs {
     pub prot: u32,
     pub shared: bool,
     pub fixed: bool,
-    /// Required alignment of the start (0 = none): the posix_memalign of the seeds.
+    /// Required alignment of the start (0 = none): the posix_memalign of the seeds. Not a
+    /// kernel feature: placed as user code does it, by mapping `len + align` where the kernel
+    /// puts that and keeping the aligned `len` inside it (the runner does exactly this).
     pub align: u64,
+    /// VM_DONTEXPAND on the new vma (mmsim's `dontexpand` flag): it never merges.
+    pub dontexpand: bool,
 }
 
 /// Round up to a page.
@@ -77,6 +81,9 @@ impl Kernel {
             self.get_unmapped_area(mm, a.addr, len, a.align, a.shared)?
         };
         let mut flags = a.prot | vm::MAYREAD | vm::MAYWRITE | vm::MAYEXEC;
+        if a.dontexpand {
+            flags |= vm::DONTEXPAND;
+        }
         let backing = if a.shared {
             flags |= vm::SHARED | vm::MAYSHARE;
             Backing::Shmem(self.shmem_new(len >> PAGE_SHIFT))
@@ -96,11 +103,11 @@ impl Kernel {
         Ok(addr)
     }
 
-    /// `get_unmapped_area`: the hint if free (and, for mmsim's `align`, aligned), else top-down below mmap_base
-    /// (vm_unmapped_area); private anonymous lengths that are multiples of 2 MiB are
-    /// PMD-aligned (thp_get_unmapped_area), as Linux >= 6.7 does.
+    /// `get_unmapped_area`: the hint if free (and, for mmsim's `align`, aligned), else top-down
+    /// below mmap_base (vm_unmapped_area). Private anonymous lengths that are multiples of 2 MiB
+    /// are PMD-aligned as `__thp_get_unmapped_area` does it (Linux >= 6.7): search for
+    /// `len + 2 MiB`, align inside it, and only if that fails search for `len` alone.
     pub fn get_unmapped_area(&self, mm: MmId, hint: u64, len: u64, align: u64, shared: bool) -> Result<u64, Errno> {
-        let m = self.mm(mm);
         if hint != 0 && (align == 0 || hint.is_multiple_of(align)) {
             let h = hint & !(PAGE_SIZE - 1);
             if h >= MMAP_MIN_ADDR
@@ -110,11 +117,29 @@ impl Kernel {
                 return Ok(h);
             }
         }
-        let mut align = align.max(PAGE_SIZE);
-        if !shared && hint == 0 && len.is_multiple_of(HPAGE_PMD_SIZE) {
-            align = align.max(HPAGE_PMD_SIZE);
+        if align > PAGE_SIZE {
+            // Over-allocate and trim, as user space aligns: the kernel places `len + align`
+            // (with its own THP alignment when that sum is a multiple of 2 MiB), the caller keeps
+            // the first aligned `len` and unmaps both ends. A gap that fits `len` aligned but
+            // not `len + align` is therefore not used, as on the kernel.
+            let padded = len.checked_add(align).ok_or(Errno::ENOMEM)?;
+            let p = self.get_unmapped_area(mm, 0, padded, 0, shared)?;
+            return Ok((p + align - 1) & !(align - 1));
         }
-        // Walk the gaps from the top down.
+        if !shared && hint == 0 && len.is_multiple_of(HPAGE_PMD_SIZE) {
+            if let Some(p) = len.checked_add(HPAGE_PMD_SIZE).and_then(|padded| self.unmapped_area_topdown(mm, padded)) {
+                // Top-down, an already aligned start is moved up by the padding (MMF_TOPDOWN).
+                let off_sub = p.wrapping_neg() & (HPAGE_PMD_SIZE - 1);
+                return Ok(if off_sub == 0 { p + HPAGE_PMD_SIZE } else { p + off_sub });
+            }
+        }
+        self.unmapped_area_topdown(mm, len).ok_or(Errno::ENOMEM)
+    }
+
+    /// `unmapped_area_topdown`: the highest page-aligned start of `len` bytes in a free gap
+    /// below mmap_base (a growsdown vma above a gap keeps its stack guard gap).
+    fn unmapped_area_topdown(&self, mm: MmId, len: u64) -> Option<u64> {
+        let m = self.mm(mm);
         let mut gap_end = m.mmap_base;
         let mut iter = m.vmas.range(..m.mmap_base).rev().peekable();
         // A vma straddling mmap_base limits the first gap.
@@ -138,15 +163,12 @@ impl Kernel {
                 None => MMAP_MIN_ADDR,
             };
             let top = next_growsdown(gap_end);
-            if top >= len && top - len >= gap_start {
-                let cand = (top - len) & !(align - 1);
-                if cand >= gap_start && cand >= MMAP_MIN_ADDR {
-                    return Ok(cand);
-                }
+            if top >= len && top - len >= gap_start.max(MMAP_MIN_ADDR) {
+                return Some(top - len);
             }
             match iter.next() {
                 Some((_, v)) => gap_end = v.start,
-                None => return Err(Errno::ENOMEM),
+                None => return None,
             }
         }
     }
@@ -158,7 +180,7 @@ impl Kernel {
 
     /// `is_mergeable_vma` + `is_mergeable_anon_vma`: can `a` (below) and `b` (above) be one vma.
     fn can_merge(a: &Vma, b: &Vma) -> bool {
-        if a.end != b.start || a.flags != b.flags {
+        if a.end != b.start || a.flags != b.flags || a.flags & vm::DONTEXPAND != 0 {
             return false;
         }
         match (a.backing, b.backing) {
@@ -343,6 +365,49 @@ mod tests {
             k.do_mmap(mm, MmapArgs { addr: a + 1, len: P, prot: vm::READ, fixed: true, ..Default::default() }),
             Err(Errno::EINVAL)
         );
+    }
+
+    /// A VM_DONTEXPAND vma (VM_SPECIAL) never merges, neither at mmap nor when madvise makes
+    /// its neighbour's flags equal; an ordinary anonymous neighbour does.
+    #[test]
+    fn a_dontexpand_vma_never_merges() {
+        let (mut k, mm, a) = setup();
+        let rw = vm::READ | vm::WRITE;
+        let below = MmapArgs { addr: a - 4 * P, len: 4 * P, prot: rw, fixed: true, dontexpand: true, ..Default::default() };
+        k.do_mmap(mm, below).unwrap();
+        assert_eq!(k.mm(mm).draw(a - 4 * P, a + 4 * P, P), "AAAABBBB", "not merged at mmap");
+        k.do_madvise(mm, a - 4 * P, 8 * P, Advice::NoHugePage).unwrap();
+        assert_eq!(k.mm(mm).draw(a - 4 * P, a + 4 * P, P), "AAAABBBB", "not merged by madvise either");
+        let plain = MmapArgs { addr: a - 8 * P, len: 4 * P, prot: rw, fixed: true, ..Default::default() };
+        k.do_mmap(mm, plain).unwrap();
+        k.do_madvise(mm, a - 8 * P, 4 * P, Advice::NoHugePage).unwrap();
+        assert_eq!(k.mm(mm).draw(a - 8 * P, a, P), "AAAABBBB", "a dontexpand vma is also no one's neighbour");
+        k.check_invariants().unwrap();
+    }
+
+    /// A 2 MiB gap at the top holds a 2 MiB-aligned 4 KiB region and a 2 MiB-aligned 2 MiB
+    /// region, but neither `len + align` nor `len + 2 MiB`: the kernel's padded searches (user
+    /// space's over-allocate-and-trim, `__thp_get_unmapped_area`) go below it, and so does mmsim.
+    /// Found by `validate --random` (a PTE table the kernel allocated and mmsim shared).
+    #[test]
+    fn padded_placements_skip_a_gap_that_only_fits_the_aligned_length() {
+        const M2: u64 = HPAGE_PMD_SIZE;
+        let mut k = Kernel::new(64 << 20, Knobs::default());
+        let mm = k.exec_mm().unwrap();
+        let (r, rw) = (vm::READ, vm::READ | vm::WRITE);
+        let top = k.mm(mm).mmap_base & !(M2 - 1);
+        let fixed = |addr: u64, len: u64| MmapArgs { addr, len, prot: r, fixed: true, ..Default::default() };
+        if top < k.mm(mm).mmap_base {
+            k.do_mmap(mm, fixed(top, k.mm(mm).mmap_base - top)).unwrap();
+        }
+        // Read-only (so nothing merges) at [top - 4 MiB, top - 2 MiB): the top gap is 2 MiB.
+        k.do_mmap(mm, fixed(top - 2 * M2, M2)).unwrap();
+        let small = k.do_mmap(mm, MmapArgs { len: P, prot: rw, align: M2, ..Default::default() }).unwrap();
+        assert_eq!(small, top - 3 * M2, "mapped 2 MiB + 4 KiB below the gap, kept the aligned 4 KiB");
+        let thp = k.do_mmap(mm, MmapArgs { len: M2, prot: rw, ..Default::default() }).unwrap();
+        assert_eq!(thp, top - 4 * M2, "4 MiB found below `small`, aligned inside it, moved up by the pad");
+        assert!(k.range_free(mm, top - M2, top), "the 2 MiB gap stays unused");
+        k.check_invariants().unwrap();
     }
 
     #[test]

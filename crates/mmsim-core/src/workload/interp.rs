@@ -560,6 +560,7 @@ impl Interp {
                     shared,
                     fixed: *fixed,
                     align: align.map_or(0, |a| a.0),
+                    dontexpand: flags.iter().any(|f| f == "dontexpand"),
                 };
                 match self.kernel.do_mmap(mm, args) {
                     Ok(a) => {

@@ -588,12 +588,12 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -
                 for f in flags {
                     match f.as_str() {
                         "private" | "shared" => shared += 1,
-                        "anonymous" => {}
+                        "anonymous" | "dontexpand" => {}
                         _ => {
                             return Err(err(
                                 i,
                                 "flags",
-                                format!("unknown flag {f:?} (expected private, shared, anonymous)"),
+                                format!("unknown flag {f:?} (expected private, shared, anonymous, dontexpand)"),
                             ))
                         }
                     }
