@@ -692,6 +692,32 @@ fn short_loops_fast_forward_in_spans_exactly() {
     assert_eq!(r.vmstat.get("pgfault").unwrap() - 16, 3000, "every iteration faulted");
 }
 
+/// An iteration that takes a snapshot or reports an event is never skipped: a loop of 4 reads
+/// with a snapshot gives 4 snapshots, each with the step-by-step run's counts (found by
+/// `validate --random`: 3 snapshots of 4 when the state repeated after iteration 2).
+#[test]
+fn iterations_with_a_snapshot_or_an_event_are_not_fast_forwarded() {
+    let prog = |body: serde_json::Value| {
+        json!({"program":[{"op":"mmap","name":"p","size":"6M"},{"op":"write","region":"p"},
+            {"op":"loop","count":4,"body":body}]})
+    };
+    let reads = [json!({"op":"read","region":"p","length":"3M"}), json!({"op":"read","region":"p"})];
+    let body = json!([{"op":"snapshot","label":"s"}, reads[0], reads[1]]);
+    let (ff, step) =
+        (run_with_sets(prog(body.clone()), &[]), run_with_sets(prog(body), &[("engine.fast_forward", "0")]));
+    assert_eq!(ff.snapshots.len(), 4);
+    for (a, b) in ff.snapshots.iter().zip(&step.snapshots) {
+        assert_eq!(a.perf.get("cycles"), b.perf.get("cycles"));
+        assert_eq!(a.processes[0].minflt, b.processes[0].minflt);
+    }
+    // An mprotect past the region's end fails (ENOMEM: a hole) in every iteration: 4 events.
+    let failing = json!([{"op":"read","region":"p"},{"op":"mprotect","region":"p","prot":"r","length":"8M"}]);
+    let r = run_with_sets(prog(failing), &[]);
+    assert_eq!(r.events.iter().filter(|e| e.kind == "syscall").count(), 4, "{:?}", r.events);
+    let r = run_with_sets(prog(json!(reads)), &[]);
+    assert!(r.engine.fast_forwarded_iterations > 0, "the same loop without outputs is");
+}
+
 /// Cycles and walker-busy cycles between two snapshots of a run.
 fn delta(r: &Report, from: &str, to: &str, name: &str) -> f64 {
     let s = |l: &str| r.snapshots.iter().find(|s| s.label == l).unwrap().perf.get(name).unwrap();

@@ -74,6 +74,9 @@ struct IterMark {
     /// fault, kernel work) does not repeat in the counts the report shows.
     kernel: u64,
     steps: u64,
+    /// `Interp::outputs` then: an iteration that takes a snapshot or reports an event has an
+    /// output of its own, which a skipped iteration would lose.
+    outputs: u64,
     /// The loop's remaining iterations when the mark was taken.
     remaining: u64,
 }
@@ -176,6 +179,9 @@ pub struct Interp {
     pub steps: u64,
     /// Loop iterations skipped by exact fast-forward, and the steps they stand for.
     pub fast_forwarded: u64,
+    /// Snapshots asked for and events reported so far (fast-forward skips no iteration that
+    /// has either).
+    outputs: u64,
     pub fast_forward_steps: u64,
     /// Whether loops may be fast-forwarded.
     pub fast_forward: bool,
@@ -252,6 +258,7 @@ impl Interp {
             invariant_violation: None,
             steps: 0,
             fast_forwarded: 0,
+            outputs: 0,
             fast_forward_steps: 0,
             fast_forward: true,
             max_steps: u64::MAX,
@@ -324,6 +331,7 @@ impl Interp {
     }
 
     fn event(&mut self, pid: u32, kind: &str, message: String) {
+        self.outputs += 1;
         if self.events.len() < MAX_EVENTS {
             self.events.push(Event { pid, kind: kind.into(), message });
         } else {
@@ -519,7 +527,7 @@ impl Interp {
         let perf = self.tasks[t].perf.clone();
         let f = self.tasks[t].frames.last_mut().expect("frame");
         if let Some(m) = f.mark.take() {
-            if m.digest == digest && m.faults == faults && m.kernel == kernel {
+            if m.digest == digest && m.faults == faults && m.kernel == kernel && m.outputs == self.outputs {
                 // The last K iterations left everything as they found it: skip whole spans of K.
                 let k = m.remaining - f.remaining;
                 let spans = f.remaining / k;
@@ -533,7 +541,8 @@ impl Interp {
             }
         }
         let f = self.tasks[t].frames.last_mut().expect("frame");
-        f.mark = Some(IterMark { digest, perf, faults, kernel, steps, remaining: f.remaining });
+        let outputs = self.outputs;
+        f.mark = Some(IterMark { digest, perf, faults, kernel, steps, outputs, remaining: f.remaining });
     }
 
     fn region(&self, t: usize, name: &str) -> (u64, u64) {
@@ -689,7 +698,10 @@ impl Interp {
                 self.waiters.push(t);
             }
             Op::Exit(_) => self.exit_task(t, TaskState::Exited),
-            Op::Snapshot(SnapshotOp { label }) => self.snapshot_requests.push((label.clone(), pid)),
+            Op::Snapshot(SnapshotOp { label }) => {
+                self.outputs += 1;
+                self.snapshot_requests.push((label.clone(), pid));
+            }
             Op::Set(SetOp { knob, value }) => {
                 if crate::kernel::knobs::BOOT_ONLY.contains(&knob.as_str()) {
                     self.event(
