@@ -38,6 +38,7 @@ impl Kernel {
             pgoff: start >> PAGE_SHIFT,
             backing: Backing::Anon,
             anon_vma: None,
+            fork_child: false,
         };
         self.mm_mut(mm).vmas.insert(start, vma);
         if self.handle_mm_fault(mm, TASK_SIZE - PAGE_SIZE, true) & vm_fault::ERROR != 0 {
@@ -60,7 +61,9 @@ impl Kernel {
         for v in vmas {
             let mut cv = v.clone();
             if v.anon_vma.is_some() {
+                // anon_vma_fork: the parent's chain cloned, plus an anon_vma of its own.
                 cv.anon_vma = Some(self.new_anon_vma());
+                cv.fork_child = true;
             }
             if let Backing::Shmem(o) = v.backing {
                 self.shmem_get(o);

@@ -62,6 +62,10 @@ pub struct Vma {
     pub backing: Backing,
     /// The vma's anon_vma, once an anonymous page or the huge zero page was mapped in it.
     pub anon_vma: Option<u32>,
+    /// `vma_is_fork_child`: the anon_vma came through fork, so the anon_vma_chain also links
+    /// the parent's (more than one entry). Such a vma does not merge with one that has no
+    /// anon_vma (Linux >= 6.16 `is_mergeable_anon_vma`).
+    pub fork_child: bool,
 }
 
 impl Vma {

@@ -109,7 +109,7 @@ impl Kernel {
             Backing::Anon => addr >> PAGE_SHIFT,
             Backing::Shmem(_) => 0,
         };
-        let vma = Vma { start: addr, end: addr + len, flags, pgoff, backing, anon_vma: None };
+        let vma = Vma { start: addr, end: addr + len, flags, pgoff, backing, anon_vma: None, fork_child: false };
         self.mm_mut(mm).vmas.insert(addr, vma);
         self.vma_merge_around(mm, addr);
         Ok(addr)
@@ -187,13 +187,19 @@ impl Kernel {
     }
 
     /// `is_mergeable_vma` + `is_mergeable_anon_vma`: can `a` (below) and `b` (above) be one vma.
+    /// Where only one has an anon_vma, it must not be a fork child's (it would be dup'ed).
     fn can_merge(a: &Vma, b: &Vma) -> bool {
         if a.end != b.start || a.flags != b.flags || a.flags & vm::DONTEXPAND != 0 {
             return false;
         }
         match (a.backing, b.backing) {
             (Backing::Anon, Backing::Anon) => {
-                let anon_ok = a.anon_vma.is_none() || b.anon_vma.is_none() || a.anon_vma == b.anon_vma;
+                let anon_ok = match (a.anon_vma, b.anon_vma) {
+                    (None, None) => true,
+                    (Some(_), None) => !a.fork_child,
+                    (None, Some(_)) => !b.fork_child,
+                    (Some(x), Some(y)) => x == y,
+                };
                 anon_ok && a.pgoff + ((a.end - a.start) >> PAGE_SHIFT) == b.pgoff
             }
             (Backing::Shmem(x), Backing::Shmem(y)) => x == y && a.pgoff + ((a.end - a.start) >> PAGE_SHIFT) == b.pgoff,
@@ -213,6 +219,7 @@ impl Kernel {
                 let v = self.mm_mut(mm).vmas.get_mut(&start).expect("vma");
                 v.end = next.end;
                 v.anon_vma = v.anon_vma.or(next.anon_vma);
+                v.fork_child |= next.fork_child;
                 if let Backing::Shmem(o) = next.backing {
                     self.shmem_put(o);
                 }
@@ -226,6 +233,7 @@ impl Kernel {
                 let v = self.mm_mut(mm).vmas.get_mut(&prev.start).expect("vma");
                 v.end = cur.end;
                 v.anon_vma = v.anon_vma.or(cur.anon_vma);
+                v.fork_child |= cur.fork_child;
                 if let Backing::Shmem(o) = cur.backing {
                     self.shmem_put(o);
                 }
@@ -326,6 +334,50 @@ mod tests {
         assert_eq!(k.mm(mm).draw(a, a + 16 * P, P), "AAAAAAAAAAAAAAAA");
         k.do_munmap(mm, a + 4 * P, 4 * P).unwrap();
         assert_eq!(k.mm(mm).draw(a, a + 16 * P, P), "AAAA    BBBBBBBB");
+        k.check_invariants().unwrap();
+    }
+
+    /// mprotect_fixup uncharges a private mapping made read-only while it has no anon_vma
+    /// (VM_ACCOUNT dropped): it then no longer merges with a neighbour that had pages and keeps
+    /// VM_ACCOUNT (found by `validate --random`: fork copied a table the kernel did not).
+    #[test]
+    fn mprotect_uncharges_a_mapping_without_anon_vma_and_it_stops_merging() {
+        let (mut k, mm, a) = setup();
+        k.anon_vma_prepare(mm, a);
+        k.do_mprotect(mm, a + 8 * P, 8 * P, vm::READ).unwrap();
+        let hi = k.mm(mm).vma_lookup(a + 8 * P).unwrap().clone();
+        assert_eq!(hi.flags & vm::ACCOUNT, vm::ACCOUNT, "split from a vma with an anon_vma: still charged");
+        let (mut k, mm, a) = setup();
+        k.do_mprotect(mm, a + 4 * P, 4 * P, vm::READ).unwrap();
+        assert_eq!(k.mm(mm).vma_lookup(a + 4 * P).unwrap().flags & vm::ACCOUNT, 0, "no anon_vma: uncharged");
+        k.anon_vma_prepare(mm, a);
+        // PROT_NONE over [2, 12): the head of the first vma keeps VM_ACCOUNT (it has an
+        // anon_vma), the middle and the tail's head drop it; two vmas, not one.
+        k.do_mprotect(mm, a + 2 * P, 10 * P, 0).unwrap();
+        assert_eq!(k.mm(mm).draw(a, a + 16 * P, P), "AABBCCCCCCCCDDDD");
+        assert!(k.mm(mm).vma_lookup(a + 2 * P).unwrap().anon_vma.is_some());
+        assert!(k.mm(mm).vma_lookup(a + 4 * P).unwrap().anon_vma.is_none(), "fork will not copy it");
+        k.do_mprotect(mm, a + 4 * P, 4 * P, vm::READ | vm::WRITE).unwrap();
+        assert_eq!(k.mm(mm).vma_lookup(a + 4 * P).unwrap().flags & vm::ACCOUNT, vm::ACCOUNT, "recharged");
+        k.check_invariants().unwrap();
+    }
+
+    /// A fork child's vma with an anon_vma (its anon_vma_chain also links the parent's) does
+    /// not merge with a new mapping beside it, which has none; in the parent it does (Linux
+    /// >= 6.16 `is_mergeable_anon_vma`, `vma_is_fork_child`).
+    #[test]
+    fn a_fork_childs_anon_vma_keeps_a_new_neighbour_apart() {
+        let (mut k, mm, a) = setup();
+        k.anon_vma_prepare(mm, a);
+        let child = k.dup_mm(mm).unwrap();
+        let rw = vm::READ | vm::WRITE;
+        let below = |k: &mut Kernel, m| {
+            k.do_mmap(m, MmapArgs { addr: a - 4 * P, len: 4 * P, prot: rw, fixed: true, ..Default::default() }).unwrap()
+        };
+        below(&mut k, child);
+        assert_eq!(k.mm(child).draw(a - 4 * P, a + 4 * P, P), "AAAABBBB", "the child keeps them apart");
+        below(&mut k, mm);
+        assert_eq!(k.mm(mm).draw(a - 4 * P, a + 4 * P, P), "AAAAAAAA", "the parent merges");
         k.check_invariants().unwrap();
     }
 

@@ -35,12 +35,21 @@ impl Kernel {
     }
 
     /// `mprotect_fixup`: isolate [start, end) in its own vma, set the new flags, change the
-    /// page tables, and merge with neighbours that now match.
+    /// page tables, and merge with neighbours that now match. A private mapping made writable
+    /// is charged (VM_ACCOUNT); one made read-only while no anon_vma exists is uncharged, so its
+    /// flags no longer match a neighbour that keeps VM_ACCOUNT.
     fn mprotect_fixup(&mut self, mm: MmId, start: u64, end: u64, prot: u32) {
         let v = self.mm(mm).vma_lookup(start).cloned().expect("vma");
-        let newflags = (v.flags & !vm::ACCESS) | prot;
+        let mut newflags = (v.flags & !vm::ACCESS) | prot;
         if newflags == v.flags {
             return;
+        }
+        if newflags & vm::WRITE != 0 {
+            if !v.is_shared() {
+                newflags |= vm::ACCOUNT;
+            }
+        } else if v.flags & vm::ACCOUNT != 0 && !v.is_shared() && v.anon_vma.is_none() {
+            newflags &= !vm::ACCOUNT;
         }
         self.split_vma(mm, start);
         self.split_vma(mm, end);
@@ -48,9 +57,6 @@ impl Kernel {
             let m = self.mm_mut(mm);
             let vv = m.vmas.get_mut(&start).expect("isolated vma");
             vv.flags = newflags;
-            if !vv.is_shared() && newflags & vm::WRITE != 0 {
-                vv.flags |= vm::ACCOUNT;
-            }
             vv.clone()
         };
         let changed = self.change_protection(mm, &vma, start, end);
