@@ -302,7 +302,10 @@ def _validate_random(args: argparse.Namespace) -> int:
 
 
 def _print_case(c: dict) -> None:
-    print(f"{c['status'].upper():<4}  {c['name']}: {c.get('pins') or ''}")
+    runs = c.get("runs") or {}
+    n = sum(runs.values())
+    tally = f" [{runs.get(c['status'], 0)} of {n} runs]" if n > 1 else ""
+    print(f"{c['status'].upper():<4}  {c['name']}{tally}: {c.get('pins') or ''}")
     if c["status"] == "skip":
         print(f"      skipped: {c['reason']}")
     for x in c["counters"]:
