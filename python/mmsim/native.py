@@ -11,12 +11,14 @@ snapshots of one process: a real process's start-up (libc, stack) is not the wor
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -582,9 +584,51 @@ def compare_snapshots(native: list[dict[str, Any]], sim: list[dict[str, Any]]) -
 HOST_KNOBS = ("transparent_hugepage/enabled", "transparent_hugepage/defrag", "transparent_hugepage/use_zero_page")
 
 
+#: Every `mmsim validate` (a campaign, a --host-set run, a plain one) holds this lock while it
+#: runs: a run that writes the host's THP knobs would change them under another's cases.
+LOCK = Path("/run/lock" if os.path.isdir("/run/lock") else tempfile.gettempdir()) / "mmsim-host-thp.lock"
+_lock_depth = 0
+
+
+@contextlib.contextmanager
+def host_lock(waiting: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold :data:`LOCK` (an exclusive flock) for the block; call `waiting` first if another
+    process holds it, and wait for it. Re-entrant within a process. Where the lock file
+    cannot be opened (no permission), run without it."""
+    global _lock_depth
+    if _lock_depth:
+        _lock_depth += 1
+        try:
+            yield
+        finally:
+            _lock_depth -= 1
+        return
+    try:
+        fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting:
+                waiting()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        _lock_depth = 1
+        yield
+    finally:
+        _lock_depth = 0
+        os.close(fd)
+
+
+def _waiting() -> None:
+    print(f"mmsim: waiting for another mmsim validate to finish with the host ({LOCK})", file=sys.stderr, flush=True)
+
+
 class HostSettings:
-    """Changes host sysfs knobs for the duration of a ``with`` block and restores each one on
-    the way out (also on errors and Ctrl-C)."""
+    """Holds the host lock, changes host sysfs knobs for the duration of a ``with`` block and
+    restores each one on the way out (also on errors and Ctrl-C)."""
 
     def __init__(self, changes: Mapping[str, str]) -> None:
         for k in changes:
@@ -594,12 +638,14 @@ class HostSettings:
                 )
         self.changes = dict(changes)
         self.saved: dict[str, str] = {}
+        self._lock = contextlib.ExitStack()
 
     @staticmethod
     def path(knob: str) -> Path:
         return Path("/sys/kernel/mm") / knob
 
     def __enter__(self) -> HostSettings:
+        self._lock.enter_context(host_lock(_waiting))
         try:
             for k, v in self.changes.items():
                 old = host_settings()[k]
@@ -615,6 +661,7 @@ class HostSettings:
             with contextlib.suppress(OSError):
                 self.path(k).write_text(v)
         self.saved.clear()
+        self._lock.close()
 
 
 #: Per-process fields of the runner's snapshot lines, as `mmsim run --json` names them.

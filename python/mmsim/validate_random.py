@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import fcntl
 import json
-import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -26,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mmsim._mmsim import MmsimError
+from mmsim.native import LOCK, host_lock  # one lock for every validate (LOCK re-exported)
 from mmsim.random_workloads import (
     ENABLED,
     KNOBS,
@@ -243,28 +241,6 @@ def _error_result(msg: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 # The campaign
 # --------------------------------------------------------------------------------------------
-
-
-#: A campaign holds this lock while it runs: two campaigns writing the host's THP knobs at
-#: once would each run cases under the other's settings.
-LOCK = Path("/run/lock" if os.path.isdir("/run/lock") else tempfile.gettempdir()) / "mmsim-host-thp.lock"
-
-
-@contextlib.contextmanager
-def host_lock(waiting: Callable[[], None] | None = None) -> Iterator[None]:
-    """Hold :data:`LOCK` (an exclusive flock) for the block; call `waiting` first if another
-    process holds it, and wait for it."""
-    fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if waiting:
-                waiting()
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 def _knob_key(knobs: Mapping[str, str]) -> tuple[str, ...]:

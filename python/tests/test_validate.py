@@ -183,6 +183,31 @@ def test_mmsim_starts_from_the_runners_layout():
     assert [o.get("advice") for o in rw] == [None, "nohugepage"], "writable memory is MADV_NOHUGEPAGE"
 
 
+def test_every_validate_holds_the_host_lock_reentrantly():
+    """A --host-set run and a campaign exclude each other (HostSettings takes the same lock as
+    a campaign), and the campaign inside HostSettings takes it again without waiting."""
+    import fcntl
+
+    from mmsim.native import LOCK, HostSettings, host_lock
+
+    def free() -> bool:
+        fd = os.open(LOCK, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+
+    with HostSettings({}):
+        assert not free(), "held by HostSettings"
+        with host_lock(lambda: pytest.fail("waited for its own lock")):
+            assert not free()
+        assert not free(), "still held after the inner block"
+    assert free(), "released"
+
+
 def test_host_set_changes_the_host_for_the_run_and_restores_it():
     if os.geteuid() != 0 or not ZERO_PAGE.exists():
         pytest.skip("needs root and transparent hugepages to change use_zero_page")
