@@ -137,6 +137,7 @@ def host_settings() -> dict[str, Any]:
         if d.name != f"hugepages-{PMD_KB}kB" and sel(d / "enabled") not in (None, "never")
     )
     s["fault_around_bytes"] = _fault_around_bytes()
+    s["kernel/pt_reclaim"] = _pt_reclaim()
     return s
 
 
@@ -149,6 +150,20 @@ def _pmd_enabled(sel: Any) -> str | None:
     then the global transparent_hugepage/enabled."""
     own = sel(THP / f"hugepages-{PMD_KB}kB" / "enabled")
     return sel(THP / "enabled") if own in (None, "inherit") else own
+
+
+def _pt_reclaim() -> str:
+    """CONFIG_PT_RECLAIM of the running kernel: from /proc/config.gz where the kernel exposes
+    its config, else by version (Linux >= 6.14 builds it by default on x86-64)."""
+    import gzip
+
+    try:
+        with gzip.open("/proc/config.gz", "rt") as f:
+            return "1" if any(line.strip() == "CONFIG_PT_RECLAIM=y" for line in f) else "0"
+    except (OSError, EOFError):
+        pass
+    m = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    return "1" if m and (int(m.group(1)), int(m.group(2))) >= (6, 14) else "0"
 
 
 def _fault_around_bytes() -> int:
@@ -216,6 +231,8 @@ def _host_workload(name: str, program: list[Any], host: Mapping[str, Any]) -> di
     knobs: dict[str, Any] = {k: host[k] for k in HOST_KNOBS if host.get(k) is not None}
     if host.get("fault_around_bytes"):
         knobs["fault_around_bytes"] = host["fault_around_bytes"]
+    if host.get("kernel/pt_reclaim") is not None:
+        knobs["kernel/pt_reclaim"] = host["kernel/pt_reclaim"]
     if host.get("transparent_hugepage/use_zero_page") == "1" and host.get("transparent_hugepage/enabled") not in (
         None,
         "never",

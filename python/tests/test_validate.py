@@ -291,3 +291,20 @@ def test_the_native_runner_runs_atomics_and_refuses_a_spinlock_hold():
     assert [r["label"] for r in rows if r["label"] == "end"] == ["end"], "the read after the atomics saw 7"
     with pytest.raises(MmsimError, match="hold"):
         compile_program([{"op": "atomic", "region": "s", "hold": 100}])
+
+
+def test_pt_reclaim_is_mirrored_from_the_host_kernel():
+    """mmsim starts with the host's CONFIG_PT_RECLAIM (MADV_DONTNEED freeing emptied PTE
+    tables): read from /proc/config.gz, else from the version."""
+    import gzip
+
+    from mmsim.native import _host_workload, host_settings
+
+    host = host_settings()
+    try:
+        with gzip.open("/proc/config.gz", "rt") as f:
+            want = "1" if "CONFIG_PT_RECLAIM=y\n" in f.read() else "0"
+    except OSError:
+        want = host["kernel/pt_reclaim"]
+    assert host["kernel/pt_reclaim"] == want
+    assert _host_workload("x", [], host)["knobs"]["kernel/pt_reclaim"] == want

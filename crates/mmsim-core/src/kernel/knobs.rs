@@ -105,6 +105,9 @@ pub struct Knobs {
     /// `/proc/sys/kernel/pid_max` (kernel/pid.c `pid_max`): fork and clone fail with EAGAIN
     /// once pids 1..pid_max-1 are all in use.
     pub pid_max: u32,
+    /// CONFIG_PT_RECLAIM (Linux >= 6.14, default y on x86-64): MADV_DONTNEED frees the PTE
+    /// tables it empties over their whole 2 MiB.
+    pub pt_reclaim: bool,
 }
 
 /// `PID_MAX_DEFAULT` (include/linux/threads.h): 0x8000. Linux's pid_idr_init raises it to
@@ -130,6 +133,7 @@ impl Default for Knobs {
             hzp_refcount: HzpRefcount::PerMm,
             pcp_batch: PcpBatch::Auto,
             pid_max: PID_MAX_DEFAULT,
+            pt_reclaim: true,
         }
     }
 }
@@ -155,9 +159,10 @@ const HZP_WP: &str = "transparent_hugepage/huge_zero_page_wp";
 const HZP_REFCOUNT: &str = "transparent_hugepage/hzp_refcount";
 const PCP_BATCH: &str = "page_alloc/pcp_batch";
 const PID_MAX: &str = "kernel/pid_max";
+const PT_RECLAIM: &str = "kernel/pt_reclaim";
 
 /// Knobs that stand for a kernel build or patch: they can be set before the run only.
-pub const BOOT_ONLY: &[&str] = &[HZP_ALLOC, HZP_REFCOUNT, PCP_BATCH];
+pub const BOOT_ONLY: &[&str] = &[HZP_ALLOC, HZP_REFCOUNT, PCP_BATCH, PT_RECLAIM];
 
 /// (name, accepted values, meaning) of every knob, in the order `mmsim knobs` lists them.
 const KNOB_TABLE: &[(&str, &str, &str)] = &[
@@ -215,6 +220,12 @@ const KNOB_TABLE: &[(&str, &str, &str)] = &[
         "301..4194304",
         "fork and clone fail with EAGAIN once this many pids less one are in use (pids 1..pid_max-1; every \
          task not yet reaped counts, zombies included: an exited child until its parent's wait or exit)",
+    ),
+    (
+        PT_RECLAIM,
+        "0|1",
+        "mmsim, before the run only: CONFIG_PT_RECLAIM (Linux >= 6.14): MADV_DONTNEED frees a PTE table it \
+         leaves empty over the table's whole 2 MiB (1), or keeps it until munmap or exit (0, older kernels)",
     ),
 ];
 
@@ -290,6 +301,7 @@ impl Knobs {
                 PcpBatch::Pages(n) => n.to_string(),
             },
             PID_MAX => self.pid_max.to_string(),
+            PT_RECLAIM => (self.pt_reclaim as u8).to_string(),
             _ => return None,
         })
     }
@@ -391,6 +403,13 @@ impl Knobs {
                     _ => return Err(bad(&format!("an integer {PID_MAX_MIN}..{PID_MAX_LIMIT}"))),
                 }
             }
+            PT_RECLAIM => {
+                self.pt_reclaim = match v {
+                    "0" | "false" => false,
+                    "1" | "true" => true,
+                    _ => return Err(bad("0 or 1")),
+                }
+            }
             _ => {
                 let known: Vec<&str> = Knobs::names().collect();
                 return Err(format!("unknown knob {name:?} (known: {})", known.join(", ")));
@@ -458,6 +477,7 @@ mod tests {
             HZP_REFCOUNT,
             PCP_BATCH,
             PID_MAX,
+            PT_RECLAIM,
         ];
         let listed: Vec<_> = Knobs::names().collect();
         for name in all {

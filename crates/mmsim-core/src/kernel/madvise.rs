@@ -43,8 +43,13 @@ impl Kernel {
             let stop = v.end.min(end);
             match advice {
                 Advice::DontNeed => {
-                    // madvise_dontneed_single_vma -> zap_page_range_single (reclaim_pt).
-                    self.zap_page_range_reclaim_pt(mm, &v, addr, stop);
+                    // madvise_dontneed_single_vma -> zap_page_range_single (reclaim_pt with
+                    // CONFIG_PT_RECLAIM).
+                    if self.knobs.pt_reclaim {
+                        self.zap_page_range_reclaim_pt(mm, &v, addr, stop);
+                    } else {
+                        self.zap_page_range(mm, &v, addr, stop);
+                    }
                 }
                 Advice::HugePage | Advice::NoHugePage => {
                     let newflags = match advice {
@@ -80,7 +85,14 @@ mod tests {
     /// keeps one it covers only in part: VmPTE back by 4 kB per freed table, exactly.
     #[test]
     fn dontneed_reclaims_the_page_tables_it_empties() {
-        let w = json!({"knobs":{"transparent_hugepage/enabled":"never"},"program":[
+        for pt_reclaim in ["1", "0"] {
+            dontneed_with(pt_reclaim);
+        }
+    }
+
+    /// With `kernel/pt_reclaim` 0 (kernels before 6.14, or built without it) the tables stay.
+    fn dontneed_with(pt_reclaim: &str) {
+        let w = json!({"knobs":{"transparent_hugepage/enabled":"never","kernel/pt_reclaim":pt_reclaim},"program":[
             {"op":"mmap","name":"p","size":"8M","align":"2M"},
             {"op":"snapshot","label":"mapped"},
             {"op":"write","region":"p"},
@@ -95,6 +107,11 @@ mod tests {
         assert!(!r.events.iter().any(|e| e.kind == "invariant"), "{:?}", r.events);
         let pte = |l: &str| r.snapshots.iter().find(|s| s.label == l).expect(l).processes[0].vm_pte;
         assert_eq!(pte("written") - pte("mapped"), 16, "four PTE tables");
+        if pt_reclaim == "0" {
+            assert_eq!(pte("dontneed"), pte("written"), "no table freed");
+            assert_eq!(pte("refault"), pte("dontneed"));
+            return;
+        }
         // [1M, 6M) covers the 2 MiB slots at 2M and 4M whole: their tables go; 0M and 6M stay.
         assert_eq!(pte("written") - pte("dontneed"), 8);
         assert_eq!(pte("refault") - pte("dontneed"), 4, "a fault there allocates a table again");
