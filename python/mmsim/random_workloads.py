@@ -37,7 +37,12 @@ MAX_REGION = 16 << 20
 ENABLED = "transparent_hugepage/enabled"
 ZERO_PAGE = "transparent_hugepage/use_zero_page"
 #: The host knobs each case sets, and their values.
-KNOBS = {ENABLED: ("always", "madvise", "never"), ZERO_PAGE: ("0", "1")}
+DEFRAG = "transparent_hugepage/defrag"
+KNOBS = {
+    ENABLED: ("always", "madvise", "never"),
+    ZERO_PAGE: ("0", "1"),
+    DEFRAG: ("always", "defer", "defer+madvise", "madvise", "never"),
+}
 LABEL = re.compile(r"[A-Za-z0-9_.-]+")
 
 # A page's state in the model: unmapped, or mapped with a protection.
@@ -387,7 +392,11 @@ class Generator:
 
     def workload(self, name: str) -> dict[str, Any]:
         rng = self.rng
-        knobs = {k: rng.choice(v) for k, v in KNOBS.items()}
+        knobs = {k: rng.choice(KNOBS[k]) for k in (ENABLED, ZERO_PAGE)}
+        # defrag from a stream of its own, so that the workloads of a seed stay those drawn
+        # before it was added.
+        knobs[DEFRAG] = random.Random(f"{name}:defrag").choice(KNOBS[DEFRAG])
+        knobs = {k: knobs[k] for k in KNOBS}
         program = self.program(Task({}), depth=0, n=rng.randint(3, 16), mult=1)
         if rng.random() < 0.05:
             program.append({"op": "exit"})

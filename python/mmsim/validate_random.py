@@ -25,6 +25,7 @@ from typing import Any
 from mmsim._mmsim import MmsimError
 from mmsim.native import LOCK, host_lock  # one lock for every validate (LOCK re-exported)
 from mmsim.random_workloads import (
+    DEFRAG,
     ENABLED,
     KNOBS,
     LABEL,
@@ -43,6 +44,7 @@ from mmsim.random_workloads import (
 )
 
 __all__ = [
+    "DEFRAG",
     "ENABLED",
     "KNOBS",
     "LABEL",
@@ -331,7 +333,7 @@ def campaign(
             with stack:
                 run = _Runner(validate, read_host, host_set, knobs)
                 if bar:
-                    bar.set_description(f"THP {knobs[ENABLED]}, zero page {knobs[ZERO_PAGE]}")
+                    bar.set_description(f"THP {knobs[ENABLED]}, defrag {knobs[DEFRAG]}, zero page {knobs[ZERO_PAGE]}")
                 for c in group:
                     r = run(c.workload, knobs)
                     if r["status"] == "fail":
@@ -459,7 +461,7 @@ def _failure(
     target = signature(result)
     s = shrink(case.workload["program"], case.knobs, run, target, base_knobs=base, budget=shrink_runs)
     host = read_host()
-    knobs = {ENABLED: s.knobs[ENABLED], "transparent_hugepage/defrag": host.get("transparent_hugepage/defrag")}
+    knobs = {ENABLED: s.knobs[ENABLED], DEFRAG: s.knobs.get(DEFRAG, host.get(DEFRAG))}
     knobs[ZERO_PAGE] = s.knobs[ZERO_PAGE]
     knobs = {k: v for k, v in knobs.items() if v is not None}
     name = f"random-{seed}-{case.index}"
@@ -489,7 +491,8 @@ def format_figures(fig: Mapping[str, Any]) -> str:
         kn = f["workload"]["knobs"]
         reason = f["reason"] if len(f["reason"]) <= 300 else f["reason"][:297] + "..."
         lines.append(
-            f"FAIL  case {f['case']} (THP {f['knobs'][ENABLED]}, use_zero_page {f['knobs'][ZERO_PAGE]}): {reason}"
+            f"FAIL  case {f['case']} (THP {f['knobs'][ENABLED]}, defrag {f['knobs'].get(DEFRAG)}, "
+            f"use_zero_page {f['knobs'][ZERO_PAGE]}): {reason}"
         )
         lines.append(
             f"      shrunk from {f['ops']} to {f['shrunk_ops']} ops in {f['shrink_runs']} runs: "

@@ -71,7 +71,7 @@ def test_generated_workloads_are_valid_safe_and_varied():
     ops = {"mmap", "munmap", "mprotect", "madvise", "read", "write", "compare", "atomic", "loop", "fork", "wait"}
     ops |= {"snapshot", "exit"} | ({"thread"} if vr.THREADS else set())
     assert set(kinds) == ops, kinds
-    assert len(knobs) == 5, knobs
+    assert len(knobs) == sum(len(v) for v in vr.KNOBS.values()) == 10, knobs
     assert min(sizes.values()) > 20 and set(aligns) >= {"None", "2M", "4K"} and set(prots) == {"rw", "r", "none"}
     assert set(advice) == {"hugepage", "nohugepage", "dontneed"}
 
@@ -187,9 +187,9 @@ def test_a_campaign_with_a_fake_kernel_saves_shrunk_failures(tmp_path: Path):
     assert fig["seed"] == 5 and fig["cases"] == 12
     assert fig["passed"] + fig["failed"] + fig["skipped"] == 12
     assert fig["ops"] == sum(vr.count_ops(vr.generate_case(5, i).workload["program"]) for i in range(12))
-    # Every knob setting was written (the host's own needed none), and each undone.
-    assert {tuple(sorted(w.items())) for w in written} >= {(), ((vr.ENABLED, "always"),)}
-    assert host[vr.ENABLED] == "madvise" and host[vr.ZERO_PAGE] == "1"
+    # Other settings were written (defrag among them), and each was undone.
+    assert {(vr.ENABLED, "always"), (vr.DEFRAG, "never")} <= {kv for w in written for kv in w.items()}
+    assert host[vr.ENABLED] == "madvise" and host[vr.ZERO_PAGE] == "1" and host[vr.DEFRAG] == "madvise"
     assert fig["failed"] == len(fig["failures"]) > 0
     for f in fig["failures"]:
         saved = json.loads(Path(f["file"]).read_text())
