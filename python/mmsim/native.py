@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gzip
 import json
 import os
 import re
@@ -155,8 +156,6 @@ def _pmd_enabled(sel: Any) -> str | None:
 def _pt_reclaim() -> str:
     """CONFIG_PT_RECLAIM of the running kernel: from /proc/config.gz where the kernel exposes
     its config, else by version (Linux >= 6.14 builds it by default on x86-64)."""
-    import gzip
-
     try:
         with gzip.open("/proc/config.gz", "rt") as f:
             return "1" if any(line.strip() == "CONFIG_PT_RECLAIM=y" for line in f) else "0"

@@ -43,13 +43,8 @@ impl Kernel {
             let stop = v.end.min(end);
             match advice {
                 Advice::DontNeed => {
-                    // madvise_dontneed_single_vma -> zap_page_range_single (reclaim_pt with
-                    // CONFIG_PT_RECLAIM).
-                    if self.knobs.pt_reclaim {
-                        self.zap_page_range_reclaim_pt(mm, &v, addr, stop);
-                    } else {
-                        self.zap_page_range(mm, &v, addr, stop);
-                    }
+                    // madvise_dontneed_single_vma -> zap_page_range_single (reclaim_pt).
+                    self.zap_page_range_reclaim_pt(mm, &v, addr, stop);
                 }
                 Advice::HugePage | Advice::NoHugePage => {
                     let newflags = match advice {

@@ -365,12 +365,12 @@ impl Kernel {
         self.zap_page_range_details(mm, vma, start, end, false);
     }
 
-    /// `zap_page_range_single` with `zap_details.reclaim_pt` (MADV_DONTNEED, Linux >= 6.14 with
-    /// CONFIG_PT_RECLAIM, on in x86-64's defconfig): a PTE table whose whole 2 MiB span the zap
-    /// covers and that is left empty is freed (mm/pt_reclaim.c `try_to_free_pte`). mmsim has
-    /// no switch for it: it models today's kernel here.
+    /// `zap_page_range_single` with `zap_details.reclaim_pt` (MADV_DONTNEED): with
+    /// CONFIG_PT_RECLAIM (Linux >= 6.14, on in x86-64's defconfig; knob `kernel/pt_reclaim`) a
+    /// PTE table whose whole 2 MiB span the zap covers and that is left empty is freed
+    /// (mm/pt_reclaim.c `try_to_free_pte`).
     pub fn zap_page_range_reclaim_pt(&mut self, mm: MmId, vma: &Vma, start: u64, end: u64) {
-        self.zap_page_range_details(mm, vma, start, end, true);
+        self.zap_page_range_details(mm, vma, start, end, self.knobs.pt_reclaim);
     }
 
     fn zap_page_range_details(&mut self, mm: MmId, vma: &Vma, start: u64, end: u64, reclaim_pt: bool) {

@@ -144,6 +144,41 @@ pub struct Task {
 }
 
 impl Task {
+    /// A task about to run `ops` from their start, with nothing counted yet (`copy_process`'s
+    /// fresh task_struct; the first process's, or a fork's or clone's child's).
+    fn new(
+        pid: u32,
+        tgid: u32,
+        ppid: u32,
+        mm: MmId,
+        ops: Rc<Vec<Op>>,
+        regions: HashMap<String, (u64, u64)>,
+        cpu: usize,
+    ) -> Task {
+        Task {
+            pid,
+            tgid,
+            ppid,
+            mm: Some(mm),
+            frames: vec![Frame { ops, pc: 0, remaining: 0, mark: None }],
+            regions,
+            state: TaskState::Running,
+            minflt: 0,
+            page_faults: 0,
+            children: Vec::new(),
+            cursor: Cursor::Idle,
+            last_status: None,
+            cpu,
+            perf: PerfCounters::default(),
+            exit_clock: 0.0,
+            last_run: 0,
+            pending: VecDeque::new(),
+            reaped: false,
+            waited: 0,
+            wait_clock: 0.0,
+        }
+    }
+
     /// The scheduler may run it: its program, or its pending kernel work after it exited.
     fn runnable(&self) -> bool {
         self.state == TaskState::Running || !self.pending.is_empty()
@@ -283,28 +318,7 @@ impl Interp {
         let (fmo, fe) = (it.kernel.mem.fail_min_order.take(), std::mem::take(&mut it.kernel.mem.fail_every));
         let mm = it.kernel.exec_mm().ok_or("machine too small to start the first process")?;
         (it.kernel.mem.fail_min_order, it.kernel.mem.fail_every) = (fmo, fe);
-        it.tasks.push(Task {
-            pid: 1,
-            tgid: 1,
-            ppid: 0,
-            mm: Some(mm),
-            frames: vec![Frame { ops: Rc::new(program), pc: 0, remaining: 0, mark: None }],
-            regions: HashMap::new(),
-            state: TaskState::Running,
-            minflt: 0,
-            page_faults: 0,
-            children: Vec::new(),
-            cursor: Cursor::Idle,
-            last_status: None,
-            cpu: first_cpu,
-            perf: PerfCounters::default(),
-            exit_clock: 0.0,
-            last_run: 0,
-            pending: VecDeque::new(),
-            reaped: false,
-            waited: 0,
-            wait_clock: 0.0,
-        });
+        it.tasks.push(Task::new(1, 1, 0, mm, Rc::new(program), HashMap::new(), first_cpu));
         it.kernel.work.clear();
         it.task_bytes = task_host_bytes(&it.tasks[0]);
         it.set_mm_owner(mm, 0);

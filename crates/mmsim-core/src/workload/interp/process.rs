@@ -1,7 +1,6 @@
 //! Processes and threads of the interpreter: fork and clone, exit, reaping by `wait`, fatal
 //! signals, and which task the serial schedule runs next.
 
-use std::collections::VecDeque;
 use std::rc::Rc;
 
 use super::*;
@@ -115,28 +114,7 @@ impl Interp {
             *c = c.max(now);
         }
         let regions = self.tasks[t].regions.clone();
-        self.tasks.push(Task {
-            pid,
-            tgid,
-            ppid: parent_pid,
-            mm: Some(child_mm),
-            frames: vec![Frame { ops: program, pc: 0, remaining: 0, mark: None }],
-            regions,
-            state: TaskState::Running,
-            minflt: 0,
-            page_faults: 0,
-            children: Vec::new(),
-            cursor: Cursor::Idle,
-            last_status: None,
-            cpu,
-            perf: PerfCounters::default(),
-            exit_clock: 0.0,
-            last_run: 0,
-            pending: VecDeque::new(),
-            reaped: false,
-            waited: 0,
-            wait_clock: 0.0,
-        });
+        self.tasks.push(Task::new(pid, tgid, parent_pid, child_mm, program, regions, cpu));
         self.tasks[t].children.push(pid);
         let child = self.tasks.len() - 1;
         self.rq_update(child);
