@@ -9,6 +9,8 @@ use super::perf::PerfCounters;
 use super::profile::{replacement, CacheLevel, Profile};
 use super::tlb::{PageSize, Tlb, TlbHit};
 use crate::kernel::fault::Access;
+use crate::kernel::knobs::ScrubEngine;
+use crate::kernel::page_alloc::ClearPath;
 use crate::kernel::pgtable::{self, Entry};
 use crate::kernel::vmstat::VmEvent;
 use crate::kernel::{AtomicKind, Kernel, MmId, Work};
@@ -39,6 +41,8 @@ pub struct Cpu {
     pub l2: SetAssoc,
     /// Cycles elapsed on this CPU.
     pub clock: f64,
+    /// Cycles this CPU spent running tasks and kernel threads (its clock less idle time).
+    pub busy: f64,
     /// The address space whose translations are live (CR3).
     pub cur_asid: Option<u32>,
     /// The L2 streamer's trackers: the last line of each ascending stream it follows
@@ -113,6 +117,7 @@ impl Machine {
                 l1i: cache("cache.l1i", &p.cache.l1i, line),
                 l2: cache("cache.l2", &p.cache.l2, line),
                 clock: 0.0,
+                busy: 0.0,
                 cur_asid: None,
                 streams: vec![u64::MAX; p.cache.prefetch_streams],
                 walk_debt: 0.0,
@@ -609,6 +614,42 @@ impl Machine {
         serial / self.p.memory.stream_mlp
     }
 
+    /// `gbps` (bytes per nanosecond) in bytes per cycle of this machine's clock.
+    pub fn bytes_per_cycle(&self, gbps: f64) -> f64 {
+        gbps / self.p.cpu.freq_ghz
+    }
+
+    /// Drop every line of `pages` base pages from `pfn` on from every cache (what
+    /// non-temporal stores or a DMA engine's writes do to the copies CPUs hold).
+    pub fn invalidate_lines(&mut self, pfn: Pfn, pages: u64) {
+        let first = pfn.phys() >> self.line_shift;
+        let n = (pages * PAGE_SIZE) >> self.line_shift;
+        let end = first + n;
+        let inval = |c: &mut SetAssoc| {
+            if (n as usize) > c.capacity() {
+                c.invalidate_if(|l| (first..end).contains(&l));
+            } else {
+                for l in first..end {
+                    c.invalidate(l);
+                }
+            }
+        };
+        for cpu in &mut self.cpus {
+            inval(&mut cpu.l1d);
+            inval(&mut cpu.l2);
+        }
+        inval(&mut self.llc);
+    }
+
+    /// Cycles a zeroing engine (`vm/scrub_engine=offload`) takes for `pages` base pages, or
+    /// None when the machine has none or refuses a block this small (the CPU zeroes it).
+    pub fn offload_cycles(&self, pages: u64) -> Option<f64> {
+        let m = &self.p.memory;
+        let bytes = pages * PAGE_SIZE;
+        (m.offload_bandwidth > 0.0 && bytes >= m.offload_min)
+            .then(|| bytes as f64 / self.bytes_per_cycle(m.offload_bandwidth))
+    }
+
     /// Charge a streaming loop to `func`: it runs at its instruction rate (`exec`) unless
     /// fetching its lines (`fetch`) takes longer; the difference is a back-end stall.
     fn charge_streaming(&self, cpu: usize, func: &'static str, exec: f64, fetch: f64, perf: &mut PerfCounters) {
@@ -621,11 +662,22 @@ impl Machine {
     /// order). The interpreter decides when (`Interp::charge_work`).
     pub fn do_work(&mut self, cpu: usize, k: &mut Kernel, w: Work, perf: &mut PerfCounters, clock_base: f64) {
         match w {
-            Work::Clear { pfn, pages } => {
+            Work::Clear { pfn, pages, chunk: _, path } => {
                 let bytes = pages * PAGE_SIZE;
                 let exec = bytes as f64 / self.p.cost.clear_bytes_per_cycle;
-                if self.p.cost.clear_nontemporal {
-                    perf.charge("clear_page_erms", self.exec_cycles(cpu, exec));
+                let func = if path == ClearPath::Kscrubd { "kscrubd" } else { "clear_page_erms" };
+                let nontemporal = if path == ClearPath::Kscrubd {
+                    k.knobs.scrub_engine != ScrubEngine::Cpu
+                } else {
+                    self.p.cost.clear_nontemporal
+                };
+                if nontemporal {
+                    // Non-temporal stores: no line is fetched or kept; cached copies are
+                    // invalidated; the stores drain at no more than the node's bandwidth.
+                    self.invalidate_lines(pfn, pages);
+                    let bw = self.bytes_per_cycle(self.p.memory.bandwidth);
+                    let drain = bytes as f64 / bw;
+                    self.charge_streaming(cpu, func, exec, drain, perf);
                 } else {
                     // Temporal stores: every zeroed line passes through this CPU's caches, and
                     // a line not in them is fetched first (a read for ownership).
@@ -635,7 +687,7 @@ impl Machine {
                     for l in lines {
                         self.cache_access(cpu, l);
                     }
-                    self.charge_streaming(cpu, "clear_page_erms", exec, fetch, perf);
+                    self.charge_streaming(cpu, func, exec, fetch, perf);
                 }
             }
             Work::Copy { dst, src } => {

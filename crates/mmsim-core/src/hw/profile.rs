@@ -104,6 +104,14 @@ pub struct MemorySpec {
     /// lines, the L2 streamer's included: it bounds their rate at `stream_mlp` lines per
     /// `latency`.
     pub stream_mlp: f64,
+    /// Bytes per nanosecond (GB/s) one node's memory delivers: the bound of a non-temporal
+    /// clear (`vm/scrub_engine=cpu_nt`).
+    pub bandwidth: f64,
+    /// GB/s of a block-zeroing DMA engine (`vm/scrub_engine=offload`, seed 002's SGI BTE);
+    /// 0: the machine has none.
+    pub offload_bandwidth: f64,
+    /// Smallest block, in bytes, the zeroing engine takes (smaller ones are zeroed by the CPU).
+    pub offload_min: u64,
 }
 
 /// Software costs: instructions of the workload's loops and the kernel's paths.
@@ -297,6 +305,10 @@ fn validate(p: &Profile) -> Result<(), String> {
     pos("cpu.stores_per_cycle", p.cpu.stores_per_cycle)?;
     pos("memory.mlp", p.memory.mlp)?;
     pos("memory.stream_mlp", p.memory.stream_mlp)?;
+    pos("memory.bandwidth", p.memory.bandwidth)?;
+    if !(p.memory.offload_bandwidth >= 0.0 && p.memory.offload_bandwidth.is_finite()) {
+        return Err("profile: memory.offload_bandwidth: must be 0 (no engine) or a positive number of GB/s".into());
+    }
     let at_least_one = |name: &str, v: u32| {
         if v >= 1 {
             Ok(())

@@ -499,7 +499,13 @@ fn clearing_a_cold_page_waits_for_its_lines() {
     let mut m = Machine::new(p.clone(), 1);
     let clear = |m: &mut Machine, k: &mut Kernel, pfn: u32| {
         let mut pc = PerfCounters::default();
-        m.do_work(0, k, Work::Clear { pfn: Pfn(pfn), pages: 1 }, &mut pc, 0.0);
+        m.do_work(
+            0,
+            k,
+            Work::Clear { pfn: Pfn(pfn), pages: 1, chunk: 1, path: crate::kernel::page_alloc::ClearPath::Alloc },
+            &mut pc,
+            0.0,
+        );
         (pc.cycles, pc.stalled_backend)
     };
     assert_eq!(clear(&mut m, &mut k, 100), (cold, cold - warm), "cold: a fill-buffer-bound stall");

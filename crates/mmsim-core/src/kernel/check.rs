@@ -5,7 +5,7 @@
 //! one after every system call and every page fault.
 
 use super::mm::MmCounter;
-use super::mm_types::{pg, NIL};
+use super::mm_types::{pg, FrameData, NIL};
 use super::vmstat::VmItem;
 use super::{Kernel, MmId};
 use crate::units::{Pfn, HPAGE_PMD_NR, PAGE_SIZE};
@@ -110,12 +110,34 @@ impl Kernel {
         let n = self.mem.nr_pages();
         let mut runs = std::mem::take(&mut c.runs);
         let mut free_total = 0;
-        for (pfn, order, _z) in self.mem.free_blocks() {
+        let mut zeroed_total = 0;
+        for (pfn, order, zeroed) in self.mem.free_blocks() {
             runs.push((pfn, 1 << order, Owner::Free));
             free_total += 1u64 << order;
+            if zeroed {
+                zeroed_total += 1u64 << order;
+                // No path may hand out non-zero memory as zeroed (seed 002's __GFP_ZERO).
+                if let Some(i) =
+                    (pfn..pfn + (1 << order)).find(|&i| !matches!(self.mem.data[i as usize], FrameData::Zero))
+                {
+                    return Err(format!(
+                        "free block {pfn:#x} of order {order} is on the zeroed list but frame {i:#x} holds data"
+                    ));
+                }
+            }
         }
         if free_total != self.mem.free_pages {
             return Err(format!("free lists hold {free_total} pages, counter says {}", self.mem.free_pages));
+        }
+        if zeroed_total != self.mem.zeroed_free_pages {
+            return Err(format!(
+                "zeroed free lists hold {zeroed_total} pages, counter says {}",
+                self.mem.zeroed_free_pages
+            ));
+        }
+        // The block kscrubd is zeroing is off the lists but still the allocator's.
+        if let Some((pfn, order)) = self.mem.scrubbing {
+            runs.push((pfn, 1 << order, Owner::Free));
         }
         if self.mem.reserved > 0 {
             runs.push((0, self.mem.reserved as u32, Owner::Reserved));

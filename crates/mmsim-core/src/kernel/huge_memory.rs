@@ -44,7 +44,7 @@ impl Kernel {
     /// `vma_alloc_anon_folio_pmd`: a zeroed PMD-sized folio, or THP_FAULT_FALLBACK.
     fn vma_alloc_anon_folio_pmd(&mut self, vma: &Vma) -> Option<Allocated> {
         let flags = self.vma_thp_gfp_mask(vma);
-        let a = self.alloc_pages(HPAGE_PMD_ORDER, flags);
+        let a = self.alloc_user_zeroed(HPAGE_PMD_ORDER, flags);
         if a.is_none() {
             self.stat.count(VmEvent::ThpFaultFallback);
         }
@@ -121,7 +121,7 @@ impl Kernel {
     /// page, so the deposited table becomes a PTE table whose entry at the fault address maps
     /// a new zeroed 4 KiB page and every other entry the 4 KiB zero page (no pmd split).
     fn do_huge_pmd_wp_zero_page_fallback(&mut self, mm: MmId, vma: &Vma, addr: u64, pmd: Slot) -> u32 {
-        let Some(page) = self.alloc_pages(0, gfp::ZERO | gfp::USER | gfp::DIRECT_RECLAIM) else {
+        let Some(page) = self.alloc_user_zeroed(0, gfp::USER | gfp::DIRECT_RECLAIM) else {
             return vm_fault::OOM;
         };
         let haddr = addr & !(HPAGE_PMD_SIZE - 1);

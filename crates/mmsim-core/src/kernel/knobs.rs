@@ -84,6 +84,23 @@ pub enum PcpBatch {
     Pages(u32),
 }
 
+/// `vm/scrub_engine` (mmsim's name): what zeroes the blocks kscrubd takes (seed 002).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScrubEngine {
+    /// The CPU kscrubd runs on, with temporal stores through its caches (the seed's fallback
+    /// `clear_page(addr, order)`, which "will likely thrash the cpu caches").
+    Cpu,
+    /// The CPU with non-temporal stores: no cache fills, limited by memory bandwidth.
+    CpuNt,
+    /// A DMA engine like the SGI Altix BTE (the seed's patch 4/4): no CPU time and no cache
+    /// pollution; its bandwidth and smallest block come from the profile
+    /// (`memory.offload_bandwidth`, `memory.offload_min`). Blocks it refuses, and every block on
+    /// a machine without one, are zeroed by the CPU as with `cpu`, as the seed's kscrubd does
+    /// when no zero driver accepts a block.
+    Offload,
+}
+
 /// Every tunable the model honours. Defaults are Linux 6.18's with a distribution config
 /// (Debian/Fedora build THP as `madvise`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -108,6 +125,22 @@ pub struct Knobs {
     /// CONFIG_PT_RECLAIM (Linux >= 6.14, default y on x86-64): MADV_DONTNEED frees the PTE
     /// tables it empties over their whole 2 MiB.
     pub pt_reclaim: bool,
+    /// `init_on_alloc` boot parameter (CONFIG_INIT_ON_ALLOC_DEFAULT_ON): every allocation is
+    /// cleared in post_alloc_hook.
+    pub init_on_alloc: bool,
+    /// `init_on_free` boot parameter: every freed block is cleared; allocations then skip it.
+    pub init_on_free: bool,
+    /// `vm/scrub_start` (seed 002): None = kscrubd disabled (the seed's default); else a free
+    /// that coalesces a block of this order or higher wakes it.
+    pub scrub_start: Option<u32>,
+    /// `vm/scrub_stop`: kscrubd zeroes until no free block of this order or higher is dirty.
+    pub scrub_stop: u32,
+    /// `vm/scrub_load`: kscrubd is not woken while the 1-minute load average is at or above it.
+    pub scrub_load: u32,
+    /// `vm/scrub_engine` (mmsim's).
+    pub scrub_engine: ScrubEngine,
+    /// `vm/scrub_merge=separate` (mmsim's): zeroed and dirty free buddies never coalesce.
+    pub scrub_merge_separate: bool,
 }
 
 /// `PID_MAX_DEFAULT` (include/linux/threads.h): 0x8000. Linux's pid_idr_init raises it to
@@ -134,6 +167,13 @@ impl Default for Knobs {
             pcp_batch: PcpBatch::Auto,
             pid_max: PID_MAX_DEFAULT,
             pt_reclaim: true,
+            init_on_alloc: false,
+            init_on_free: false,
+            scrub_start: None,
+            scrub_stop: 2,
+            scrub_load: 999,
+            scrub_engine: ScrubEngine::Cpu,
+            scrub_merge_separate: false,
         }
     }
 }
@@ -160,9 +200,18 @@ const HZP_REFCOUNT: &str = "transparent_hugepage/hzp_refcount";
 const PCP_BATCH: &str = "page_alloc/pcp_batch";
 const PID_MAX: &str = "kernel/pid_max";
 const PT_RECLAIM: &str = "kernel/pt_reclaim";
+const INIT_ON_ALLOC: &str = "init_on_alloc";
+const INIT_ON_FREE: &str = "init_on_free";
+const SCRUB_START: &str = "vm/scrub_start";
+const SCRUB_STOP: &str = "vm/scrub_stop";
+const SCRUB_LOAD: &str = "vm/scrub_load";
+const SCRUB_ENGINE: &str = "vm/scrub_engine";
+const SCRUB_MERGE: &str = "vm/scrub_merge";
 
-/// Knobs that stand for a kernel build or patch: they can be set before the run only.
-pub const BOOT_ONLY: &[&str] = &[HZP_ALLOC, HZP_REFCOUNT, PCP_BATCH, PT_RECLAIM];
+/// Knobs that stand for a kernel build, patch or boot parameter: they can be set before the
+/// run only.
+pub const BOOT_ONLY: &[&str] =
+    &[HZP_ALLOC, HZP_REFCOUNT, PCP_BATCH, PT_RECLAIM, INIT_ON_ALLOC, INIT_ON_FREE, SCRUB_MERGE];
 
 /// (name, accepted values, meaning) of every knob, in the order `mmsim knobs` lists them.
 const KNOB_TABLE: &[(&str, &str, &str)] = &[
@@ -226,6 +275,43 @@ const KNOB_TABLE: &[(&str, &str, &str)] = &[
         "0|1",
         "mmsim, before the run only: CONFIG_PT_RECLAIM (Linux >= 6.14): MADV_DONTNEED frees a PTE table it \
          leaves empty over the table's whole 2 MiB (1), or keeps it until munmap or exit (0, older kernels)",
+    ),
+    (
+        INIT_ON_ALLOC,
+        "0|1",
+        "boot parameter, before the run only: every page allocation is cleared (post_alloc_hook); the \
+         anonymous fault then does not clear again (user_alloc_needs_zeroing)",
+    ),
+    (
+        INIT_ON_FREE,
+        "0|1",
+        "boot parameter, before the run only: every freed page is cleared (free_pages_prepare) and a later \
+         __GFP_ZERO allocation skips its clear; the anonymous fault still clears unless init_on_alloc is 1",
+    ),
+    (
+        SCRUB_START,
+        "off|0..10",
+        "seed 002: kscrubd, off by default; a free that coalesces a block of this order or higher wakes it, \
+         and the anonymous fault asks for __GFP_ZERO memory that prezeroed blocks serve without a clear",
+    ),
+    (SCRUB_STOP, "0..10", "seed 002: kscrubd zeroes until every free block of this order or higher is zeroed"),
+    (
+        SCRUB_LOAD,
+        "0..999",
+        "seed 002: kscrubd is not woken while the 1-minute load average is at or above this (999: never held off)",
+    ),
+    (
+        SCRUB_ENGINE,
+        "cpu|cpu_nt|offload",
+        "mmsim: what zeroes kscrubd's blocks: its CPU with temporal stores (through the caches), with \
+         non-temporal stores (no cache fills, memory-bandwidth bound), or a DMA engine like the Altix BTE \
+         (no CPU time, no cache pollution; memory.offload_bandwidth from the profile)",
+    ),
+    (
+        SCRUB_MERGE,
+        "dirty|separate",
+        "mmsim, before the run only: a zeroed free block and its not-zeroed buddy coalesce into a block that is \
+         not zeroed (dirty), or never coalesce (separate: the seed's V3 code, one buddy bitmap per list)",
     ),
 ];
 
@@ -302,6 +388,18 @@ impl Knobs {
             },
             PID_MAX => self.pid_max.to_string(),
             PT_RECLAIM => (self.pt_reclaim as u8).to_string(),
+            INIT_ON_ALLOC => (self.init_on_alloc as u8).to_string(),
+            INIT_ON_FREE => (self.init_on_free as u8).to_string(),
+            SCRUB_START => self.scrub_start.map_or("off".to_string(), |o| o.to_string()),
+            SCRUB_STOP => self.scrub_stop.to_string(),
+            SCRUB_LOAD => self.scrub_load.to_string(),
+            SCRUB_ENGINE => match self.scrub_engine {
+                ScrubEngine::Cpu => "cpu",
+                ScrubEngine::CpuNt => "cpu_nt",
+                ScrubEngine::Offload => "offload",
+            }
+            .to_string(),
+            SCRUB_MERGE => if self.scrub_merge_separate { "separate" } else { "dirty" }.to_string(),
             _ => return None,
         })
     }
@@ -403,11 +501,43 @@ impl Knobs {
                     _ => return Err(bad(&format!("an integer {PID_MAX_MIN}..{PID_MAX_LIMIT}"))),
                 }
             }
-            PT_RECLAIM => {
-                self.pt_reclaim = match v {
-                    "0" | "false" => false,
-                    "1" | "true" => true,
-                    _ => return Err(bad("0 or 1")),
+            PT_RECLAIM => self.pt_reclaim = parse_bool(v).ok_or_else(|| bad("0 or 1"))?,
+            INIT_ON_ALLOC => self.init_on_alloc = parse_bool(v).ok_or_else(|| bad("0 or 1"))?,
+            INIT_ON_FREE => self.init_on_free = parse_bool(v).ok_or_else(|| bad("0 or 1"))?,
+            SCRUB_START => {
+                self.scrub_start = match v {
+                    "off" | "none" => None,
+                    _ => match v.parse::<u32>() {
+                        Ok(o) if o <= 10 => Some(o),
+                        _ => return Err(bad("off or an order 0..10")),
+                    },
+                }
+            }
+            SCRUB_STOP => {
+                self.scrub_stop = match v.parse::<u32>() {
+                    Ok(o) if o <= 10 => o,
+                    _ => return Err(bad("an order 0..10")),
+                }
+            }
+            SCRUB_LOAD => {
+                self.scrub_load = match v.parse::<u32>() {
+                    Ok(l) if l <= 999 => l,
+                    _ => return Err(bad("an integer 0..999")),
+                }
+            }
+            SCRUB_ENGINE => {
+                self.scrub_engine = match v {
+                    "cpu" => ScrubEngine::Cpu,
+                    "cpu_nt" => ScrubEngine::CpuNt,
+                    "offload" => ScrubEngine::Offload,
+                    _ => return Err(bad("cpu, cpu_nt or offload")),
+                }
+            }
+            SCRUB_MERGE => {
+                self.scrub_merge_separate = match v {
+                    "dirty" => false,
+                    "separate" => true,
+                    _ => return Err(bad("dirty or separate")),
                 }
             }
             _ => {
@@ -421,6 +551,15 @@ impl Knobs {
     /// All knobs as name -> value, as a run reports its effective settings.
     pub fn effective(&self) -> Vec<(String, String)> {
         Knobs::names().map(|n| (n.to_string(), self.get(n).expect("known"))).collect()
+    }
+}
+
+/// A 0|1 knob value (sysfs also takes true/false here).
+fn parse_bool(v: &str) -> Option<bool> {
+    match v {
+        "0" | "false" => Some(false),
+        "1" | "true" => Some(true),
+        _ => None,
     }
 }
 
@@ -478,6 +617,13 @@ mod tests {
             PCP_BATCH,
             PID_MAX,
             PT_RECLAIM,
+            INIT_ON_ALLOC,
+            INIT_ON_FREE,
+            SCRUB_START,
+            SCRUB_STOP,
+            SCRUB_LOAD,
+            SCRUB_ENGINE,
+            SCRUB_MERGE,
         ];
         let listed: Vec<_> = Knobs::names().collect();
         for name in all {

@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use knobs::Knobs;
 use mm::{MmCounter, MmStruct};
 use mm_types::{pg, FrameData, NIL};
-use page_alloc::{gfp, Allocated, PhysMem};
+use page_alloc::{gfp, Allocated, ClearPath, PhysMem};
 use pgtable::Entry;
 use shmem::ShmemObject;
 use vmstat::{VmEvent, VmItem, VmStat};
@@ -87,8 +87,9 @@ pub struct Kernel {
 /// A piece of kernel work with a hardware cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Work {
-    /// clear_page of `pages` base pages starting at `pfn` (the block was not prezeroed).
-    Clear { pfn: Pfn, pages: u64 },
+    /// Clearing `pages` base pages from `pfn` on, `chunk` pages per `clear_page` call (seed
+    /// 002's clear_page with an order clears a whole block in one call), by `path`.
+    Clear { pfn: Pfn, pages: u64, chunk: u64, path: ClearPath },
     /// copy_user_highpage.
     Copy { dst: Pfn, src: Pfn },
     /// flush_tlb_mm_range over [start, end) of an mm on every CPU that may cache it.
@@ -192,6 +193,11 @@ impl Kernel {
         let mut mem = PhysMem::new(nr_pages, RESERVED_FRAMES);
         mem.fail_min_order = knobs.fail_min_order;
         mem.fail_every = knobs.fail_every;
+        mem.init_on_alloc = knobs.init_on_alloc;
+        mem.init_on_free = knobs.init_on_free;
+        if knobs.init_on_free {
+            mem.boot_init_on_free();
+        }
         let zero_pfn = Pfn(0);
         mem.pages[0].set(pg::RESERVED);
         let mut k = Kernel {
@@ -217,6 +223,7 @@ impl Kernel {
             work: Vec::new(),
             check_scratch: Default::default(),
         };
+        k.sync_knobs();
         k.huge_zero_boot();
         k.work.clear();
         k.sync_items();
@@ -232,9 +239,17 @@ impl Kernel {
     /// Apply a knob change at run time (as writing to sysfs would).
     pub fn set_knob(&mut self, name: &str, value: &str) -> Result<(), String> {
         self.knobs.set(name, value)?;
-        self.mem.fail_min_order = self.knobs.fail_min_order;
-        self.mem.fail_every = self.knobs.fail_every;
+        self.sync_knobs();
         Ok(())
+    }
+
+    /// Hand the allocator the knobs it acts on (kept in `PhysMem` so it needs no `Knobs`).
+    fn sync_knobs(&mut self) {
+        let k = &self.knobs;
+        self.mem.fail_min_order = k.fail_min_order;
+        self.mem.fail_every = k.fail_every;
+        self.mem.merge_separate = k.scrub_merge_separate;
+        self.mem.scrub_start = k.scrub_start;
     }
 
     /// Refresh the items the allocator owns (nr_free_pages).
@@ -313,7 +328,7 @@ impl Kernel {
             self.mm_mut(mm).pgtables_bytes -= PAGE_SIZE as i64;
         }
         self.mem.pages[table.idx()].refcount = 0;
-        self.mem.free(table, 0, &mut self.stat);
+        self.free_pages_ok(table, 0);
         self.free_unref_page();
     }
 
@@ -355,10 +370,55 @@ impl Kernel {
         if order == 0 {
             self.rmqueue_pcplist();
         }
-        if a.cleared > 0 {
-            self.work.push(Work::Clear { pfn: a.pfn, pages: a.cleared });
+        if let Some(path) = a.clear {
+            // Seed 002's allocator clears a block with one clear_page(addr, order); Linux's
+            // post_alloc_hook (kernel_init_pages) calls clear_highpage page by page.
+            let chunk = if self.knobs.scrub_start.is_some() { a.cleared } else { 1 };
+            self.clear_pages(a.pfn, a.cleared, chunk, path);
         }
         Some(a)
+    }
+
+    /// Clear `pages` base pages from `pfn` on (`clear_page` calls of `chunk` pages each): the
+    /// frames hold zeroes, the path's counter and `mmsim_pgclear` count them, and the hardware
+    /// is charged for it.
+    pub fn clear_pages(&mut self, pfn: Pfn, pages: u64, chunk: u64, path: ClearPath) {
+        for i in 0..pages as u32 {
+            if !matches!(self.mem.data[(pfn.0 + i) as usize], FrameData::Zero) {
+                self.mem.set_data((pfn.0 + i) as usize, FrameData::Zero);
+            }
+        }
+        self.stat.count_n(VmEvent::PgClear, pages as i64);
+        self.stat.count_n(path.event(), pages as i64);
+        self.work.push(Work::Clear { pfn, pages, chunk, path });
+    }
+
+    /// `vma_alloc_zeroed_movable_folio` and the THP fault's allocation: a zeroed user folio of
+    /// `order`. Linux >= 6.13 allocates it without `__GFP_ZERO` and clears it itself
+    /// (`clear_user_highpage` / `folio_zero_user`) when `user_alloc_needs_zeroing()`, that is
+    /// unless `init_on_alloc` cleared it already; so after `init_on_free` it is cleared twice.
+    /// With seed 002's policy on (`vm/scrub_start` set) the fault asks the allocator for
+    /// `__GFP_ZERO` memory instead (the seed's `alloc_zeroed_user_highpage`), which a prezeroed
+    /// block serves without clearing.
+    pub fn alloc_user_zeroed(&mut self, order: u32, gfp_flags: u32) -> Option<Allocated> {
+        if self.knobs.scrub_start.is_some() {
+            return self.alloc_pages(order, gfp_flags | gfp::ZERO);
+        }
+        let a = self.alloc_pages(order, gfp_flags & !gfp::ZERO)?;
+        if !self.knobs.init_on_alloc {
+            self.clear_pages(a.pfn, 1 << order, 1, ClearPath::User);
+        }
+        Some(a)
+    }
+
+    /// `__free_pages_ok` after `free_pages_prepare`: with `init_on_free` the block is cleared
+    /// (`kernel_init_pages`, page by page) and goes back to the allocator zeroed.
+    pub fn free_pages_ok(&mut self, pfn: Pfn, order: u32) {
+        let init = self.knobs.init_on_free;
+        if init {
+            self.clear_pages(pfn, 1 << order, 1, ClearPath::InitOnFree);
+        }
+        self.mem.free(pfn, order, init, &mut self.stat);
     }
 
     fn alloc_pages_inner(&mut self, order: u32, gfp_flags: u32) -> Option<Allocated> {
@@ -451,7 +511,7 @@ impl Kernel {
             self.folio_mms.remove(&head.0);
         }
         let order = if is_head { order } else { 0 };
-        self.mem.free(head, order, &mut self.stat);
+        self.free_pages_ok(head, order);
         if order == 0 {
             self.free_unref_page();
         }
@@ -613,7 +673,8 @@ impl Kernel {
 
     /// True when no frame is referenced except the reserved ones (the end-of-run state).
     pub fn all_free(&self) -> bool {
-        self.mem.free_pages + self.mem.reserved + self.huge_zero_pages() == self.mem.nr_pages()
+        let scrubbing = self.mem.scrubbing.map_or(0, |(_, o)| 1u64 << o);
+        self.mem.free_pages + scrubbing + self.mem.reserved + self.huge_zero_pages() == self.mem.nr_pages()
     }
 
     /// Frames held by the huge zero folio (0 or 512).

@@ -3,7 +3,7 @@
 //! Differs from Linux: no swap, no huge shmem (shmem_enabled = never).
 
 use super::mm_types::{pg, NIL};
-use super::page_alloc::gfp;
+use super::page_alloc::{gfp, ClearPath};
 use super::vmstat::VmItem;
 use super::Kernel;
 use crate::units::Pfn;
@@ -43,7 +43,10 @@ impl Kernel {
         if let Some(p) = self.shmem_find_folio(obj, index) {
             return Some(p);
         }
-        let a = self.alloc_pages(0, gfp::ZERO | gfp::USER | gfp::DIRECT_RECLAIM)?;
+        // shmem_alloc_folio takes the mapping's gfp (no __GFP_ZERO) and shmem_get_folio_gfp
+        // clears the new folio itself (so twice under init_on_alloc, as Linux does).
+        let a = self.alloc_pages(0, gfp::USER | gfp::DIRECT_RECLAIM)?;
+        self.clear_pages(a.pfn, 1, 1, ClearPath::User);
         let p = &mut self.mem.pages[a.pfn.idx()];
         p.set(pg::SHMEM);
         p.mapping = obj;

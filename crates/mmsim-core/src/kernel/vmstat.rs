@@ -50,7 +50,16 @@ declare_counters! {
     // mmsim's own diagnostics (no /proc/vmstat counterpart), prefixed so they cannot be
     // mistaken for Linux's.
     PgZeroed => "mmsim_pgalloc_prezeroed",
+    PgZeroMiss => "mmsim_pgalloc_zero_miss",
+    PgZeroedWasted => "mmsim_pgalloc_zeroed_wasted",
     PgClear => "mmsim_pgclear",
+    PgZeroAlloc => "mmsim_pgzero_alloc",
+    PgZeroUser => "mmsim_pgzero_user",
+    PgZeroInitOnAlloc => "mmsim_pgzero_init_on_alloc",
+    PgZeroInitOnFree => "mmsim_pgzero_init_on_free",
+    PgZeroKscrubd => "mmsim_pgzero_kscrubd",
+    KscrubdWake => "mmsim_kscrubd_wake",
+    KscrubdLoadSkip => "mmsim_kscrubd_load_skip",
     PgCopy => "mmsim_pgcopy",
     CowFault => "mmsim_cow_copy",
     ReuseFault => "mmsim_cow_reuse",

@@ -19,6 +19,9 @@ use crate::units::{Pfn, PAGE_SIZE};
 
 mod access;
 mod host_memory;
+mod kscrubd;
+#[cfg(test)]
+mod kscrubd_tests;
 #[cfg(test)]
 mod limit_tests;
 mod process;
@@ -27,6 +30,7 @@ mod serial_tests;
 
 pub use host_memory::HostUsage;
 use host_memory::*;
+pub use kscrubd::{Kscrubd, LoadAvg};
 
 /// Pages a task touches (or syscalls it makes) before the scheduler moves on.
 pub const QUANTUM: u64 = 64;
@@ -41,6 +45,8 @@ const MAX_EVENTS: usize = 200;
 pub enum TaskState {
     Running,
     Waiting,
+    /// In a `sleep` op until its wake time.
+    Sleeping,
     Exited,
     Killed,
 }
@@ -48,7 +54,7 @@ pub enum TaskState {
 impl TaskState {
     pub fn name(self) -> &'static str {
         match self {
-            TaskState::Running | TaskState::Waiting => "running",
+            TaskState::Running | TaskState::Waiting | TaskState::Sleeping => "running",
             TaskState::Exited => "exited",
             TaskState::Killed => "killed",
         }
@@ -141,6 +147,8 @@ pub struct Task {
     waited: usize,
     /// `wait`: the latest exit clock of the children reaped so far (it wakes no earlier).
     wait_clock: f64,
+    /// `sleep`: the clock at which it wakes.
+    wake_at: f64,
 }
 
 impl Task {
@@ -176,6 +184,7 @@ impl Task {
             reaped: false,
             waited: 0,
             wait_clock: 0.0,
+            wake_at: 0.0,
         }
     }
 
@@ -257,6 +266,12 @@ pub struct Interp {
     hw_bytes: u64,
     /// Checks since `mm_bytes` was recounted.
     checks_since_recount: u64,
+    /// Seed 002's kscrubd kernel thread.
+    pub kscrubd: Kscrubd,
+    /// The load average (`avenrun`), in simulated time.
+    pub loadavg: LoadAvg,
+    /// Tasks in a `sleep` op (indices).
+    sleepers: Vec<usize>,
 }
 
 /// A batch of tasks one fork or thread op created (pids `next..=last` still to finish), and
@@ -311,6 +326,9 @@ impl Interp {
             mm_bytes: 0,
             hw_bytes: 0,
             checks_since_recount: 0,
+            kscrubd: Kscrubd::default(),
+            loadavg: LoadAvg::default(),
+            sleepers: Vec::new(),
         };
         it.rq = vec![BTreeSet::new(); it.machine.cpus.len()];
         it.hw_bytes = it.machine.host_bytes();
@@ -324,6 +342,9 @@ impl Interp {
         it.set_mm_owner(mm, 0);
         it.rq_update(0);
         it.recount_host_bytes();
+        // `vm/scrub_start` set before the run was written at boot: its handler wakes kscrubd.
+        it.kernel.mem.scrub_wake = it.kernel.knobs.scrub_start.is_some();
+        it.wakeup_kscrubd(0.0);
         if let Some(o) = it.oracle.as_mut() {
             o.new_process(1);
         }
@@ -387,6 +408,27 @@ impl Interp {
                 }
             }
         }
+        // A sleeper whose time has come (nothing else would run before it) wakes first.
+        let ks = if self.serial { None } else { self.kscrubd_candidate() };
+        let next = [best.map(|b| b.0), ks.map(|k| k.0)].into_iter().flatten().fold(f64::INFINITY, f64::min);
+        let sleeper = match only {
+            Some(o) => (self.tasks[o].state == TaskState::Sleeping).then_some(o),
+            None => {
+                self.sleepers.iter().copied().min_by(|&a, &b| self.tasks[a].wake_at.total_cmp(&self.tasks[b].wake_at))
+            }
+        };
+        if let Some(s) = sleeper.filter(|&s| self.tasks[s].wake_at <= next) {
+            self.wake_sleeper(s);
+            return true;
+        }
+        if let Some((kt, klr)) = ks {
+            if best.is_none_or(|b| kt < b.0 || (kt == b.0 && klr < b.1)) {
+                self.machine.horizon = self.machine.horizon.max(kt);
+                self.run_kscrubd(kt);
+                self.advance_loadavg();
+                return true;
+            }
+        }
         let Some((horizon, _, t)) = best else {
             return waiting;
         };
@@ -418,22 +460,51 @@ impl Interp {
         self.quantum_base = before;
         // Keep CPUs in step: run until this CPU passes the next-earliest other busy CPU.
         let mine = self.machine.cpus[cpu].clock;
-        let other = self
+        let mut other = self
             .busy_cpus
             .iter()
             .filter(|&&c| !self.serial && c != cpu)
             .map(|&c| self.machine.cpus[c].clock)
             .fold(f64::INFINITY, f64::min);
+        if let Some((kt, _)) = ks.filter(|_| self.kscrubd.cpu != cpu) {
+            other = other.min(kt);
+        }
         self.time_limit = before + (other - mine).max(0.0) + SLICE_SLACK;
         self.run_task(t, QUANTUM);
         let spent = self.tasks[t].perf.cycles - before;
         self.machine.cpus[cpu].clock += spent;
+        self.machine.cpus[cpu].busy += spent;
         if matches!(self.tasks[t].state, TaskState::Exited | TaskState::Killed) {
             self.tasks[t].exit_clock = self.machine.cpus[cpu].clock;
         }
+        if self.tasks[t].state == TaskState::Sleeping {
+            let now = self.machine.cpus[cpu].clock;
+            self.tasks[t].wake_at += now;
+            self.sleepers.push(t);
+        }
         self.rq_update(t);
+        self.wakeup_kscrubd(self.machine.cpus[cpu].clock);
+        self.advance_loadavg();
         self.check_host_memory();
         true
+    }
+
+    /// Update the load average up to the scheduler's horizon (the earliest running CPU's time)
+    /// from the tasks runnable now, kscrubd included while it is awake.
+    fn advance_loadavg(&mut self) {
+        let secs = self.machine.horizon / (self.machine.p.cpu.freq_ghz * 1e9);
+        let active = self.rq.iter().map(|q| q.len() as u64).sum::<u64>() + self.kscrubd.running as u64;
+        self.loadavg.advance(secs, active);
+    }
+
+    /// A sleeping task's time has come: it runs again, its CPU no earlier than then.
+    fn wake_sleeper(&mut self, s: usize) {
+        self.sleepers.retain(|&x| x != s);
+        let (cpu, at) = (self.tasks[s].cpu, self.tasks[s].wake_at);
+        let c = &mut self.machine.cpus[cpu].clock;
+        *c = c.max(at);
+        self.tasks[s].state = TaskState::Running;
+        self.rq_update(s);
     }
 
     /// Run task `t` for up to `budget` steps.
@@ -518,7 +589,9 @@ impl Interp {
     /// running), every later span of as many iterations would repeat them: add their counts
     /// at once (exact fast-forward).
     fn iteration_boundary(&mut self, t: usize) {
-        let others = self.busy_cpus.iter().any(|&c| self.rq[c].iter().any(|&(_, i)| i != t));
+        let others = self.busy_cpus.iter().any(|&c| self.rq[c].iter().any(|&(_, i)| i != t))
+            || self.kscrubd.running
+            || !self.sleepers.is_empty();
         if others || !self.fast_forward {
             self.tasks[t].frames.last_mut().expect("frame").mark = None;
             return;
@@ -711,6 +784,17 @@ impl Interp {
                 self.tasks[t].state = TaskState::Waiting;
                 self.waiters.push(t);
             }
+            Op::Sleep(SleepOp { ms }) => {
+                // nanosleep: the task blocks; `round` adds its CPU's time at the end of the
+                // quantum (the time it went to sleep) and wakes it then plus `ms`.
+                let cycles = ms * 1e-3 * self.machine.p.cpu.freq_ghz * 1e9;
+                let cpu = self.tasks[t].cpu;
+                self.machine.drain_translations(cpu, &mut self.tasks[t].perf);
+                let cost = self.machine.exec_cycles(cpu, self.machine.p.cost.syscall);
+                self.tasks[t].perf.charge("entry_SYSCALL_64", cost);
+                self.tasks[t].wake_at = cycles;
+                self.tasks[t].state = TaskState::Sleeping;
+            }
             Op::Exit(_) => self.exit_task(t, TaskState::Exited),
             Op::Snapshot(SnapshotOp { label }) => {
                 self.outputs += 1;
@@ -725,6 +809,9 @@ impl Interp {
                     );
                 } else if let Err(e) = self.kernel.set_knob(knob, &value.0) {
                     self.event(pid, "syscall", e);
+                } else if knob == "vm/scrub_start" && self.kernel.knobs.scrub_start.is_some() {
+                    // The seed's scrub_start_handler wakes kscrubd.
+                    self.kernel.mem.scrub_wake = true;
                 }
             }
         }

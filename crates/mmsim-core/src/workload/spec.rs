@@ -131,6 +131,7 @@ pub enum Op {
     Atomic(AtomicOp),
     Fetch(FetchOp),
     Thread(ForkOp),
+    Sleep(SleepOp),
 }
 
 /// The `mmap` op.
@@ -259,6 +260,14 @@ pub struct ForkOp {
 #[serde(deny_unknown_fields)]
 pub struct WaitOp {}
 
+/// The `sleep` op: the task blocks for `ms` milliseconds of simulated time (nanosleep), its
+/// CPU left to other tasks and kernel threads.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SleepOp {
+    pub ms: f64,
+}
+
 /// The `exit` op.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -328,7 +337,7 @@ fn field<'de, T: Deserialize<'de>, D: Deserializer<'de>>(v: serde_json::Value) -
 const FIELD_MARK: &str = "\u{1}";
 
 const OP_NAMES: &str =
-    "mmap, munmap, mprotect, madvise, read, write, compare, loop, fork, thread, wait, exit, snapshot, set, atomic, fetch";
+    "mmap, munmap, mprotect, madvise, read, write, compare, loop, fork, thread, wait, sleep, exit, snapshot, set, atomic, fetch";
 
 impl<'de> Deserialize<'de> for Op {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Op, D::Error> {
@@ -351,6 +360,7 @@ impl<'de> Deserialize<'de> for Op {
             "fork" => Op::Fork(field::<ForkOp, D>(v)?),
             "thread" => Op::Thread(field::<ForkOp, D>(v)?),
             "wait" => Op::Wait(field::<WaitOp, D>(v)?),
+            "sleep" => Op::Sleep(field::<SleepOp, D>(v)?),
             "exit" => Op::Exit(field::<ExitOp, D>(v)?),
             "snapshot" => Op::Snapshot(field::<SnapshotOp, D>(v)?),
             "atomic" => Op::Atomic(field::<AtomicOp, D>(v)?),
@@ -666,6 +676,11 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -
                 k.set(knob, &value.0).map_err(|e| err(i, "knob", e))?;
             }
             Op::Atomic(AtomicOp { region, .. }) => known(names, i, "region", region)?,
+            Op::Sleep(SleepOp { ms }) => {
+                if !(ms.is_finite() && (0.0..=1e9).contains(ms)) {
+                    return Err(err(i, "ms", "must be a number of milliseconds between 0 and 1e9".into()));
+                }
+            }
             Op::Wait(_) | Op::Exit(_) | Op::Snapshot(_) => {}
         }
     }
