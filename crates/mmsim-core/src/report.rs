@@ -109,6 +109,28 @@ pub struct Snapshot {
     pub vmstat: Counters,
     pub meminfo: Counters,
     pub processes: Vec<ProcessStatus>,
+    /// Seconds of simulated time at the snapshot on the CPU of the task that took it (the
+    /// machine's elapsed time for the baseline and the end).
+    pub time: f64,
+    /// Per CPU: `cpu`, `busy-seconds` (running tasks and kernel threads) and
+    /// `kscrubd-seconds` (of those, kscrubd's).
+    pub cpus: Vec<Metrics>,
+    /// The kernel threads (seed 002's kscrubd): name and counts.
+    pub kthreads: Vec<KthreadStatus>,
+}
+
+/// A kernel thread's status (not a process of the workload: it has no pid of its own here).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct KthreadStatus {
+    pub name: String,
+    /// Awake (zeroing or waiting for its engine) at the snapshot.
+    pub running: bool,
+    /// The CPU it last ran on.
+    pub cpu: u32,
+    /// Blocks and base pages it zeroed.
+    pub blocks: u64,
+    pub pages: u64,
+    pub perf: Metrics,
 }
 
 /// Something a process ran into: a segmentation fault, a failed system call, an OOM kill, an

@@ -381,6 +381,8 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
     for t in &it.tasks {
         total.add(&t.perf);
     }
+    // System-wide, as `perf stat -a` counts: kernel threads too.
+    total.add(&it.kscrubd.perf);
     let faults: i64 = it.tasks.iter().map(|t| t.page_faults).sum();
     let minflt: i64 = it.tasks.iter().map(|t| t.minflt).sum();
     let freq = it.machine.p.cpu.freq_ghz * 1e9;
@@ -400,7 +402,34 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
     meminfo.push("PageTables", items[VmItem::NrPageTablePages] * KB_PER_PAGE);
     meminfo.push("AnonHugePages", items[VmItem::NrAnonThps] * HPAGE_PMD_NR as i64 * KB_PER_PAGE);
     let processes = it.tasks.iter().map(|t| process_status(k, t, freq)).collect();
-    Snapshot { label: label.into(), pid, perf, profile, vmstat, meminfo, processes }
+    let time = match pid {
+        0 => elapsed,
+        p => it.machine.cpus[it.tasks[(p - 1) as usize].cpu].clock / freq,
+    };
+    let cpus = it
+        .machine
+        .cpus
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mut m = Metrics::default();
+            m.push("cpu", i as f64);
+            m.push("busy-seconds", (c.busy / freq * 1e6).round() / 1e6);
+            let ks = it.kscrubd.cpu_cycles.get(i).copied().unwrap_or(0.0);
+            m.push("kscrubd-seconds", (ks / freq * 1e6).round() / 1e6);
+            m
+        })
+        .collect();
+    let ks = &it.kscrubd;
+    let kthreads = vec![crate::report::KthreadStatus {
+        name: "kscrubd".into(),
+        running: ks.running,
+        cpu: ks.cpu as u32,
+        blocks: ks.blocks,
+        pages: ks.pages,
+        perf: perf_metrics(&ks.perf, 0, 0, freq, None),
+    }];
+    Snapshot { label: label.into(), pid, perf, profile, vmstat, meminfo, processes, time, cpus, kthreads }
 }
 
 /// The perf-stat view of a set of counts (`seconds` only for the whole run).

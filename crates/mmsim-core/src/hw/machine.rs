@@ -79,6 +79,64 @@ pub struct Machine {
     /// No CPU that can still run is behind this time (set by the scheduler): shared-line
     /// uses that end before it are forgotten.
     pub horizon: f64,
+    /// Each node's memory bandwidth (`memory.bandwidth`): what streaming work booked of it.
+    channels: Vec<Channel>,
+}
+
+/// A node's memory channel (its DRAM controllers, or the PIII's front-side bus) as a calendar
+/// of the time streaming kernel work (clears, copies, a zeroing engine) occupies it at
+/// `memory.bandwidth`: each use books its bytes' time first come first served in simulated
+/// time, in the gaps earlier uses left, so concurrent streams slow each other down once their
+/// demand passes the bandwidth. Deliberately simple: a use takes the channel's whole
+/// bandwidth while it holds it (its bytes are not spread over its duration), and the program's
+/// own cache misses do not book it (they are bounded by their fill buffers only).
+#[derive(Debug, Default)]
+struct Channel {
+    /// (start, end) of each booked interval not yet behind the horizon: sorted and disjoint.
+    busy: VecDeque<(f64, f64)>,
+}
+
+/// Intervals a channel's calendar keeps when the horizon does not move (a bound on memory).
+const CHANNEL_CALENDAR: usize = 4096;
+
+impl Channel {
+    /// Book `need` cycles of the channel from `now` on, in the gaps left free; returns when
+    /// the last piece ends. Intervals ending at or before `horizon` are forgotten.
+    fn book(&mut self, now: f64, need: f64, horizon: f64) -> f64 {
+        while let Some(&(_, end)) = self.busy.front() {
+            if end > horizon && self.busy.len() < CHANNEL_CALENDAR {
+                break;
+            }
+            self.busy.pop_front();
+        }
+        let mut i = self.busy.partition_point(|&(_, e)| e <= now);
+        let (mut t, mut left, mut done) = (now, need, now);
+        while left > 0.0 {
+            if i < self.busy.len() && self.busy[i].0 <= t {
+                t = t.max(self.busy[i].1);
+                i += 1;
+                continue;
+            }
+            let gap_end = self.busy.get(i).map_or(f64::INFINITY, |b| b.0);
+            let take = left.min(gap_end - t);
+            if i > 0 && self.busy[i - 1].1 >= t {
+                self.busy[i - 1].1 = t + take;
+            } else {
+                self.busy.insert(i, (t, t + take));
+                i += 1;
+            }
+            t += take;
+            left -= take;
+            done = t;
+            // Touching the next interval: join them.
+            if i < self.busy.len() && self.busy[i].0 <= t {
+                self.busy[i - 1].1 = self.busy[i].1;
+                self.busy.remove(i);
+                t = self.busy[i - 1].1;
+            }
+        }
+        done
+    }
 }
 
 /// A cache line that CPUs take turns to own (an atomic counter, a spinlock), as a calendar:
@@ -133,6 +191,7 @@ impl Machine {
             mm_cpus: HashMap::new(),
             shared_lines: HashMap::new(),
             horizon: 0.0,
+            channels: Vec::new(),
             trace_walks: false,
             walk_log: Vec::new(),
         }
@@ -602,6 +661,26 @@ impl Machine {
         }
     }
 
+    /// Book `bytes` of `cpu`'s node's memory bandwidth from `now` on (`Channel::book`):
+    /// returns the cycles from `now` until they have passed.
+    pub fn book_bandwidth(&mut self, cpu: usize, now: f64, bytes: u64) -> f64 {
+        if bytes == 0 {
+            return 0.0;
+        }
+        let node = self.numa_node(cpu);
+        if self.channels.len() <= node {
+            self.channels.resize_with(node + 1, Channel::default);
+        }
+        let need = bytes as f64 / self.bytes_per_cycle(self.p.memory.bandwidth);
+        let horizon = self.horizon;
+        self.channels[node].book(now, need, horizon) - now
+    }
+
+    /// Lines of `lines` that are in no cache of `cpu`'s (they come from memory).
+    fn lines_in_memory(&self, cpu: usize, lines: std::ops::Range<u64>) -> u64 {
+        lines.filter(|&l| self.probe_level(cpu, l) == Level::Mem).count() as u64
+    }
+
     /// Cycles a streaming kernel loop (clear_page, copy_page) needs to bring `lines` to this
     /// CPU, `memory.stream_mlp` line fills in flight at a time (Little's law), judged by where each
     /// line is before the loop starts: the prefetcher cannot fetch faster than the fill
@@ -671,23 +750,29 @@ impl Machine {
                 } else {
                     self.p.cost.clear_nontemporal
                 };
+                let now = clock_base + perf.cycles;
                 if nontemporal {
                     // Non-temporal stores: no line is fetched or kept; cached copies are
-                    // invalidated; the stores drain at no more than the node's bandwidth.
+                    // invalidated; the stores drain through the node's bandwidth.
                     self.invalidate_lines(pfn, pages);
-                    let bw = self.bytes_per_cycle(self.p.memory.bandwidth);
-                    let drain = bytes as f64 / bw;
+                    let drain = self.book_bandwidth(cpu, now, bytes);
                     self.charge_streaming(cpu, func, exec, drain, perf);
                 } else {
                     // Temporal stores: every zeroed line passes through this CPU's caches, and
-                    // a line not in them is fetched first (a read for ownership).
+                    // a line not in them is fetched first (a read for ownership) unless the
+                    // CPU's string stores write whole lines without one (`cost.clear_rfo`).
+                    // The memory traffic: those reads, and the lines' write-back (charged
+                    // now, though it happens when they are evicted).
                     let first = pfn.phys() >> self.line_shift;
                     let lines = first..first + (bytes >> self.line_shift);
-                    let fetch = self.fetch_bound(cpu, lines.clone());
+                    let rfo = self.p.cost.clear_rfo;
+                    let fetch = if rfo { self.fetch_bound(cpu, lines.clone()) } else { 0.0 };
+                    let read = if rfo { self.lines_in_memory(cpu, lines.clone()) << self.line_shift } else { 0 };
                     for l in lines {
                         self.cache_access(cpu, l);
                     }
-                    self.charge_streaming(cpu, func, exec, fetch, perf);
+                    let bus = self.book_bandwidth(cpu, now, read + bytes);
+                    self.charge_streaming(cpu, func, exec, fetch.max(bus), perf);
                 }
             }
             Work::Copy { dst, src } => {
@@ -695,6 +780,10 @@ impl Machine {
                 let n = PAGE_SIZE >> self.line_shift;
                 let (s0, d0) = (src.phys() >> self.line_shift, dst.phys() >> self.line_shift);
                 let fetch = self.fetch_bound(cpu, s0..s0 + n) + self.fetch_bound(cpu, d0..d0 + n);
+                let read =
+                    (self.lines_in_memory(cpu, s0..s0 + n) + self.lines_in_memory(cpu, d0..d0 + n)) << self.line_shift;
+                let bus = self.book_bandwidth(cpu, clock_base + perf.cycles, read + PAGE_SIZE);
+                let fetch = fetch.max(bus);
                 for i in 0..n {
                     self.cache_access(cpu, s0 + i);
                     self.cache_access(cpu, d0 + i);

@@ -139,6 +139,9 @@ pub struct CostSpec {
     pub clear_bytes_per_cycle: f64,
     /// clear_page uses non-temporal stores (the zeroed lines bypass the caches).
     pub clear_nontemporal: bool,
+    /// clear_page's temporal stores read each line they do not hold first (a read for
+    /// ownership); false where the CPU's string stores write whole lines without one.
+    pub clear_rfo: bool,
     /// Bytes per cycle copy_page moves.
     pub copy_bytes_per_cycle: f64,
     /// Cycles of a local TLB flush of one address (invlpg).

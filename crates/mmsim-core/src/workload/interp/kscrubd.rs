@@ -83,6 +83,8 @@ pub struct Kscrubd {
     /// Blocks it has zeroed, and their base pages.
     pub blocks: u64,
     pub pages: u64,
+    /// Cycles it ran on each CPU.
+    pub cpu_cycles: Vec<f64>,
 }
 
 impl Interp {
@@ -189,6 +191,10 @@ impl Interp {
             let spent = self.kscrubd.perf.cycles - before;
             self.machine.cpus[cpu].clock += spent;
             self.machine.cpus[cpu].busy += spent;
+            if self.kscrubd.cpu_cycles.len() <= cpu {
+                self.kscrubd.cpu_cycles.resize(cpu + 1, 0.0);
+            }
+            self.kscrubd.cpu_cycles[cpu] += spent;
             self.kscrubd.ready_at = self.machine.cpus[cpu].clock;
         }
         self.kernel.sync_items();
