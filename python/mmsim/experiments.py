@@ -369,11 +369,16 @@ PREZERO_FAULTS_PUBLISHED = {
     ("with", 10, 2): (307172.100, 320680.232),
 }
 
-# The seed's kernel: Linux 2.6.10 has no THP; its per-CPU lists have the pre-4.19 batch. "with"
+# The seed's kernel: Linux 2.6.10 has no THP; its per-CPU lists have the pre-4.19 batch; its faults
+# take mmap_sem and the mm-wide page_table_lock (split PTE locks came in 2.6.15). "with"
 # is the V3 patch set with kscrubd enabled at the V3 code's orders (scrub_start 7, scrub_stop 2;
 # the seed does not give the values it wrote) and its separate zeroed/not-zeroed buddy lists;
 # the PIII has no zeroing engine, so the CPU zeroes.
-PFT_KERNEL = {"transparent_hugepage/enabled": "never", "page_alloc/pcp_batch": "legacy"}
+PFT_KERNEL = {
+    "transparent_hugepage/enabled": "never",
+    "page_alloc/pcp_batch": "legacy",
+    "kernel/fault_locking": "page_table_lock",
+}
 PREZERO_KNOBS = {"vm/scrub_start": 7, "vm/scrub_stop": 2, "vm/scrub_merge": "separate", "vm/scrub_engine": "cpu"}
 
 

@@ -799,6 +799,11 @@ impl Machine {
                 let node = self.numa_node(cpu) as u64;
                 self.atomic_rmw(cpu, ZONE_LOCK_LINE + node, now, hold, 1.0, func, perf);
             }
+            Work::FaultLock { line, hold, func } => {
+                let now = clock_base + perf.cycles;
+                let hold = if hold { self.p.smp.fault_lock_hold } else { 0.0 };
+                self.fault_lock(cpu, line, now, hold, func, perf);
+            }
             Work::Atomic { line, func, kind } => {
                 let now = clock_base + perf.cycles;
                 let transfers = if kind == AtomicKind::CmpxchgLoop { 2.0 } else { 1.0 };
@@ -866,6 +871,36 @@ impl Machine {
         func: &'static str,
         perf: &mut PerfCounters,
     ) -> f64 {
+        self.use_shared_line(cpu, line, now, hold, transfers, false, func, perf)
+    }
+
+    /// A lock a page fault takes on a line other CPUs' faults may take too (`Work::FaultLock`):
+    /// booked like `atomic_rmw`, but the uncontended acquisition and the `hold` are already in
+    /// `cost.fault_handler`, so the CPU pays only for waiting and the line's transfer.
+    pub fn fault_lock(
+        &mut self,
+        cpu: usize,
+        line: u64,
+        now: f64,
+        hold: f64,
+        func: &'static str,
+        perf: &mut PerfCounters,
+    ) -> f64 {
+        self.use_shared_line(cpu, line, now, hold, 1.0, true, func, perf)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn use_shared_line(
+        &mut self,
+        cpu: usize,
+        line: u64,
+        now: f64,
+        hold: f64,
+        transfers: f64,
+        included: bool,
+        func: &'static str,
+        perf: &mut PerfCounters,
+    ) -> f64 {
         let (lt, atomic) = (self.p.smp.line_transfer, self.p.smp.atomic);
         let sl = self.shared_lines.entry(line).or_default();
         while let Some(&(_, end, owner)) = sl.busy.front() {
@@ -886,13 +921,26 @@ impl Machine {
         let (start, cost) = loop {
             let start = now.max(prev_end);
             let cost = if prev_owner.is_none_or(|o| o == cpu) { atomic } else { transfers * lt + atomic };
-            if i == sl.busy.len() || sl.busy[i].0 >= start + cost + hold {
+            // A fault's lock is busy for its transfer and hold only (its uncontended
+            // acquisition is part of the handler's time, which this CPU spends anyway).
+            let len = if included { cost - atomic + hold } else { cost + hold };
+            if i == sl.busy.len() || sl.busy[i].0 >= start + len {
                 break (start, cost);
             }
             (prev_end, prev_owner) = (sl.busy[i].1, Some(sl.busy[i].2));
             i += 1;
         };
-        sl.busy.insert(i, (start, start + cost + hold, cpu));
+        let len = if included { cost - atomic + hold } else { cost + hold };
+        sl.busy.insert(i, (start, start + len, cpu));
+        if included {
+            // Only what contention adds: the wait and the transfer.
+            let spent = start - now + (cost - atomic);
+            if spent > 0.0 {
+                perf.charge(func, spent);
+                perf.stalled_backend += spent;
+            }
+            return spent;
+        }
         let spent = start - now + cost + hold;
         perf.charge(func, spent);
         perf.stalled_backend += start - now + cost;

@@ -164,6 +164,8 @@ pub struct SmpSpec {
     pub atomic: f64,
     /// Cycles zone->lock is held per page that rmqueue_bulk / free_pcppages_bulk moves.
     pub zone_lock_page: f64,
+    /// Cycles a page fault holds its page-table lock (the pte update, rmap and counters).
+    pub fault_lock_hold: f64,
     /// NUMA nodes: each has its own zone and so its own zone->lock, which the CPUs of the
     /// node (CPUs split into equal consecutive blocks) take for their allocations.
     pub numa_nodes: u32,

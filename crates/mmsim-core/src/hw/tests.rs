@@ -906,3 +906,36 @@ fn clears_share_the_nodes_bandwidth() {
         assert!((t - 20.0 * bus).abs() <= bus + 1e-6, "cpu {c}: half the bus each: {t} vs {}", 20.0 * bus);
     }
 }
+
+/// Threads of one process faulting at once contend on the locks of their kernel's era: with
+/// 2.6.10's mm-wide page_table_lock and mmap_sem every fault's lines bounce between the two
+/// CPUs; with Linux 6.18's per-vma locks and split PTE locks, two threads in vmas of their own
+/// share only the PTE table across their boundary. One thread alone books no lock at all.
+#[test]
+fn threads_faulting_at_once_contend_on_their_eras_locks() {
+    let prog = |threads: u64| {
+        json!({"machine": {"cpus": 2, "memory": "256M"}, "program": [
+            {"op": "thread", "count": threads, "program": [
+                {"op": "mmap", "name": "m", "size": "16M", "flags": ["private", "anonymous", "dontexpand"]},
+                {"op": "write", "region": "m"},
+            ]},
+            {"op": "wait"},
+        ]})
+    };
+    let lock_cycles = |r: &Report| -> f64 {
+        ["down_read", "up_read", "_raw_spin_lock", "lock_vma_under_rcu", "vma_end_read"]
+            .iter()
+            .map(|f| r.profile.get(f).unwrap_or(0.0))
+            .sum()
+    };
+    let old = run_with_sets(prog(2), &[("kernel/fault_locking", "page_table_lock")]);
+    let new = run_with_sets(prog(2), &[("kernel/fault_locking", "per_vma")]);
+    let faults = 2.0 * 4096.0;
+    assert_eq!(perf(&old, "page-faults"), perf(&new, "page-faults"));
+    assert!(lock_cycles(&old) / faults > 30.0, "2.6.10: the mm's lines bounce: {}", lock_cycles(&old) / faults);
+    // (Only the PTE table that spans the boundary of the two adjacent mappings is shared.)
+    assert!(lock_cycles(&new) / faults < 10.0, "6.18: the threads' vmas share no lock: {}", lock_cycles(&new) / faults);
+    assert!(perf(&old, "cycles") > perf(&new, "cycles"));
+    let alone = run_with_sets(prog(1), &[("kernel/fault_locking", "page_table_lock")]);
+    assert_eq!(lock_cycles(&alone), 0.0, "one thread: its locks are never contended");
+}

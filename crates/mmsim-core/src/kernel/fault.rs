@@ -2,9 +2,10 @@
 //! vma, check the access (access_error -> SIGSEGV), call handle_mm_fault, and account the
 //! fault (mm_account_fault: PGFAULT always, min_flt only for faults that did not fail).
 
+use super::knobs::FaultLocking;
 use super::mm::vm;
 use super::vmstat::VmEvent;
-use super::{vm_fault, Kernel, MmId};
+use super::{vm_fault, Kernel, MmId, Work};
 
 /// The kind of access that faulted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +43,26 @@ impl Kernel {
         if !ok {
             return FaultOutcome::Segv;
         }
+        // The fault's locks (`kernel/fault_locking`): the vma's read lock (Linux >= 6.4) or
+        // mmap_lock's read side, then the page-table lock around the pte update. Only threads
+        // of this process can take them, so they are booked only when it has more than one
+        // (alone, their cost is the uncontended one already in `cost.fault_handler`).
+        let threaded = self.mm(mm).users > 1;
+        let vma_start = v.start;
+        let (enter, leave) = match self.knobs.fault_locking {
+            FaultLocking::PerVma => ("lock_vma_under_rcu", "vma_end_read"),
+            _ => ("down_read", "up_read"),
+        };
+        if threaded {
+            let [lock, _, _] = self.fault_lock_lines(mm, vma_start, addr);
+            self.work.push(Work::FaultLock { line: lock, hold: false, func: enter });
+        }
         let ret = self.handle_mm_fault(mm, addr, access == Access::Write);
+        if threaded {
+            let [lock, ptl, _] = self.fault_lock_lines(mm, vma_start, addr);
+            self.work.push(Work::FaultLock { line: ptl, hold: true, func: "_raw_spin_lock" });
+            self.work.push(Work::FaultLock { line: lock, hold: false, func: leave });
+        }
         self.stat.count(VmEvent::PgFault);
         if ret & vm_fault::OOM != 0 {
             FaultOutcome::Oom

@@ -101,6 +101,19 @@ pub enum ScrubEngine {
     Offload,
 }
 
+/// `kernel/fault_locking` (mmsim's name): the locks an anonymous fault takes, by kernel era.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultLocking {
+    /// Linux >= 6.4: the vma's read lock (`lock_vma_under_rcu`) and the split PTE-table lock.
+    PerVma,
+    /// Linux 2.6.15 .. 6.3: mmap_lock's read side (one line per mm) and split PTE-table locks.
+    MmapLock,
+    /// Linux before 2.6.15 (seed 002's 2.6.10): mmap_sem's read side and the mm-wide
+    /// `mm->page_table_lock`.
+    PageTableLock,
+}
+
 /// Every tunable the model honours. Defaults are Linux 6.18's with a distribution config
 /// (Debian/Fedora build THP as `madvise`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -141,6 +154,8 @@ pub struct Knobs {
     pub scrub_engine: ScrubEngine,
     /// `vm/scrub_merge=separate` (mmsim's): zeroed and dirty free buddies never coalesce.
     pub scrub_merge_separate: bool,
+    /// `kernel/fault_locking` (mmsim's).
+    pub fault_locking: FaultLocking,
 }
 
 /// `PID_MAX_DEFAULT` (include/linux/threads.h): 0x8000. Linux's pid_idr_init raises it to
@@ -174,6 +189,7 @@ impl Default for Knobs {
             scrub_load: 999,
             scrub_engine: ScrubEngine::Cpu,
             scrub_merge_separate: false,
+            fault_locking: FaultLocking::PerVma,
         }
     }
 }
@@ -207,11 +223,12 @@ const SCRUB_STOP: &str = "vm/scrub_stop";
 const SCRUB_LOAD: &str = "vm/scrub_load";
 const SCRUB_ENGINE: &str = "vm/scrub_engine";
 const SCRUB_MERGE: &str = "vm/scrub_merge";
+const FAULT_LOCKING: &str = "kernel/fault_locking";
 
 /// Knobs that stand for a kernel build, patch or boot parameter: they can be set before the
 /// run only.
 pub const BOOT_ONLY: &[&str] =
-    &[HZP_ALLOC, HZP_REFCOUNT, PCP_BATCH, PT_RECLAIM, INIT_ON_ALLOC, INIT_ON_FREE, SCRUB_MERGE];
+    &[HZP_ALLOC, HZP_REFCOUNT, PCP_BATCH, PT_RECLAIM, INIT_ON_ALLOC, INIT_ON_FREE, SCRUB_MERGE, FAULT_LOCKING];
 
 /// (name, accepted values, meaning) of every knob, in the order `mmsim knobs` lists them.
 const KNOB_TABLE: &[(&str, &str, &str)] = &[
@@ -313,6 +330,14 @@ const KNOB_TABLE: &[(&str, &str, &str)] = &[
         "mmsim, before the run only: a zeroed free block and its not-zeroed buddy coalesce into a block that is \
          not zeroed (dirty), or never coalesce (separate: the seed's V3 code, one buddy bitmap per list)",
     ),
+    (
+        FAULT_LOCKING,
+        "per_vma|mmap_lock|page_table_lock",
+        "mmsim, before the run only: the locks a page fault takes, so that threads of one process faulting at \
+         once contend as the kernel of that era made them: the vma's read lock and split PTE-table locks \
+         (Linux >= 6.4), mmap_lock's read side and split PTE-table locks (2.6.15 .. 6.3), or mmap_sem's read \
+         side and the mm-wide page_table_lock (before 2.6.15: seed 002's 2.6.10)",
+    ),
 ];
 
 impl Knobs {
@@ -400,6 +425,12 @@ impl Knobs {
             }
             .to_string(),
             SCRUB_MERGE => if self.scrub_merge_separate { "separate" } else { "dirty" }.to_string(),
+            FAULT_LOCKING => match self.fault_locking {
+                FaultLocking::PerVma => "per_vma",
+                FaultLocking::MmapLock => "mmap_lock",
+                FaultLocking::PageTableLock => "page_table_lock",
+            }
+            .to_string(),
             _ => return None,
         })
     }
@@ -540,6 +571,14 @@ impl Knobs {
                     _ => return Err(bad("dirty or separate")),
                 }
             }
+            FAULT_LOCKING => {
+                self.fault_locking = match v {
+                    "per_vma" => FaultLocking::PerVma,
+                    "mmap_lock" => FaultLocking::MmapLock,
+                    "page_table_lock" => FaultLocking::PageTableLock,
+                    _ => return Err(bad("per_vma, mmap_lock or page_table_lock")),
+                }
+            }
             _ => {
                 let known: Vec<&str> = Knobs::names().collect();
                 return Err(format!("unknown knob {name:?} (known: {})", known.join(", ")));
@@ -624,6 +663,7 @@ mod tests {
             SCRUB_LOAD,
             SCRUB_ENGINE,
             SCRUB_MERGE,
+            FAULT_LOCKING,
         ];
         let listed: Vec<_> = Knobs::names().collect();
         for name in all {

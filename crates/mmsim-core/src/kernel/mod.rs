@@ -103,13 +103,18 @@ pub enum Work {
     ZoneLock { pages: u32, func: &'static str },
     /// An atomic read-modify-write on a kernel variable's cache line (a global refcount).
     Atomic { line: u64, func: &'static str, kind: AtomicKind },
+    /// A lock a page fault takes (mmap_lock's read side, a vma's read lock, a page-table
+    /// lock) on a line other CPUs' faults may take too, held `smp.fault_lock_hold` cycles if
+    /// `hold` (a spinlock around the pte update): its uncontended cost is part of
+    /// `cost.fault_handler`, so only waiting and the line's transfer cost more.
+    FaultLock { line: u64, hold: bool, func: &'static str },
 }
 
 impl Work {
     /// Work on a line other CPUs use too (zone->lock, a shared atomic): its cost depends on
     /// when the others use it, so the interpreter charges it in time order.
     pub fn on_shared_line(&self) -> bool {
-        matches!(self, Work::ZoneLock { .. } | Work::Atomic { .. })
+        matches!(self, Work::ZoneLock { .. } | Work::Atomic { .. } | Work::FaultLock { .. })
     }
 }
 
@@ -250,6 +255,22 @@ impl Kernel {
         self.mem.fail_every = k.fail_every;
         self.mem.merge_separate = k.scrub_merge_separate;
         self.mem.scrub_start = k.scrub_start;
+    }
+
+    /// The kernel-variable lines of the locks a fault takes (outside RAM, as ZONE_LOCK_LINE):
+    /// an mm's mmap_lock and its page_table_lock, a vma's lock, a page table's split lock.
+    pub fn fault_lock_lines(&self, mm: MmId, vma_start: u64, addr: u64) -> [u64; 3] {
+        const MM: u64 = 1 << 61;
+        const VMA: u64 = 1 << 62;
+        const PTL: u64 = 3 << 61;
+        let table = self.pte_slot(mm, addr).or_else(|| self.pmd_slot(mm, addr)).map_or(0, |s| s.table.0 as u64);
+        let mm_line = MM | (mm as u64) << 2;
+        let (vma, ptl) = match self.knobs.fault_locking {
+            knobs::FaultLocking::PageTableLock => (mm_line, mm_line | 1),
+            knobs::FaultLocking::MmapLock => (mm_line, PTL | table),
+            knobs::FaultLocking::PerVma => (VMA | (mm as u64) << 36 | (vma_start >> 12) & ((1 << 36) - 1), PTL | table),
+        };
+        [vma, ptl, mm_line]
     }
 
     /// Refresh the items the allocator owns (nr_free_pages).
