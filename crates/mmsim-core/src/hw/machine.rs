@@ -676,11 +676,6 @@ impl Machine {
         self.channels[node].book(now, need, horizon) - now
     }
 
-    /// Lines of `lines` that are in no cache of `cpu`'s (they come from memory).
-    fn lines_in_memory(&self, cpu: usize, lines: std::ops::Range<u64>) -> u64 {
-        lines.filter(|&l| self.probe_level(cpu, l) == Level::Mem).count() as u64
-    }
-
     /// Cycles a streaming kernel loop (clear_page, copy_page) needs to bring `lines` to this
     /// CPU, `memory.stream_mlp` line fills in flight at a time (Little's law), judged by where each
     /// line is before the loop starts: the prefetcher cannot fetch faster than the fill
@@ -688,9 +683,15 @@ impl Machine {
     /// charges that as a fill from where the line is (Intel's fast-string stores ask only for
     /// ownership, without the data, but still hold a fill buffer for the round trip: a
     /// deliberate simplification).
-    fn fetch_bound(&self, cpu: usize, lines: std::ops::Range<u64>) -> f64 {
-        let serial: f64 = lines.map(|l| self.stall(self.probe_level(cpu, l), false)).sum();
-        serial / self.p.memory.stream_mlp
+    /// Also returns how many of the lines come from memory (the loop's memory traffic).
+    fn fetch_bound(&self, cpu: usize, lines: std::ops::Range<u64>) -> (f64, u64) {
+        let (mut serial, mut mem) = (0.0, 0);
+        for l in lines {
+            let level = self.probe_level(cpu, l);
+            mem += (level == Level::Mem) as u64;
+            serial += self.stall(level, false);
+        }
+        (serial / self.p.memory.stream_mlp, mem)
     }
 
     /// `gbps` (bytes per nanosecond) in bytes per cycle of this machine's clock.
@@ -766,8 +767,8 @@ impl Machine {
                     let first = pfn.phys() >> self.line_shift;
                     let lines = first..first + (bytes >> self.line_shift);
                     let rfo = self.p.cost.clear_rfo;
-                    let fetch = if rfo { self.fetch_bound(cpu, lines.clone()) } else { 0.0 };
-                    let read = if rfo { self.lines_in_memory(cpu, lines.clone()) << self.line_shift } else { 0 };
+                    let (fetch, mem) = if rfo { self.fetch_bound(cpu, lines.clone()) } else { (0.0, 0) };
+                    let read = mem << self.line_shift;
                     for l in lines {
                         self.cache_access(cpu, l);
                     }
@@ -779,9 +780,8 @@ impl Machine {
                 let exec = PAGE_SIZE as f64 / self.p.cost.copy_bytes_per_cycle;
                 let n = PAGE_SIZE >> self.line_shift;
                 let (s0, d0) = (src.phys() >> self.line_shift, dst.phys() >> self.line_shift);
-                let fetch = self.fetch_bound(cpu, s0..s0 + n) + self.fetch_bound(cpu, d0..d0 + n);
-                let read =
-                    (self.lines_in_memory(cpu, s0..s0 + n) + self.lines_in_memory(cpu, d0..d0 + n)) << self.line_shift;
+                let ((fs, ms), (fd, md)) = (self.fetch_bound(cpu, s0..s0 + n), self.fetch_bound(cpu, d0..d0 + n));
+                let (fetch, read) = (fs + fd, (ms + md) << self.line_shift);
                 let bus = self.book_bandwidth(cpu, clock_base + perf.cycles, read + PAGE_SIZE);
                 let fetch = fetch.max(bus);
                 for i in 0..n {

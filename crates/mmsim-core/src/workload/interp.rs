@@ -271,7 +271,7 @@ pub struct Interp {
     /// The load average (`avenrun`), in simulated time.
     pub loadavg: LoadAvg,
     /// Tasks in a `sleep` op (indices).
-    sleepers: Vec<usize>,
+    pub(super) sleepers: Vec<usize>,
 }
 
 /// A batch of tasks one fork or thread op created (pids `next..=last` still to finish), and
@@ -500,6 +500,9 @@ impl Interp {
     /// A sleeping task's time has come: it runs again, its CPU no earlier than then.
     fn wake_sleeper(&mut self, s: usize) {
         self.sleepers.retain(|&x| x != s);
+        if self.tasks[s].state != TaskState::Sleeping {
+            return;
+        }
         let (cpu, at) = (self.tasks[s].cpu, self.tasks[s].wake_at);
         let c = &mut self.machine.cpus[cpu].clock;
         *c = c.max(at);

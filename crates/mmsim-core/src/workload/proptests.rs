@@ -90,6 +90,7 @@ fn op(sizes: &[u64]) -> impl Strategy<Value = Value> {
         1 => (1u64..3, prop::collection::vec(leaf_op(sizes), 0..6))
             .prop_map(|(count, p)| json!({"op":"thread","count":count,"program":p})),
         1 => Just(json!({"op":"wait"})),
+        1 => Just(json!({"op":"sleep","ms":1})),
     ]
 }
 
@@ -109,33 +110,53 @@ fn workload() -> impl Strategy<Value = Value> {
         prop_oneof![Just("per_mm"), Just("global")],
         prop_oneof![Just("today"), Just("seed")],
     );
-    (mmaps, knobs, hzp).prop_flat_map(|(mm, (en, zp, fmo, every, mem, cpus), (kind, alloc, rc, wp))| {
-        let sizes: Vec<u64> = mm.iter().map(|m| m.0).collect();
-        prop::collection::vec(op(&sizes), 1..30).prop_map(move |body| {
-            let mut prog: Vec<Value> = mm
-                .iter()
-                .enumerate()
-                .map(|(i, &(pages, shared, aligned))| {
-                    let mut m = json!({"op":"mmap","name":format!("r{i}"),"size":pages*4096,
+    // Seed 002's policies and their successors.
+    let zero = (
+        prop_oneof![3 => Just("off"), 1 => Just("0"), 1 => Just("4"), 1 => Just("9")],
+        prop_oneof![Just(0u32), Just(2), Just(9)],
+        prop_oneof![Just("dirty"), Just("separate")],
+        prop_oneof![Just("cpu"), Just("cpu_nt"), Just("offload")],
+        prop_oneof![3 => Just(0u8), 1 => Just(1)],
+        prop_oneof![3 => Just(0u8), 1 => Just(1)],
+        prop_oneof![Just("per_vma"), Just("page_table_lock")],
+    );
+    (mmaps, knobs, hzp, zero).prop_flat_map(
+        |(
+            mm,
+            (en, zp, fmo, every, mem, cpus),
+            (kind, alloc, rc, wp),
+            (start, stop, merge, engine, ioa, iof, locks),
+        )| {
+            let sizes: Vec<u64> = mm.iter().map(|m| m.0).collect();
+            prop::collection::vec(op(&sizes), 1..30).prop_map(move |body| {
+                let mut prog: Vec<Value> = mm
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(pages, shared, aligned))| {
+                        let mut m = json!({"op":"mmap","name":format!("r{i}"),"size":pages*4096,
                         "flags":[if shared {"shared"} else {"private"},"anonymous"]});
-                    if aligned {
-                        m["align"] = json!("2M");
-                    }
-                    m
-                })
-                .collect();
-            prog.extend(body);
-            prog.extend(verify(mm.len()));
-            json!({"name":"random","machine":{"memory":mem,"cpus":cpus},
+                        if aligned {
+                            m["align"] = json!("2M");
+                        }
+                        m
+                    })
+                    .collect();
+                prog.extend(body);
+                prog.extend(verify(mm.len()));
+                json!({"name":"random","machine":{"memory":mem,"cpus":cpus},
                    "knobs":{"transparent_hugepage/enabled":en,"transparent_hugepage/use_zero_page":zp,
                             "fail_page_alloc/min_order":fmo,"fail_page_alloc/every":every,
                             "transparent_hugepage/huge_zero_page":kind,
                             "transparent_hugepage/huge_zero_page_alloc":alloc,
                             "transparent_hugepage/hzp_refcount":rc,
-                            "transparent_hugepage/huge_zero_page_wp":wp},
+                            "transparent_hugepage/huge_zero_page_wp":wp,
+                            "vm/scrub_start":start,"vm/scrub_stop":stop,"vm/scrub_merge":merge,
+                            "vm/scrub_engine":engine,"init_on_alloc":ioa,"init_on_free":iof,
+                            "kernel/fault_locking":locks},
                    "program":prog})
-        })
-    })
+            })
+        },
+    )
 }
 
 /// The campaign's seed: fixed for `make test`, MMSIM_FUZZ_SEED for `make fuzz`.

@@ -21,10 +21,15 @@ fn page_span(next: u64, end: u64, stride: u64) -> PageSpan {
     PageSpan { page, ps, pe, count, after: next.saturating_add(count * stride) }
 }
 
+/// Faults one access may take that the kernel reports handled before the access is declared a
+/// livelock (a COW of the zero page, then of a page, is two: far fewer happen).
+const LIVELOCK_FAULTS: u32 = 64;
+
 impl Interp {
     /// Make one page accessible: walk, fault as needed. Err when the task died.
     fn access_page(&mut self, t: usize, addr: u64, access: Access) -> Result<Pfn, Stop> {
         let mut oom_tries = 0;
+        let mut handled = 0;
         let mut retry = false;
         loop {
             let mm = self.tasks[t].mm.ok_or(Stop::Dead)?;
@@ -58,6 +63,19 @@ impl Interp {
             match outcome {
                 FaultOutcome::Handled => {
                     self.tasks[t].minflt += 1;
+                    handled += 1;
+                    if handled > LIVELOCK_FAULTS {
+                        // The kernel model said it handled the fault but the access faults
+                        // again and again: a model bug (its BUG()), not a hang.
+                        let what = access_name(access);
+                        self.invariant_violation.get_or_insert(format!(
+                            "{what} at {addr:#x}: the fault was handled {LIVELOCK_FAULTS} times and the access still \
+                             faults (a livelock in the kernel model)"
+                        ));
+                        self.kill_group(t);
+                        self.charge_work(t);
+                        return Err(Stop::Dead);
+                    }
                     // In fuzz mode the invariants are checked after every fault too: with the
                     // system calls, that is after every step that changes the MM's state.
                     self.after_syscall();

@@ -304,3 +304,24 @@ fn prezeroing_policies_keep_memory_correct() {
         assert_eq!(r.check.mismatches, 0, "{knobs:?}");
     }
 }
+
+/// A task asleep when its thread group is killed (another thread's segfault) stays dead: the
+/// run ends (found by the random workloads: the sleeper used to be woken as a running task
+/// without an mm, and the run never ended).
+#[test]
+fn a_sleeping_thread_killed_with_its_group_stays_dead() {
+    let prog = json!([
+        {"op": "mmap", "name": "ro", "size": "4096", "prot": "r"},
+        {"op": "thread", "program": [{"op": "sleep", "ms": 50}, {"op": "write", "region": "ro"}]},
+        {"op": "sleep", "ms": 1000},
+        {"op": "write", "region": "ro"},
+    ]);
+    let mut it = interp(prog, &[], 2, 64 * MIB, "default");
+    let mut rounds = 0;
+    while it.round() {
+        rounds += 1;
+        assert!(rounds < 10_000, "the run does not end");
+    }
+    assert!(it.tasks.iter().all(|t| t.state == crate::workload::interp::TaskState::Killed));
+    assert_eq!(it.events.iter().filter(|e| e.kind == "segfault").count(), 1);
+}

@@ -135,6 +135,10 @@ impl Interp {
         let mut st = crate::sim::process_status(&self.kernel, &self.tasks[t], freq);
         st.state = how.name().into();
         self.tasks[t].last_status = Some(st);
+        // A task killed in its sleep (its thread group got a fatal signal) sleeps no more.
+        if self.tasks[t].state == TaskState::Sleeping {
+            self.sleepers.retain(|&x| x != t);
+        }
         self.tasks[t].state = how;
         self.tasks[t].cursor = Cursor::Idle;
         self.tasks[t].frames.clear();
