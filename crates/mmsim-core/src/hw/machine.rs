@@ -742,15 +742,19 @@ impl Machine {
     /// order). The interpreter decides when (`Interp::charge_work`).
     pub fn do_work(&mut self, cpu: usize, k: &mut Kernel, w: Work, perf: &mut PerfCounters, clock_base: f64) {
         match w {
-            Work::Clear { pfn, pages, chunk: _, path } => {
+            Work::Clear { pfn, pages, chunk, path } => {
                 let bytes = pages * PAGE_SIZE;
                 let exec = bytes as f64 / self.p.cost.clear_bytes_per_cycle;
                 let func = if path == ClearPath::Kscrubd { "kscrubd" } else { "clear_page_erms" };
-                let nontemporal = if path == ClearPath::Kscrubd {
-                    k.knobs.scrub_engine != ScrubEngine::Cpu
-                } else {
-                    self.p.cost.clear_nontemporal
-                };
+                // One call of at least `clear_streaming_min` bytes streams (no RFO, no fill).
+                let min = self.p.cost.clear_streaming_min;
+                let streaming = min > 0 && chunk * PAGE_SIZE >= min;
+                let nontemporal = streaming
+                    || if path == ClearPath::Kscrubd {
+                        k.knobs.scrub_engine != ScrubEngine::Cpu
+                    } else {
+                        self.p.cost.clear_nontemporal
+                    };
                 let now = clock_base + perf.cycles;
                 if nontemporal {
                     // Non-temporal stores: no line is fetched or kept; cached copies are

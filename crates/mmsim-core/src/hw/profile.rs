@@ -142,6 +142,10 @@ pub struct CostSpec {
     /// clear_page's temporal stores read each line they do not hold first (a read for
     /// ownership); false where the CPU's string stores write whole lines without one.
     pub clear_rfo: bool,
+    /// Bytes from which one clear call (`rep stos` of a whole block: seed 002's clear_page
+    /// with an order) runs as streaming stores that neither read nor keep the lines (Zen's
+    /// elision of cache-line allocation for extents larger than the L3); 0: never.
+    pub clear_streaming_min: u64,
     /// Bytes per cycle copy_page moves.
     pub copy_bytes_per_cycle: f64,
     /// Cycles of a local TLB flush of one address (invlpg).
