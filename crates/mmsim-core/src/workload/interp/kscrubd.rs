@@ -182,8 +182,11 @@ impl Interp {
         if let Some(d) = offload {
             // The engine zeroes it while kscrubd sleeps: no CPU time, no cache fill, and the
             // CPUs' copies of its lines are invalidated by the engine's writes.
+            // Its writes share the node's memory bandwidth with the CPUs'.
             self.machine.invalidate_lines(pfn, pages);
-            self.kscrubd.ready_at = self.machine.cpus[cpu].clock + d;
+            let now = self.machine.cpus[cpu].clock;
+            let bus = self.machine.book_bandwidth(cpu, now, pages * crate::units::PAGE_SIZE);
+            self.kscrubd.ready_at = now + d.max(bus);
         } else {
             for w in work {
                 self.machine.do_work(cpu, &mut self.kernel, w, &mut self.kscrubd.perf, 0.0);
