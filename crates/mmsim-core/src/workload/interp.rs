@@ -808,7 +808,7 @@ impl Interp {
                     self.event(
                         pid,
                         "syscall",
-                        format!("set {knob}: can only be set before the run (a kernel build choice)"),
+                        format!("set {knob}: can only be set before the run (a kernel build, patch or boot parameter)"),
                     );
                 } else if let Err(e) = self.kernel.set_knob(knob, &value.0) {
                     self.event(pid, "syscall", e);
