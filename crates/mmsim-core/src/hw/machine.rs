@@ -43,6 +43,9 @@ pub struct Cpu {
     pub clock: f64,
     /// Cycles this CPU spent running tasks and kernel threads (its clock less idle time).
     pub busy: f64,
+    /// The running task's time is `time_base + perf.cycles` (set by the scheduler at each
+    /// slice), so work inside a slice knows when it happens (to book memory bandwidth).
+    pub time_base: f64,
     /// The address space whose translations are live (CR3).
     pub cur_asid: Option<u32>,
     /// The L2 streamer's trackers: the last line of each ascending stream it follows
@@ -84,12 +87,12 @@ pub struct Machine {
 }
 
 /// A node's memory channel (its DRAM controllers, or the PIII's front-side bus) as a calendar
-/// of the time streaming kernel work (clears, copies, a zeroing engine) occupies it at
-/// `memory.bandwidth`: each use books its bytes' time first come first served in simulated
-/// time, in the gaps earlier uses left, so concurrent streams slow each other down once their
-/// demand passes the bandwidth. Deliberately simple: a use takes the channel's whole
-/// bandwidth while it holds it (its bytes are not spread over its duration), and the program's
-/// own cache misses do not book it (they are bounded by their fill buffers only).
+/// of the time its users occupy it at `memory.bandwidth` (clears, copies, a zeroing engine,
+/// and a page visit's lines fetched from memory): each use books its bytes' time first come
+/// first served in simulated time, in the gaps earlier uses left, so concurrent streams slow
+/// each other down once their demand passes the bandwidth. Deliberately simple: a use takes
+/// the channel's whole bandwidth while it holds it (its bytes are not spread over its
+/// duration); prefetches and the write-back of dirty user lines do not book it.
 #[derive(Debug, Default)]
 struct Channel {
     /// (start, end) of each booked interval not yet behind the horizon: sorted and disjoint.
@@ -168,6 +171,7 @@ pub enum Translation {
 impl Machine {
     pub fn new(p: Profile, ncpus: usize) -> Machine {
         let line = p.cache.line;
+        let nodes = p.smp.numa_nodes.max(1);
         let cpus = (0..ncpus)
             .map(|_| Cpu {
                 tlb: Tlb::new(&p.tlb),
@@ -176,6 +180,7 @@ impl Machine {
                 l2: cache("cache.l2", &p.cache.l2, line),
                 clock: 0.0,
                 busy: 0.0,
+                time_base: 0.0,
                 cur_asid: None,
                 streams: vec![u64::MAX; p.cache.prefetch_streams],
                 walk_debt: 0.0,
@@ -191,7 +196,9 @@ impl Machine {
             mm_cpus: HashMap::new(),
             shared_lines: HashMap::new(),
             horizon: 0.0,
-            channels: Vec::new(),
+            // Each node's calendar at its full size from boot: booking bandwidth on the access
+            // path allocates nothing.
+            channels: (0..nodes).map(|_| Channel { busy: VecDeque::with_capacity(CHANNEL_CALENDAR + 64) }).collect(),
             trace_walks: false,
             walk_log: Vec::new(),
         }
@@ -627,8 +634,10 @@ impl Machine {
         let mut cycles = self.exec_cycles(cpu, (instr * self.p.cpu.base_cpi).max(count as f64 / ports));
         let base = pfn.phys() >> self.line_shift;
         let mut stall = 0.0;
+        let mut from_memory = 0u64;
         let mut touch = |m: &mut Machine, l: u64| {
             let lvl = m.cache_access(cpu, l);
+            from_memory += (lvl == Level::Mem) as u64;
             if !write && lvl != Level::L1 {
                 perf.l1d_load_misses += 1;
                 if lvl >= Level::Llc {
@@ -641,6 +650,13 @@ impl Machine {
             stall += m.stall(lvl, true);
         };
         self.for_each_line(ps, pe, stride, count, &mut |m: &mut Machine, l: u64| touch(m, base + l));
+        // The lines fetched from memory take their time on the node's channel: no faster than
+        // its bandwidth allows once other CPUs' streams (or this one's) fill it.
+        if from_memory > 0 {
+            let now = self.cpus[cpu].time_base + perf.cycles;
+            let bus = self.book_bandwidth(cpu, now, from_memory << self.line_shift);
+            stall = stall.max(bus - cycles);
+        }
         cycles += stall;
         perf.stalled_backend += stall;
         perf.cycles += cycles;

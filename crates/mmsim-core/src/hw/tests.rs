@@ -966,3 +966,31 @@ fn a_clears_cost_depends_on_its_chunk() {
     assert!(cached && !streamed_cached);
     assert!(one_call < 0.7 * page_by_page, "{one_call} vs {page_by_page}");
 }
+
+/// The program's own misses from memory share the node's bandwidth too: on the PIII a cold
+/// 4 KiB page read line by line needs 2,304 cycles of the front-side bus; two CPUs reading
+/// cold pages at once each take about twice as long as one alone.
+#[test]
+fn misses_share_the_nodes_bandwidth() {
+    use crate::units::Pfn;
+    let p = profile::builtin("piii-450", &[]).unwrap();
+    let bus = 4096.0 / (p.memory.bandwidth / p.cpu.freq_ghz);
+    let run = |cpus: usize| {
+        let mut m = Machine::new(p.clone(), 2);
+        let mut t = [0.0f64; 2];
+        for i in 0..20u32 {
+            for (c, tc) in t.iter_mut().enumerate().take(cpus) {
+                let mut pc = PerfCounters::default();
+                m.cpus[c].time_base = *tc;
+                m.page_accesses(c, Pfn(1000 + 100 * c as u32 + i), 0, 4096, 32, false, 1.0, &mut pc);
+                *tc += pc.cycles;
+            }
+        }
+        t
+    };
+    let alone = run(1)[0];
+    assert!(alone >= 20.0 * bus && alone < 20.0 * bus * 1.2, "alone: about the bus's rate: {alone}");
+    for (c, &t) in run(2).iter().enumerate() {
+        assert!(t >= 1.8 * alone, "cpu {c}: about half the bus each: {t} vs alone {alone}");
+    }
+}

@@ -458,6 +458,7 @@ impl Interp {
         }
         let before = self.tasks[t].perf.cycles;
         self.quantum_base = before;
+        self.machine.cpus[cpu].time_base = self.machine.cpus[cpu].clock - before;
         // Keep CPUs in step: run until this CPU passes the next-earliest other busy CPU.
         let mine = self.machine.cpus[cpu].clock;
         let mut other = self
