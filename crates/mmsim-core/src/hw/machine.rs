@@ -758,7 +758,7 @@ impl Machine {
     /// order). The interpreter decides when (`Interp::charge_work`).
     pub fn do_work(&mut self, cpu: usize, k: &mut Kernel, w: Work, perf: &mut PerfCounters, clock_base: f64) {
         match w {
-            Work::Clear { pfn, pages, chunk, path } => {
+            Work::Clear { pfn, pages, chunk, path, target } => {
                 let bytes = pages * PAGE_SIZE;
                 let exec = bytes as f64 / self.p.cost.clear_bytes_per_cycle;
                 let func = if path == ClearPath::Kscrubd { "kscrubd" } else { "clear_page_erms" };
@@ -789,8 +789,20 @@ impl Machine {
                     let rfo = self.p.cost.clear_rfo;
                     let (fetch, mem) = if rfo { self.fetch_bound(cpu, lines.clone()) } else { (0.0, 0) };
                     let read = mem << self.line_shift;
-                    for l in lines {
-                        self.cache_access(cpu, l);
+                    if pages > 1 && (target as u64) < pages {
+                        // folio_zero_user: subpage by subpage, the faulting one last.
+                        let per_page = PAGE_SIZE >> self.line_shift;
+                        for k in 0..pages {
+                            let sub = crate::kernel::process_huge_page_nth(pages, target as u64, k);
+                            let l0 = lines.start + sub * per_page;
+                            for l in l0..l0 + per_page {
+                                self.cache_access(cpu, l);
+                            }
+                        }
+                    } else {
+                        for l in lines {
+                            self.cache_access(cpu, l);
+                        }
                     }
                     let bus = self.book_bandwidth(cpu, now, read + bytes);
                     self.charge_streaming(cpu, func, exec, fetch.max(bus), perf);

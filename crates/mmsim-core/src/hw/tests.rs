@@ -503,7 +503,13 @@ fn clearing_a_cold_page_waits_for_its_lines() {
         m.do_work(
             0,
             k,
-            Work::Clear { pfn: Pfn(pfn), pages: 1, chunk: 1, path: crate::kernel::page_alloc::ClearPath::Alloc },
+            Work::Clear {
+                pfn: Pfn(pfn),
+                pages: 1,
+                chunk: 1,
+                path: crate::kernel::page_alloc::ClearPath::Alloc,
+                target: crate::kernel::NO_TARGET,
+            },
             &mut pc,
             at,
         );
@@ -892,7 +898,13 @@ fn clears_share_the_nodes_bandwidth() {
         for i in 0..10u32 {
             for (c, tc) in t.iter_mut().enumerate().take(cpus) {
                 let mut pc = PerfCounters::default();
-                let w = Work::Clear { pfn: Pfn(1000 + 100 * c as u32 + i), pages: 1, chunk: 1, path: ClearPath::Alloc };
+                let w = Work::Clear {
+                    pfn: Pfn(1000 + 100 * c as u32 + i),
+                    pages: 1,
+                    chunk: 1,
+                    path: ClearPath::Alloc,
+                    target: crate::kernel::NO_TARGET,
+                };
                 m.do_work(c, &mut k, w, &mut pc, *tc);
                 *tc += pc.cycles;
             }
@@ -956,7 +968,7 @@ fn a_clears_cost_depends_on_its_chunk() {
         let mut k = Kernel::new(256 << 20, Knobs::default());
         let mut m = Machine::new(p.clone(), 1);
         let mut pc = PerfCounters::default();
-        let w = Work::Clear { pfn: Pfn(16384), pages, chunk, path: ClearPath::Alloc };
+        let w = Work::Clear { pfn: Pfn(16384), pages, chunk, path: ClearPath::Alloc, target: crate::kernel::NO_TARGET };
         m.do_work(0, &mut k, w, &mut pc, 0.0);
         let last_line = ((16384 + pages - 1) * 4096) >> m.line_size().trailing_zeros();
         (pc.cycles, m.cpus[0].l2.contains(last_line))
@@ -992,5 +1004,35 @@ fn misses_share_the_nodes_bandwidth() {
     assert!(alone >= 20.0 * bus && alone < 20.0 * bus * 1.2, "alone: about the bus's rate: {alone}");
     for (c, &t) in run(2).iter().enumerate() {
         assert!(t >= 1.8 * alone, "cpu {c}: about half the bus each: {t} vs alone {alone}");
+    }
+}
+
+/// folio_zero_user clears a THP in process_huge_page's order (research notes' examples), so
+/// the subpage that faulted is cleared last and is the one left in the L1.
+#[test]
+fn a_thp_is_cleared_with_the_faulting_subpage_last() {
+    use crate::kernel::page_alloc::ClearPath;
+    use crate::kernel::{process_huge_page_nth, Work};
+    use crate::units::Pfn;
+    let order = |nr, n| (0..nr).map(|k| process_huge_page_nth(nr, n, k)).collect::<Vec<_>>();
+    assert_eq!(order(8, 2), vec![7, 6, 5, 4, 0, 3, 1, 2]);
+    assert_eq!(order(8, 6), vec![0, 1, 2, 3, 4, 7, 5, 6]);
+    assert_eq!(order(8, 0), vec![7, 6, 5, 4, 3, 2, 1, 0]);
+    for n in [0, 1, 255, 256, 300, 511] {
+        let mut o = order(512, n);
+        assert_eq!(*o.last().unwrap(), n);
+        o.sort();
+        assert_eq!(o, (0..512).collect::<Vec<_>>(), "every subpage once (n = {n})");
+    }
+    let p = profile::builtin("default", &[]).unwrap();
+    for target in [0u32, 300] {
+        let mut k = Kernel::new(64 << 20, Knobs::default());
+        let mut m = Machine::new(p.clone(), 1);
+        let mut pc = PerfCounters::default();
+        let w = Work::Clear { pfn: Pfn(4096), pages: 512, chunk: 1, path: ClearPath::User, target };
+        m.do_work(0, &mut k, w, &mut pc, 0.0);
+        let line = |sub: u64| ((4096 + sub) * 4096) >> m.line_size().trailing_zeros();
+        assert!(m.cpus[0].l1d.contains(line(target as u64)), "the faulting subpage is hot");
+        assert!(!m.cpus[0].l1d.contains(line(if target == 0 { 511 } else { 0 })));
     }
 }

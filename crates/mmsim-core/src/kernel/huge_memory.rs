@@ -42,9 +42,9 @@ impl Kernel {
     }
 
     /// `vma_alloc_anon_folio_pmd`: a zeroed PMD-sized folio, or THP_FAULT_FALLBACK.
-    fn vma_alloc_anon_folio_pmd(&mut self, vma: &Vma) -> Option<Allocated> {
+    fn vma_alloc_anon_folio_pmd(&mut self, vma: &Vma, addr: u64) -> Option<Allocated> {
         let flags = self.vma_thp_gfp_mask(vma);
-        let a = self.alloc_user_zeroed(HPAGE_PMD_ORDER, flags);
+        let a = self.alloc_user_zeroed(HPAGE_PMD_ORDER, flags, addr);
         if a.is_none() {
             self.stat.count(VmEvent::ThpFaultFallback);
         }
@@ -104,7 +104,7 @@ impl Kernel {
             self.set_entry(pmd.table, pmd.idx, e);
             return 0;
         }
-        let Some(folio) = self.vma_alloc_anon_folio_pmd(vma) else {
+        let Some(folio) = self.vma_alloc_anon_folio_pmd(vma, addr) else {
             return vm_fault::FALLBACK;
         };
         let Some(pgtable) = self.pte_alloc_one(Some(mm)) else {
@@ -121,7 +121,7 @@ impl Kernel {
     /// page, so the deposited table becomes a PTE table whose entry at the fault address maps
     /// a new zeroed 4 KiB page and every other entry the 4 KiB zero page (no pmd split).
     fn do_huge_pmd_wp_zero_page_fallback(&mut self, mm: MmId, vma: &Vma, addr: u64, pmd: Slot) -> u32 {
-        let Some(page) = self.alloc_user_zeroed(0, gfp::USER | gfp::DIRECT_RECLAIM) else {
+        let Some(page) = self.alloc_user_zeroed(0, gfp::USER | gfp::DIRECT_RECLAIM, addr) else {
             return vm_fault::OOM;
         };
         let haddr = addr & !(HPAGE_PMD_SIZE - 1);
@@ -166,7 +166,7 @@ impl Kernel {
         if !self.thp_vma_allowable(vma, addr) {
             return vm_fault::FALLBACK;
         }
-        let Some(folio) = self.vma_alloc_anon_folio_pmd(vma) else {
+        let Some(folio) = self.vma_alloc_anon_folio_pmd(vma, addr) else {
             return vm_fault::FALLBACK;
         };
         let table = e.pfn();
@@ -191,7 +191,7 @@ impl Kernel {
         let e = self.entry(pmd.table, pmd.idx);
         let haddr = addr & !(HPAGE_PMD_SIZE - 1);
         if self.is_huge_zero_pmd(e) {
-            if let Some(folio) = self.vma_alloc_anon_folio_pmd(vma) {
+            if let Some(folio) = self.vma_alloc_anon_folio_pmd(vma, addr) {
                 // do_huge_zero_wp_pmd: the deposited table stays deposited under the THP.
                 self.map_anon_folio_pmd(mm, vma, folio.pfn, pmd);
                 self.flush_tlb_range(mm, haddr, haddr + HPAGE_PMD_SIZE);

@@ -205,7 +205,7 @@ impl Kernel {
             return 0;
         }
         self.anon_vma_prepare(mm, vma.start);
-        let Some(a) = self.alloc_user_zeroed(0, gfp::USER | gfp::DIRECT_RECLAIM) else {
+        let Some(a) = self.alloc_user_zeroed(0, gfp::USER | gfp::DIRECT_RECLAIM, addr) else {
             return vm_fault::OOM;
         };
         self.folio_add_new_anon_rmap(a.pfn, mm, false);
@@ -263,7 +263,7 @@ impl Kernel {
         let zero = self.is_zero_pfn(old);
         self.anon_vma_prepare(mm, vma.start);
         let flags = gfp::USER | gfp::DIRECT_RECLAIM;
-        let a = if zero { self.alloc_user_zeroed(0, flags) } else { self.alloc_pages(0, flags) };
+        let a = if zero { self.alloc_user_zeroed(0, flags, addr) } else { self.alloc_pages(0, flags) };
         let Some(a) = a else {
             return vm_fault::OOM;
         };

@@ -88,8 +88,10 @@ pub struct Kernel {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Work {
     /// Clearing `pages` base pages from `pfn` on, `chunk` pages per `clear_page` call (seed
-    /// 002's clear_page with an order clears a whole block in one call), by `path`.
-    Clear { pfn: Pfn, pages: u64, chunk: u64, path: ClearPath },
+    /// 002's clear_page with an order clears a whole block in one call), by `path`; with
+    /// `target` (a subpage index; `NO_TARGET`: in address order) the subpages are cleared in
+    /// `process_huge_page`'s order, the faulting one last so that it stays hot.
+    Clear { pfn: Pfn, pages: u64, chunk: u64, path: ClearPath, target: u32 },
     /// copy_user_highpage.
     Copy { dst: Pfn, src: Pfn },
     /// flush_tlb_mm_range over [start, end) of an mm on every CPU that may cache it.
@@ -404,6 +406,11 @@ impl Kernel {
     /// frames hold zeroes, the path's counter and `mmsim_pgclear` count them, and the hardware
     /// is charged for it.
     pub fn clear_pages(&mut self, pfn: Pfn, pages: u64, chunk: u64, path: ClearPath) {
+        self.clear_pages_hint(pfn, pages, chunk, path, NO_TARGET);
+    }
+
+    /// `clear_pages` with the subpage to clear last (`folio_zero_user`'s `addr_hint`).
+    pub fn clear_pages_hint(&mut self, pfn: Pfn, pages: u64, chunk: u64, path: ClearPath, target: u32) {
         for i in 0..pages as u32 {
             if !matches!(self.mem.data[(pfn.0 + i) as usize], FrameData::Zero) {
                 self.mem.set_data((pfn.0 + i) as usize, FrameData::Zero);
@@ -411,7 +418,7 @@ impl Kernel {
         }
         self.stat.count_n(VmEvent::PgClear, pages as i64);
         self.stat.count_n(path.event(), pages as i64);
-        self.work.push(Work::Clear { pfn, pages, chunk, path });
+        self.work.push(Work::Clear { pfn, pages, chunk, path, target });
     }
 
     /// `vma_alloc_zeroed_movable_folio` and the THP fault's allocation: a zeroed user folio of
@@ -421,13 +428,17 @@ impl Kernel {
     /// With seed 002's policy on (`vm/scrub_start` set) the fault asks the allocator for
     /// `__GFP_ZERO` memory instead (the seed's `alloc_zeroed_user_highpage`), which a prezeroed
     /// block serves without clearing.
-    pub fn alloc_user_zeroed(&mut self, order: u32, gfp_flags: u32) -> Option<Allocated> {
+    /// A large folio is cleared by `folio_zero_user(folio, addr)`: `process_huge_page` order,
+    /// the subpage of `addr` last.
+    pub fn alloc_user_zeroed(&mut self, order: u32, gfp_flags: u32, addr: u64) -> Option<Allocated> {
         if self.knobs.scrub_start.is_some() {
             return self.alloc_pages(order, gfp_flags | gfp::ZERO);
         }
         let a = self.alloc_pages(order, gfp_flags & !gfp::ZERO)?;
         if !self.knobs.init_on_alloc {
-            self.clear_pages(a.pfn, 1 << order, 1, ClearPath::User);
+            let nr = 1u64 << order;
+            let target = if order > 0 { ((addr / PAGE_SIZE) & (nr - 1)) as u32 } else { NO_TARGET };
+            self.clear_pages_hint(a.pfn, nr, 1, ClearPath::User, target);
         }
         Some(a)
     }
@@ -710,3 +721,39 @@ impl Kernel {
 
 /// Sentinel for "no frame" in u32 frame fields.
 pub const NO_PFN: u32 = NIL;
+
+/// `Work::Clear` without a subpage to clear last: in address order.
+pub const NO_TARGET: u32 = u32::MAX;
+
+/// The `k`th subpage `process_huge_page` (mm/memory.c) clears of a folio of `nr` subpages
+/// whose fault is in subpage `n`: the far side first, then pairs closing in on `n`, so that
+/// `n` and its neighbours are cleared last and stay in the caches (nr = 8, n = 2: 7, 6, 5, 4,
+/// 0, 3, 1, 2; n = 6: 0, 1, 2, 3, 4, 7, 5, 6).
+pub fn process_huge_page_nth(nr: u64, n: u64, k: u64) -> u64 {
+    if 2 * n <= nr {
+        let far = nr - 2 * n;
+        if k < far {
+            return nr - 1 - k;
+        }
+        let j = k - far;
+        let i = j / 2;
+        if j.is_multiple_of(2) {
+            i
+        } else {
+            2 * n - 1 - i
+        }
+    } else {
+        let l = nr - n;
+        let base = nr - 2 * l;
+        if k < base {
+            return k;
+        }
+        let j = k - base;
+        let i = j / 2;
+        if j.is_multiple_of(2) {
+            base + i
+        } else {
+            base + 2 * l - 1 - i
+        }
+    }
+}
