@@ -7,6 +7,7 @@ use std::collections::{HashMap, VecDeque};
 use super::assoc::SetAssoc;
 use super::perf::PerfCounters;
 use super::profile::{replacement, CacheLevel, Profile};
+use super::shared::{Channel, SharedLine, CHANNEL_CALENDAR};
 use super::tlb::{PageSize, Tlb, TlbHit};
 use crate::kernel::fault::Access;
 use crate::kernel::knobs::ScrubEngine;
@@ -78,86 +79,13 @@ pub struct Machine {
     pub trace_walks: bool,
     pub walk_log: Vec<(u32, u64)>,
     /// Lines used for atomics and locks: which CPU owns each and when it is busy.
-    shared_lines: HashMap<u64, SharedLine>,
+    pub(super) shared_lines: HashMap<u64, SharedLine>,
     /// No CPU that can still run is behind this time (set by the scheduler): shared-line
     /// uses that end before it are forgotten.
     pub horizon: f64,
     /// Each node's memory bandwidth (`memory.bandwidth`): what streaming work booked of it.
-    channels: Vec<Channel>,
+    pub(super) channels: Vec<Channel>,
 }
-
-/// A node's memory channel (its DRAM controllers, or the PIII's front-side bus) as a calendar
-/// of the time its users occupy it at `memory.bandwidth` (clears, copies, a zeroing engine,
-/// and a page visit's lines fetched from memory): each use books its bytes' time first come
-/// first served in simulated time, in the gaps earlier uses left, so concurrent streams slow
-/// each other down once their demand passes the bandwidth. Deliberately simple: a use takes
-/// the channel's whole bandwidth while it holds it (its bytes are not spread over its
-/// duration); prefetches and the write-back of dirty user lines do not book it.
-#[derive(Debug, Default)]
-struct Channel {
-    /// (start, end) of each booked interval not yet behind the horizon: sorted and disjoint.
-    busy: VecDeque<(f64, f64)>,
-}
-
-/// Intervals a channel's calendar keeps when the horizon does not move (a bound on memory).
-const CHANNEL_CALENDAR: usize = 4096;
-
-impl Channel {
-    /// Book `need` cycles of the channel from `now` on, in the gaps left free; returns when
-    /// the last piece ends. Intervals ending at or before `horizon` are forgotten.
-    fn book(&mut self, now: f64, need: f64, horizon: f64) -> f64 {
-        while let Some(&(_, end)) = self.busy.front() {
-            if end > horizon && self.busy.len() < CHANNEL_CALENDAR {
-                break;
-            }
-            self.busy.pop_front();
-        }
-        let mut i = self.busy.partition_point(|&(_, e)| e <= now);
-        let (mut t, mut left, mut done) = (now, need, now);
-        while left > 0.0 {
-            if i < self.busy.len() && self.busy[i].0 <= t {
-                t = t.max(self.busy[i].1);
-                i += 1;
-                continue;
-            }
-            let gap_end = self.busy.get(i).map_or(f64::INFINITY, |b| b.0);
-            let take = left.min(gap_end - t);
-            if i > 0 && self.busy[i - 1].1 >= t {
-                self.busy[i - 1].1 = t + take;
-            } else {
-                self.busy.insert(i, (t, t + take));
-                i += 1;
-            }
-            t += take;
-            left -= take;
-            done = t;
-            // Touching the next interval: join them.
-            if i < self.busy.len() && self.busy[i].0 <= t {
-                self.busy[i - 1].1 = self.busy[i].1;
-                self.busy.remove(i);
-                t = self.busy[i - 1].1;
-            }
-        }
-        done
-    }
-}
-
-/// A cache line that CPUs take turns to own (an atomic counter, a spinlock), as a calendar:
-/// its uses in time order, so that a CPU simulated later but arriving earlier in simulated
-/// time takes an idle gap before a use already booked (CPUs are simulated a slice at a time,
-/// and a fault's atomic can lie thousands of cycles ahead of the other CPUs' clocks).
-#[derive(Debug, Default)]
-struct SharedLine {
-    /// (start, end, owner) of each use not yet behind the horizon: sorted and disjoint.
-    busy: VecDeque<(f64, f64, usize)>,
-    /// Owner after the last use that left the calendar (None: never used).
-    owner_before: Option<usize>,
-    /// End of the last use that left the calendar: no new use starts before it.
-    pruned_end: f64,
-}
-
-/// Uses a shared line's calendar keeps when the horizon does not move (a bound on memory).
-const SHARED_LINE_CALENDAR: usize = 4096;
 
 /// Result of translating one address.
 #[derive(Clone, Copy, Debug)]
@@ -677,21 +605,6 @@ impl Machine {
         }
     }
 
-    /// Book `bytes` of `cpu`'s node's memory bandwidth from `now` on (`Channel::book`):
-    /// returns the cycles from `now` until they have passed.
-    pub fn book_bandwidth(&mut self, cpu: usize, now: f64, bytes: u64) -> f64 {
-        if bytes == 0 {
-            return 0.0;
-        }
-        let node = self.numa_node(cpu);
-        if self.channels.len() <= node {
-            self.channels.resize_with(node + 1, Channel::default);
-        }
-        let need = bytes as f64 / self.bytes_per_cycle(self.p.memory.bandwidth);
-        let horizon = self.horizon;
-        self.channels[node].book(now, need, horizon) - now
-    }
-
     /// Cycles a streaming kernel loop (clear_page, copy_page) needs to bring `lines` to this
     /// CPU, `memory.stream_mlp` line fills in flight at a time (Little's law), judged by where each
     /// line is before the loop starts: the prefetcher cannot fetch faster than the fill
@@ -884,100 +797,6 @@ impl Machine {
                 self.cpus[c].clock += local;
             }
         }
-    }
-
-    /// An atomic read-modify-write (or a spinlock acquire held for `hold` cycles) by `cpu` at
-    /// time `now` on physical line `line`: it waits for the first time from `now` on when the
-    /// line is free long enough (uses are booked in time order, whatever order the CPUs are
-    /// simulated in), pays `transfers` line transfers if another CPU owned it before (2 for a
-    /// read + cmpxchg loop), and keeps the line busy while it works. Returns the cycles the CPU
-    /// spent (waiting included), charged to `func`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn atomic_rmw(
-        &mut self,
-        cpu: usize,
-        line: u64,
-        now: f64,
-        hold: f64,
-        transfers: f64,
-        func: &'static str,
-        perf: &mut PerfCounters,
-    ) -> f64 {
-        self.use_shared_line(cpu, line, now, hold, transfers, false, func, perf)
-    }
-
-    /// A lock a page fault takes on a line other CPUs' faults may take too (`Work::FaultLock`):
-    /// booked like `atomic_rmw`, but the uncontended acquisition and the `hold` are already in
-    /// `cost.fault_handler`, so the CPU pays only for waiting and the line's transfer.
-    pub fn fault_lock(
-        &mut self,
-        cpu: usize,
-        line: u64,
-        now: f64,
-        hold: f64,
-        func: &'static str,
-        perf: &mut PerfCounters,
-    ) -> f64 {
-        self.use_shared_line(cpu, line, now, hold, 1.0, true, func, perf)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn use_shared_line(
-        &mut self,
-        cpu: usize,
-        line: u64,
-        now: f64,
-        hold: f64,
-        transfers: f64,
-        included: bool,
-        func: &'static str,
-        perf: &mut PerfCounters,
-    ) -> f64 {
-        let (lt, atomic) = (self.p.smp.line_transfer, self.p.smp.atomic);
-        let sl = self.shared_lines.entry(line).or_default();
-        while let Some(&(_, end, owner)) = sl.busy.front() {
-            if end > self.horizon && sl.busy.len() < SHARED_LINE_CALENDAR {
-                break;
-            }
-            sl.owner_before = Some(owner);
-            sl.pruned_end = sl.pruned_end.max(end);
-            sl.busy.pop_front();
-        }
-        // The earliest gap at or after `now` long enough for this use; its cost depends on
-        // who owned the line before it.
-        let mut i = sl.busy.partition_point(|&(_, end, _)| end <= now);
-        let (mut prev_end, mut prev_owner) = match i {
-            0 => (sl.pruned_end, sl.owner_before),
-            _ => (sl.busy[i - 1].1, Some(sl.busy[i - 1].2)),
-        };
-        let (start, cost) = loop {
-            let start = now.max(prev_end);
-            let cost = if prev_owner.is_none_or(|o| o == cpu) { atomic } else { transfers * lt + atomic };
-            // A fault's lock is busy for its transfer and hold only (its uncontended
-            // acquisition is part of the handler's time, which this CPU spends anyway).
-            let len = if included { cost - atomic + hold } else { cost + hold };
-            if i == sl.busy.len() || sl.busy[i].0 >= start + len {
-                break (start, cost);
-            }
-            (prev_end, prev_owner) = (sl.busy[i].1, Some(sl.busy[i].2));
-            i += 1;
-        };
-        let len = if included { cost - atomic + hold } else { cost + hold };
-        sl.busy.insert(i, (start, start + len, cpu));
-        if included {
-            // Only what contention adds: the wait and the transfer.
-            let spent = start - now + (cost - atomic);
-            if spent > 0.0 {
-                perf.charge(func, spent);
-                perf.stalled_backend += spent;
-            }
-            return spent;
-        }
-        let spent = start - now + cost + hold;
-        perf.charge(func, spent);
-        perf.stalled_backend += start - now + cost;
-        perf.instructions += self.p.cost.atomic_instructions;
-        spent
     }
 
     /// A digest of every cache and TLB (for detecting loop iterations that repeat exactly).

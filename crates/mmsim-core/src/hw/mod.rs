@@ -5,7 +5,10 @@ pub mod assoc;
 pub mod machine;
 pub mod perf;
 pub mod profile;
+mod shared;
 pub mod tlb;
 
+#[cfg(test)]
+mod shared_tests;
 #[cfg(test)]
 mod tests;
