@@ -53,13 +53,14 @@ impl Kernel {
             FaultLocking::PerVma => ("lock_vma_under_rcu", "vma_end_read"),
             _ => ("down_read", "up_read"),
         };
+        let lock = self.fault_lock_line(mm, vma_start);
         if threaded {
-            let [lock, _, _] = self.fault_lock_lines(mm, vma_start, addr);
             self.work.push(Work::FaultLock { line: lock, hold: false, func: enter });
         }
         let ret = self.handle_mm_fault(mm, addr, access == Access::Write);
         if threaded {
-            let [lock, ptl, _] = self.fault_lock_lines(mm, vma_start, addr);
+            // The table the fault filled (it may have allocated it).
+            let ptl = self.ptl_line(mm, addr);
             self.work.push(Work::FaultLock { line: ptl, hold: true, func: "_raw_spin_lock" });
             self.work.push(Work::FaultLock { line: lock, hold: false, func: leave });
         }

@@ -459,21 +459,9 @@ impl Knobs {
                     _ => return Err(bad("always, defer, defer+madvise, madvise or never")),
                 }
             }
-            THP_USE_ZERO_PAGE => {
-                self.thp_use_zero_page = match v {
-                    "0" | "false" => false,
-                    "1" | "true" => true,
-                    _ => return Err(bad("0 or 1")),
-                }
-            }
+            THP_USE_ZERO_PAGE => self.thp_use_zero_page = parse_bool(v).ok_or_else(|| bad("0 or 1"))?,
             FAIL_MIN_ORDER => {
-                self.fail_min_order = match v {
-                    "off" | "-1" | "none" => None,
-                    _ => match v.parse::<u32>() {
-                        Ok(o) if o <= 10 => Some(o),
-                        _ => return Err(bad("off or an order 0..10")),
-                    },
-                }
+                self.fail_min_order = parse_order_or_off(v).ok_or_else(|| bad("off or an order 0..10"))?
             }
             FAIL_EVERY => {
                 self.fail_every = v.parse().map_err(|_| bad("a non-negative integer"))?;
@@ -535,15 +523,7 @@ impl Knobs {
             PT_RECLAIM => self.pt_reclaim = parse_bool(v).ok_or_else(|| bad("0 or 1"))?,
             INIT_ON_ALLOC => self.init_on_alloc = parse_bool(v).ok_or_else(|| bad("0 or 1"))?,
             INIT_ON_FREE => self.init_on_free = parse_bool(v).ok_or_else(|| bad("0 or 1"))?,
-            SCRUB_START => {
-                self.scrub_start = match v {
-                    "off" | "none" => None,
-                    _ => match v.parse::<u32>() {
-                        Ok(o) if o <= 10 => Some(o),
-                        _ => return Err(bad("off or an order 0..10")),
-                    },
-                }
-            }
+            SCRUB_START => self.scrub_start = parse_order_or_off(v).ok_or_else(|| bad("off or an order 0..10"))?,
             SCRUB_STOP => {
                 self.scrub_stop = match v.parse::<u32>() {
                     Ok(o) if o <= 10 => o,
@@ -590,6 +570,14 @@ impl Knobs {
     /// All knobs as name -> value, as a run reports its effective settings.
     pub fn effective(&self) -> Vec<(String, String)> {
         Knobs::names().map(|n| (n.to_string(), self.get(n).expect("known"))).collect()
+    }
+}
+
+/// An order knob: `off` (also `-1` or `none`) or a buddy order 0..10.
+fn parse_order_or_off(v: &str) -> Option<Option<u32>> {
+    match v {
+        "off" | "-1" | "none" => Some(None),
+        _ => v.parse::<u32>().ok().filter(|&o| o <= 10).map(Some),
     }
 }
 

@@ -259,20 +259,23 @@ impl Kernel {
         self.mem.scrub_start = k.scrub_start;
     }
 
-    /// The kernel-variable lines of the locks a fault takes (outside RAM, as ZONE_LOCK_LINE):
-    /// an mm's mmap_lock and its page_table_lock, a vma's lock, a page table's split lock.
-    pub fn fault_lock_lines(&self, mm: MmId, vma_start: u64, addr: u64) -> [u64; 3] {
-        const MM: u64 = 1 << 61;
-        const VMA: u64 = 1 << 62;
-        const PTL: u64 = 3 << 61;
+    /// The kernel-variable line of the lock a fault takes first (outside RAM, as
+    /// ZONE_LOCK_LINE): the vma's read lock (Linux >= 6.4), else the mm's mmap_lock.
+    pub fn fault_lock_line(&self, mm: MmId, vma_start: u64) -> u64 {
+        match self.knobs.fault_locking {
+            knobs::FaultLocking::PerVma => FAULT_VMA_LINE | (mm as u64) << 36 | (vma_start >> 12) & ((1 << 36) - 1),
+            _ => FAULT_MM_LINE | (mm as u64) << 2,
+        }
+    }
+
+    /// The line of the page-table lock a fault takes around its pte update: the mm-wide
+    /// page_table_lock (before 2.6.15), else the split lock of the table holding `addr`'s entry.
+    pub fn ptl_line(&self, mm: MmId, addr: u64) -> u64 {
+        if self.knobs.fault_locking == knobs::FaultLocking::PageTableLock {
+            return FAULT_MM_LINE | (mm as u64) << 2 | 1;
+        }
         let table = self.pte_slot(mm, addr).or_else(|| self.pmd_slot(mm, addr)).map_or(0, |s| s.table.0 as u64);
-        let mm_line = MM | (mm as u64) << 2;
-        let (vma, ptl) = match self.knobs.fault_locking {
-            knobs::FaultLocking::PageTableLock => (mm_line, mm_line | 1),
-            knobs::FaultLocking::MmapLock => (mm_line, PTL | table),
-            knobs::FaultLocking::PerVma => (VMA | (mm as u64) << 36 | (vma_start >> 12) & ((1 << 36) - 1), PTL | table),
-        };
-        [vma, ptl, mm_line]
+        FAULT_PTL_LINE | table
     }
 
     /// Refresh the items the allocator owns (nr_free_pages).
@@ -411,11 +414,7 @@ impl Kernel {
 
     /// `clear_pages` with the subpage to clear last (`folio_zero_user`'s `addr_hint`).
     pub fn clear_pages_hint(&mut self, pfn: Pfn, pages: u64, chunk: u64, path: ClearPath, target: u32) {
-        for i in 0..pages as u32 {
-            if !matches!(self.mem.data[(pfn.0 + i) as usize], FrameData::Zero) {
-                self.mem.set_data((pfn.0 + i) as usize, FrameData::Zero);
-            }
-        }
+        self.mem.zero_frames(pfn.0, pages);
         self.stat.count_n(VmEvent::PgClear, pages as i64);
         self.stat.count_n(path.event(), pages as i64);
         self.work.push(Work::Clear { pfn, pages, chunk, path, target });
@@ -721,6 +720,11 @@ impl Kernel {
 
 /// Sentinel for "no frame" in u32 frame fields.
 pub const NO_PFN: u32 = NIL;
+
+/// Bases of the fault locks' lines (`Kernel::fault_lock_line`, `Kernel::ptl_line`).
+const FAULT_MM_LINE: u64 = 1 << 61;
+const FAULT_VMA_LINE: u64 = 1 << 62;
+const FAULT_PTL_LINE: u64 = 3 << 61;
 
 /// `Work::Clear` without a subpage to clear last: in address order.
 pub const NO_TARGET: u32 = u32::MAX;

@@ -177,7 +177,7 @@ impl PhysMem {
             while self.free_head[NOT_ZEROED][order as usize] != NIL {
                 let pfn = self.free_head[NOT_ZEROED][order as usize];
                 self.del_from_free_list(pfn, order);
-                self.zero_frames(pfn, order);
+                self.zero_frames(pfn, 1 << order);
                 self.add_to_free_list(pfn, order, true);
             }
         }
@@ -196,9 +196,9 @@ impl PhysMem {
         self.tables -= matches!(old, FrameData::Table(_)) as u64;
     }
 
-    /// Make the frames of a block hold zeroes (what a clear_page of it leaves).
-    pub fn zero_frames(&mut self, pfn: u32, order: u32) {
-        for i in 0..1u32 << order {
+    /// Make `pages` frames from `pfn` on hold zeroes (what clearing them leaves).
+    pub fn zero_frames(&mut self, pfn: u32, pages: u64) {
+        for i in 0..pages as u32 {
             if !matches!(self.data[(pfn + i) as usize], FrameData::Zero) {
                 self.set_data((pfn + i) as usize, FrameData::Zero);
             }
@@ -413,7 +413,7 @@ impl PhysMem {
     /// (coalescing with its buddies). Returns its order.
     pub fn end_zero_page(&mut self) -> Option<u32> {
         let (pfn, order) = self.scrubbing.take()?;
-        self.zero_frames(pfn, order);
+        self.zero_frames(pfn, 1 << order);
         Some(self.free_one(pfn, order, true))
     }
 
@@ -431,7 +431,7 @@ impl PhysMem {
         }
         let order = p.order as u32;
         self.del_from_free_list(pfn.0, order);
-        self.zero_frames(pfn.0, order);
+        self.zero_frames(pfn.0, 1 << order);
         self.add_to_free_list(pfn.0, order, true);
         true
     }
@@ -585,7 +585,7 @@ mod tests {
         let a = m.alloc(0, gfp::ZERO, true, &mut s).unwrap();
         assert_eq!((a.zeroed, a.clear), (true, None));
         m.set_data(a.pfn.idx(), FrameData::Data(Box::new(PageContent::filled(1))));
-        m.zero_frames(a.pfn.0, 0);
+        m.zero_frames(a.pfn.0, 1);
         m.free(a.pfn, 0, true, &mut s);
         assert_eq!((m.zeroed_free_pages, m.buddyinfo()[10]), (1024, 1), "cleared at free: merges back zeroed");
     }
@@ -648,7 +648,7 @@ mod tests {
                         let Some(a) = m.alloc(order.min(4), flags, true, &mut s) else { continue };
                         let n = 1u32 << order.min(4);
                         if let Some(_path) = a.clear {
-                            m.zero_frames(a.pfn.0, order.min(4));
+                            m.zero_frames(a.pfn.0, 1 << order.min(4));
                         }
                         if flag || init_on_alloc {
                             for i in 0..n {
@@ -668,7 +668,7 @@ mod tests {
                     3 | 4 if !held.is_empty() => {
                         let (p, o) = held.swap_remove(order as usize % held.len());
                         if init_on_free {
-                            m.zero_frames(p.0, o);
+                            m.zero_frames(p.0, 1 << o);
                         }
                         m.free(p, o, init_on_free, &mut s);
                     }
