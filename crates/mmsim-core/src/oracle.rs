@@ -9,7 +9,7 @@ use std::rc::Rc;
 use crate::kernel::content::PageContent;
 use crate::kernel::fault::Access;
 use crate::kernel::mm::vm;
-use crate::units::PAGE_SIZE;
+use crate::units::Geometry;
 
 /// A reference mapping.
 #[derive(Clone, Debug)]
@@ -31,6 +31,8 @@ pub struct RefSpace {
 /// The reference model of every process.
 #[derive(Default)]
 pub struct Oracle {
+    /// Page geometry: the unit of private copies and shared-object offsets.
+    geo: Geometry,
     spaces: HashMap<u32, RefSpace>,
     objects: HashMap<u32, HashMap<u64, PageContent>>,
     next_obj: u32,
@@ -43,6 +45,11 @@ enum Home {
 }
 
 impl Oracle {
+    /// An empty model of processes with pages of `geo`.
+    pub fn new(geo: Geometry) -> Oracle {
+        Oracle { geo, ..Default::default() }
+    }
+
     pub fn new_process(&mut self, pid: u32) {
         self.spaces.insert(pid, RefSpace::default());
     }
@@ -69,7 +76,7 @@ impl Oracle {
         sp.vmas.insert(addr, RefVma { end: addr + len, prot, shared });
     }
 
-    fn split(sp: &mut RefSpace, at: u64) {
+    fn split(sp: &mut RefSpace, at: u64, page_size: u64) {
         let Some((&s, v)) = sp.vmas.range(..at).next_back() else {
             return;
         };
@@ -78,7 +85,7 @@ impl Oracle {
         }
         let mut hi = v.clone();
         if let Some((o, off)) = hi.shared {
-            hi.shared = Some((o, off + (at - s) / PAGE_SIZE));
+            hi.shared = Some((o, off + (at - s) / page_size));
         }
         sp.vmas.get_mut(&s).expect("vma").end = at;
         sp.vmas.insert(at, hi);
@@ -86,9 +93,10 @@ impl Oracle {
 
     pub fn munmap(&mut self, pid: u32, addr: u64, len: u64) {
         let end = addr + len;
+        let ps = self.geo.page_size();
         let sp = self.spaces.get_mut(&pid).expect("process");
-        Self::split(sp, addr);
-        Self::split(sp, end);
+        Self::split(sp, addr, ps);
+        Self::split(sp, end, ps);
         let keys: Vec<u64> = sp.vmas.range(addr..end).map(|(&k, _)| k).collect();
         for k in keys {
             sp.vmas.remove(&k);
@@ -99,6 +107,7 @@ impl Oracle {
     /// mprotect as Linux does it: the mapped part from `addr` up to the first hole changes
     /// (the call then fails with ENOMEM), nothing beyond the hole.
     pub fn mprotect(&mut self, pid: u32, addr: u64, len: u64, prot: u32) {
+        let ps = self.geo.page_size();
         let sp = self.spaces.get_mut(&pid).expect("process");
         let mut end = addr;
         while end < addr + len {
@@ -110,8 +119,8 @@ impl Oracle {
         if end == addr {
             return;
         }
-        Self::split(sp, addr);
-        Self::split(sp, end);
+        Self::split(sp, addr, ps);
+        Self::split(sp, end, ps);
         for (_, v) in sp.vmas.range_mut(addr..end) {
             v.prot = prot;
         }
@@ -131,7 +140,7 @@ impl Oracle {
             return None;
         }
         Some(match v.shared {
-            Some((o, off)) => (Home::Shared(o, off + (page - s) / PAGE_SIZE), v),
+            Some((o, off)) => (Home::Shared(o, off + (page - s) / self.geo.page_size()), v),
             None => (Home::Private(page), v),
         })
     }
@@ -156,14 +165,20 @@ impl Oracle {
 
     /// Store `value` at `start, start+stride, ... < end` within the page at `page`.
     pub fn write(&mut self, pid: u32, page: u64, start: usize, end: usize, stride: usize, value: u8) {
+        let page_bytes = self.geo.page_size() as usize;
         match self.home(pid, page).map(|h| h.0) {
             Some(Home::Private(p)) => {
                 let sp = self.spaces.get_mut(&pid).expect("process");
                 let c = sp.private.entry(p).or_default();
-                Rc::make_mut(c).write(start, end, stride, value);
+                Rc::make_mut(c).write(start, end, stride, value, page_bytes);
             }
             Some(Home::Shared(o, i)) => {
-                self.objects.get_mut(&o).expect("object").entry(i).or_default().write(start, end, stride, value);
+                self.objects
+                    .get_mut(&o)
+                    .expect("object")
+                    .entry(i)
+                    .or_default()
+                    .write(start, end, stride, value, page_bytes);
             }
             None => {}
         }

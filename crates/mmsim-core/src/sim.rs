@@ -8,11 +8,13 @@ use crate::kernel::mm::MmCounter;
 use crate::kernel::vmstat::VmItem;
 use crate::kernel::{Kernel, MmId};
 use crate::report::{CheckSummary, Counters, Metrics, ProcessStatus, Report, Snapshot, Strings};
-use crate::units::{HPAGE_PMD_NR, PAGE_SIZE};
 use crate::workload::interp::{Interp, Task, TaskState};
 use crate::workload::spec::Workload;
 
-const KB_PER_PAGE: i64 = (PAGE_SIZE / 1024) as i64;
+/// kB in one base page of `k` (the unit of /proc's page counts).
+fn kb_per_page(k: &Kernel) -> i64 {
+    (k.geo.page_size() / 1024) as i64
+}
 
 /// Options of a run beyond the workload.
 #[derive(Clone, Debug, Default)]
@@ -195,6 +197,8 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
         }
         knobs.set(k, v).map_err(|e| Error::Knob(format!("--set {k}={v}: {e}")))?;
     }
+    let profile = crate::hw::profile::builtin(&w.machine.profile, &hw_sets).map_err(Error::Profile)?;
+    let geo = profile.geometry();
     let limit = opts.max_memory.unwrap_or(DEFAULT_MAX_MEMORY);
     if w.machine.memory.0 > limit {
         return Err(Error::Limit(format!(
@@ -207,7 +211,7 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
     // The frames' metadata is allocated at boot: refuse a machine whose metadata alone would
     // pass the host-memory limit before allocating it.
     let host_limit = opts.max_host_memory.unwrap_or(DEFAULT_MAX_HOST_MEMORY);
-    let metadata = w.machine.memory.0 / PAGE_SIZE * crate::kernel::page_alloc::FRAME_METADATA_BYTES;
+    let metadata = w.machine.memory.0 / geo.page_size() * crate::kernel::page_alloc::FRAME_METADATA_BYTES;
     if metadata > host_limit {
         return Err(Error::Limit(format!(
             "machine.memory: {} of simulated memory takes {} of frame metadata, over engine.max_host_memory ({}); \
@@ -217,10 +221,9 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
             size_text(host_limit)
         )));
     }
-    let profile = crate::hw::profile::builtin(&w.machine.profile, &hw_sets).map_err(Error::Profile)?;
     let machine = crate::hw::machine::Machine::new(profile, w.machine.cpus as usize);
     let effective = knobs.effective();
-    let mut kernel = Kernel::new(w.machine.memory.0, knobs);
+    let mut kernel = Kernel::new(w.machine.memory.0, knobs, geo);
     kernel.sabotage = opts.sabotage;
     let first_cpu = w.cpu.unwrap_or(0) as usize % w.machine.cpus as usize;
     let mut it = Interp::new(kernel, machine, w.program.clone(), first_cpu, opts.check).map_err(Error::Limit)?;
@@ -324,18 +327,18 @@ fn anon_huge_kb(k: &Kernel, mm: MmId) -> i64 {
     let mut n = 0;
     let vmas: Vec<(u64, u64)> = k.mm(mm).vmas.values().map(|v| (v.start, v.end)).collect();
     for (s, e) in vmas {
-        let mut a = (s + crate::units::HPAGE_PMD_SIZE - 1) & !(crate::units::HPAGE_PMD_SIZE - 1);
-        while a + crate::units::HPAGE_PMD_SIZE <= e {
+        let mut a = (s + k.geo.hpage_pmd_size() - 1) & k.geo.pmd_mask();
+        while a + k.geo.hpage_pmd_size() <= e {
             if let Some(slot) = k.pmd_slot(mm, a) {
                 let en = k.entry(slot.table, slot.idx);
                 if en.present() && en.huge() && !k.is_huge_zero_pmd(en) {
                     n += 1;
                 }
             }
-            a += crate::units::HPAGE_PMD_SIZE;
+            a += k.geo.hpage_pmd_size();
         }
     }
-    n * HPAGE_PMD_NR as i64 * KB_PER_PAGE
+    n * k.geo.hpage_pmd_nr() as i64 * kb_per_page(k)
 }
 
 /// /proc/PID/status of a task (its last status if it has exited).
@@ -362,11 +365,11 @@ pub fn process_status(k: &Kernel, t: &Task, freq: f64) -> ProcessStatus {
     };
     if let Some(mm) = t.mm {
         let m = k.mm(mm);
-        st.rss_anon = m.rss[MmCounter::AnonPages as usize] * KB_PER_PAGE;
-        st.rss_file = m.rss[MmCounter::FilePages as usize] * KB_PER_PAGE;
-        st.rss_shmem = m.rss[MmCounter::ShmemPages as usize] * KB_PER_PAGE;
+        st.rss_anon = m.rss[MmCounter::AnonPages as usize] * kb_per_page(k);
+        st.rss_file = m.rss[MmCounter::FilePages as usize] * kb_per_page(k);
+        st.rss_shmem = m.rss[MmCounter::ShmemPages as usize] * kb_per_page(k);
         st.vm_rss = st.rss_anon + st.rss_file + st.rss_shmem;
-        st.vm_hwm = m.hiwater_rss * KB_PER_PAGE;
+        st.vm_hwm = m.hiwater_rss * kb_per_page(k);
         st.vm_pte = m.pgtables_bytes / 1024;
         st.anon_huge_pages = anon_huge_kb(k, mm);
     }
@@ -395,12 +398,12 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
     }
     let items = &k.stat.items;
     let mut meminfo = Counters::default();
-    meminfo.push("MemTotal", ((k.mem.nr_pages() - k.mem.reserved) as i64) * KB_PER_PAGE);
-    meminfo.push("MemFree", items[VmItem::NrFreePages] * KB_PER_PAGE);
-    meminfo.push("AnonPages", items[VmItem::NrAnonPages] * KB_PER_PAGE);
-    meminfo.push("Shmem", items[VmItem::NrShmem] * KB_PER_PAGE);
-    meminfo.push("PageTables", items[VmItem::NrPageTablePages] * KB_PER_PAGE);
-    meminfo.push("AnonHugePages", items[VmItem::NrAnonThps] * HPAGE_PMD_NR as i64 * KB_PER_PAGE);
+    meminfo.push("MemTotal", ((k.mem.nr_pages() - k.mem.reserved) as i64) * kb_per_page(k));
+    meminfo.push("MemFree", items[VmItem::NrFreePages] * kb_per_page(k));
+    meminfo.push("AnonPages", items[VmItem::NrAnonPages] * kb_per_page(k));
+    meminfo.push("Shmem", items[VmItem::NrShmem] * kb_per_page(k));
+    meminfo.push("PageTables", items[VmItem::NrPageTablePages] * kb_per_page(k));
+    meminfo.push("AnonHugePages", items[VmItem::NrAnonThps] * k.geo.hpage_pmd_nr() as i64 * kb_per_page(k));
     let processes = it.tasks.iter().map(|t| process_status(k, t, freq)).collect();
     let time = match pid {
         0 => elapsed,

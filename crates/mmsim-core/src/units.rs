@@ -3,26 +3,142 @@
 
 use std::fmt;
 
-/// log2 of the base page size (x86-64: 4 KiB).
-pub const PAGE_SHIFT: u32 = 12;
-/// The base page size in bytes.
-pub const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
-/// Entries per page-table page (x86-64: 512 eight-byte entries).
-pub const PTRS_PER_TABLE: usize = 512;
-/// log2 of the range one PMD entry maps (2 MiB).
-pub const PMD_SHIFT: u32 = 21;
-/// Bytes mapped by one PMD entry (a PMD-sized THP).
-pub const HPAGE_PMD_SIZE: u64 = 1 << PMD_SHIFT;
-/// Base pages in a PMD-sized THP.
-pub const HPAGE_PMD_NR: u64 = HPAGE_PMD_SIZE / PAGE_SIZE;
-/// Order of a PMD-sized THP.
-pub const HPAGE_PMD_ORDER: u32 = PMD_SHIFT - PAGE_SHIFT;
-/// log2 of the range one PUD entry maps (1 GiB).
-pub const PUD_SHIFT: u32 = 30;
-/// log2 of the range one PGD entry maps (512 GiB).
-pub const PGDIR_SHIFT: u32 = 39;
-/// x86-64 TASK_SIZE with 4-level paging (47-bit user space, minus the guard page).
-pub const TASK_SIZE: u64 = (1 << 47) - PAGE_SIZE;
+/// The page geometry of the simulated architecture: its base page size and, from it, the
+/// fan-out and reach of each page-table level. Mirrors an architecture's compile-time
+/// PAGE_SHIFT, PTRS_PER_PTE and PMD_SHIFT (arch/x86/include/asm/pgtable_64_types.h,
+/// arch/ia64/include/asm/pgtable.h); mmsim chooses it per run from the profile
+/// (`memory.page_size`) and always keeps four levels of 8-byte entries, each level one page
+/// of PTRS_PER_TABLE entries (Linux folds unused levels: ia64 with 16 KiB pages had three).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Geometry {
+    /// log2 of the base page size (PAGE_SHIFT).
+    pub page_shift: u32,
+}
+
+impl Geometry {
+    /// x86-64: 4 KiB pages, 512-entry tables, 2 MiB PMDs, 1 GiB PUDs.
+    pub const X86_64: Geometry = Geometry { page_shift: 12 };
+
+    /// The geometry of a base page size in bytes, or why it is not one mmsim models.
+    pub fn from_page_size(bytes: u64) -> Result<Geometry, String> {
+        match bytes {
+            4096 | 16384 | 65536 => Ok(Geometry { page_shift: bytes.trailing_zeros() }),
+            _ => Err(format!("{bytes} is not a modelled page size (4K, 16K or 64K)")),
+        }
+    }
+    /// The base page size in bytes (PAGE_SIZE).
+    #[inline(always)]
+    pub const fn page_size(self) -> u64 {
+        1 << self.page_shift
+    }
+    /// `addr` rounded down to its base page.
+    #[inline(always)]
+    pub const fn page_mask(self) -> u64 {
+        !(self.page_size() - 1)
+    }
+    /// log2 of the entries in one table page (8-byte entries: PAGE_SHIFT - 3).
+    #[inline(always)]
+    pub const fn table_shift(self) -> u32 {
+        self.page_shift - 3
+    }
+    /// Entries per page-table page (PTRS_PER_PTE = PTRS_PER_PMD = ...).
+    #[inline(always)]
+    pub const fn ptrs_per_table(self) -> usize {
+        1 << self.table_shift()
+    }
+    /// log2 of the range one entry at `level` maps (0 = PTE: PAGE_SHIFT, 1 = PMD_SHIFT,
+    /// 2 = PUD_SHIFT, 3 = PGDIR_SHIFT).
+    #[inline(always)]
+    pub const fn level_shift(self, level: u32) -> u32 {
+        self.page_shift + self.table_shift() * level
+    }
+    /// Index of `addr` in the table at `level` (pte_index, pmd_index, ...).
+    #[inline(always)]
+    pub const fn table_index(self, addr: u64, level: u32) -> usize {
+        ((addr >> self.level_shift(level)) as usize) & (self.ptrs_per_table() - 1)
+    }
+    /// log2 of the range one PMD entry maps (x86-64: 21; ia64 16 KiB: 25).
+    #[inline(always)]
+    pub const fn pmd_shift(self) -> u32 {
+        self.level_shift(1)
+    }
+    /// log2 of the range one PUD entry maps (x86-64: 30).
+    #[inline(always)]
+    pub const fn pud_shift(self) -> u32 {
+        self.level_shift(2)
+    }
+    /// log2 of the range one PGD entry maps (x86-64: 39).
+    #[inline(always)]
+    pub const fn pgdir_shift(self) -> u32 {
+        self.level_shift(3)
+    }
+    /// Bytes mapped by one PMD entry: a PMD-sized THP (HPAGE_PMD_SIZE).
+    #[inline(always)]
+    pub const fn hpage_pmd_size(self) -> u64 {
+        1 << self.pmd_shift()
+    }
+    /// Base pages in a PMD-sized THP (HPAGE_PMD_NR).
+    #[inline(always)]
+    pub const fn hpage_pmd_nr(self) -> u64 {
+        1 << self.table_shift()
+    }
+    /// Order of a PMD-sized THP (HPAGE_PMD_ORDER).
+    #[inline(always)]
+    pub const fn hpage_pmd_order(self) -> u32 {
+        self.table_shift()
+    }
+    /// Bytes one entry at `level` maps (PMD_SIZE = 1 << PMD_SHIFT, ...).
+    #[inline(always)]
+    pub const fn level_size(self, level: u32) -> u64 {
+        1 << self.level_shift(level)
+    }
+    /// PMD_MASK: clears the offset within a PMD's range.
+    #[inline(always)]
+    pub const fn pmd_mask(self) -> u64 {
+        !(self.hpage_pmd_size() - 1)
+    }
+    /// PAGE_ALIGN: round up to a page, or None on overflow.
+    #[inline(always)]
+    pub const fn page_align(self, x: u64) -> Option<u64> {
+        match x.checked_add(self.page_size() - 1) {
+            Some(v) => Some(v & self.page_mask()),
+            None => None,
+        }
+    }
+    /// Base pages mapped by one PUD entry.
+    #[inline(always)]
+    pub const fn pud_nr(self) -> u64 {
+        1 << (2 * self.table_shift())
+    }
+    /// The user address-space limit: x86-64's 47-bit TASK_SIZE minus the guard page, at every
+    /// page size (ia64 regions were larger; no seed workload comes near either).
+    #[inline(always)]
+    pub const fn task_size(self) -> u64 {
+        (1 << 47) - self.page_size()
+    }
+}
+
+impl Default for Geometry {
+    fn default() -> Self {
+        Geometry::X86_64
+    }
+}
+
+/// The x86-64 geometry's constants, for tests written in 4 KiB pages.
+#[cfg(test)]
+pub mod x86 {
+    use super::Geometry;
+    const G: Geometry = Geometry::X86_64;
+    pub const PAGE_SHIFT: u32 = G.page_shift;
+    pub const PAGE_SIZE: u64 = G.page_size();
+    pub const PTRS_PER_TABLE: usize = G.ptrs_per_table();
+    pub const PMD_SHIFT: u32 = G.pmd_shift();
+    pub const HPAGE_PMD_SIZE: u64 = G.hpage_pmd_size();
+    pub const HPAGE_PMD_NR: u64 = G.hpage_pmd_nr();
+    pub const HPAGE_PMD_ORDER: u32 = G.hpage_pmd_order();
+    pub const PUD_SHIFT: u32 = G.pud_shift();
+    pub const TASK_SIZE: u64 = G.task_size();
+}
 
 /// A user virtual address.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -32,14 +148,6 @@ impl VirtAddr {
     /// Round down to a multiple of `align` (a power of two).
     pub fn align_down(self, align: u64) -> VirtAddr {
         VirtAddr(self.0 & !(align - 1))
-    }
-    /// Offset of the address inside its base page.
-    pub fn page_offset(self) -> u64 {
-        self.0 & (PAGE_SIZE - 1)
-    }
-    /// Index into the table at `level` (0 = PTE, 1 = PMD, 2 = PUD, 3 = PGD).
-    pub fn table_index(self, level: u32) -> usize {
-        ((self.0 >> (PAGE_SHIFT + 9 * level)) & 511) as usize
     }
 }
 
@@ -63,8 +171,10 @@ impl Pfn {
     pub fn idx(self) -> usize {
         self.0 as usize
     }
-    pub fn phys(self) -> u64 {
-        (self.0 as u64) << PAGE_SHIFT
+    /// The frame's physical address (PFN_PHYS).
+    #[inline(always)]
+    pub fn phys(self, g: Geometry) -> u64 {
+        (self.0 as u64) << g.page_shift
     }
 }
 
@@ -110,10 +220,20 @@ mod tests {
 
     #[test]
     fn table_index() {
-        let a = VirtAddr(0x7fff_eb60_0000);
-        assert_eq!(a.table_index(3), 255);
-        assert_eq!(a.table_index(0), 0);
-        assert_eq!(VirtAddr(0x1000).table_index(0), 1);
-        assert_eq!(VirtAddr(1 << 21).table_index(1), 1);
+        let g = Geometry::X86_64;
+        assert_eq!(g.table_index(0x7fff_eb60_0000, 3), 255);
+        assert_eq!(g.table_index(0x7fff_eb60_0000, 0), 0);
+        assert_eq!(g.table_index(0x1000, 0), 1);
+        assert_eq!(g.table_index(1 << 21, 1), 1);
+        assert_eq!((g.pmd_shift(), g.pud_shift(), g.pgdir_shift(), g.hpage_pmd_nr()), (21, 30, 39, 512));
+    }
+
+    #[test]
+    fn ia64_geometry() {
+        let g = Geometry::from_page_size(16384).unwrap();
+        assert_eq!((g.page_shift, g.ptrs_per_table(), g.pmd_shift(), g.hpage_pmd_order()), (14, 2048, 25, 11));
+        assert_eq!(g.table_index((5 << 25) | (7 << 14) | 123, 0), 7);
+        assert_eq!(g.table_index((5 << 25) | (7 << 14), 1), 5);
+        assert!(Geometry::from_page_size(8192).is_err());
     }
 }

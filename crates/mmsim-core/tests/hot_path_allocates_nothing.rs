@@ -43,7 +43,7 @@ fn allocations() -> u64 {
 
 #[test]
 fn translate_and_cache_accesses_allocate_nothing() {
-    let mut k = Kernel::new(256 << 20, Knobs::default());
+    let mut k = Kernel::new(256 << 20, Knobs::default(), mmsim_core::units::Geometry::X86_64);
     let mm = k.exec_mm().unwrap();
     let len = 64u64 << 20;
     let a = k.do_mmap(mm, MmapArgs { len, prot: vm::READ | vm::WRITE | vm::EXEC, ..Default::default() }).unwrap();

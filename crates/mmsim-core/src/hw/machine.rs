@@ -15,7 +15,11 @@ use crate::kernel::page_alloc::ClearPath;
 use crate::kernel::pgtable::{self, Entry};
 use crate::kernel::vmstat::VmEvent;
 use crate::kernel::{AtomicKind, Kernel, MmId, Work};
-use crate::units::{Pfn, PAGE_SHIFT, PAGE_SIZE, PGDIR_SHIFT, PMD_SHIFT, PUD_SHIFT};
+use crate::units::{Geometry, Pfn};
+
+/// Hardware prefetchers do not cross a 4 KiB physical boundary, whatever the OS page size
+/// (the L2 streamer of Intel's optimization manual; a 4 KiB page is the unit they assume).
+const PREFETCH_BOUNDARY: u64 = 4096;
 
 /// Above this many pages a range flush becomes a full flush (tlb_single_page_flush_ceiling).
 pub const TLB_SINGLE_PAGE_FLUSH_CEILING: u64 = 33;
@@ -69,6 +73,8 @@ fn cache(name: &str, c: &CacheLevel, line: u64) -> SetAssoc {
 
 /// The hardware.
 pub struct Machine {
+    /// The page geometry of the profile (`memory.page_size`).
+    pub geo: Geometry,
     pub p: Profile,
     pub cpus: Vec<Cpu>,
     pub llc: SetAssoc,
@@ -99,10 +105,11 @@ pub enum Translation {
 impl Machine {
     pub fn new(p: Profile, ncpus: usize) -> Machine {
         let line = p.cache.line;
+        let geo = p.geometry();
         let nodes = p.smp.numa_nodes.max(1);
         let cpus = (0..ncpus)
             .map(|_| Cpu {
-                tlb: Tlb::new(&p.tlb),
+                tlb: Tlb::new(&p.tlb, geo),
                 l1d: cache("cache.l1d", &p.cache.l1d, line),
                 l1i: cache("cache.l1i", &p.cache.l1i, line),
                 l2: cache("cache.l2", &p.cache.l2, line),
@@ -117,6 +124,7 @@ impl Machine {
             })
             .collect();
         Machine {
+            geo,
             llc: cache("cache.llc", &p.cache.llc, line),
             line_shift: line.trailing_zeros(),
             p,
@@ -246,7 +254,7 @@ impl Machine {
         };
         let degree = self.p.cache.prefetch_degree as u64;
         if stream && degree > 0 {
-            let lines_per_page = PAGE_SIZE >> self.line_shift;
+            let lines_per_page = PREFETCH_BOUNDARY >> self.line_shift;
             let c = &mut self.cpus[cpu];
             for i in 1..=degree {
                 let l = line + i;
@@ -315,7 +323,7 @@ impl Machine {
                 }
             }
             if !write || entry.has(pgtable::DIRTY) {
-                return Translation::Frame(frame_of(entry, size, vaddr));
+                return Translation::Frame(frame_of(entry, size, vaddr, self.geo));
             }
             // A write through a clean entry: the walker sets the dirty bit (below).
         }
@@ -367,9 +375,8 @@ impl Machine {
             }
         };
         let result = loop {
-            let shift = PAGE_SHIFT + 9 * level;
-            let idx = ((vaddr >> shift) & 511) as usize;
-            let phys = (table << PAGE_SHIFT) + idx as u64 * 8;
+            let idx = self.geo.table_index(vaddr, level);
+            let phys = (table << self.geo.page_shift) + idx as u64 * 8;
             if self.trace_walks {
                 self.walk_log.push((level, phys));
             }
@@ -391,12 +398,12 @@ impl Machine {
             }
             if leaf {
                 let size = match level {
-                    0 => PageSize::K4,
-                    1 => PageSize::M2,
-                    _ => PageSize::G1,
+                    0 => PageSize::Base,
+                    1 => PageSize::Pmd,
+                    _ => PageSize::Pud,
                 };
                 self.cpus[cpu].tlb.fill(asid, vaddr, size, ne.0, fetch, tlb_absent);
-                break Translation::Frame(frame_of(ne, size, vaddr));
+                break Translation::Frame(frame_of(ne, size, vaddr, self.geo));
             }
             // Cache the upper-level entry in its paging-structure cache.
             let pwc_level = (3 - level) as usize;
@@ -515,7 +522,7 @@ impl Machine {
         perf.mem_refs += count;
         let instr = count as f64 * instr_per_fetch;
         perf.instructions += instr;
-        let base = pfn.phys() >> self.line_shift;
+        let base = pfn.phys(self.geo) >> self.line_shift;
         let mut stall = 0.0;
         let mut fetch_line = |m: &mut Machine, l: u64| {
             let lvl = m.icache_access(cpu, base + l);
@@ -560,7 +567,7 @@ impl Machine {
         // Issue: the instructions at the base CPI, but no faster than the load (store) ports.
         let ports = if write { self.p.cpu.stores_per_cycle } else { self.p.cpu.loads_per_cycle };
         let mut cycles = self.exec_cycles(cpu, (instr * self.p.cpu.base_cpi).max(count as f64 / ports));
-        let base = pfn.phys() >> self.line_shift;
+        let base = pfn.phys(self.geo) >> self.line_shift;
         let mut stall = 0.0;
         let mut from_memory = 0u64;
         let mut touch = |m: &mut Machine, l: u64| {
@@ -631,8 +638,8 @@ impl Machine {
     /// Drop every line of `pages` base pages from `pfn` on from every cache (what
     /// non-temporal stores or a DMA engine's writes do to the copies CPUs hold).
     pub fn invalidate_lines(&mut self, pfn: Pfn, pages: u64) {
-        let first = pfn.phys() >> self.line_shift;
-        let n = (pages * PAGE_SIZE) >> self.line_shift;
+        let first = pfn.phys(self.geo) >> self.line_shift;
+        let n = (pages * self.geo.page_size()) >> self.line_shift;
         let end = first + n;
         let inval = |c: &mut SetAssoc| {
             if (n as usize) > c.capacity() {
@@ -654,7 +661,7 @@ impl Machine {
     /// None when the machine has none or refuses a block this small (the CPU zeroes it).
     pub fn offload_cycles(&self, pages: u64) -> Option<f64> {
         let m = &self.p.memory;
-        let bytes = pages * PAGE_SIZE;
+        let bytes = pages * self.geo.page_size();
         (m.offload_bandwidth > 0.0 && bytes >= m.offload_min)
             .then(|| bytes as f64 / self.bytes_per_cycle(m.offload_bandwidth))
     }
@@ -672,12 +679,12 @@ impl Machine {
     pub fn do_work(&mut self, cpu: usize, k: &mut Kernel, w: Work, perf: &mut PerfCounters, clock_base: f64) {
         match w {
             Work::Clear { pfn, pages, chunk, path, target } => {
-                let bytes = pages * PAGE_SIZE;
+                let bytes = pages * self.geo.page_size();
                 let exec = bytes as f64 / self.p.cost.clear_bytes_per_cycle;
                 let func = if path == ClearPath::Kscrubd { "kscrubd" } else { "clear_page_erms" };
                 // One call of at least `clear_streaming_min` bytes streams (no RFO, no fill).
                 let min = self.p.cost.clear_streaming_min;
-                let streaming = min > 0 && chunk * PAGE_SIZE >= min;
+                let streaming = min > 0 && chunk * self.geo.page_size() >= min;
                 let nontemporal = streaming
                     || if path == ClearPath::Kscrubd {
                         k.knobs.scrub_engine != ScrubEngine::Cpu
@@ -697,14 +704,14 @@ impl Machine {
                     // CPU's string stores write whole lines without one (`cost.clear_rfo`).
                     // The memory traffic: those reads, and the lines' write-back (charged
                     // now, though it happens when they are evicted).
-                    let first = pfn.phys() >> self.line_shift;
+                    let first = pfn.phys(self.geo) >> self.line_shift;
                     let lines = first..first + (bytes >> self.line_shift);
                     let rfo = self.p.cost.clear_rfo;
                     let (fetch, mem) = if rfo { self.fetch_bound(cpu, lines.clone()) } else { (0.0, 0) };
                     let read = mem << self.line_shift;
                     if pages > 1 && (target as u64) < pages {
                         // folio_zero_user: subpage by subpage, the faulting one last.
-                        let per_page = PAGE_SIZE >> self.line_shift;
+                        let per_page = self.geo.page_size() >> self.line_shift;
                         for k in 0..pages {
                             let sub = crate::kernel::process_huge_page_nth(pages, target as u64, k);
                             let l0 = lines.start + sub * per_page;
@@ -722,12 +729,12 @@ impl Machine {
                 }
             }
             Work::Copy { dst, src } => {
-                let exec = PAGE_SIZE as f64 / self.p.cost.copy_bytes_per_cycle;
-                let n = PAGE_SIZE >> self.line_shift;
-                let (s0, d0) = (src.phys() >> self.line_shift, dst.phys() >> self.line_shift);
+                let exec = self.geo.page_size() as f64 / self.p.cost.copy_bytes_per_cycle;
+                let n = self.geo.page_size() >> self.line_shift;
+                let (s0, d0) = (src.phys(self.geo) >> self.line_shift, dst.phys(self.geo) >> self.line_shift);
                 let ((fs, ms), (fd, md)) = (self.fetch_bound(cpu, s0..s0 + n), self.fetch_bound(cpu, d0..d0 + n));
                 let (fetch, read) = (fs + fd, (ms + md) << self.line_shift);
-                let bus = self.book_bandwidth(cpu, clock_base + perf.cycles, read + PAGE_SIZE);
+                let bus = self.book_bandwidth(cpu, clock_base + perf.cycles, read + self.geo.page_size());
                 let fetch = fetch.max(bus);
                 for i in 0..n {
                     self.cache_access(cpu, s0 + i);
@@ -772,7 +779,7 @@ impl Machine {
     /// IPI each (native_flush_tlb_multi).
     fn flush_range(&mut self, cpu: usize, k: &mut Kernel, mm: MmId, start: u64, end: u64, perf: &mut PerfCounters) {
         let Some(mask) = self.mm_cpus.get(&mm).cloned() else { return };
-        let pages = end.saturating_sub(start) >> PAGE_SHIFT;
+        let pages = end.saturating_sub(start) >> self.geo.page_shift;
         let full = pages > TLB_SINGLE_PAGE_FLUSH_CEILING;
         for (c, &on) in mask.iter().enumerate() {
             if !on {
@@ -782,10 +789,10 @@ impl Machine {
             if full {
                 t.flush_asid(mm);
             } else {
-                let mut a = start & !(PAGE_SIZE - 1);
+                let mut a = start & !(self.geo.page_size() - 1);
                 while a < end {
                     t.invlpg(mm, a);
-                    a += PAGE_SIZE;
+                    a += self.geo.page_size();
                 }
             }
             let local = if full { self.p.cost.tlb_flush_all } else { self.p.cost.tlb_flush_one * pages as f64 };
@@ -819,13 +826,11 @@ impl Machine {
 
 /// The 4 KiB frame holding `vaddr` under a leaf entry of `size`.
 #[inline]
-fn frame_of(e: Entry, size: PageSize, vaddr: u64) -> Pfn {
+fn frame_of(e: Entry, size: PageSize, vaddr: u64, geo: Geometry) -> Pfn {
     let sub = match size {
-        PageSize::K4 => 0,
-        PageSize::M2 => (vaddr >> PAGE_SHIFT) & 511,
-        PageSize::G1 => (vaddr >> PAGE_SHIFT) & ((1 << 18) - 1),
+        PageSize::Base => 0,
+        PageSize::Pmd => (vaddr >> geo.page_shift) & (geo.hpage_pmd_nr() - 1),
+        PageSize::Pud => (vaddr >> geo.page_shift) & (geo.pud_nr() - 1),
     };
     Pfn(e.pfn().0 + sub as u32)
 }
-
-const _: () = assert!(PMD_SHIFT == 21 && PUD_SHIFT == 30 && PGDIR_SHIFT == 39);

@@ -96,6 +96,9 @@ pub struct CacheSpec {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct MemorySpec {
+    /// The base page size (PAGE_SIZE: "4K" on x86-64 and i386, "16K" on seed 002's ia64): it
+    /// sets the page-table geometry (`crate::units::Geometry`).
+    pub page_size: Size,
     /// Load-to-use latency of a miss in every cache, cycles.
     pub latency: f64,
     /// Misses a core keeps in flight for an independent stream (line fill buffers).
@@ -187,6 +190,13 @@ pub struct Profile {
     pub memory: MemorySpec,
     pub cost: CostSpec,
     pub smp: SmpSpec,
+}
+
+impl Profile {
+    /// The page geometry of `memory.page_size` (validated at load).
+    pub fn geometry(&self) -> crate::units::Geometry {
+        crate::units::Geometry::from_page_size(self.memory.page_size.0).expect("validated")
+    }
 }
 
 /// The profiles shipped with mmsim (profiles/*.toml), embedded at build time.
@@ -334,8 +344,10 @@ fn validate(p: &Profile) -> Result<(), String> {
     pos("cost.clear_bytes_per_cycle", p.cost.clear_bytes_per_cycle)?;
     pos("cost.copy_bytes_per_cycle", p.cost.copy_bytes_per_cycle)?;
     pos("cost.instruction_bytes", p.cost.instruction_bytes)?;
-    if !p.cache.line.is_power_of_two() || p.cache.line < 16 || p.cache.line > 4096 {
-        return Err("profile: cache.line: must be a power of two between 16 and 4096".into());
+    let geo = crate::units::Geometry::from_page_size(p.memory.page_size.0)
+        .map_err(|e| format!("profile: memory.page_size: {e}"))?;
+    if !p.cache.line.is_power_of_two() || p.cache.line < 16 || p.cache.line > geo.page_size() {
+        return Err("profile: cache.line: must be a power of two between 16 and the page size".into());
     }
     let arrays = [
         ("tlb.itlb_4k", &p.tlb.itlb_4k),

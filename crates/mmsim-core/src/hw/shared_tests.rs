@@ -24,7 +24,7 @@ fn clears_share_the_nodes_bandwidth() {
     let bus = 4096.0 / (p.memory.bandwidth / p.cpu.freq_ghz);
     assert!((bus - 2304.0).abs() < 1e-6 && 4096.0 / p.cost.clear_bytes_per_cycle < bus);
     let run = |cpus: usize| {
-        let mut k = Kernel::new(64 << 20, Knobs::default());
+        let mut k = Kernel::new(64 << 20, Knobs::default(), crate::units::Geometry::X86_64);
         let mut m = Machine::new(p.clone(), 2);
         let mut t = [0.0f64; 2];
         for i in 0..10u32 {
@@ -97,7 +97,7 @@ fn a_clears_cost_depends_on_its_chunk() {
     assert_eq!(p.cost.clear_streaming_min, 32 << 20);
     let pages = (32u64 << 20) / 4096;
     let run = |chunk: u64| {
-        let mut k = Kernel::new(256 << 20, Knobs::default());
+        let mut k = Kernel::new(256 << 20, Knobs::default(), crate::units::Geometry::X86_64);
         let mut m = Machine::new(p.clone(), 1);
         let mut pc = PerfCounters::default();
         let w = Work::Clear { pfn: Pfn(16384), pages, chunk, path: ClearPath::Alloc, target: crate::kernel::NO_TARGET };
@@ -158,7 +158,7 @@ fn a_thp_is_cleared_with_the_faulting_subpage_last() {
     }
     let p = profile::builtin("default", &[]).unwrap();
     for target in [0u32, 300] {
-        let mut k = Kernel::new(64 << 20, Knobs::default());
+        let mut k = Kernel::new(64 << 20, Knobs::default(), crate::units::Geometry::X86_64);
         let mut m = Machine::new(p.clone(), 1);
         let mut pc = PerfCounters::default();
         let w = Work::Clear { pfn: Pfn(4096), pages: 512, chunk: 1, path: ClearPath::User, target };

@@ -48,7 +48,7 @@ fn exact_dtlb_misses_with_a_4_entry_tlb() {
 #[test]
 fn walker_reads_each_level_and_uses_the_paging_structure_caches() {
     let p = profile::builtin("default", &[]).unwrap();
-    let mut k = Kernel::new(64 << 20, Knobs::default());
+    let mut k = Kernel::new(64 << 20, Knobs::default(), crate::units::Geometry::X86_64);
     let mm = k.exec_mm().unwrap();
     let a = k
         .do_mmap(mm, MmapArgs { len: 8 << 20, prot: vm::READ | vm::WRITE, align: 1 << 30, ..Default::default() })
@@ -64,7 +64,7 @@ fn walker_reads_each_level_and_uses_the_paging_structure_caches() {
     assert!(matches!(m.translate(0, &mut k, mm, a, Access::Read, &mut pc, false), Translation::Frame(_)));
     let levels: Vec<u32> = m.walk_log.iter().map(|e| e.0).collect();
     assert_eq!(levels, vec![3, 2, 1, 0]);
-    assert_eq!(m.walk_log[0].1, pgd.phys() + ((a >> 39) & 511) * 8);
+    assert_eq!(m.walk_log[0].1, pgd.phys(crate::units::Geometry::X86_64) + ((a >> 39) & 511) * 8);
     assert_eq!(m.walk_log[3].1 & 0xfff, ((a >> 12) & 511) * 8);
     // Same PTE table: the PDE cache skips three levels.
     m.walk_log.clear();
@@ -424,7 +424,7 @@ fn temporal_and_nontemporal_clearing() {
 /// The walker sets the dirty bit on a write through a clean translation (and only then).
 #[test]
 fn walker_sets_the_dirty_bit_on_the_first_write() {
-    let mut k = Kernel::new(64 << 20, Knobs::default());
+    let mut k = Kernel::new(64 << 20, Knobs::default(), crate::units::Geometry::X86_64);
     let mm = k.exec_mm().unwrap();
     let a =
         k.do_mmap(mm, MmapArgs { len: 8192, prot: vm::READ | vm::WRITE, shared: true, ..Default::default() }).unwrap();
@@ -495,7 +495,7 @@ fn clearing_a_cold_page_waits_for_its_lines() {
     let cold = lines * (p.memory.latency - p.cache.l1d.latency) / p.memory.stream_mlp;
     let warm = 4096.0 / p.cost.clear_bytes_per_cycle;
     assert!(cold > 2.0 * warm, "the case this test is about: {cold} vs {warm}");
-    let mut k = Kernel::new(64 << 20, Knobs::default());
+    let mut k = Kernel::new(64 << 20, Knobs::default(), crate::units::Geometry::X86_64);
     let mut m = Machine::new(p.clone(), 1);
     // Each piece of work starts long after the last (the node's bandwidth is free again).
     let clear = |m: &mut Machine, k: &mut Kernel, pfn: u32, at: f64| {
@@ -626,11 +626,11 @@ fn a_process_pays_for_its_own_exit() {
 fn per_cpu_page_lists_contend_for_the_zone_lock() {
     use crate::kernel::knobs::PcpBatch;
     use crate::kernel::Pcp;
-    let big = Pcp::new(4 << 20, PcpBatch::Auto);
+    let big = Pcp::new(4 << 20, PcpBatch::Auto, crate::units::Geometry::X86_64);
     assert_eq!((big.batch, big.high), (63, 378), "a 16 GiB zone, as Linux 6.x");
-    assert_eq!(Pcp::new(4 << 20, PcpBatch::Legacy).batch, 31, "as Linux before 4.19");
-    assert_eq!(Pcp::new(5120, PcpBatch::Auto).batch, 1, "a tiny zone");
-    assert_eq!(Pcp::new(4 << 20, PcpBatch::Pages(7)).high, 42);
+    assert_eq!(Pcp::new(4 << 20, PcpBatch::Legacy, crate::units::Geometry::X86_64).batch, 31, "as Linux before 4.19");
+    assert_eq!(Pcp::new(5120, PcpBatch::Auto, crate::units::Geometry::X86_64).batch, 1, "a tiny zone");
+    assert_eq!(Pcp::new(4 << 20, PcpBatch::Pages(7), crate::units::Geometry::X86_64).high, 42);
     let run = |n: u64| {
         let w = json!({"machine":{"cpus":n},"knobs":{"transparent_hugepage/enabled":"never"},"program":[
             {"op":"fork","count":n,"cpu":0,"program":[

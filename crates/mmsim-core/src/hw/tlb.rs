@@ -4,23 +4,16 @@
 
 use super::assoc::SetAssoc;
 use super::profile::{replacement, ArraySpec, TlbSpec};
+use crate::units::Geometry;
 
-/// Page sizes a TLB entry can map.
+/// Page sizes a TLB entry can map: a base page, a PMD's range, a PUD's range (x86-64: 4 KiB,
+/// 2 MiB, 1 GiB; ia64 with 16 KiB pages: 16 KiB, 32 MiB, 64 GiB). The profile's arrays keep
+/// x86's names (`dtlb_4k`, `dtlb_2m`, `dtlb_1g`) for the three classes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PageSize {
-    K4 = 0,
-    M2 = 1,
-    G1 = 2,
-}
-
-impl PageSize {
-    pub fn shift(self) -> u32 {
-        match self {
-            PageSize::K4 => 12,
-            PageSize::M2 => 21,
-            PageSize::G1 => 30,
-        }
-    }
+    Base = 0,
+    Pmd = 1,
+    Pud = 2,
 }
 
 /// Where a translation was found.
@@ -33,11 +26,6 @@ pub enum TlbHit {
 /// Bits of a key: 12 of address-space id above the page number.
 const ASID_SHIFT: u32 = 50;
 const SIZE_SHIFT: u32 = 48;
-
-#[inline]
-fn key(asid: u32, size: PageSize, vaddr: u64) -> u64 {
-    ((asid as u64) << ASID_SHIFT) | ((size as u64) << SIZE_SHIFT) | (vaddr >> size.shift())
-}
 
 /// Asid of a key.
 #[inline]
@@ -60,11 +48,23 @@ pub struct Tlb {
     pub stlb_2m: bool,
     /// Paging-structure caches: PML4E (by VA[47:39]), PDPTE (VA[47:30]), PDE (VA[47:21]).
     pub pwc: [SetAssoc; 3],
+    /// log2 of the bytes each PageSize maps (the geometry's PAGE_SHIFT, PMD_SHIFT, PUD_SHIFT).
+    size_shift: [u32; 3],
+    /// log2 of the range each paging-structure cache entry covers (PGDIR, PUD, PMD shifts).
+    pwc_shift: [u32; 3],
 }
 
 impl Tlb {
-    pub fn new(s: &TlbSpec) -> Tlb {
+    /// The tag of a translation: address-space id, page-size class and page number.
+    #[inline(always)]
+    fn key(&self, asid: u32, size: PageSize, vaddr: u64) -> u64 {
+        ((asid as u64) << ASID_SHIFT) | ((size as u64) << SIZE_SHIFT) | (vaddr >> self.size_shift[size as usize])
+    }
+
+    pub fn new(s: &TlbSpec, geo: Geometry) -> Tlb {
         Tlb {
+            size_shift: [geo.page_shift, geo.pmd_shift(), geo.pud_shift()],
+            pwc_shift: [geo.pgdir_shift(), geo.pud_shift(), geo.pmd_shift()],
             itlb: [array("tlb.itlb_4k", &s.itlb_4k), array("tlb.itlb_2m", &s.itlb_2m)],
             dtlb: [
                 array("tlb.dtlb_4k", &s.dtlb_4k),
@@ -86,21 +86,23 @@ impl Tlb {
     #[inline]
     pub fn lookup(&mut self, asid: u32, vaddr: u64, instr: bool) -> Option<(TlbHit, PageSize, u64)> {
         let sizes: &[PageSize] =
-            if instr { &[PageSize::K4, PageSize::M2] } else { &[PageSize::K4, PageSize::M2, PageSize::G1] };
+            if instr { &[PageSize::Base, PageSize::Pmd] } else { &[PageSize::Base, PageSize::Pmd, PageSize::Pud] };
         for &sz in sizes {
+            let k = self.key(asid, sz, vaddr);
             let arr = if instr { &mut self.itlb[sz as usize] } else { &mut self.dtlb[sz as usize] };
-            if let Some(v) = arr.get(key(asid, sz, vaddr)) {
+            if let Some(v) = arr.get(k) {
                 return Some((TlbHit::L1, sz, v));
             }
         }
-        for sz in [PageSize::K4, PageSize::M2] {
-            if sz == PageSize::M2 && !self.stlb_2m {
+        for sz in [PageSize::Base, PageSize::Pmd] {
+            if sz == PageSize::Pmd && !self.stlb_2m {
                 continue;
             }
-            if let Some(v) = self.stlb.get(key(asid, sz, vaddr)) {
+            let k = self.key(asid, sz, vaddr);
+            if let Some(v) = self.stlb.get(k) {
                 // Refill the L1.
                 let arr = if instr { &mut self.itlb[sz as usize] } else { &mut self.dtlb[sz as usize] };
-                arr.put(key(asid, sz, vaddr), v);
+                arr.put(k, v);
                 return Some((TlbHit::Stlb, sz, v));
             }
         }
@@ -110,9 +112,9 @@ impl Tlb {
     /// Install a translation after a walk. `absent`: the lookup that started the walk found
     /// no entry for the address (the common case), so the arrays need not be searched again.
     pub fn fill(&mut self, asid: u32, vaddr: u64, size: PageSize, entry: u64, instr: bool, absent: bool) {
-        let k = key(asid, size, vaddr);
+        let k = self.key(asid, size, vaddr);
         let arr = if instr { &mut self.itlb[(size as usize).min(1)] } else { &mut self.dtlb[size as usize] };
-        let stlb = size == PageSize::K4 || (size == PageSize::M2 && self.stlb_2m);
+        let stlb = size == PageSize::Base || (size == PageSize::Pmd && self.stlb_2m);
         if absent {
             arr.put_absent(k, entry);
             if stlb {
@@ -129,15 +131,15 @@ impl Tlb {
     /// Drop the translation of one address (invlpg): every size, every level, and the
     /// paging-structure caches covering it.
     pub fn invlpg(&mut self, asid: u32, vaddr: u64) {
-        for sz in [PageSize::K4, PageSize::M2, PageSize::G1] {
-            let k = key(asid, sz, vaddr);
+        for sz in [PageSize::Base, PageSize::Pmd, PageSize::Pud] {
+            let k = self.key(asid, sz, vaddr);
             self.dtlb[sz as usize].invalidate(k);
-            if sz != PageSize::G1 {
+            if sz != PageSize::Pud {
                 self.itlb[sz as usize].invalidate(k);
                 self.stlb.invalidate(k);
             }
         }
-        for (i, shift) in [39u32, 30, 21].into_iter().enumerate() {
+        for (i, shift) in self.pwc_shift.into_iter().enumerate() {
             self.pwc[i].invalidate(((asid as u64) << ASID_SHIFT) | (vaddr >> shift));
         }
     }
@@ -163,13 +165,13 @@ impl Tlb {
     /// frame the cached entry points to.
     #[inline]
     pub fn pwc_get(&mut self, level: usize, asid: u32, vaddr: u64) -> Option<u64> {
-        let shift = [39u32, 30, 21][level];
+        let shift = self.pwc_shift[level];
         self.pwc[level].get(((asid as u64) << ASID_SHIFT) | (vaddr >> shift))
     }
 
     #[inline]
     pub fn pwc_put(&mut self, level: usize, asid: u32, vaddr: u64, table_pfn: u64) {
-        let shift = [39u32, 30, 21][level];
+        let shift = self.pwc_shift[level];
         self.pwc[level].put(((asid as u64) << ASID_SHIFT) | (vaddr >> shift), table_pfn);
     }
 

@@ -8,7 +8,7 @@ use super::mm::MmCounter;
 use super::mm_types::{pg, FrameData, NIL};
 use super::vmstat::VmItem;
 use super::{Kernel, MmId};
-use crate::units::{Pfn, HPAGE_PMD_NR, PAGE_SIZE};
+use crate::units::Pfn;
 
 /// Who owns a run of frames, as found by the recount.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -143,7 +143,7 @@ impl Kernel {
             runs.push((0, self.mem.reserved as u32, Owner::Reserved));
         }
         if let Some(z) = self.huge_zero.pfn {
-            runs.push((z.0, HPAGE_PMD_NR as u32, Owner::HugeZero));
+            runs.push((z.0, self.geo.hpage_pmd_nr() as u32, Owner::HugeZero));
         }
         let mut nr_tables = 0i64;
         let mut hzp_pmds = 0u64;
@@ -153,7 +153,7 @@ impl Kernel {
             c.hzp_pmds = 0;
             let mut rss = [0i64; 3];
             self.recount_table(m.pgd, 3, 0, c, &mut rss)?;
-            let pgtables = (c.tables.len() as i64 - 1) * PAGE_SIZE as i64;
+            let pgtables = (c.tables.len() as i64 - 1) * self.geo.page_size() as i64;
             if pgtables != m.pgtables_bytes {
                 return Err(format!("mm {id}: VmPTE recount {pgtables} bytes, kernel says {}", m.pgtables_bytes));
             }
@@ -291,7 +291,7 @@ impl Kernel {
         if !self.mem.pages[table.idx()].test(pg::TABLE) {
             return Err(format!("frame {:#x} used as a {} table lacks PG_table", table.0, level));
         }
-        for i in 0..512 {
+        for i in 0..self.geo.ptrs_per_table() {
             let e = self.entry(table, i);
             if !e.present() {
                 continue;
@@ -320,7 +320,7 @@ impl Kernel {
                     continue;
                 }
                 c.pmd_maps.push(e.pfn().0);
-                rss[MmCounter::AnonPages as usize] += HPAGE_PMD_NR as i64;
+                rss[MmCounter::AnonPages as usize] += self.geo.hpage_pmd_nr() as i64;
             } else if level > 0 {
                 self.recount_table(e.pfn(), level - 1, 0, c, rss)?;
             }
@@ -340,7 +340,7 @@ mod tests {
 
     /// A process with 4 written pages (4 KiB ptes).
     fn kernel() -> (Kernel, u32, u64) {
-        let mut k = Kernel::new(64 << 20, Knobs::default());
+        let mut k = Kernel::new(64 << 20, Knobs::default(), crate::units::Geometry::X86_64);
         let mm = k.exec_mm().unwrap();
         let a = k.do_mmap(mm, MmapArgs { len: 16 << 10, prot: vm::READ | vm::WRITE, ..Default::default() }).unwrap();
         for i in 0..4 {

@@ -2,8 +2,6 @@
 //! of every page so that COW, THP splits, sharing and zeroing can be checked against a reference
 //! model; this has no single Linux counterpart (it is the RAM itself).
 
-use crate::units::PAGE_SIZE;
-
 /// The bytes of one base page: a fill byte plus sorted per-byte overrides.
 #[derive(Clone, Debug, Default)]
 pub struct PageContent {
@@ -16,10 +14,6 @@ impl PartialEq for PageContent {
         self.base == o.base && self.over == o.over
     }
 }
-
-/// Past this many overrides a page is stored as a fill plus overrides still, but a full-page
-/// write collapses it; this bound only keeps pathological workloads in check.
-const PAGE_BYTES: usize = PAGE_SIZE as usize;
 
 impl PageContent {
     /// A page whose every byte is `b` (0xaa is the kernel's PAGE_POISON, used for stale data).
@@ -58,10 +52,11 @@ impl PageContent {
         self.over.is_empty().then_some(self.base)
     }
 
-    /// Store `value` at offsets `start, start+stride, ...` below `end` (all within the page).
-    pub fn write(&mut self, start: usize, end: usize, stride: usize, value: u8) {
-        debug_assert!(end <= PAGE_BYTES && stride > 0);
-        if start == 0 && end == PAGE_BYTES && stride == 1 {
+    /// Store `value` at offsets `start, start+stride, ...` below `end` (all within the page
+    /// of `page_bytes`); a write of the whole page collapses it to a fill.
+    pub fn write(&mut self, start: usize, end: usize, stride: usize, value: u8, page_bytes: usize) {
+        debug_assert!(end <= page_bytes && page_bytes <= 1 << 16 && stride > 0);
+        if start == 0 && end == page_bytes && stride == 1 {
             self.base = value;
             self.over.clear();
             return;
@@ -129,15 +124,15 @@ mod tests {
     fn sparse_writes_and_reads() {
         let mut c = PageContent::default();
         assert!(c.is_zero());
-        c.write(0, 4096, 512, 7);
+        c.write(0, 4096, 512, 7, 4096);
         assert_eq!(c.get(0), 7);
         assert_eq!(c.get(1), 0);
         assert_eq!(c.get(512), 7);
         assert_eq!(c.find_not(0, 4096, 512, 7), None);
         assert_eq!(c.find_not(0, 4096, 1, 7), Some(1));
-        c.write(0, 4096, 1, 3);
+        c.write(0, 4096, 1, 3, 4096);
         assert_eq!(c.uniform(), Some(3));
-        c.write(10, 11, 1, 3);
+        c.write(10, 11, 1, 3, 4096);
         assert_eq!(c.uniform(), Some(3), "writing the fill byte adds no override");
     }
 
@@ -145,7 +140,7 @@ mod tests {
     fn memcmp_pages() {
         let mut a = PageContent::default();
         assert_eq!(first_difference(None, Some(&a), 0, 4096), None);
-        a.write(100, 101, 1, 1);
+        a.write(100, 101, 1, 1, 4096);
         assert_eq!(first_difference(None, Some(&a), 0, 4096), Some(100));
         assert_eq!(first_difference(None, Some(&a), 101, 4096), None);
     }

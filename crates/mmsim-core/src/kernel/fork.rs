@@ -4,20 +4,21 @@
 
 use super::mm::{vm, Backing, MmCounter, MmStruct, Vma};
 use super::{vm_fault, Kernel, MmId};
-use crate::units::{PAGE_SHIFT, PAGE_SIZE, TASK_SIZE};
 
 /// Size of the initial stack vma (setup_arg_pages expands the stack by 128 KiB, plus the
 /// argument page).
 pub const STACK_SIZE: u64 = 132 * 1024;
 /// mmap_base for a process with an 8 MiB stack rlimit and no randomisation: the gap is
 /// clamped to at least 128 MiB (mmap_base() in arch/x86/mm/mmap.c).
-pub const MMAP_BASE: u64 = TASK_SIZE - (128 << 20);
+pub fn mmap_base(geo: crate::units::Geometry) -> u64 {
+    geo.task_size() - (128 << 20)
+}
 
 impl Kernel {
     /// `mm_alloc` + `pgd_alloc`: an empty mm. None if the PGD cannot be allocated.
     fn mm_alloc(&mut self) -> Option<MmId> {
         let pgd = self.pte_alloc_one(None)?;
-        let m = MmStruct::new(pgd, MMAP_BASE);
+        let m = MmStruct::new(pgd, mmap_base(self.geo));
         if let Some(i) = self.free_mm_ids.pop_first() {
             self.mms[i as usize] = Some(m);
             return Some(i);
@@ -26,22 +27,22 @@ impl Kernel {
         Some((self.mms.len() - 1) as MmId)
     }
 
-    /// A new process image as execve leaves it: a stack vma below TASK_SIZE whose top page
+    /// A new process image as execve leaves it: a stack vma below self.geo.task_size() whose top page
     /// (arguments and environment) is written. Not counted as the workload's faults.
     pub fn exec_mm(&mut self) -> Option<MmId> {
         let mm = self.mm_alloc()?;
-        let start = TASK_SIZE - STACK_SIZE;
+        let start = self.geo.task_size() - STACK_SIZE;
         let vma = Vma {
             start,
-            end: TASK_SIZE,
+            end: self.geo.task_size(),
             flags: vm::READ | vm::WRITE | vm::MAYREAD | vm::MAYWRITE | vm::MAYEXEC | vm::GROWSDOWN | vm::ACCOUNT,
-            pgoff: start >> PAGE_SHIFT,
+            pgoff: start >> self.geo.page_shift,
             backing: Backing::Anon,
             anon_vma: None,
             fork_child: false,
         };
         self.mm_mut(mm).vmas.insert(start, vma);
-        if self.handle_mm_fault(mm, TASK_SIZE - PAGE_SIZE, true) & vm_fault::ERROR != 0 {
+        if self.handle_mm_fault(mm, self.geo.task_size() - self.geo.page_size(), true) & vm_fault::ERROR != 0 {
             self.exit_mmap(mm);
             return None;
         }
@@ -137,6 +138,6 @@ impl Kernel {
 
     /// rss of a counter in kB, for status reports.
     pub fn rss_kb(&self, mm: MmId, c: MmCounter) -> i64 {
-        self.mm(mm).rss[c as usize] * (PAGE_SIZE as i64 / 1024)
+        self.mm(mm).rss[c as usize] * (self.geo.page_size() as i64 / 1024)
     }
 }

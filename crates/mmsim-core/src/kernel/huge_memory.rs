@@ -11,14 +11,22 @@ use super::page_alloc::{gfp, Allocated};
 use super::pgtable::{self, Entry};
 use super::vmstat::VmEvent;
 use super::{vm_fault, Kernel, MmId};
-use crate::units::{Pfn, HPAGE_PMD_NR, HPAGE_PMD_ORDER, HPAGE_PMD_SIZE, PAGE_SHIFT, PAGE_SIZE};
+use crate::units::Pfn;
 
 impl Kernel {
+    /// `has_transparent_hugepage`: a PMD-sized folio fits the buddy allocator (HPAGE_PMD_ORDER
+    /// <= MAX_PAGE_ORDER). Otherwise THP is unsupported, as hugepage_init leaves it
+    /// (TRANSPARENT_HUGEPAGE_UNSUPPORTED): no huge pmd, no huge zero page. ia64 with 16 KiB
+    /// pages (32 MiB PMDs, order 11) is such a machine; Linux/ia64 never had THP at all.
+    pub fn has_transparent_hugepage(&self) -> bool {
+        self.geo.hpage_pmd_order() <= super::page_alloc::MAX_ORDER
+    }
+
     /// `thp_vma_allowable_order(vma, PMD_ORDER)` + `thp_vma_suitable_order`: the knob and
     /// madvise flags allow THP for this anonymous vma and the aligned 2 MiB range around
     /// `addr` lies inside it.
     pub fn thp_vma_allowable(&self, vma: &Vma, addr: u64) -> bool {
-        if !vma.is_anonymous() || vma.flags & vm::NOHUGEPAGE != 0 {
+        if !self.has_transparent_hugepage() || !vma.is_anonymous() || vma.flags & vm::NOHUGEPAGE != 0 {
             return false;
         }
         let allowed = match self.knobs.thp_enabled {
@@ -26,8 +34,8 @@ impl Kernel {
             ThpEnabled::Madvise => vma.flags & vm::HUGEPAGE != 0,
             ThpEnabled::Never => false,
         };
-        let haddr = addr & !(HPAGE_PMD_SIZE - 1);
-        allowed && haddr >= vma.start && haddr + HPAGE_PMD_SIZE <= vma.end
+        let haddr = addr & !(self.geo.hpage_pmd_size() - 1);
+        allowed && haddr >= vma.start && haddr + self.geo.hpage_pmd_size() <= vma.end
     }
 
     /// `vma_thp_gfp_mask`: whether this vma's THP allocations may direct-reclaim.
@@ -44,7 +52,7 @@ impl Kernel {
     /// `vma_alloc_anon_folio_pmd`: a zeroed PMD-sized folio, or THP_FAULT_FALLBACK.
     fn vma_alloc_anon_folio_pmd(&mut self, vma: &Vma, addr: u64) -> Option<Allocated> {
         let flags = self.vma_thp_gfp_mask(vma);
-        let a = self.alloc_user_zeroed(HPAGE_PMD_ORDER, flags, addr);
+        let a = self.alloc_user_zeroed(self.geo.hpage_pmd_order(), flags, addr);
         if a.is_none() {
             self.stat.count(VmEvent::ThpFaultFallback);
         }
@@ -75,7 +83,8 @@ impl Kernel {
             vma,
         );
         self.folio_add_new_anon_rmap(folio, mm, true);
-        self.mm_mut(mm).add_rss(MmCounter::AnonPages, HPAGE_PMD_NR as i64);
+        let nr = self.geo.hpage_pmd_nr() as i64;
+        self.mm_mut(mm).add_rss(MmCounter::AnonPages, nr);
         self.set_entry(pmd.table, pmd.idx, e);
         self.stat.count(VmEvent::ThpFaultAlloc);
     }
@@ -124,11 +133,11 @@ impl Kernel {
         let Some(page) = self.alloc_user_zeroed(0, gfp::USER | gfp::DIRECT_RECLAIM, addr) else {
             return vm_fault::OOM;
         };
-        let haddr = addr & !(HPAGE_PMD_SIZE - 1);
+        let haddr = addr & !(self.geo.hpage_pmd_size() - 1);
         let table = self.withdraw(pmd);
         let zero = Entry::new(self.zero_pfn, vm_page_prot(vma) | pgtable::SPECIAL);
-        let idx = ((addr - haddr) >> PAGE_SHIFT) as usize;
-        for i in 0..512 {
+        let idx = ((addr - haddr) >> self.geo.page_shift) as usize;
+        for i in 0..self.geo.ptrs_per_table() {
             self.set_entry(table, i, zero);
         }
         self.folio_add_new_anon_rmap(page.pfn, mm, false);
@@ -136,20 +145,20 @@ impl Kernel {
         let e = maybe_mkwrite(Entry::new(page.pfn, vm_page_prot(vma) | pgtable::DIRTY | pgtable::ACCESSED), vma);
         self.set_entry(table, idx, e);
         self.set_entry(pmd.table, pmd.idx, Entry::new(table, pgtable::TABLE_FLAGS));
-        self.flush_tlb_range(mm, haddr, haddr + HPAGE_PMD_SIZE);
+        self.flush_tlb_range(mm, haddr, haddr + self.geo.hpage_pmd_size());
         self.put_huge_zero_pmd();
         0
     }
 
-    /// The virtual huge zero page (seed 000's alternative): a PTE table whose 512 entries map
-    /// the 4 KiB zero page, its pmd marked (ZERO_TABLE) so a write fault can replace the whole
+    /// The virtual huge zero page (seed 000's alternative): a PTE table whose PTRS_PER_TABLE entries map
+    /// the base zero page, its pmd marked (ZERO_TABLE) so a write fault can replace the whole
     /// range by a THP, as a write to the huge zero page does.
     fn set_virtual_huge_zero_page(&mut self, mm: MmId, vma: &Vma, pmd: Slot) -> u32 {
         let Some(table) = self.pte_alloc_one(Some(mm)) else {
             return vm_fault::OOM;
         };
         let zero = Entry::new(self.zero_pfn, vm_page_prot(vma) | pgtable::SPECIAL);
-        for i in 0..512 {
+        for i in 0..self.geo.ptrs_per_table() {
             self.set_entry(table, i, zero);
         }
         self.set_entry(pmd.table, pmd.idx, Entry::new(table, pgtable::TABLE_FLAGS | pgtable::ZERO_TABLE));
@@ -161,7 +170,7 @@ impl Kernel {
     /// THP-suitable) the mark goes and the pte path copies 4 KiB.
     pub fn do_virtual_huge_zero_wp(&mut self, mm: MmId, vma: &Vma, addr: u64, pmd: Slot) -> u32 {
         let e = self.entry(pmd.table, pmd.idx);
-        let haddr = addr & !(HPAGE_PMD_SIZE - 1);
+        let haddr = addr & !(self.geo.hpage_pmd_size() - 1);
         self.set_entry(pmd.table, pmd.idx, e.without(pgtable::ZERO_TABLE));
         if !self.thp_vma_allowable(vma, addr) {
             return vm_fault::FALLBACK;
@@ -170,12 +179,12 @@ impl Kernel {
             return vm_fault::FALLBACK;
         };
         let table = e.pfn();
-        for i in 0..512 {
+        for i in 0..self.geo.ptrs_per_table() {
             self.set_entry(table, i, Entry::NONE);
         }
         self.deposit(pmd, table);
         self.map_anon_folio_pmd(mm, vma, folio.pfn, pmd);
-        self.flush_tlb_range(mm, haddr, haddr + HPAGE_PMD_SIZE);
+        self.flush_tlb_range(mm, haddr, haddr + self.geo.hpage_pmd_size());
         0
     }
 
@@ -189,12 +198,12 @@ impl Kernel {
     /// reused; otherwise the pmd is split and the pte path copies one 4 KiB page.
     pub fn do_huge_pmd_wp_page(&mut self, mm: MmId, vma: &Vma, addr: u64, pmd: Slot) -> u32 {
         let e = self.entry(pmd.table, pmd.idx);
-        let haddr = addr & !(HPAGE_PMD_SIZE - 1);
+        let haddr = addr & !(self.geo.hpage_pmd_size() - 1);
         if self.is_huge_zero_pmd(e) {
             if let Some(folio) = self.vma_alloc_anon_folio_pmd(vma, addr) {
                 // do_huge_zero_wp_pmd: the deposited table stays deposited under the THP.
                 self.map_anon_folio_pmd(mm, vma, folio.pfn, pmd);
-                self.flush_tlb_range(mm, haddr, haddr + HPAGE_PMD_SIZE);
+                self.flush_tlb_range(mm, haddr, haddr + self.geo.hpage_pmd_size());
                 self.put_huge_zero_pmd();
                 return 0;
             }
@@ -208,7 +217,7 @@ impl Kernel {
         let exclusive = self.mem.pages[head.idx()].test(pg::ANON_EXCLUSIVE);
         let reuse = exclusive || self.mem.pages[head.idx()].refcount == 1;
         if reuse {
-            for i in 0..HPAGE_PMD_NR as u32 {
+            for i in 0..self.geo.hpage_pmd_nr() as u32 {
                 self.mem.pages[(head.0 + i) as usize].set(pg::ANON_EXCLUSIVE);
             }
             self.stat.count(VmEvent::ReuseFault);
@@ -230,13 +239,14 @@ impl Kernel {
             return;
         }
         let head = e.pfn();
-        self.mm_mut(mm).add_rss(MmCounter::AnonPages, -(HPAGE_PMD_NR as i64));
+        let nr = self.geo.hpage_pmd_nr() as i64;
+        self.mm_mut(mm).add_rss(MmCounter::AnonPages, -nr);
         self.remove_rmap_pmd(head, mm);
         self.folio_put(head);
     }
 
     /// `__split_huge_pmd` -> `__split_huge_pmd_locked`: replace a huge pmd by its deposited
-    /// PTE table filled with 512 ptes (to the 4 KiB zero page for the huge zero folio, to the
+    /// PTE table filled with PTRS_PER_TABLE ptes (to the base zero page for the huge zero folio, to the
     /// subpages of the THP otherwise, keeping write/dirty/young). Counts THP_SPLIT_PMD.
     pub fn __split_huge_pmd(&mut self, mm: MmId, vma: &Vma, pmd: Slot, haddr: u64) {
         let e = self.entry(pmd.table, pmd.idx);
@@ -246,14 +256,14 @@ impl Kernel {
         if self.is_huge_zero_pmd(e) {
             // __split_huge_zero_page_pmd
             let z = Entry::new(self.zero_pfn, vm_page_prot(vma) | pgtable::SPECIAL);
-            for i in 0..512 {
+            for i in 0..self.geo.ptrs_per_table() {
                 self.set_entry(table, i, z);
             }
             self.put_huge_zero_pmd();
         } else {
             let head = e.pfn();
             let keep = e.0 & (pgtable::RW | pgtable::DIRTY | pgtable::ACCESSED);
-            for i in 0..512u32 {
+            for i in 0..self.geo.ptrs_per_table() as u32 {
                 let page = Pfn(head.0 + i);
                 self.folio_get(head);
                 self.add_rmap_pte(page, mm);
@@ -265,13 +275,13 @@ impl Kernel {
         }
         self.set_entry(pmd.table, pmd.idx, Entry::new(table, pgtable::TABLE_FLAGS));
         // pmdp_invalidate: the huge translation must leave every TLB.
-        self.flush_tlb_range(mm, haddr, haddr + HPAGE_PMD_SIZE);
+        self.flush_tlb_range(mm, haddr, haddr + self.geo.hpage_pmd_size());
     }
 
     /// Split the huge pmd covering `addr` if [start, end) cuts through it
     /// (`split_huge_pmd_if_needed`, called by vma splitting and madvise).
     pub fn split_huge_pmd_address(&mut self, mm: MmId, addr: u64) {
-        let haddr = addr & !(HPAGE_PMD_SIZE - 1);
+        let haddr = addr & !(self.geo.hpage_pmd_size() - 1);
         if haddr == addr {
             return;
         }
@@ -301,12 +311,13 @@ impl Kernel {
             return Ok(());
         }
         let head = e.pfn();
-        for i in 0..HPAGE_PMD_NR as u32 {
+        for i in 0..self.geo.hpage_pmd_nr() as u32 {
             self.mem.pages[(head.0 + i) as usize].clear(pg::ANON_EXCLUSIVE);
         }
         self.folio_get(head);
         self.add_rmap_pmd(head, dst);
-        self.mm_mut(dst).add_rss(MmCounter::AnonPages, HPAGE_PMD_NR as i64);
+        let nr = self.geo.hpage_pmd_nr() as i64;
+        self.mm_mut(dst).add_rss(MmCounter::AnonPages, nr);
         self.deposit(dpmd, pgtable);
         let wp = if super::memory::is_cow_mapping(vma.flags) { e.without(pgtable::RW) } else { e };
         self.set_entry(spmd.table, spmd.idx, wp);
@@ -373,9 +384,3 @@ impl Kernel {
         }
     }
 }
-
-/// Bytes of a pmd's range, for callers that step pmd by pmd.
-pub const PMD_SPAN: u64 = HPAGE_PMD_SIZE;
-/// Pages per PTE table.
-pub const PTES_PER_TABLE: u64 = HPAGE_PMD_SIZE >> PAGE_SHIFT;
-const _: () = assert!(PTES_PER_TABLE * PAGE_SIZE == PMD_SPAN);

@@ -12,7 +12,7 @@ use super::mm_types::pg;
 use super::page_alloc::gfp;
 use super::vmstat::VmEvent;
 use super::{AtomicKind, Kernel, MmId, Work};
-use crate::units::{Pfn, HPAGE_PMD_ORDER};
+use crate::units::Pfn;
 
 /// The physical "line" of huge_zero_refcount (outside RAM: a kernel variable).
 pub const HUGE_ZERO_REFCOUNT_LINE: u64 = 1 << 60;
@@ -31,13 +31,13 @@ pub struct HugeZero {
 impl Kernel {
     /// Allocate the folio at boot (patch 01, or CONFIG_PERSISTENT_HUGE_ZERO_FOLIO).
     pub(super) fn huge_zero_boot(&mut self) {
-        if matches!(self.knobs.hzp_alloc, HzpAlloc::Boot | HzpAlloc::Persistent) {
+        if self.has_transparent_hugepage() && matches!(self.knobs.hzp_alloc, HzpAlloc::Boot | HzpAlloc::Persistent) {
             self.alloc_huge_zero_folio();
         }
     }
 
     fn alloc_huge_zero_folio(&mut self) -> bool {
-        let Some(a) = self.alloc_pages(HPAGE_PMD_ORDER, gfp::COMP | gfp::ZERO | gfp::DIRECT_RECLAIM) else {
+        let Some(a) = self.alloc_pages(self.geo.hpage_pmd_order(), gfp::COMP | gfp::ZERO | gfp::DIRECT_RECLAIM) else {
             self.stat.count(VmEvent::ThpZeroPageAllocFailed);
             return false;
         };

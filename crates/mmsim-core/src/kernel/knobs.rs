@@ -125,7 +125,7 @@ pub struct Knobs {
     pub fail_min_order: Option<u32>,
     /// `fail_page_alloc/every`: every Kth allocation fails (0 = off).
     pub fail_every: u64,
-    /// debugfs `fault_around_bytes` (mm/memory.c), a power of two between PAGE_SIZE and 64 KiB.
+    /// debugfs `fault_around_bytes` (mm/memory.c), a power of two between self.geo.page_size() and 64 KiB.
     pub fault_around_bytes: u64,
     pub hzp_alloc: HzpAlloc,
     pub hzp_kind: HzpKind,

@@ -2,9 +2,8 @@
 //! madvise_update_vma does) and MADV_DONTNEED (zap the range, keep the vmas and page tables).
 
 use super::mm::vm;
-use super::mmap::{page_align, Errno};
+use super::mmap::Errno;
 use super::{Kernel, MmId};
-use crate::units::PAGE_SIZE;
 
 /// The advice values the model implements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,10 +17,10 @@ impl Kernel {
     /// `do_madvise`: apply `advice` to every vma in [start, start+len). ENOMEM if part of the
     /// range is unmapped (the mapped parts are still advised, as Linux does).
     pub fn do_madvise(&mut self, mm: MmId, start: u64, len: u64, advice: Advice) -> Result<(), Errno> {
-        if start & (PAGE_SIZE - 1) != 0 {
+        if start & (self.geo.page_size() - 1) != 0 {
             return Err(Errno::EINVAL);
         }
-        let end = page_align(len).and_then(|l| start.checked_add(l)).ok_or(Errno::EINVAL)?;
+        let end = self.geo.page_align(len).and_then(|l| start.checked_add(l)).ok_or(Errno::EINVAL)?;
         if end == start {
             return Ok(());
         }

@@ -9,11 +9,7 @@ use super::page_alloc::gfp;
 use super::pgtable::{self, Entry, TABLE_FLAGS};
 use super::vmstat::VmEvent;
 use super::{vm_fault, Kernel, MmId};
-use crate::units::{Pfn, HPAGE_PMD_SIZE, PAGE_SHIFT, PAGE_SIZE, PGDIR_SHIFT, PMD_SHIFT, PUD_SHIFT};
-
-const PMD_MASK: u64 = !(HPAGE_PMD_SIZE - 1);
-const PUD_SIZE: u64 = 1 << PUD_SHIFT;
-const PGDIR_SIZE: u64 = 1 << PGDIR_SHIFT;
+use crate::units::Pfn;
 
 /// A slot in a page-table page: the table frame and the entry index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,25 +57,25 @@ impl Kernel {
     /// The PMD slot for `addr` if the PUD and PMD tables exist (pmd_off without allocation).
     pub fn pmd_slot(&self, mm: MmId, addr: u64) -> Option<Slot> {
         let pgd = self.mm(mm).pgd;
-        let pud = self.next_table(pgd, (addr >> PGDIR_SHIFT) as usize & 511)?;
-        let pmd = self.next_table(pud, (addr >> PUD_SHIFT) as usize & 511)?;
-        Some(Slot { table: pmd, idx: (addr >> PMD_SHIFT) as usize & 511 })
+        let pud = self.next_table(pgd, self.geo.table_index(addr, 3))?;
+        let pmd = self.next_table(pud, self.geo.table_index(addr, 2))?;
+        Some(Slot { table: pmd, idx: self.geo.table_index(addr, 1) })
     }
 
     /// The PTE slot for `addr` if a PTE table is installed (not a huge pmd).
     pub fn pte_slot(&self, mm: MmId, addr: u64) -> Option<Slot> {
         let pmd = self.pmd_slot(mm, addr)?;
         let pte = self.next_table(pmd.table, pmd.idx)?;
-        Some(Slot { table: pte, idx: (addr >> PAGE_SHIFT) as usize & 511 })
+        Some(Slot { table: pte, idx: self.geo.table_index(addr, 0) })
     }
 
     /// `__pud_alloc` + `__pmd_alloc`: the PMD slot for `addr`, allocating the PUD and PMD
     /// tables on the way. None when a table allocation failed (VM_FAULT_OOM).
     pub fn pmd_alloc(&mut self, mm: MmId, addr: u64) -> Option<Slot> {
         let pgd = self.mm(mm).pgd;
-        let pud = self.table_alloc(mm, pgd, (addr >> PGDIR_SHIFT) as usize & 511)?;
-        let pmd = self.table_alloc(mm, pud, (addr >> PUD_SHIFT) as usize & 511)?;
-        Some(Slot { table: pmd, idx: (addr >> PMD_SHIFT) as usize & 511 })
+        let pud = self.table_alloc(mm, pgd, self.geo.table_index(addr, 3))?;
+        let pmd = self.table_alloc(mm, pud, self.geo.table_index(addr, 2))?;
+        Some(Slot { table: pmd, idx: self.geo.table_index(addr, 1) })
     }
 
     /// Populate `table[idx]` with a new lower-level table if it is none.
@@ -157,7 +153,7 @@ impl Kernel {
         } else {
             pmd_e.pfn()
         };
-        let slot = Slot { table: pte_table, idx: (addr >> PAGE_SHIFT) as usize & 511 };
+        let slot = Slot { table: pte_table, idx: self.geo.table_index(addr, 0) };
         let pte = self.entry(slot.table, slot.idx);
         if pte.none() {
             if vma.is_anonymous() {
@@ -198,7 +194,7 @@ impl Kernel {
         let Some(table) = self.pte_alloc(mm, pmd) else {
             return vm_fault::OOM;
         };
-        let idx = (addr >> PAGE_SHIFT) as usize & 511;
+        let idx = self.geo.table_index(addr, 0);
         if !write {
             let e = Entry::new(self.zero_pfn, vm_page_prot(vma) | pgtable::SPECIAL);
             self.set_entry(table, idx, e);
@@ -284,8 +280,8 @@ impl Kernel {
         let e = maybe_mkwrite(Entry::new(a.pfn, vm_page_prot(vma) | pgtable::DIRTY | pgtable::ACCESSED), vma);
         self.set_entry(slot.table, slot.idx, e);
         // ptep_clear_flush: the old translation leaves every TLB.
-        let page = addr & !(PAGE_SIZE - 1);
-        self.flush_tlb_range(mm, page, page + PAGE_SIZE);
+        let page = addr & !(self.geo.page_size() - 1);
+        self.flush_tlb_range(mm, page, page + self.geo.page_size());
         if !zero {
             self.remove_rmap_pte(old, mm);
             let h = self.head_of(old);
@@ -299,8 +295,8 @@ impl Kernel {
         let Some(table) = self.pte_alloc(mm, pmd) else {
             return vm_fault::OOM;
         };
-        let idx = (addr >> PAGE_SHIFT) as usize & 511;
-        if !write && self.knobs.fault_around_bytes > PAGE_SIZE {
+        let idx = self.geo.table_index(addr, 0);
+        if !write && self.knobs.fault_around_bytes > self.geo.page_size() {
             self.do_fault_around(mm, vma, addr, table);
             if !self.entry(table, idx).none() {
                 return vm_fault::NOPAGE;
@@ -309,7 +305,7 @@ impl Kernel {
         let super::mm::Backing::Shmem(obj) = vma.backing else {
             return vm_fault::SIGBUS;
         };
-        let index = vma.linear_page_index(addr);
+        let index = vma.linear_page_index(addr, self.geo);
         let Some(page) = self.shmem_get_folio(obj, index) else {
             return vm_fault::OOM;
         };
@@ -336,20 +332,20 @@ impl Kernel {
         let super::mm::Backing::Shmem(obj) = vma.backing else {
             return;
         };
-        let nr = self.knobs.fault_around_bytes >> PAGE_SHIFT;
-        let pte_off = (addr >> PAGE_SHIFT) & 511;
-        let vma_off = (addr - vma.start) >> PAGE_SHIFT;
-        let vma_pages = vma.len() >> PAGE_SHIFT;
+        let nr = self.knobs.fault_around_bytes >> self.geo.page_shift;
+        let pte_off = self.geo.table_index(addr, 0) as u64;
+        let vma_off = (addr - vma.start) >> self.geo.page_shift;
+        let vma_pages = vma.len() >> self.geo.page_shift;
         let from = (pte_off & !(nr - 1)).max(pte_off - pte_off.min(vma_off));
-        let to = (from + nr).min(512).min(pte_off + vma_pages - vma_off) - 1;
-        let base = addr & !((512 * PAGE_SIZE) - 1);
+        let to = (from + nr).min(self.geo.ptrs_per_table() as u64).min(pte_off + vma_pages - vma_off) - 1;
+        let base = addr & self.geo.pmd_mask();
         let mut mapped = 0;
         for i in from..=to {
             if !self.entry(table, i as usize).none() {
                 continue;
             }
-            let a = base + (i << PAGE_SHIFT);
-            let index = vma.linear_page_index(a);
+            let a = base + (i << self.geo.page_shift);
+            let index = vma.linear_page_index(a, self.geo);
             if let Some(page) = self.shmem_find_folio(obj, index) {
                 self.map_shmem_pte(mm, vma, page, table, i as usize, false);
                 mapped += 1;
@@ -379,20 +375,20 @@ impl Kernel {
         self.flush_tlb_range(mm, start, end);
         let mut addr = start;
         while addr < end {
-            let next = ((addr & PMD_MASK) + HPAGE_PMD_SIZE).min(end);
+            let next = ((addr & self.geo.pmd_mask()) + self.geo.hpage_pmd_size()).min(end);
             let Some(pmd) = self.pmd_slot(mm, addr) else {
                 // No PMD table here: skip to the next PUD range.
-                addr = ((addr & !(PUD_SIZE - 1)) + PUD_SIZE).min(end);
+                addr = ((addr & !(self.geo.level_size(2) - 1)) + self.geo.level_size(2)).min(end);
                 continue;
             };
             let e = self.entry(pmd.table, pmd.idx);
             if e.present() && e.huge() {
-                if next - addr == HPAGE_PMD_SIZE {
+                if next - addr == self.geo.hpage_pmd_size() {
                     self.zap_huge_pmd(mm, pmd);
                     addr = next;
                     continue;
                 }
-                self.__split_huge_pmd(mm, vma, pmd, addr & PMD_MASK);
+                self.__split_huge_pmd(mm, vma, pmd, addr & self.geo.pmd_mask());
             }
             let e = self.entry(pmd.table, pmd.idx);
             if e.present() {
@@ -402,7 +398,10 @@ impl Kernel {
                 }
                 self.zap_pte_range(mm, e.pfn(), addr, next);
                 // reclaim_pt_is_enabled: the zap spans the table's whole PMD range.
-                if reclaim_pt && next - addr == HPAGE_PMD_SIZE && (0..512).all(|i| !self.entry(e.pfn(), i).present()) {
+                if reclaim_pt
+                    && next - addr == self.geo.hpage_pmd_size()
+                    && (0..self.geo.ptrs_per_table()).all(|i| !self.entry(e.pfn(), i).present())
+                {
                     self.set_entry(pmd.table, pmd.idx, Entry::NONE);
                     self.pte_free(Some(mm), e.pfn());
                 }
@@ -415,7 +414,7 @@ impl Kernel {
     fn zap_pte_range(&mut self, mm: MmId, table: Pfn, addr: u64, end: u64) {
         let mut a = addr;
         while a < end {
-            let idx = (a >> PAGE_SHIFT) as usize & 511;
+            let idx = self.geo.table_index(a, 0);
             let e = self.entry(table, idx);
             if e.present() {
                 self.set_entry(table, idx, Entry::NONE);
@@ -430,30 +429,30 @@ impl Kernel {
                     self.folio_put(h);
                 }
             }
-            a += PAGE_SIZE;
+            a += self.geo.page_size();
         }
     }
 
     /// `free_pgd_range`: free the page tables that map only [addr, end), given that nothing is
     /// mapped in [floor, addr) or [end, ceiling) (ceiling 0 = the top of the address space).
     pub fn free_pgd_range(&mut self, mm: MmId, addr: u64, end: u64, floor: u64, ceiling: u64) {
-        let mut addr = addr & PMD_MASK;
+        let mut addr = addr & self.geo.pmd_mask();
         let mut end = end;
         if addr < floor {
-            addr = addr.wrapping_add(HPAGE_PMD_SIZE);
+            addr = addr.wrapping_add(self.geo.hpage_pmd_size());
             if addr == 0 {
                 return;
             }
         }
         let mut ceiling = ceiling;
         if ceiling != 0 {
-            ceiling &= PMD_MASK;
+            ceiling &= self.geo.pmd_mask();
             if ceiling == 0 {
                 return;
             }
         }
         if end.wrapping_sub(1) > ceiling.wrapping_sub(1) {
-            end -= HPAGE_PMD_SIZE;
+            end -= self.geo.hpage_pmd_size();
         }
         if addr > end.wrapping_sub(1) {
             return;
@@ -461,8 +460,8 @@ impl Kernel {
         let pgd = self.mm(mm).pgd;
         let mut a = addr;
         loop {
-            let next = pgd_addr_end(a, end, PGDIR_SIZE);
-            let idx = (a >> PGDIR_SHIFT) as usize & 511;
+            let next = pgd_addr_end(a, end, self.geo.level_size(3));
+            let idx = self.geo.table_index(a, 3);
             if self.entry(pgd, idx).present() {
                 self.free_pud_range(mm, Slot { table: pgd, idx }, a, next, floor, ceiling);
             }
@@ -480,8 +479,8 @@ impl Kernel {
         let start = addr;
         let mut a = addr;
         loop {
-            let next = pgd_addr_end(a, end, PUD_SIZE);
-            let idx = (a >> PUD_SHIFT) as usize & 511;
+            let next = pgd_addr_end(a, end, self.geo.level_size(2));
+            let idx = self.geo.table_index(a, 2);
             if self.entry(pud_table, idx).present() {
                 self.free_pmd_range(mm, Slot { table: pud_table, idx }, a, next, floor, ceiling);
             }
@@ -490,7 +489,7 @@ impl Kernel {
                 break;
             }
         }
-        if free_upper_ok(start, end, floor, ceiling, PGDIR_SIZE) {
+        if free_upper_ok(start, end, floor, ceiling, self.geo.level_size(3)) {
             self.set_entry(pgd.table, pgd.idx, Entry::NONE);
             self.pte_free(Some(mm), pud_table);
         }
@@ -503,8 +502,8 @@ impl Kernel {
         let start = addr;
         let mut a = addr;
         loop {
-            let next = pgd_addr_end(a, end, HPAGE_PMD_SIZE);
-            let idx = (a >> PMD_SHIFT) as usize & 511;
+            let next = pgd_addr_end(a, end, self.geo.hpage_pmd_size());
+            let idx = self.geo.table_index(a, 1);
             let e = self.entry(pmd_table, idx);
             if e.present() && !e.huge() {
                 self.set_entry(pmd_table, idx, Entry::NONE);
@@ -515,7 +514,7 @@ impl Kernel {
                 break;
             }
         }
-        if free_upper_ok(start, end, floor, ceiling, PUD_SIZE) {
+        if free_upper_ok(start, end, floor, ceiling, self.geo.level_size(2)) {
             self.set_entry(pud.table, pud.idx, Entry::NONE);
             self.pte_free(Some(mm), pmd_table);
         }
@@ -532,9 +531,9 @@ impl Kernel {
         }
         let mut addr = vma.start;
         while addr < vma.end {
-            let next = ((addr & PMD_MASK) + HPAGE_PMD_SIZE).min(vma.end);
+            let next = ((addr & self.geo.pmd_mask()) + self.geo.hpage_pmd_size()).min(vma.end);
             let Some(spmd) = self.pmd_slot(src, addr) else {
-                addr = ((addr & !(PUD_SIZE - 1)) + PUD_SIZE).min(vma.end);
+                addr = ((addr & !(self.geo.level_size(2) - 1)) + self.geo.level_size(2)).min(vma.end);
                 continue;
             };
             let e = self.entry(spmd.table, spmd.idx);
@@ -564,9 +563,9 @@ impl Kernel {
         let cow = is_cow_mapping(vma.flags);
         let mut a = addr;
         while a < end {
-            let idx = (a >> PAGE_SHIFT) as usize & 511;
+            let idx = self.geo.table_index(a, 0);
             let mut e = self.entry(stable, idx);
-            a += PAGE_SIZE;
+            a += self.geo.page_size();
             if !e.present() {
                 continue;
             }

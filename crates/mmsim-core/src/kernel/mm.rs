@@ -57,7 +57,7 @@ pub struct Vma {
     pub start: u64,
     pub end: u64,
     pub flags: u32,
-    /// vm_pgoff: offset into the backing object in pages (anon: vm_start >> PAGE_SHIFT).
+    /// vm_pgoff: offset into the backing object in pages (anon: vm_start >> self.geo.page_shift).
     pub pgoff: u64,
     pub backing: Backing,
     /// The vma's anon_vma, once an anonymous page or the huge zero page was mapped in it.
@@ -82,8 +82,8 @@ impl Vma {
         self.start == self.end
     }
     /// Page offset of `addr` in the backing object (linear_page_index).
-    pub fn linear_page_index(&self, addr: u64) -> u64 {
-        ((addr - self.start) >> crate::units::PAGE_SHIFT) + self.pgoff
+    pub fn linear_page_index(&self, addr: u64, geo: crate::units::Geometry) -> u64 {
+        ((addr - self.start) >> geo.page_shift) + self.pgoff
     }
 }
 

@@ -92,21 +92,25 @@ pub enum FrameData {
     #[default]
     Zero,
     Data(Box<PageContent>),
-    Table(Box<[u64; 512]>),
+    /// A page table with entries: its slot in `PhysMem::table_pool` (one pool for every
+    /// table, so that a frame's slot stays 16 bytes at any page size).
+    Table(u32),
     /// A page table whose entries are all none (kept without its 4 KiB until written: a
     /// deposited table costs the simulator nothing until it is withdrawn).
     EmptyTable,
 }
 
-/// Host bytes of a page table's entries: a boxed array of 512 and its allocation header.
-pub const TABLE_HOST_BYTES: u64 = 4096 + 16;
+/// Host bytes of a page table's entries in the pool.
+pub const fn table_host_bytes(entries: usize) -> u64 {
+    entries as u64 * 8
+}
 
 impl FrameData {
     /// Host heap bytes of the frame's contents (mmsim's own, for `engine.max_host_memory`).
     pub fn heap_bytes(&self) -> u64 {
         match self {
-            FrameData::Zero | FrameData::EmptyTable => 0,
-            FrameData::Table(_) => TABLE_HOST_BYTES,
+            // A table's entries are counted by the pool (`PhysMem::table_bytes`).
+            FrameData::Zero | FrameData::EmptyTable | FrameData::Table(_) => 0,
             FrameData::Data(c) => std::mem::size_of::<PageContent>() as u64 + 16 + c.heap_bytes(),
         }
     }

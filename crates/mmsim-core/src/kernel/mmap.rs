@@ -5,12 +5,11 @@
 use super::mm::{vm, Backing, Vma};
 use super::Kernel;
 use super::MmId;
-use crate::units::{HPAGE_PMD_SIZE, PAGE_SHIFT, PAGE_SIZE, TASK_SIZE};
 
 /// Lowest address mmap hands out (vm.mmap_min_addr default).
 pub const MMAP_MIN_ADDR: u64 = 65536;
 /// stack_guard_gap: 256 pages kept free below a stack vma.
-pub const STACK_GUARD_GAP: u64 = 256 * PAGE_SIZE;
+pub const STACK_GUARD_GAP_PAGES: u64 = 256;
 
 /// Errors of the memory system calls (errno).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,11 +49,6 @@ pub struct MmapArgs {
     pub dontexpand: bool,
 }
 
-/// Round up to a page.
-pub fn page_align(x: u64) -> Option<u64> {
-    x.checked_add(PAGE_SIZE - 1).map(|v| v & !(PAGE_SIZE - 1))
-}
-
 impl Kernel {
     /// `do_mmap` -> `mmap_region`: place and insert a new vma (merging with a compatible
     /// neighbour, as vma_merge_new_range does).
@@ -62,14 +56,14 @@ impl Kernel {
         if a.len == 0 {
             return Err(Errno::EINVAL);
         }
-        let len = page_align(a.len).ok_or(Errno::ENOMEM)?;
-        if len > TASK_SIZE {
+        let len = self.geo.page_align(a.len).ok_or(Errno::ENOMEM)?;
+        if len > self.geo.task_size() {
             return Err(Errno::ENOMEM);
         }
-        if a.align != 0 && (!a.align.is_power_of_two() || a.align < PAGE_SIZE) {
+        if a.align != 0 && (!a.align.is_power_of_two() || a.align < self.geo.page_size()) {
             return Err(Errno::EINVAL);
         }
-        if !a.fixed && a.align > PAGE_SIZE && !self.hint_is_free(mm, a.addr, len, a.align) {
+        if !a.fixed && a.align > self.geo.page_size() && !self.hint_is_free(mm, a.addr, len, a.align) {
             // Over-allocate and trim, as user space aligns.
             let padded = len.checked_add(a.align).ok_or(Errno::ENOMEM)?;
             let p = self.do_mmap(mm, MmapArgs { addr: 0, len: padded, align: 0, ..a })?;
@@ -81,9 +75,9 @@ impl Kernel {
             return Ok(start);
         }
         let addr = if a.fixed {
-            if a.addr & (PAGE_SIZE - 1) != 0
+            if a.addr & (self.geo.page_size() - 1) != 0
                 || a.addr < MMAP_MIN_ADDR
-                || a.addr.checked_add(len).is_none_or(|e| e > TASK_SIZE)
+                || a.addr.checked_add(len).is_none_or(|e| e > self.geo.task_size())
             {
                 return Err(Errno::EINVAL);
             }
@@ -98,7 +92,7 @@ impl Kernel {
         }
         let backing = if a.shared {
             flags |= vm::SHARED | vm::MAYSHARE;
-            Backing::Shmem(self.shmem_new(len >> PAGE_SHIFT))
+            Backing::Shmem(self.shmem_new(len >> self.geo.page_shift))
         } else {
             if a.prot & vm::WRITE != 0 {
                 flags |= vm::ACCOUNT;
@@ -106,7 +100,7 @@ impl Kernel {
             Backing::Anon
         };
         let pgoff = match backing {
-            Backing::Anon => addr >> PAGE_SHIFT,
+            Backing::Anon => addr >> self.geo.page_shift,
             Backing::Shmem(_) => 0,
         };
         let vma = Vma { start: addr, end: addr + len, flags, pgoff, backing, anon_vma: None, fork_child: false };
@@ -118,11 +112,11 @@ impl Kernel {
     /// A hint mmap may take as it is: page-aligned after rounding, inside the user address
     /// space, free, and (for mmsim's `align`) aligned.
     fn hint_is_free(&self, mm: MmId, hint: u64, len: u64, align: u64) -> bool {
-        let h = hint & !(PAGE_SIZE - 1);
+        let h = hint & !(self.geo.page_size() - 1);
         hint != 0
             && (align == 0 || hint.is_multiple_of(align))
             && h >= MMAP_MIN_ADDR
-            && h.checked_add(len).is_some_and(|e| e <= TASK_SIZE)
+            && h.checked_add(len).is_some_and(|e| e <= self.geo.task_size())
             && self.range_free(mm, h, h + len)
     }
 
@@ -132,13 +126,15 @@ impl Kernel {
     /// `len + 2 MiB`, align inside it, and only if that fails search for `len` alone.
     pub fn get_unmapped_area(&self, mm: MmId, hint: u64, len: u64, shared: bool) -> Result<u64, Errno> {
         if self.hint_is_free(mm, hint, len, 0) {
-            return Ok(hint & !(PAGE_SIZE - 1));
+            return Ok(hint & !(self.geo.page_size() - 1));
         }
-        if !shared && hint == 0 && len.is_multiple_of(HPAGE_PMD_SIZE) {
-            if let Some(p) = len.checked_add(HPAGE_PMD_SIZE).and_then(|padded| self.unmapped_area_topdown(mm, padded)) {
+        if !shared && hint == 0 && len.is_multiple_of(self.geo.hpage_pmd_size()) {
+            if let Some(p) =
+                len.checked_add(self.geo.hpage_pmd_size()).and_then(|padded| self.unmapped_area_topdown(mm, padded))
+            {
                 // Top-down, an already aligned start is moved up by the padding (MMF_TOPDOWN).
-                let off_sub = p.wrapping_neg() & (HPAGE_PMD_SIZE - 1);
-                return Ok(if off_sub == 0 { p + HPAGE_PMD_SIZE } else { p + off_sub });
+                let off_sub = p.wrapping_neg() & (self.geo.hpage_pmd_size() - 1);
+                return Ok(if off_sub == 0 { p + self.geo.hpage_pmd_size() } else { p + off_sub });
             }
         }
         self.unmapped_area_topdown(mm, len).ok_or(Errno::ENOMEM)
@@ -156,7 +152,9 @@ impl Kernel {
         }
         let next_growsdown = |end: u64| -> u64 {
             match m.vmas.range(end..).next() {
-                Some((_, v)) if v.start == end && v.flags & vm::GROWSDOWN != 0 => end.saturating_sub(STACK_GUARD_GAP),
+                Some((_, v)) if v.start == end && v.flags & vm::GROWSDOWN != 0 => {
+                    end.saturating_sub(STACK_GUARD_GAP_PAGES * self.geo.page_size())
+                }
                 _ => end,
             }
         };
@@ -188,7 +186,7 @@ impl Kernel {
 
     /// `is_mergeable_vma` + `is_mergeable_anon_vma`: can `a` (below) and `b` (above) be one vma.
     /// Where only one has an anon_vma, it must not be a fork child's (it would be dup'ed).
-    fn can_merge(a: &Vma, b: &Vma) -> bool {
+    fn can_merge(a: &Vma, b: &Vma, geo: crate::units::Geometry) -> bool {
         if a.end != b.start || a.flags != b.flags || a.flags & vm::DONTEXPAND != 0 {
             return false;
         }
@@ -200,9 +198,11 @@ impl Kernel {
                     (None, Some(_)) => !b.fork_child,
                     (Some(x), Some(y)) => x == y,
                 };
-                anon_ok && a.pgoff + ((a.end - a.start) >> PAGE_SHIFT) == b.pgoff
+                anon_ok && a.pgoff + ((a.end - a.start) >> geo.page_shift) == b.pgoff
             }
-            (Backing::Shmem(x), Backing::Shmem(y)) => x == y && a.pgoff + ((a.end - a.start) >> PAGE_SHIFT) == b.pgoff,
+            (Backing::Shmem(x), Backing::Shmem(y)) => {
+                x == y && a.pgoff + ((a.end - a.start) >> geo.page_shift) == b.pgoff
+            }
             _ => false,
         }
     }
@@ -214,7 +214,7 @@ impl Kernel {
         let cur = self.mm(mm).vmas[&start].clone();
         // With the next vma.
         if let Some(next) = self.mm(mm).vmas.get(&cur.end).cloned() {
-            if Self::can_merge(&cur, &next) {
+            if Self::can_merge(&cur, &next, self.geo) {
                 self.mm_mut(mm).vmas.remove(&next.start);
                 let v = self.mm_mut(mm).vmas.get_mut(&start).expect("vma");
                 v.end = next.end;
@@ -228,7 +228,7 @@ impl Kernel {
         let cur = self.mm(mm).vmas[&start].clone();
         let prev = self.mm(mm).vmas.range(..start).next_back().map(|(_, v)| v.clone());
         if let Some(prev) = prev {
-            if Self::can_merge(&prev, &cur) {
+            if Self::can_merge(&prev, &cur, self.geo) {
                 self.mm_mut(mm).vmas.remove(&start);
                 let v = self.mm_mut(mm).vmas.get_mut(&prev.start).expect("vma");
                 v.end = cur.end;
@@ -255,7 +255,7 @@ impl Kernel {
         self.split_huge_pmd_address(mm, addr);
         let mut hi = v.clone();
         hi.start = addr;
-        hi.pgoff = v.pgoff + ((addr - v.start) >> PAGE_SHIFT);
+        hi.pgoff = v.pgoff + ((addr - v.start) >> self.geo.page_shift);
         if let Backing::Shmem(o) = v.backing {
             self.shmem_get(o);
         }
@@ -267,11 +267,11 @@ impl Kernel {
     /// pages, free the page tables no one else needs (free_pgtables between the neighbours),
     /// and drop the vmas.
     pub fn do_munmap(&mut self, mm: MmId, start: u64, len: u64) -> Result<(), Errno> {
-        if start & (PAGE_SIZE - 1) != 0 || len == 0 {
+        if start & (self.geo.page_size() - 1) != 0 || len == 0 {
             return Err(Errno::EINVAL);
         }
-        let len = page_align(len).ok_or(Errno::EINVAL)?;
-        let end = start.checked_add(len).filter(|&e| e <= TASK_SIZE).ok_or(Errno::EINVAL)?;
+        let len = self.geo.page_align(len).ok_or(Errno::EINVAL)?;
+        let end = start.checked_add(len).filter(|&e| e <= self.geo.task_size()).ok_or(Errno::EINVAL)?;
         if self.mm(mm).vmas_in(start, end).is_empty() {
             return Ok(());
         }
@@ -303,7 +303,7 @@ impl Kernel {
         while i < removed.len() {
             let start = removed[i].start;
             let mut j = i;
-            while j + 1 < removed.len() && removed[j + 1].start <= removed[j].end + HPAGE_PMD_SIZE {
+            while j + 1 < removed.len() && removed[j + 1].start <= removed[j].end + self.geo.hpage_pmd_size() {
                 j += 1;
             }
             let next_start = if j + 1 < removed.len() { removed[j + 1].start } else { ceiling };
@@ -318,11 +318,12 @@ mod tests {
     use super::*;
     use crate::kernel::knobs::Knobs;
     use crate::kernel::madvise::Advice;
+    use crate::units::x86::{HPAGE_PMD_SIZE, PAGE_SIZE};
 
     const P: u64 = PAGE_SIZE;
 
     fn setup() -> (Kernel, MmId, u64) {
-        let mut k = Kernel::new(64 << 20, Knobs::default());
+        let mut k = Kernel::new(64 << 20, Knobs::default(), crate::units::Geometry::X86_64);
         let mm = k.exec_mm().unwrap();
         let a = k.do_mmap(mm, MmapArgs { len: 16 * P, prot: vm::READ | vm::WRITE, ..Default::default() }).unwrap();
         (k, mm, a)
@@ -470,7 +471,7 @@ mod tests {
     #[test]
     fn padded_placements_skip_a_gap_that_only_fits_the_aligned_length() {
         const M2: u64 = HPAGE_PMD_SIZE;
-        let mut k = Kernel::new(64 << 20, Knobs::default());
+        let mut k = Kernel::new(64 << 20, Knobs::default(), crate::units::Geometry::X86_64);
         let mm = k.exec_mm().unwrap();
         let (r, rw) = (vm::READ, vm::READ | vm::WRITE);
         let top = k.mm(mm).mmap_base & !(M2 - 1);

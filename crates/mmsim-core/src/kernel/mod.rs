@@ -34,13 +34,15 @@ use pgtable::Entry;
 use shmem::ShmemObject;
 use vmstat::{VmEvent, VmItem, VmStat};
 
-use crate::units::{Pfn, HPAGE_PMD_NR, PAGE_SIZE};
+use crate::units::{Geometry, Pfn};
 
 /// Index of an mm in `Kernel::mms`.
 pub type MmId = u32;
 
 /// The kernel's memory-management state.
 pub struct Kernel {
+    /// The architecture's page geometry (PAGE_SHIFT and the table fan-out it implies).
+    pub geo: Geometry,
     pub mem: PhysMem,
     pub knobs: Knobs,
     pub stat: VmStat,
@@ -141,13 +143,13 @@ impl Pcp {
     /// Lists for a zone of `managed` pages (zone_batchsize: managed/1024 pages, at most 1 MiB
     /// since Linux 4.19 and 512 KiB before, a quarter of it, rounded to a power of two minus
     /// one; at least 1), or a batch given by `page_alloc/pcp_batch`.
-    pub fn new(managed: u64, knob: knobs::PcpBatch) -> Pcp {
+    pub fn new(managed: u64, knob: knobs::PcpBatch, geo: Geometry) -> Pcp {
         let cap = match knob {
             knobs::PcpBatch::Pages(n) => return Pcp { count: Vec::new(), batch: n, high: 6 * n },
             knobs::PcpBatch::Auto => 1 << 20,
             knobs::PcpBatch::Legacy => 512 << 10,
         };
-        let b = ((managed >> 10).min(cap / PAGE_SIZE) / 4).max(1);
+        let b = ((managed >> 10).min(cap / geo.page_size()) / 4).max(1);
         let batch = ((1u64 << (63 - (b + b / 2).leading_zeros())) - 1).max(1) as u32;
         Pcp { count: Vec::new(), batch, high: 6 * batch }
     }
@@ -193,11 +195,12 @@ pub mod vm_fault {
 const RESERVED_FRAMES: u64 = 1;
 
 impl Kernel {
-    /// Boot a machine with `memory` bytes of RAM.
-    pub fn new(memory: u64, knobs: Knobs) -> Kernel {
-        let nr_pages = memory / PAGE_SIZE;
+    /// Boot a machine with `memory` bytes of RAM in pages of `geo`.
+    pub fn new(memory: u64, knobs: Knobs, geo: Geometry) -> Kernel {
+        let nr_pages = memory / geo.page_size();
         let pcp_batch = knobs.pcp_batch;
         let mut mem = PhysMem::new(nr_pages, RESERVED_FRAMES);
+        mem.table_entries = geo.ptrs_per_table();
         mem.fail_min_order = knobs.fail_min_order;
         mem.fail_every = knobs.fail_every;
         mem.init_on_alloc = knobs.init_on_alloc;
@@ -208,6 +211,7 @@ impl Kernel {
         let zero_pfn = Pfn(0);
         mem.pages[0].set(pg::RESERVED);
         let mut k = Kernel {
+            geo,
             mem,
             knobs,
             stat: VmStat::default(),
@@ -215,7 +219,7 @@ impl Kernel {
             shmem: Vec::new(),
             zero_pfn,
             huge_zero: huge_zero::HugeZero::default(),
-            pcp: Pcp::new(nr_pages - RESERVED_FRAMES, pcp_batch),
+            pcp: Pcp::new(nr_pages - RESERVED_FRAMES, pcp_batch, geo),
             cur_cpu: 0,
             deferred_split: Vec::new(),
             folio_mms: HashMap::new(),
@@ -307,7 +311,7 @@ impl Kernel {
     #[inline]
     pub fn entry(&self, table: Pfn, idx: usize) -> Entry {
         match &self.mem.data[table.idx()] {
-            FrameData::Table(t) => Entry(t[idx]),
+            FrameData::Table(s) => Entry(self.mem.table_entry(*s, idx)),
             FrameData::EmptyTable => Entry::NONE,
             _ => panic!("frame {:#x} is not a page table", table.0),
         }
@@ -316,15 +320,12 @@ impl Kernel {
     /// Write entry `idx` of the table in frame `table` (set_pte_at / set_pmd_at).
     #[inline]
     pub fn set_entry(&mut self, table: Pfn, idx: usize, e: Entry) {
-        match &mut self.mem.data[table.idx()] {
-            FrameData::Table(t) => t[idx] = e.0,
-            d @ FrameData::EmptyTable => {
+        match self.mem.data[table.idx()] {
+            FrameData::Table(s) => *self.mem.table_entry_mut(s, idx) = e.0,
+            FrameData::EmptyTable => {
                 if e.0 != 0 {
-                    let mut t = Box::new([0u64; 512]);
-                    t[idx] = e.0;
-                    *d = FrameData::Table(t);
-                    self.mem.content_bytes += mm_types::TABLE_HOST_BYTES;
-                    self.mem.tables += 1;
+                    let s = self.mem.take_table(table.idx());
+                    *self.mem.table_entry_mut(s, idx) = e.0;
                 }
             }
             _ => panic!("frame {:#x} is not a page table", table.0),
@@ -340,7 +341,7 @@ impl Kernel {
         self.mem.set_data(a.pfn.idx(), FrameData::EmptyTable);
         self.stat.mod_item(VmItem::NrPageTablePages, 1);
         if let Some(mm) = mm {
-            self.mm_mut(mm).pgtables_bytes += PAGE_SIZE as i64;
+            self.mm_mut(mm).pgtables_bytes += self.geo.page_size() as i64;
         }
         Some(a.pfn)
     }
@@ -351,7 +352,7 @@ impl Kernel {
         self.mem.pages[table.idx()].clear(pg::TABLE);
         self.stat.mod_item(VmItem::NrPageTablePages, -1);
         if let Some(mm) = mm {
-            self.mm_mut(mm).pgtables_bytes -= PAGE_SIZE as i64;
+            self.mm_mut(mm).pgtables_bytes -= self.geo.page_size() as i64;
         }
         self.mem.pages[table.idx()].refcount = 0;
         self.free_pages_ok(table, 0);
@@ -436,7 +437,7 @@ impl Kernel {
         let a = self.alloc_pages(order, gfp_flags & !gfp::ZERO)?;
         if !self.knobs.init_on_alloc {
             let nr = 1u64 << order;
-            let target = if order > 0 { ((addr / PAGE_SIZE) & (nr - 1)) as u32 } else { NO_TARGET };
+            let target = if order > 0 { ((addr / self.geo.page_size()) & (nr - 1)) as u32 } else { NO_TARGET };
             self.clear_pages_hint(a.pfn, nr, 1, ClearPath::User, target);
         }
         Some(a)
@@ -492,7 +493,7 @@ impl Kernel {
         let mut best: Option<(i64, MmId)> = None;
         for (i, m) in self.mms.iter().enumerate() {
             if let Some(m) = m {
-                let points = m.rss_total() + m.pgtables_bytes / PAGE_SIZE as i64;
+                let points = m.rss_total() + m.pgtables_bytes / self.geo.page_size() as i64;
                 if best.is_none_or(|(b, _)| points >= b) {
                     best = Some((points, i as MmId));
                 }
@@ -601,8 +602,9 @@ impl Kernel {
         let e = self.mem.pages[head.idx()].entire_mapcount;
         if e == 0 {
             self.stat.mod_item(VmItem::NrAnonThps, 1);
-            let newly =
-                (0..HPAGE_PMD_NR as u32).filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount == 0).count();
+            let newly = (0..self.geo.hpage_pmd_nr() as u32)
+                .filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount == 0)
+                .count();
             self.stat.mod_item(VmItem::NrAnonPages, newly as i64);
         }
         self.mem.pages[head.idx()].entire_mapcount = e + 1;
@@ -631,7 +633,9 @@ impl Kernel {
         self.mem.pages[head.idx()].entire_mapcount = e;
         if e == 0 {
             self.stat.mod_item(VmItem::NrAnonThps, -1);
-            let gone = (0..HPAGE_PMD_NR as u32).filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount == 0).count();
+            let gone = (0..self.geo.hpage_pmd_nr() as u32)
+                .filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount == 0)
+                .count();
             self.stat.mod_item(VmItem::NrAnonPages, -(gone as i64));
         }
         self.track_mm(head, mm, -1);
@@ -683,7 +687,7 @@ impl Kernel {
         }
         let FrameData::Data(c) = &mut self.mem.data[pfn.idx()] else { unreachable!() };
         let before = c.heap_bytes();
-        c.write(start, end, stride, value);
+        c.write(start, end, stride, value, self.geo.page_size() as usize);
         let after = c.heap_bytes();
         self.mem.content_bytes = self.mem.content_bytes + after - before;
     }
@@ -711,7 +715,7 @@ impl Kernel {
     /// Frames held by the huge zero folio (0 or 512).
     pub fn huge_zero_pages(&self) -> u64 {
         if self.huge_zero.pfn.is_some() {
-            HPAGE_PMD_NR
+            self.geo.hpage_pmd_nr()
         } else {
             0
         }

@@ -3,25 +3,22 @@
 
 use super::mm::{vm, Vma};
 use super::mm_types::pg;
-use super::mmap::{page_align, Errno};
+use super::mmap::Errno;
 use super::pgtable::{self, Entry};
 use super::{Kernel, MmId};
-use crate::units::{HPAGE_PMD_SIZE, PAGE_SHIFT, PAGE_SIZE};
-
-const PMD_MASK: u64 = !(HPAGE_PMD_SIZE - 1);
 
 impl Kernel {
     /// `do_mprotect_pkey`: change the access bits of every vma in [start, start+len); ENOMEM
     /// if part of the range is unmapped (after changing the mapped part before the hole, as
     /// Linux does).
     pub fn do_mprotect(&mut self, mm: MmId, start: u64, len: u64, prot: u32) -> Result<(), Errno> {
-        if start & (PAGE_SIZE - 1) != 0 {
+        if start & (self.geo.page_size() - 1) != 0 {
             return Err(Errno::EINVAL);
         }
         if len == 0 {
             return Ok(());
         }
-        let end = page_align(len).and_then(|l| start.checked_add(l)).ok_or(Errno::ENOMEM)?;
+        let end = self.geo.page_align(len).and_then(|l| start.checked_add(l)).ok_or(Errno::ENOMEM)?;
         let mut addr = start;
         while addr < end {
             let Some(v) = self.mm(mm).vma_lookup(addr).cloned() else {
@@ -74,15 +71,15 @@ impl Kernel {
         let mut changed = 0;
         let mut addr = start;
         while addr < end {
-            let next = ((addr & PMD_MASK) + HPAGE_PMD_SIZE).min(end);
+            let next = ((addr & self.geo.pmd_mask()) + self.geo.hpage_pmd_size()).min(end);
             let Some(pmd) = self.pmd_slot(mm, addr) else {
                 addr = next;
                 continue;
             };
             let e = self.entry(pmd.table, pmd.idx);
             if e.present() && e.huge() {
-                if next - addr != HPAGE_PMD_SIZE {
-                    self.__split_huge_pmd(mm, vma, pmd, addr & PMD_MASK);
+                if next - addr != self.geo.hpage_pmd_size() {
+                    self.__split_huge_pmd(mm, vma, pmd, addr & self.geo.pmd_mask());
                 } else {
                     let ne = self.change_leaf(vma, e);
                     if ne != e {
@@ -102,7 +99,7 @@ impl Kernel {
                 let table = e.pfn();
                 let mut a = addr;
                 while a < next {
-                    let idx = (a >> PAGE_SHIFT) as usize & 511;
+                    let idx = self.geo.table_index(a, 0);
                     let pe = self.entry(table, idx);
                     if !pe.none() {
                         let ne = self.change_leaf(vma, pe);
@@ -111,7 +108,7 @@ impl Kernel {
                             changed += 1;
                         }
                     }
-                    a += PAGE_SIZE;
+                    a += self.geo.page_size();
                 }
             }
             addr = next;

@@ -101,6 +101,12 @@ pub struct PhysMem {
     pub last_fail_injected: bool,
     /// Host heap bytes of every frame's contents (`FrameData::heap_bytes`), kept as they change.
     pub content_bytes: u64,
+    /// Entries per page table (the geometry's PTRS_PER_TABLE).
+    pub table_entries: usize,
+    /// The entries of every table with entries, `table_entries` per slot.
+    table_pool: Vec<u64>,
+    /// Slots of freed tables, reused first.
+    table_free: Vec<u32>,
     /// Frames holding a page table with entries (`FrameData::Table`).
     pub tables: u64,
     /// `init_on_alloc` (boot parameter): every allocation is cleared.
@@ -140,6 +146,9 @@ impl PhysMem {
             fail_every: 0,
             last_fail_injected: false,
             content_bytes: 0,
+            table_entries: 512,
+            table_pool: Vec::new(),
+            table_free: Vec::new(),
             tables: 0,
             init_on_alloc: false,
             init_on_free: false,
@@ -187,13 +196,51 @@ impl PhysMem {
         self.pages.len() as u64
     }
 
-    /// Replace the contents of frame `i`, keeping `content_bytes` and `tables` up to date.
+    /// Replace the contents of frame `i`, keeping `content_bytes` and `tables` up to date
+    /// (a table with entries is made only by `take_table`).
     pub fn set_data(&mut self, i: usize, d: FrameData) {
+        debug_assert!(!matches!(d, FrameData::Table(_)));
         self.content_bytes += d.heap_bytes();
-        self.tables += matches!(d, FrameData::Table(_)) as u64;
         let old = std::mem::replace(&mut self.data[i], d);
         self.content_bytes -= old.heap_bytes();
-        self.tables -= matches!(old, FrameData::Table(_)) as u64;
+        if let FrameData::Table(slot) = old {
+            self.tables -= 1;
+            self.content_bytes -= super::mm_types::table_host_bytes(self.table_entries);
+            self.table_free.push(slot);
+        }
+    }
+
+    /// A zeroed slot of the table pool for frame `i`, which becomes a table with entries.
+    pub fn take_table(&mut self, i: usize) -> u32 {
+        let n = self.table_entries;
+        let slot = match self.table_free.pop() {
+            Some(s) => {
+                self.table_pool[s as usize * n..(s as usize + 1) * n].fill(0);
+                s
+            }
+            None => {
+                self.table_pool.resize(self.table_pool.len() + n, 0);
+                (self.table_pool.len() / n - 1) as u32
+            }
+        };
+        self.tables += 1;
+        self.content_bytes += super::mm_types::table_host_bytes(n);
+        self.data[i] = FrameData::Table(slot);
+        slot
+    }
+
+    /// Entry `idx` (below `table_entries`) of a table slot.
+    #[inline(always)]
+    pub fn table_entry(&self, slot: u32, idx: usize) -> u64 {
+        debug_assert!(idx < self.table_entries);
+        self.table_pool[(slot as usize) << self.table_entries.trailing_zeros() | idx]
+    }
+
+    /// Entry `idx` of a table slot, to write.
+    #[inline(always)]
+    pub fn table_entry_mut(&mut self, slot: u32, idx: usize) -> &mut u64 {
+        debug_assert!(idx < self.table_entries);
+        &mut self.table_pool[(slot as usize) << self.table_entries.trailing_zeros() | idx]
     }
 
     /// Make `pages` frames from `pfn` on hold zeroes (what clearing them leaves).
@@ -213,7 +260,7 @@ impl PhysMem {
 
     /// Host bytes of the page tables with entries.
     pub fn table_bytes(&self) -> u64 {
-        self.tables * super::mm_types::TABLE_HOST_BYTES
+        self.tables * super::mm_types::table_host_bytes(self.table_entries)
     }
 
     /// Free blocks per order, both lists together (`/proc/buddyinfo`).

@@ -42,7 +42,7 @@ impl Entry {
     /// `pfn_pte` / `pfn_pmd`: an entry mapping `pfn` with `flags`.
     #[inline]
     pub fn new(pfn: Pfn, flags: u64) -> Entry {
-        Entry(pfn.phys() | flags)
+        Entry(((pfn.0 as u64) << 12) | flags)
     }
     /// `pte_none`.
     #[inline]

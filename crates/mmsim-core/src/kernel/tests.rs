@@ -443,11 +443,15 @@ fn hzp_split_by_mprotect_maps_the_4k_zero_page() {
     assert_eq!(vm(snap(&r, "split"), "thp_split_pmd"), 1);
     assert_eq!(r.check.mismatches + r.check.expect_failures, 0, "{:?}", r.events);
     // Look at the table itself.
-    let mut k = crate::kernel::Kernel::new(64 << 20, {
-        let mut kn = crate::kernel::knobs::Knobs::default();
-        kn.set("transparent_hugepage/enabled", "always").unwrap();
-        kn
-    });
+    let mut k = crate::kernel::Kernel::new(
+        64 << 20,
+        {
+            let mut kn = crate::kernel::knobs::Knobs::default();
+            kn.set("transparent_hugepage/enabled", "always").unwrap();
+            kn
+        },
+        crate::units::Geometry::X86_64,
+    );
     let mm = k.exec_mm().unwrap();
     let a = k
         .do_mmap(mm, crate::kernel::mmap::MmapArgs { len: 2 << 20, prot: 3, align: 2 << 20, ..Default::default() })
@@ -470,7 +474,7 @@ fn huge_zero_refcount_policies() {
         let mut knobs = crate::kernel::knobs::Knobs::default();
         knobs.set("transparent_hugepage/enabled", "always").unwrap();
         knobs.set("transparent_hugepage/hzp_refcount", rc).unwrap();
-        let mut k = crate::kernel::Kernel::new(256 << 20, knobs);
+        let mut k = crate::kernel::Kernel::new(256 << 20, knobs, crate::units::Geometry::X86_64);
         let mm = k.exec_mm().unwrap();
         let a = k
             .do_mmap(mm, crate::kernel::mmap::MmapArgs { len: 16 << 20, prot: 3, align: 2 << 20, ..Default::default() })
@@ -758,4 +762,59 @@ fn regression_failed_fork_flushes_the_parents_tlb() {
     assert!(r.events.iter().any(|e| e.kind == "fork-failed"), "the scenario needs a failed fork: {:?}", r.events);
     assert_eq!(r.check.mismatches, 0, "{:?}", r.events);
     assert_eq!(r.events.iter().filter(|e| e.kind == "segfault").count(), 1, "the write to read-only r0 faults");
+}
+
+/// ia64-altix runs 16 KiB pages (memory.page_size): one fault per 16 KiB, RSS in 16 KiB
+/// pages, 2048-entry tables (a PTE table maps 32 MiB), COW of 16 KiB; no THP (a PMD folio,
+/// order 11, is above MAX_ORDER), whatever the knob says.
+#[test]
+fn sixteen_kib_pages_fault_count_and_map_in_their_own_unit() {
+    let r = run(json!({"machine": {"profile": "ia64-altix", "memory": "256M", "cpus": 1},
+        "knobs": {"transparent_hugepage/enabled": "always"},
+        "program": [
+        {"op":"snapshot","label":"before"},
+        {"op":"mmap","name":"p","size":"64M","align":"32M"},
+        {"op":"write","region":"p","stride":16384},
+        {"op":"snapshot","label":"written"},
+        {"op":"write","region":"p","stride":4096,"value":2},
+        {"op":"fork","program":[
+            {"op":"write","region":"p","length":"1M","value":3},
+            {"op":"read","region":"p","offset":"1M","length":"1M","expect":2},
+            {"op":"snapshot","label":"child"}]},
+        {"op":"wait"},
+        {"op":"read","region":"p","length":"1M","expect":2},
+        {"op":"snapshot","label":"end"}]}));
+    let (before, written, child, end) = (snap(&r, "before"), snap(&r, "written"), snap(&r, "child"), snap(&r, "end"));
+    // The stack's one page; its PUD, PMD and PTE tables (VmPTE leaves out the PGD).
+    assert_eq!((p1(before).rss_anon, p1(before).vm_pte, mi(before, "PageTables")), (16, 3 * 16, 4 * 16));
+    assert_eq!(vm(written, "pgfault"), 64 * 1024 / 16, "one fault per 16 KiB page");
+    assert_eq!(p1(written).rss_anon, 16 + 64 * 1024);
+    assert_eq!(p1(written).vm_pte, 3 * 16 + 2 * 16, "two PTE tables map the 32 MiB-aligned 64 MiB");
+    assert_eq!((vm(written, "thp_fault_alloc"), mi(written, "AnonHugePages")), (0, 0), "no THP on ia64");
+    assert_eq!(vm(child, "pgfault") - vm(written, "pgfault"), 1024 / 16, "the child's COW of 1 MiB");
+    assert_eq!(mi(child, "AnonPages") - mi(written, "AnonPages"), 1024);
+    assert_eq!(r.check.expect_failures, 0);
+    assert_eq!(mi(end, "PageTables"), mi(written, "PageTables"));
+}
+
+/// A write with a block (pft -c): per page step, `block` bytes every `block_stride`, clamped
+/// to the page; the bytes between blocks stay as they were (checked by the reference model).
+#[test]
+fn a_blocked_write_touches_its_lines_of_each_page() {
+    let r = run(json!({"program": [
+        {"op":"mmap","name":"p","size":"64K"},
+        {"op":"write","region":"p","stride":8192,"block":256,"block_stride":128,"value":7},
+        {"op":"read","region":"p","offset":0,"length":"64K","stride":8192,"expect":7},
+        {"op":"read","region":"p","offset":128,"length":"64K","stride":8192,"expect":7},
+        {"op":"read","region":"p","offset":256,"length":"64K","stride":8192,"expect":0},
+        {"op":"read","region":"p","offset":4096,"length":"60K","stride":8192,"expect":0},
+        {"op":"write","region":"p","offset":"60K","stride":4096,"block":"8K","block_stride":2048,"value":9},
+        {"op":"read","region":"p","offset":"62K","length":"2K","stride":2048,"expect":9},
+        {"op":"snapshot","label":"end"}]}));
+    let end = snap(&r, "end");
+    assert_eq!(r.check.expect_failures, 0, "{:?}", r.events);
+    // Every other page written (8 faults, 2 stores each); the reads of the others map the zero
+    // page (8 faults); the last write's block stops at its page's end (2 stores, 1 COW fault).
+    assert_eq!(p1(end).perf.get("dTLB-stores"), Some(8.0 * 2.0 + 2.0));
+    assert_eq!(vm(end, "pgfault"), 8 + 8 + 1);
 }

@@ -5,23 +5,23 @@
 
 use super::pgtable::{self, Entry};
 use super::{Kernel, MmId};
-use crate::units::{Pfn, PAGE_SHIFT, PGDIR_SHIFT, PMD_SHIFT, PUD_SHIFT};
+use crate::units::Pfn;
 
 impl Kernel {
     /// Translate `addr` for a read or write; None means the access faults.
     #[inline]
     pub fn translate(&mut self, mm: MmId, addr: u64, write: bool) -> Option<Pfn> {
         let pgd = self.mm(mm).pgd;
-        let pude = self.entry(pgd, (addr >> PGDIR_SHIFT) as usize & 511);
+        let pude = self.entry(pgd, self.geo.table_index(addr, 3));
         if !pude.hw_present() {
             return None;
         }
-        let pmde_t = self.entry(pude.pfn(), (addr >> PUD_SHIFT) as usize & 511);
+        let pmde_t = self.entry(pude.pfn(), self.geo.table_index(addr, 2));
         if !pmde_t.hw_present() {
             return None;
         }
         let pmd_table = pmde_t.pfn();
-        let pidx = (addr >> PMD_SHIFT) as usize & 511;
+        let pidx = self.geo.table_index(addr, 1);
         let pmd = self.entry(pmd_table, pidx);
         if !pmd.hw_present() {
             return None;
@@ -31,11 +31,11 @@ impl Kernel {
                 return None;
             }
             self.set_entry(pmd_table, pidx, young_dirty(pmd, write));
-            let sub = (addr >> PAGE_SHIFT) as u32 & 511;
+            let sub = self.geo.table_index(addr, 0) as u32;
             return Some(Pfn(pmd.pfn().0 + sub));
         }
         let table = pmd.pfn();
-        let idx = (addr >> PAGE_SHIFT) as usize & 511;
+        let idx = self.geo.table_index(addr, 0);
         let pte = self.entry(table, idx);
         if !pte.hw_present() || (write && !pte.write()) {
             return None;

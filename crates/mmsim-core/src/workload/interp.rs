@@ -11,11 +11,11 @@ use crate::hw::perf::PerfCounters;
 use crate::kernel::content::PageContent;
 use crate::kernel::fault::{Access, FaultOutcome};
 use crate::kernel::madvise::Advice;
-use crate::kernel::mmap::{page_align, MmapArgs};
+use crate::kernel::mmap::MmapArgs;
 use crate::kernel::{Kernel, MmId, Work};
 use crate::oracle::Oracle;
 use crate::report::{CheckSummary, Event};
-use crate::units::{Pfn, PAGE_SIZE};
+use crate::units::Pfn;
 
 mod access;
 mod host_memory;
@@ -95,10 +95,36 @@ const FAST_FORWARD_MIN_STEPS: u64 = 2048;
 #[derive(Clone, Copy)]
 enum Cursor {
     Idle,
-    Access { write: bool, next: u64, end: u64, stride: u64, value: u8, expect: Option<u8>, failed: bool },
-    Compare { a: u64, b: u64, pos: u64, len: u64, expect: Option<bool>, stride: u64 },
-    Atomic { addr: u64, remaining: u64, hold: u64 },
-    Fetch { next: u64, end: u64, stride: u64 },
+    Access {
+        write: bool,
+        next: u64,
+        end: u64,
+        stride: u64,
+        /// Bytes touched at each step, every `block_stride` (0: one access per step).
+        block: u64,
+        block_stride: u64,
+        value: u8,
+        expect: Option<u8>,
+        failed: bool,
+    },
+    Compare {
+        a: u64,
+        b: u64,
+        pos: u64,
+        len: u64,
+        expect: Option<bool>,
+        stride: u64,
+    },
+    Atomic {
+        addr: u64,
+        remaining: u64,
+        hold: u64,
+    },
+    Fetch {
+        next: u64,
+        end: u64,
+        stride: u64,
+    },
 }
 
 /// How an access is named in an event.
@@ -292,6 +318,10 @@ impl Interp {
         first_cpu: usize,
         check: bool,
     ) -> Result<Interp, String> {
+        let geo = kernel.geo;
+        if geo != machine.geo {
+            return Err(format!("the kernel's {geo:?} is not the machine's {:?}", machine.geo));
+        }
         let mut it = Interp {
             kernel,
             machine,
@@ -299,7 +329,7 @@ impl Interp {
             quantum_base: 0.0,
             time_limit: f64::INFINITY,
             tasks: Vec::new(),
-            oracle: check.then(Oracle::default),
+            oracle: check.then(|| Oracle::new(geo)),
             check: CheckSummary { enabled: check, ..Default::default() },
             events: Vec::new(),
             events_dropped: 0,
@@ -666,7 +696,7 @@ impl Interp {
                     Ok(a) => {
                         self.tasks[t].regions.insert(name.clone(), (a, size.0));
                         if let Some(o) = self.oracle.as_mut() {
-                            let len = page_align(size.0).expect("fits");
+                            let len = self.kernel.geo.page_align(size.0).expect("fits");
                             o.mmap(self.tasks[t].tgid, a, len, p, shared);
                         }
                     }
@@ -683,7 +713,7 @@ impl Interp {
                     match self.kernel.do_munmap(mm, a, len) {
                         Ok(()) => {
                             if let Some(o) = self.oracle.as_mut() {
-                                o.munmap(self.tasks[t].tgid, a, page_align(len).unwrap_or(len));
+                                o.munmap(self.tasks[t].tgid, a, self.kernel.geo.page_align(len).unwrap_or(len));
                             }
                         }
                         Err(e) => self.event(pid, "syscall", format!("munmap {region}: {}", e.name())),
@@ -697,7 +727,7 @@ impl Interp {
                 let r = self.kernel.do_mprotect(mm, a, len, p);
                 if let Some(o) = self.oracle.as_mut() {
                     // The mapped part up to a hole is changed even when the call fails.
-                    o.mprotect(self.tasks[t].tgid, a, page_align(len).unwrap_or(len), p);
+                    o.mprotect(self.tasks[t].tgid, a, self.kernel.geo.page_align(len).unwrap_or(len), p);
                 }
                 if let Err(e) = r {
                     self.event(pid, "syscall", format!("mprotect {region}: {}", e.name()));
@@ -714,7 +744,7 @@ impl Interp {
                 let r = self.kernel.do_madvise(mm, a, len, adv);
                 if adv == Advice::DontNeed {
                     if let Some(o) = self.oracle.as_mut() {
-                        o.dontneed(self.tasks[t].tgid, a, page_align(len).unwrap_or(len));
+                        o.dontneed(self.tasks[t].tgid, a, self.kernel.geo.page_align(len).unwrap_or(len));
                     }
                 }
                 if let Err(e) = r {
@@ -722,8 +752,8 @@ impl Interp {
                 }
                 self.after_syscall();
             }
-            Op::Read(ReadOp { region, offset, length, stride, expect })
-            | Op::Write(WriteOp { region, offset, length, stride, value: expect }) => {
+            Op::Read(ReadOp { region, offset, length, stride, expect, block, block_stride })
+            | Op::Write(WriteOp { region, offset, length, stride, value: expect, block, block_stride }) => {
                 let write = matches!(op, Op::Write(WriteOp { .. }));
                 let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
                 let stride = stride.map_or(DEFAULT_STRIDE, |s| s.0);
@@ -732,6 +762,8 @@ impl Interp {
                     next: a,
                     end: a.saturating_add(len),
                     stride,
+                    block: block.map_or(0, |b| b.0),
+                    block_stride: block_stride.map_or(DEFAULT_BLOCK_STRIDE, |s| s.0),
                     value: if write { expect.unwrap_or(DEFAULT_VALUE) } else { 0 },
                     expect: if write { None } else { *expect },
                     failed: false,

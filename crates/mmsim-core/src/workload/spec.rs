@@ -198,6 +198,14 @@ pub struct ReadOp {
     pub length: Option<Size>,
     #[serde(default)]
     pub stride: Option<Size>,
+    /// Bytes touched at each `stride` step, one access every `block_stride` bytes (pft -c:
+    /// `block` = lines x 128, `block_stride` = 128); a block stops at its page's end. Without
+    /// it, one access per step.
+    #[serde(default)]
+    pub block: Option<Size>,
+    /// The step inside a `block` (default 64 bytes).
+    #[serde(default)]
+    pub block_stride: Option<Size>,
     #[serde(default)]
     pub expect: Option<u8>,
 }
@@ -213,6 +221,14 @@ pub struct WriteOp {
     pub length: Option<Size>,
     #[serde(default)]
     pub stride: Option<Size>,
+    /// Bytes touched at each `stride` step, one access every `block_stride` bytes (pft -c:
+    /// `block` = lines x 128, `block_stride` = 128); a block stops at its page's end. Without
+    /// it, one access per step.
+    #[serde(default)]
+    pub block: Option<Size>,
+    /// The step inside a `block` (default 64 bytes).
+    #[serde(default)]
+    pub block_stride: Option<Size>,
     #[serde(default)]
     pub value: Option<u8>,
 }
@@ -375,6 +391,8 @@ impl<'de> Deserialize<'de> for Op {
     }
 }
 
+/// Default step inside a `block` of `read` and `write`: one 64-byte line.
+pub const DEFAULT_BLOCK_STRIDE: u64 = 64;
 /// Default stride of `read` and `write`: one access per 4 KiB page, as the seeds' tests do.
 pub const DEFAULT_STRIDE: u64 = 4096;
 /// Default byte a `write` stores.
@@ -629,6 +647,16 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -
                     return Err(err(i, "advice", format!("{advice:?} is not one of hugepage, nohugepage, dontneed")));
                 }
             }
+            Op::Read(ReadOp { block, block_stride, .. }) | Op::Write(WriteOp { block, block_stride, .. })
+                if block.is_some_and(|b| b.0 == 0) || block_stride.is_some_and(|s| s.0 == 0) =>
+            {
+                let field = if block.is_some_and(|b| b.0 == 0) { "block" } else { "block_stride" };
+                return Err(err(i, field, "must be greater than 0".into()));
+            }
+            Op::Read(ReadOp { block: None, block_stride: Some(_), .. })
+            | Op::Write(WriteOp { block: None, block_stride: Some(_), .. }) => {
+                return Err(err(i, "block_stride", "needs a block".into()));
+            }
             Op::Read(ReadOp { region, stride, .. })
             | Op::Write(WriteOp { region, stride, .. })
             | Op::Fetch(FetchOp { region, stride, .. }) => {
@@ -769,6 +797,13 @@ mod tests {
 
     #[test]
     fn errors_name_the_field() {
+        let mm = r#"{"op":"mmap","name":"p","size":4096}"#;
+        let e =
+            parse_workload(&format!(r#"{{"program":[{mm},{{"op":"write","region":"p","block":0}}]}}"#)).unwrap_err();
+        assert_eq!(e.to_string(), "workload: program[1].block: must be greater than 0");
+        let e = parse_workload(&format!(r#"{{"program":[{mm},{{"op":"read","region":"p","block_stride":8}}]}}"#))
+            .unwrap_err();
+        assert_eq!(e.to_string(), "workload: program[1].block_stride: needs a block");
         let e = parse_workload(r#"{"program":[{"op":"mmap","name":"p","size":"12Q"}]}"#).unwrap_err();
         assert!(e.to_string().contains("program[0].size"), "{e}");
         let e = parse_workload(r#"{"program":[{"op":"mmap","name":"p","size":4096,"bogus":1}]}"#).unwrap_err();

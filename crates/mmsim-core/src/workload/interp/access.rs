@@ -3,6 +3,7 @@
 //! faults through the kernel, and checking what is read against the reference model.
 
 use super::*;
+use crate::units::Geometry;
 
 /// The part of a strided range `[next, end)` that lies in `next`'s page: offsets `ps, ps +
 /// stride, ... < pe` within `page`, `count` of them, and where the range goes on after them.
@@ -14,9 +15,9 @@ struct PageSpan {
     after: u64,
 }
 
-fn page_span(next: u64, end: u64, stride: u64) -> PageSpan {
-    let page = next & !(PAGE_SIZE - 1);
-    let (ps, pe) = (next - page, (page + PAGE_SIZE).min(end) - page);
+fn page_span(next: u64, end: u64, stride: u64, geo: Geometry) -> PageSpan {
+    let page = next & geo.page_mask();
+    let (ps, pe) = (next - page, (page + geo.page_size()).min(end) - page);
     let count = (pe - ps).div_ceil(stride);
     PageSpan { page, ps, pe, count, after: next.saturating_add(count * stride) }
 }
@@ -39,7 +40,7 @@ impl Interp {
             {
                 if let Some(o) = &self.oracle {
                     let pid = self.tasks[t].pid;
-                    if !o.access_ok(self.tasks[t].tgid, addr & !(PAGE_SIZE - 1), access) {
+                    if !o.access_ok(self.tasks[t].tgid, addr & !(self.kernel.geo.page_size() - 1), access) {
                         let what = access_name(access);
                         self.mismatch(
                             pid,
@@ -89,7 +90,7 @@ impl Interp {
                         format!("segfault at {addr:#x}: {what} of unmapped or protected memory"),
                     );
                     if let Some(o) = &self.oracle {
-                        if o.access_ok(self.tasks[t].tgid, addr & !(PAGE_SIZE - 1), access) {
+                        if o.access_ok(self.tasks[t].tgid, addr & !(self.kernel.geo.page_size() - 1), access) {
                             self.mismatch(
                                 pid,
                                 format!("{what} at {addr:#x}: simulator raised SIGSEGV, reference model allows it"),
@@ -150,79 +151,54 @@ impl Interp {
     }
 
     fn continue_access(&mut self, t: usize, budget: u64) -> u64 {
-        let (pid, tgid) = (self.tasks[t].pid, self.tasks[t].tgid);
         let mut used = 0;
         while used < budget && (used == 0 || self.tasks[t].perf.cycles <= self.time_limit) {
-            let Cursor::Access { write, next, end, stride, value, expect, failed } = self.tasks[t].cursor else {
+            let Cursor::Access { write, next, end, stride, block, block_stride, value, expect, failed } =
+                self.tasks[t].cursor
+            else {
                 return used;
             };
             if next >= end {
                 self.tasks[t].cursor = Cursor::Idle;
                 return used;
             }
-            let PageSpan { page, ps, pe, count, after } = page_span(next, end, stride);
-            let (ps, pe) = (ps as usize, pe as usize);
+            let PageSpan { page, ps, pe, count, after } = page_span(next, end, stride, self.kernel.geo);
             used += 1;
             self.steps += 1;
             let kind = if write { Access::Write } else { Access::Read };
             let Ok(pfn) = self.access_page(t, next, kind) else {
                 return used;
             };
-            let st = stride.min(PAGE_SIZE) as usize;
-            {
-                let cpu = self.tasks[t].cpu;
-                let ipa = self.machine.p.cost.access_instructions;
-                self.machine.page_accesses(
-                    cpu,
-                    pfn,
-                    ps as u64,
-                    pe as u64,
-                    stride.min(PAGE_SIZE),
-                    write,
-                    ipa,
-                    &mut self.tasks[t].perf,
-                );
-            }
+            let page_size = self.kernel.geo.page_size();
             let mut failed = failed;
-            if write {
-                self.kernel.write_page_content(pfn, ps, pe, st, value);
-                if let Some(o) = self.oracle.as_mut() {
-                    o.write(tgid, page, ps, pe, st, value);
-                }
+            if block == 0 {
+                failed = self.page_span_access(
+                    t,
+                    pfn,
+                    page,
+                    (ps, pe, stride.min(page_size), count),
+                    write,
+                    value,
+                    expect,
+                    failed,
+                );
             } else {
-                let got = self.kernel.page_content(pfn);
-                let mut expect_msg = None;
-                let mut mismatch_msg = None;
-                if let Some(x) = expect {
-                    let bad = match got {
-                        Some(c) => c.find_not(ps, pe, st, x),
-                        None => (x != 0).then_some(ps),
-                    };
-                    if let Some(off) = bad {
-                        if !failed {
-                            let found = got.map_or(0, |c| c.get(off));
-                            expect_msg = Some(format!("read at {:#x}: expected {x}, found {found}", page + off as u64));
-                        }
-                        failed = true;
-                    }
-                }
-                if let Some(o) = &self.oracle {
-                    let want = o.page(tgid, page);
-                    if let Some(off) = first_diff_strided(got, want, ps, pe, st) {
-                        let (g, w) = (got.map_or(0, |c| c.get(off)), want.map_or(0, |c| c.get(off)));
-                        mismatch_msg = Some(format!(
-                            "read at {:#x}: reference model expects {w}, simulator returned {g}",
-                            page + off as u64
-                        ));
-                    }
-                    self.check.reads_checked += count;
-                }
-                if let Some(m) = expect_msg {
-                    self.check.expect_failures += 1;
-                    self.event(pid, "expect", m);
-                }
-                if let Some(m) = mismatch_msg {
-                    self.mismatch(pid, m);
+                // Each step's block, within the page.
+                let mut o = ps;
+                while o < pe {
+                    let be = (o + block).min(page_size);
+                    let n = (be - o).div_ceil(block_stride);
+                    failed = self.page_span_access(
+                        t,
+                        pfn,
+                        page,
+                        (o, be, block_stride.min(page_size), n),
+                        write,
+                        value,
+                        expect,
+                        failed,
+                    );
+                    o += stride;
                 }
             }
             if let Cursor::Access { next: n, failed: f, .. } = &mut self.tasks[t].cursor {
@@ -231,6 +207,71 @@ impl Interp {
             }
         }
         used
+    }
+
+    /// The accesses of one page, offsets `ps, ps + st, ... < pe` (`count` of them): their
+    /// cost through the caches, then the write of their bytes, or the check of what they read
+    /// against `expect` and the reference model. Returns whether an expectation has failed.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn page_span_access(
+        &mut self,
+        t: usize,
+        pfn: Pfn,
+        page: u64,
+        (ps, pe, st, count): (u64, u64, u64, u64),
+        write: bool,
+        value: u8,
+        expect: Option<u8>,
+        mut failed: bool,
+    ) -> bool {
+        let (pid, tgid) = (self.tasks[t].pid, self.tasks[t].tgid);
+        let cpu = self.tasks[t].cpu;
+        let ipa = self.machine.p.cost.access_instructions;
+        self.machine.page_accesses(cpu, pfn, ps, pe, st, write, ipa, &mut self.tasks[t].perf);
+        let (ps, pe, st) = (ps as usize, pe as usize, st as usize);
+        if write {
+            self.kernel.write_page_content(pfn, ps, pe, st, value);
+            if let Some(o) = self.oracle.as_mut() {
+                o.write(tgid, page, ps, pe, st, value);
+            }
+            return failed;
+        }
+        let got = self.kernel.page_content(pfn);
+        let mut expect_msg = None;
+        let mut mismatch_msg = None;
+        if let Some(x) = expect {
+            let bad = match got {
+                Some(c) => c.find_not(ps, pe, st, x),
+                None => (x != 0).then_some(ps),
+            };
+            if let Some(off) = bad {
+                if !failed {
+                    let found = got.map_or(0, |c| c.get(off));
+                    expect_msg = Some(format!("read at {:#x}: expected {x}, found {found}", page + off as u64));
+                }
+                failed = true;
+            }
+        }
+        if let Some(o) = &self.oracle {
+            let want = o.page(tgid, page);
+            if let Some(off) = first_diff_strided(got, want, ps, pe, st) {
+                let (g, w) = (got.map_or(0, |c| c.get(off)), want.map_or(0, |c| c.get(off)));
+                mismatch_msg = Some(format!(
+                    "read at {:#x}: reference model expects {w}, simulator returned {g}",
+                    page + off as u64
+                ));
+            }
+            self.check.reads_checked += count;
+        }
+        if let Some(m) = expect_msg {
+            self.check.expect_failures += 1;
+            self.event(pid, "expect", m);
+        }
+        if let Some(m) = mismatch_msg {
+            self.mismatch(pid, m);
+        }
+        failed
     }
 
     /// Instruction fetches, a page at a time: the iTLB (walk, fault) once per page, then the
@@ -245,7 +286,7 @@ impl Interp {
                 self.tasks[t].cursor = Cursor::Idle;
                 return used;
             }
-            let PageSpan { ps, pe, after, .. } = page_span(next, end, stride);
+            let PageSpan { ps, pe, after, .. } = page_span(next, end, stride, self.kernel.geo);
             used += 1;
             self.steps += 1;
             let Ok(pfn) = self.access_page(t, next, Access::Exec) else {
@@ -253,7 +294,15 @@ impl Interp {
             };
             let cpu = self.tasks[t].cpu;
             let ipf = stride.min(self.machine.line_size()) as f64 / self.machine.p.cost.instruction_bytes;
-            self.machine.page_fetches(cpu, pfn, ps, pe, stride.min(PAGE_SIZE), ipf, &mut self.tasks[t].perf);
+            self.machine.page_fetches(
+                cpu,
+                pfn,
+                ps,
+                pe,
+                stride.min(self.kernel.geo.page_size()),
+                ipf,
+                &mut self.tasks[t].perf,
+            );
             if let Cursor::Fetch { next: n, .. } = &mut self.tasks[t].cursor {
                 *n = after;
             }
@@ -277,7 +326,9 @@ impl Interp {
             let chunk = if stride > 0 {
                 1
             } else {
-                (PAGE_SIZE - (pa & (PAGE_SIZE - 1))).min(PAGE_SIZE - (pb & (PAGE_SIZE - 1))).min(len - pos)
+                (self.kernel.geo.page_size() - (pa & (self.kernel.geo.page_size() - 1)))
+                    .min(self.kernel.geo.page_size() - (pb & (self.kernel.geo.page_size() - 1)))
+                    .min(len - pos)
             };
             used += 1;
             self.steps += 1;
@@ -287,8 +338,8 @@ impl Interp {
             let Ok(fb) = self.access_page(t, pb, Access::Read) else {
                 return used;
             };
-            let oa = (pa & (PAGE_SIZE - 1)) as usize;
-            let ob = (pb & (PAGE_SIZE - 1)) as usize;
+            let oa = (pa & (self.kernel.geo.page_size() - 1)) as usize;
+            let ob = (pb & (self.kernel.geo.page_size() - 1)) as usize;
             {
                 let cpu = self.tasks[t].cpu;
                 let perf = &mut self.tasks[t].perf;
@@ -307,8 +358,8 @@ impl Interp {
             }
             let same = chunk_equal(self.kernel.page_content(fa), oa, self.kernel.page_content(fb), ob, chunk as usize);
             if let Some(o) = &self.oracle {
-                let ra = o.page(tgid, pa & !(PAGE_SIZE - 1));
-                let rb = o.page(tgid, pb & !(PAGE_SIZE - 1));
+                let ra = o.page(tgid, pa & !(self.kernel.geo.page_size() - 1));
+                let rb = o.page(tgid, pb & !(self.kernel.geo.page_size() - 1));
                 self.check.reads_checked += 2 * chunk;
                 if chunk_equal(ra, oa, rb, ob, chunk as usize) != same {
                     self.mismatch(
@@ -345,7 +396,8 @@ impl Interp {
             let cpu = self.tasks[t].cpu;
             // A locked instruction waits for everything before it, translations included.
             self.machine.drain_translations(cpu, &mut self.tasks[t].perf);
-            let line = (pfn.phys() + (addr & (PAGE_SIZE - 1))) >> self.machine.line_size().trailing_zeros();
+            let line = (pfn.phys(self.kernel.geo) + (addr & (self.kernel.geo.page_size() - 1)))
+                >> self.machine.line_size().trailing_zeros();
             let now = self.machine.cpus[cpu].clock + self.tasks[t].perf.cycles - self.quantum_base;
             let func = if hold > 0 { "spin_lock" } else { "atomic_add" };
             self.machine.atomic_rmw(cpu, line, now, hold as f64, 1.0, func, &mut self.tasks[t].perf);

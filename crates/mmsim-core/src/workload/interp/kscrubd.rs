@@ -185,7 +185,7 @@ impl Interp {
             // Its writes share the node's memory bandwidth with the CPUs'.
             self.machine.invalidate_lines(pfn, pages);
             let now = self.machine.cpus[cpu].clock;
-            let bus = self.machine.book_bandwidth(cpu, now, pages * crate::units::PAGE_SIZE);
+            let bus = self.machine.book_bandwidth(cpu, now, pages * self.kernel.geo.page_size());
             self.kscrubd.ready_at = now + d.max(bus);
         } else {
             for w in work {

@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use crate::kernel::vmstat::VmEvent;
 use crate::sim::{run_with, RunOptions};
+use crate::units::Pfn;
 use crate::workload::interp::Interp;
 use crate::workload::spec::parse_workload;
 
@@ -17,12 +18,13 @@ const MIB: u64 = 1 << 20;
 fn interp(program: Value, knobs: &[(&str, &str)], cpus: usize, mem: u64, profile: &str) -> Interp {
     let w = parse_workload(&json!({ "program": program }).to_string()).expect("valid workload");
     let p = crate::hw::profile::builtin(profile, &[]).expect("profile");
+    let geo = p.geometry();
     let machine = crate::hw::machine::Machine::new(p, cpus);
     let mut k = crate::kernel::knobs::Knobs::default();
     for (n, v) in knobs {
         k.set(n, v).expect("knob");
     }
-    let kernel = crate::kernel::Kernel::new(mem, k);
+    let kernel = crate::kernel::Kernel::new(mem, k, geo);
     let mut it = Interp::new(kernel, machine, w.program.clone(), 0, true).expect("boots");
     it.check_invariants_each_op = true;
     it
@@ -191,16 +193,21 @@ fn scrub_load_holds_kscrubd_off() {
 fn scrub_engines() {
     let run = |engine: &str, profile: &str| {
         let prog = json!([{"op": "sleep", "ms": 2000}]);
-        let knobs = [("vm/scrub_start", "10"), ("vm/scrub_stop", "10"), ("vm/scrub_engine", engine)];
+        // 4 MiB blocks: order 10 of 4 KiB pages, order 8 of ia64's 16 KiB pages.
+        let order = if profile == "ia64-altix" { "8" } else { "10" };
+        let knobs = [("vm/scrub_start", order), ("vm/scrub_stop", order), ("vm/scrub_engine", engine)];
         let mut it = interp(prog, &knobs, 2, 16 * MIB, profile);
         finish(&mut it);
-        assert_eq!(it.kernel.mem.unzeroed_pages_from(10), 0, "{engine}");
-        assert_eq!(it.kscrubd.blocks, 3, "16 MiB less frame 0 and the first process: 3 free blocks of 4 MiB");
+        assert_eq!(it.kernel.mem.unzeroed_pages_from(order.parse().unwrap()), 0, "{engine}");
+        // 16 MiB less frame 0 and the first process: 3 free blocks of 4 MiB (4 KiB pages), or
+        // one of 8 MiB and one of 4 MiB (16 KiB pages: 1024 frames, the top half is order 9).
+        let blocks = if profile == "ia64-altix" { 2 } else { 3 };
+        assert_eq!(it.kscrubd.blocks, blocks, "{engine} {profile}");
         let cpu = it.kscrubd.cpu;
         let c = &it.machine.cpus[cpu];
         let cached = (0..it.kernel.mem.nr_pages())
             .filter(|&p| it.kernel.mem.pages[p as usize].test(crate::kernel::mm_types::pg::ZEROED))
-            .map(|p| p << 12 >> it.machine.line_size().trailing_zeros())
+            .map(|p| Pfn(p as u32).phys(it.kernel.geo) >> it.machine.line_size().trailing_zeros())
             .filter(|&l| c.l2.contains(l) || it.machine.llc.contains(l))
             .count();
         (it.kscrubd.perf.cycles, cached)
@@ -218,18 +225,20 @@ fn scrub_engines() {
 /// The offload engine's bandwidth is simulated time: 12 MiB at the BTE's 500 MB/s take 25 ms.
 #[test]
 fn the_offload_engine_takes_its_time() {
-    let prog = json!([{"op": "sleep", "ms": 10}, {"op": "snapshot", "label": "early"}, {"op": "sleep", "ms": 100}]);
-    let knobs = [("vm/scrub_start", "10"), ("vm/scrub_stop", "10"), ("vm/scrub_engine", "offload")];
+    let prog = json!([{"op": "sleep", "ms": 20}, {"op": "snapshot", "label": "early"}, {"op": "sleep", "ms": 100}]);
+    // Blocks of at least 4 MiB (order 8 of ia64's 16 KiB pages): the 1024 frames' top half
+    // (8 MiB, order 9) and the quarter below it.
+    let knobs = [("vm/scrub_start", "8"), ("vm/scrub_stop", "8"), ("vm/scrub_engine", "offload")];
     let mut it = interp(prog, &knobs, 2, 16 * MIB, "ia64-altix");
     while it.snapshot_requests.is_empty() {
         assert!(it.round());
     }
-    // 10 ms in: one 4 MiB block (8.4 ms) is done, the second is in flight.
-    assert_eq!(it.kernel.mem.zeroed_free_pages, 1024);
+    // 20 ms in: the 8 MiB block (16.8 ms) is done, the 4 MiB one is in flight.
+    assert_eq!(it.kernel.mem.zeroed_free_pages, 512);
     assert!(it.kernel.mem.scrubbing.is_some());
     it.snapshot_requests.clear();
     finish(&mut it);
-    assert_eq!(it.kernel.mem.zeroed_free_pages, 3 * 1024);
+    assert_eq!(it.kernel.mem.zeroed_free_pages, 512 + 256);
 }
 
 /// Pages cleared by each path while 1000 pages are written and unmapped.

@@ -97,8 +97,9 @@ fn pid_max_can_be_lowered_mid_run() {
 /// The frames' content bytes recounted from scratch, against the kept total.
 fn recount(it: &Interp) -> (u64, u64) {
     let mem = &it.kernel.mem;
-    let bytes = mem.data.iter().map(FrameData::heap_bytes).sum();
     let tables = mem.data.iter().filter(|d| matches!(d, FrameData::Table(_))).count() as u64;
+    let bytes = mem.data.iter().map(FrameData::heap_bytes).sum::<u64>()
+        + tables * crate::kernel::mm_types::table_host_bytes(mem.table_entries);
     (bytes, tables)
 }
 
@@ -119,7 +120,7 @@ fn host_usage_counts_what_the_run_holds() {
     .unwrap();
     let profile = crate::hw::profile::builtin("default", &[]).unwrap();
     let machine = crate::hw::machine::Machine::new(profile, 1);
-    let kernel = crate::kernel::Kernel::new(w.machine.memory.0, Default::default());
+    let kernel = crate::kernel::Kernel::new(w.machine.memory.0, Default::default(), crate::units::Geometry::X86_64);
     let mut it = Interp::new(kernel, machine, w.program.clone(), 0, false).unwrap();
     let mut peak_tables = 0;
     while it.round() {
@@ -130,7 +131,7 @@ fn host_usage_counts_what_the_run_holds() {
     assert!(peak_tables >= 8 * 11, "{peak_tables}");
     let u = it.host_usage();
     assert_eq!(u.frames, 65536 * 56);
-    assert_eq!(u.page_tables, it.kernel.mem.tables * (4096 + 16));
+    assert_eq!(u.page_tables, it.kernel.mem.tables * 4096);
     assert_eq!(u.nr_tasks, 11);
     // 4096 pages with four overrides each and 256 written whole, less the 2048 unmapped.
     assert!(u.data > 0 && u.total() > u.frames);
@@ -154,7 +155,7 @@ fn max_host_memory_stops_a_fork_storm_with_the_limit_named() {
     // The same run, step by step: it stops after the fork that passed the limit, no later.
     let profile = crate::hw::profile::builtin("default", &[]).unwrap();
     let machine = crate::hw::machine::Machine::new(profile, 1);
-    let kernel = crate::kernel::Kernel::new(1 << 30, Default::default());
+    let kernel = crate::kernel::Kernel::new(1 << 30, Default::default(), crate::units::Geometry::X86_64);
     let mut it = Interp::new(kernel, machine, w.program.clone(), 0, false).unwrap();
     it.max_host_memory = 256 << 20;
     while it.round() && !it.host_limit_hit {}
@@ -165,7 +166,7 @@ fn max_host_memory_stops_a_fork_storm_with_the_limit_named() {
     assert_eq!(it.kernel.mem.tables, 36 * mms);
     // The estimate passed the limit with the last child, and not before it.
     let last = it.tasks.last().unwrap();
-    let per_child = 36 * crate::kernel::mm_types::TABLE_HOST_BYTES
+    let per_child = 36 * crate::kernel::mm_types::table_host_bytes(512)
         + super::task_host_bytes(last)
         + super::mm_host_bytes(Some(it.kernel.mm(last.mm.unwrap())))
         + it.machine.mm_host_bytes(1);
