@@ -432,6 +432,9 @@ def pft_metrics(r: dict[str, Any], pages: int) -> dict[str, float]:
         "kscrubd-zeroed": d["mmsim_pgzero_kscrubd"],
         "kscrubd-seconds": ks,
         "llc-misses": sum(p["perf"]["LLC-load-misses"] for p in end["processes"] if p["pid"] != 1),
+        "dram-bytes": sum(n["dram-bytes"] for n in end["memory"]) - sum(n["dram-bytes"] for n in start["memory"]),
+        "dram-busy": sum(n["dram-busy-seconds"] for n in end["memory"])
+        - sum(n["dram-busy-seconds"] for n in start["memory"]),
     }
 
 
@@ -456,6 +459,8 @@ def run_prezero_faults() -> list[dict[str, Any]]:
                     _row(cfg, "pages zeroed in the fault", None, m["fault-zeroed"], "pages"),
                     _row(cfg, "pages zeroed by kscrubd", None, m["kscrubd-zeroed"], "pages"),
                     _row(cfg, "kscrubd CPU time", None, round(m["kscrubd-seconds"], 4), "s"),
+                    _row(cfg, "memory traffic", None, round(m["dram-bytes"] / 1e6, 1), "MB"),
+                    _row(cfg, "memory bus use", None, round(m["dram-busy"] / m["wall"] * 100, 1), "%"),
                 ]
     return rows
 
@@ -512,7 +517,7 @@ def run_prezero_cachelines() -> list[dict[str, Any]]:
                 _row(cfg, "prezeroed pages taken", None, m["prezeroed"], "pages"),
                 _row(cfg, "pages zeroed in the fault", None, m["fault-zeroed"], "pages"),
                 _row(cfg, "pages zeroed by kscrubd", None, m["kscrubd-zeroed"], "pages"),
-                _row(cfg, "LLC-load-misses (child)", None, m["llc-misses"], "lines"),
+                _row(cfg, "memory traffic", None, round(m["dram-bytes"] / 1e6, 1), "MB"),
             ]
     return rows
 

@@ -117,6 +117,10 @@ pub struct Snapshot {
     pub cpus: Vec<Metrics>,
     /// The kernel threads (seed 002's kscrubd): name and counts.
     pub kthreads: Vec<KthreadStatus>,
+    /// Per NUMA node: `node`, `dram-bytes` (the traffic its memory channel has carried: clears,
+    /// copies, a zeroing engine's writes and program lines fetched from memory) and
+    /// `dram-busy-seconds` (that traffic at `memory.bandwidth`).
+    pub memory: Vec<Metrics>,
 }
 
 /// A kernel thread's status (not a process of the workload: it has no pid of its own here).

@@ -432,7 +432,21 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
         pages: ks.pages,
         perf: perf_metrics(&ks.perf, 0, 0, freq, None),
     }];
-    Snapshot { label: label.into(), pid, perf, profile, vmstat, meminfo, processes, time, cpus, kthreads }
+    let gbps = it.machine.p.memory.bandwidth;
+    let memory = it
+        .machine
+        .dram_bytes()
+        .into_iter()
+        .enumerate()
+        .map(|(node, bytes)| {
+            let mut m = Metrics::default();
+            m.push("node", node as f64);
+            m.push("dram-bytes", bytes as f64);
+            m.push("dram-busy-seconds", (bytes as f64 / (gbps * 1e9) * 1e6).round() / 1e6);
+            m
+        })
+        .collect();
+    Snapshot { label: label.into(), pid, perf, profile, vmstat, meminfo, processes, time, cpus, kthreads, memory }
 }
 
 /// The perf-stat view of a set of counts (`seconds` only for the whole run).

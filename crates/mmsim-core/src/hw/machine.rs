@@ -134,7 +134,9 @@ impl Machine {
             horizon: 0.0,
             // Each node's calendar at its full size from boot: booking bandwidth on the access
             // path allocates nothing.
-            channels: (0..nodes).map(|_| Channel { busy: VecDeque::with_capacity(CHANNEL_CALENDAR + 64) }).collect(),
+            channels: (0..nodes)
+                .map(|_| Channel { busy: VecDeque::with_capacity(CHANNEL_CALENDAR + 64), bytes: 0 })
+                .collect(),
             trace_walks: false,
             walk_log: Vec::new(),
         }

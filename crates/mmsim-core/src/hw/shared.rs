@@ -18,6 +18,8 @@ use super::perf::PerfCounters;
 pub(super) struct Channel {
     /// (start, end) of each booked interval not yet behind the horizon: sorted and disjoint.
     pub(super) busy: VecDeque<(f64, f64)>,
+    /// Bytes booked so far (the node's DRAM traffic that mmsim times).
+    pub(super) bytes: u64,
 }
 
 /// Intervals a channel's calendar keeps when the horizon does not move (a bound on memory).
@@ -81,6 +83,12 @@ pub(super) struct SharedLine {
 const SHARED_LINE_CALENDAR: usize = 4096;
 
 impl Machine {
+    /// Bytes each node's channel has carried so far (clears, copies, engine zeroing and
+    /// program lines fetched from memory; not prefetches or write-backs), by node.
+    pub fn dram_bytes(&self) -> Vec<u64> {
+        self.channels.iter().map(|c| c.bytes).collect()
+    }
+
     /// Book `bytes` of `cpu`'s node's memory bandwidth from `now` on (`Channel::book`):
     /// returns the cycles from `now` until they have passed.
     pub fn book_bandwidth(&mut self, cpu: usize, now: f64, bytes: u64) -> f64 {
@@ -91,6 +99,7 @@ impl Machine {
         let node = self.numa_node(cpu);
         let need = bytes as f64 / self.bytes_per_cycle(self.p.memory.bandwidth);
         let horizon = self.horizon;
+        self.channels[node].bytes += bytes;
         self.channels[node].book(now, need, horizon) - now
     }
 
