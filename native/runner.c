@@ -12,8 +12,13 @@
  *   munmap NAME OFFSET LENGTH            LENGTH -1: to the region's end
  *   mprotect NAME OFFSET LENGTH PROT
  *   madvise NAME OFFSET LENGTH ADVICE    ADVICE: hugepage nohugepage dontneed
- *   read NAME OFFSET LENGTH STRIDE EXPECT    EXPECT -1: none
- *   write NAME OFFSET LENGTH STRIDE VALUE
+ *   read NAME OFFSET LENGTH STRIDE EXPECT BLOCK BSTRIDE COUNT SEED
+ *                                        EXPECT -1: none; BLOCK 0: one byte per step, else
+ *                                        BLOCK bytes every BSTRIDE within the page; COUNT -1:
+ *                                        sequential, else COUNT accesses to STRIDE-sized
+ *                                        slots drawn by splitmix64 from SEED (as mmsim's
+ *                                        pattern "random")
+ *   write NAME OFFSET LENGTH STRIDE VALUE BLOCK BSTRIDE COUNT SEED
  *   compare A OFFA B OFFB LENGTH STRIDE EXPECT   STRIDE 0: memcmp; EXPECT -1/0/1
  *   atomic NAME OFFSET COUNT             COUNT locked adds of 0 to the 8-byte word at OFFSET
  *                                        (a locked read-modify-write that leaves memory as it
@@ -115,6 +120,7 @@ struct op {
 	enum kind kind;
 	char name[64], name2[64];
 	long long a, b, c, d, e, f, g;
+	unsigned long long h;
 	int end; /* for LOOP/FORK/THREAD: index of the matching END */
 };
 
@@ -341,7 +347,9 @@ static void parse(FILE *f)
 			o->c = !strcmp(adv, "hugepage") ? MADV_HUGEPAGE : !strcmp(adv, "nohugepage") ? MADV_NOHUGEPAGE : MADV_DONTNEED;
 		} else if (!strcmp(w, "read") || !strcmp(w, "write")) {
 			o->kind = w[0] == 'r' ? READ : WRITE;
-			sscanf(line, "%*s %63s %lld %lld %lld %lld", o->name, &o->a, &o->b, &o->c, &o->d);
+			o->g = -1;
+			sscanf(line, "%*s %63s %lld %lld %lld %lld %lld %lld %lld %llu", o->name, &o->a, &o->b, &o->c, &o->d,
+			       &o->e, &o->f, &o->g, &o->h);
 		} else if (!strcmp(w, "compare")) {
 			o->kind = COMPARE;
 			sscanf(line, "%*s %63s %lld %63s %lld %lld %lld %lld", o->name, &o->a, o->name2, &o->b, &o->c, &o->d,
@@ -462,6 +470,40 @@ static size_t span(struct region *r, long long off, long long len)
 }
 
 static void run(int from, int to);
+
+/* splitmix64 (Vigna's public-domain splitmix64.c): mmsim's pattern "random" draws the same. */
+static unsigned long long splitmix64(unsigned long long *state)
+{
+	unsigned long long z = (*state += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* One step of a read or write at region offset `at`: one byte, or with a block (o->e bytes
+ * every o->f, stopping at the page's end) each of its bytes. */
+static void access_block(const struct op *o, struct region *r, size_t at)
+{
+	volatile char *p = (volatile char *)r->addr;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t end = o->e > 0 ? at + (size_t)o->e : at + 1, step = o->e > 0 && o->f > 0 ? (size_t)o->f : 1;
+	size_t page_end = (at / page + 1) * page;
+	if (end > page_end)
+		end = page_end;
+	for (size_t k = at; k < end; k += step) {
+		if (o->kind == WRITE) {
+			p[k] = (char)o->d;
+		} else {
+			char v = p[k];
+			sink += (unsigned char)v;
+			if (o->d >= 0 && (unsigned char)v != o->d) {
+				fprintf(stderr, "runner: pid %d: read %s+%zu: expected %lld, found %d\n", cur.pid, o->name, k,
+					o->d, (unsigned char)v);
+				exit(1);
+			}
+		}
+	}
+}
 
 /* The next `n` logical pids, as mmsim numbers the tasks of one fork or thread op. */
 static int reserve_pids(long long n)
@@ -624,19 +666,17 @@ static void run(int from, int to)
 		case READ:
 		case WRITE: {
 			struct region *r = region(o->name);
-			volatile char *p = (volatile char *)r->addr + o->a;
 			size_t n = span(r, o->a, o->b), stride = o->c > 0 ? (size_t)o->c : 4096;
-			for (size_t k = 0; k < n; k += stride) {
-				if (o->kind == WRITE) {
-					p[k] = (char)o->d;
-				} else {
-					char v = p[k];
-					sink += (unsigned char)v;
-					if (o->d >= 0 && (unsigned char)v != o->d) {
-						fprintf(stderr, "runner: pid %d: read %s+%zu: expected %lld, found %d\n", cur.pid,
-							o->name, (size_t)o->a + k, o->d, (unsigned char)v);
-						exit(1);
-					}
+			if (o->g < 0) {
+				for (size_t k = 0; k < n; k += stride)
+					access_block(o, r, (size_t)o->a + k);
+			} else {
+				/* pattern "random": slot = (splitmix64 output x slots) >> 64 (Lemire). */
+				unsigned long long state = o->h, slots = (n + stride - 1) / stride;
+				for (long long i = 0; i < o->g && slots > 0; i++) {
+					unsigned long long slot =
+						(unsigned long long)(((unsigned __int128)splitmix64(&state) * slots) >> 64);
+					access_block(o, r, (size_t)o->a + slot * stride);
 				}
 			}
 			break;

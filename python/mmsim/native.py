@@ -70,13 +70,17 @@ def compile_program(ops: list[Mapping[str, Any]]) -> str:
         elif kind in ("munmap", "mprotect", "madvise"):
             extra = {"munmap": "", "mprotect": f" {op.get('prot')}", "madvise": f" {op.get('advice')}"}[kind]
             out.append(f"{kind} {region} {off} {length}{extra}")
-        elif kind == "read":
-            expect = op.get("expect")
+        elif kind in ("read", "write"):
+            value = op.get("expect", -1) if kind == "read" else op.get("value", 1)
+            value = -1 if value is None else value
+            block = parse_size(op.get("block", 0))
+            bstride = parse_size(op.get("block_stride", 64))
+            random = op.get("pattern", "sequential") == "random"
+            count, seed = (op["count"], op.get("seed", 0)) if random else (-1, 0)
             out.append(
-                f"read {region} {off} {length} {parse_size(op.get('stride', 4096))} {-1 if expect is None else expect}"
+                f"{kind} {region} {off} {length} {parse_size(op.get('stride', 4096))} {value} "
+                f"{block} {bstride} {count} {seed}"
             )
-        elif kind == "write":
-            out.append(f"write {region} {off} {length} {parse_size(op.get('stride', 4096))} {op.get('value', 1)}")
         elif kind == "compare":
             a, b = op["a"], op["b"]
             expect = op.get("expect")

@@ -266,9 +266,11 @@ class Checker:
             stride = _size(op.get("stride", PAGE))
             if ext is None or stride <= 0:
                 return
-            if (ext[1] - ext[0]) // stride > 1 << 22:
+            steps = op.get("count", 0) if op.get("pattern") == "random" else (ext[1] - ext[0]) // stride
+            if not isinstance(steps, int) or steps > 1 << 22:
                 self.problem(p, "more than 4M accesses")
                 return
+            # Every slot's page (a random op's or a block's pages are among them).
             pages = touched_pages(ext[0], ext[1] - ext[0], stride)
             self.access(task, r, p, pages, R if kind == "read" else RW, mult, count)
             if "expect" in op:
@@ -607,6 +609,15 @@ class Generator:
             op["stride"] = stride
         if write and rng.random() < 0.7:
             op["value"] = rng.randint(0, 255)
+        pattern = rng.random()
+        if pattern < 0.12:
+            op["pattern"] = "random"
+            op["count"] = rng.randint(1, 2048)
+            op["seed"] = rng.randint(0, (1 << 64) - 1)
+        elif pattern < 0.2 and (stride or PAGE) >= 128:
+            op["block"] = rng.choice((128, 256, 1024, PAGE))
+            if rng.random() < 0.7:
+                op["block_stride"] = rng.choice((8, 64, 128))
         return [op]
 
     def compare(self, task: Task, mult: int) -> list[dict[str, Any]]:

@@ -818,3 +818,34 @@ fn a_blocked_write_touches_its_lines_of_each_page() {
     assert_eq!(p1(end).perf.get("dTLB-stores"), Some(8.0 * 2.0 + 2.0));
     assert_eq!(vm(end, "pgfault"), 8 + 8 + 1);
 }
+
+/// `pattern: "random"`: `count` accesses to slots drawn uniformly, the same ones every time
+/// for a seed: a write faults once per distinct page it lands on, and a random read of the
+/// same slots finds the bytes written (checked by `expect` and the reference model).
+#[test]
+fn random_accesses_fault_once_per_distinct_page() {
+    let (count, seed, pages) = (3000u64, 42u64, 4096u64);
+    let mut state = seed;
+    let mut touched = std::collections::BTreeSet::new();
+    for _ in 0..count {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        touched.insert(((((z ^ (z >> 31)) as u128) * pages as u128) >> 64) as u64);
+    }
+    let r = run(json!({"knobs": {"transparent_hugepage/enabled": "never"}, "program": [
+        {"op":"mmap","name":"p","size":"16M"},
+        {"op":"snapshot","label":"before"},
+        {"op":"write","region":"p","pattern":"random","count":count,"seed":seed,"value":5},
+        {"op":"snapshot","label":"written"},
+        {"op":"read","region":"p","pattern":"random","count":count,"seed":seed,"expect":5},
+        {"op":"read","region":"p","stride":4096},
+        {"op":"snapshot","label":"end"}]}));
+    let (before, written, end) = (snap(&r, "before"), snap(&r, "written"), snap(&r, "end"));
+    assert_eq!(vm(written, "pgfault") - vm(before, "pgfault"), touched.len() as i64);
+    assert_eq!(p1(written).rss_anon - p1(before).rss_anon, 4 * touched.len() as i64);
+    assert_eq!(r.check.expect_failures, 0, "{:?}", r.events);
+    assert_eq!(vm(end, "pgfault") - vm(written, "pgfault"), (pages - touched.len() as u64) as i64);
+    assert_eq!(p1(end).perf.get("dTLB-loads"), Some((count + pages) as f64));
+}

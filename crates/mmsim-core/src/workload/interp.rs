@@ -125,6 +125,21 @@ enum Cursor {
         end: u64,
         stride: u64,
     },
+    /// A `pattern: "random"` read, write or fetch: `left` more accesses, each to one of
+    /// `slots` slots of `stride` bytes from `base`, drawn with splitmix64 (state `rng`).
+    Random {
+        kind: Access,
+        base: u64,
+        slots: u64,
+        stride: u64,
+        left: u64,
+        rng: u64,
+        block: u64,
+        block_stride: u64,
+        value: u8,
+        expect: Option<u8>,
+        failed: bool,
+    },
 }
 
 /// How an access is named in an event.
@@ -752,11 +767,38 @@ impl Interp {
                 }
                 self.after_syscall();
             }
-            Op::Read(ReadOp { region, offset, length, stride, expect, block, block_stride })
-            | Op::Write(WriteOp { region, offset, length, stride, value: expect, block, block_stride }) => {
+            Op::Read(ReadOp { region, offset, length, stride, expect, block, block_stride, pattern, count, seed })
+            | Op::Write(WriteOp {
+                region,
+                offset,
+                length,
+                stride,
+                value: expect,
+                block,
+                block_stride,
+                pattern,
+                count,
+                seed,
+            }) => {
                 let write = matches!(op, Op::Write(WriteOp { .. }));
                 let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
                 let stride = stride.map_or(DEFAULT_STRIDE, |s| s.0);
+                if pattern.as_deref() == Some("random") {
+                    self.tasks[t].cursor = Cursor::Random {
+                        kind: if write { Access::Write } else { Access::Read },
+                        base: a,
+                        slots: len.div_ceil(stride),
+                        stride,
+                        left: count.unwrap_or(0),
+                        rng: seed.unwrap_or(0),
+                        block: block.map_or(0, |b| b.0),
+                        block_stride: block_stride.map_or(DEFAULT_BLOCK_STRIDE, |s| s.0),
+                        value: if write { expect.unwrap_or(DEFAULT_VALUE) } else { 0 },
+                        expect: if write { None } else { *expect },
+                        failed: false,
+                    };
+                    return;
+                }
                 self.tasks[t].cursor = Cursor::Access {
                     write,
                     next: a,
@@ -781,9 +823,25 @@ impl Interp {
                     stride: stride.map_or(0, |s| s.0),
                 };
             }
-            Op::Fetch(FetchOp { region, offset, length, stride }) => {
+            Op::Fetch(FetchOp { region, offset, length, stride, pattern, count, seed }) => {
                 let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
                 let stride = stride.map_or(DEFAULT_FETCH_STRIDE, |s| s.0);
+                if pattern.as_deref() == Some("random") {
+                    self.tasks[t].cursor = Cursor::Random {
+                        kind: Access::Exec,
+                        base: a,
+                        slots: len.div_ceil(stride),
+                        stride,
+                        left: count.unwrap_or(0),
+                        rng: seed.unwrap_or(0),
+                        block: 0,
+                        block_stride: 0,
+                        value: 0,
+                        expect: None,
+                        failed: false,
+                    };
+                    return;
+                }
                 self.tasks[t].cursor = Cursor::Fetch { next: a, end: a.saturating_add(len), stride };
             }
             Op::Atomic(AtomicOp { region, offset, count, hold }) => {

@@ -42,16 +42,27 @@ fn access_op(sizes: &[u64]) -> impl Strategy<Value = Value> {
         prop_oneof![Just(4096u64), Just(1536), Just(65536), Just(100), Just(1)],
         prop_oneof![4 => Just("read"), 4 => Just("write"), 1 => Just("fetch")],
         1u8..255,
+        // The pattern: 0 sequential, 1 random (count, seed), 2 blocks of 2^k lines.
+        (prop_oneof![6 => Just(0u8), 2 => Just(1), 1 => Just(2)], 1u64..300, any::<u64>(), 0u32..7),
     )
-        .prop_map(|((r, off, len), b, stride, kind, value)| {
+        .prop_map(|((r, off, len), b, stride, kind, value, (pattern, count, seed, k))| {
             // Stride-1 accesses stay short: they are byte by byte.
             let len = if stride == 1 { len.min(3) * 1500 } else { len * 4096 };
             let off = off * 4096 + if stride == 4096 { 0 } else { b };
-            match kind {
+            let mut op = match kind {
                 "write" => json!({"op":"write","region":r,"offset":off,"length":len,"stride":stride,"value":value}),
                 "read" => json!({"op":"read","region":r,"offset":off,"length":len,"stride":stride}),
                 _ => json!({"op":"fetch","region":r,"offset":off,"length":len,"stride":stride}),
+            };
+            if pattern == 1 {
+                op["pattern"] = json!("random");
+                op["count"] = json!(count);
+                op["seed"] = json!(seed);
+            } else if pattern == 2 && kind != "fetch" {
+                op["block"] = json!(64u64 << k);
+                op["block_stride"] = json!(64);
             }
+            op
         })
 }
 
@@ -329,9 +340,39 @@ fn any_json() -> impl Strategy<Value = Value> {
             prop::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
             prop::collection::btree_map(
                 prop::sample::select(vec![
-                    "op", "name", "size", "align", "prot", "flags", "addr", "fixed", "region", "offset", "length",
-                    "stride", "expect", "value", "count", "body", "program", "cpu", "label", "knob", "a", "b", "hold",
-                    "machine", "memory", "cpus", "profile", "knobs", "bogus",
+                    "op",
+                    "name",
+                    "size",
+                    "align",
+                    "prot",
+                    "flags",
+                    "addr",
+                    "fixed",
+                    "region",
+                    "offset",
+                    "length",
+                    "stride",
+                    "expect",
+                    "value",
+                    "count",
+                    "body",
+                    "pattern",
+                    "seed",
+                    "block",
+                    "block_stride",
+                    "program",
+                    "cpu",
+                    "label",
+                    "knob",
+                    "a",
+                    "b",
+                    "hold",
+                    "machine",
+                    "memory",
+                    "cpus",
+                    "profile",
+                    "knobs",
+                    "bogus",
                 ])
                 .prop_map(String::from),
                 inner,

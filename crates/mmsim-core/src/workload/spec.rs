@@ -206,6 +206,15 @@ pub struct ReadOp {
     /// The step inside a `block` (default 64 bytes).
     #[serde(default)]
     pub block_stride: Option<Size>,
+    /// `"sequential"` (the default: every `stride` from `offset` on) or `"random"`: `count`
+    /// accesses, each to one of the range's `stride`-sized slots drawn uniformly
+    /// (splitmix64 from `seed`, restarted each time the op runs, as the native runner does).
+    #[serde(default)]
+    pub pattern: Option<String>,
+    #[serde(default)]
+    pub count: Option<u64>,
+    #[serde(default)]
+    pub seed: Option<u64>,
     #[serde(default)]
     pub expect: Option<u8>,
 }
@@ -229,6 +238,15 @@ pub struct WriteOp {
     /// The step inside a `block` (default 64 bytes).
     #[serde(default)]
     pub block_stride: Option<Size>,
+    /// `"sequential"` (the default: every `stride` from `offset` on) or `"random"`: `count`
+    /// accesses, each to one of the range's `stride`-sized slots drawn uniformly
+    /// (splitmix64 from `seed`, restarted each time the op runs, as the native runner does).
+    #[serde(default)]
+    pub pattern: Option<String>,
+    #[serde(default)]
+    pub count: Option<u64>,
+    #[serde(default)]
+    pub seed: Option<u64>,
     #[serde(default)]
     pub value: Option<u8>,
 }
@@ -323,6 +341,15 @@ pub struct FetchOp {
     pub length: Option<Size>,
     #[serde(default)]
     pub stride: Option<Size>,
+    /// `"sequential"` (the default: every `stride` from `offset` on) or `"random"`: `count`
+    /// accesses, each to one of the range's `stride`-sized slots drawn uniformly
+    /// (splitmix64 from `seed`, restarted each time the op runs, as the native runner does).
+    #[serde(default)]
+    pub pattern: Option<String>,
+    #[serde(default)]
+    pub count: Option<u64>,
+    #[serde(default)]
+    pub seed: Option<u64>,
 }
 
 /// Default stride of `fetch`: one fetch per 64-byte line.
@@ -585,6 +612,47 @@ fn validate(w: &Workload) -> Result<(), Error> {
     validate_ops(&w.program, "program", &mut names, 0)
 }
 
+/// The strides of a `read`, `write` or `fetch`, or the field at fault and why.
+fn check_access(
+    stride: Option<Size>,
+    block: Option<Size>,
+    block_stride: Option<Size>,
+) -> Result<(), (&'static str, String)> {
+    for (field, v) in [("stride", stride), ("block", block), ("block_stride", block_stride)] {
+        if v.is_some_and(|s| s.0 == 0) {
+            return Err((field, "must be greater than 0".into()));
+        }
+    }
+    if block.is_none() && block_stride.is_some() {
+        return Err(("block_stride", "needs a block".into()));
+    }
+    Ok(())
+}
+
+/// The access pattern of a `read`, `write` or `fetch`: `random` needs a `count`; `count` and
+/// `seed` belong to `random` only.
+fn check_pattern(
+    pattern: &Option<String>,
+    count: Option<u64>,
+    seed: Option<u64>,
+) -> Result<(), (&'static str, String)> {
+    match pattern.as_deref() {
+        None | Some("sequential") => {
+            if count.is_some() || seed.is_some() {
+                let field = if count.is_some() { "count" } else { "seed" };
+                return Err((field, "belongs to pattern \"random\"".into()));
+            }
+        }
+        Some("random") => {
+            if count.is_none() {
+                return Err(("count", "pattern \"random\" needs a count of accesses".into()));
+            }
+        }
+        Some(p) => return Err(("pattern", format!("{p:?} is not one of sequential, random"))),
+    }
+    Ok(())
+}
+
 /// Validate `ops`, which `depth` loop, fork and thread ops enclose.
 fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -> Result<(), Error> {
     let err = |i: usize, field: &str, msg: String| Error::Workload(format!("{path}[{i}].{field}: {msg}"));
@@ -647,23 +715,16 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -
                     return Err(err(i, "advice", format!("{advice:?} is not one of hugepage, nohugepage, dontneed")));
                 }
             }
-            Op::Read(ReadOp { block, block_stride, .. }) | Op::Write(WriteOp { block, block_stride, .. })
-                if block.is_some_and(|b| b.0 == 0) || block_stride.is_some_and(|s| s.0 == 0) =>
-            {
-                let field = if block.is_some_and(|b| b.0 == 0) { "block" } else { "block_stride" };
-                return Err(err(i, field, "must be greater than 0".into()));
-            }
-            Op::Read(ReadOp { block: None, block_stride: Some(_), .. })
-            | Op::Write(WriteOp { block: None, block_stride: Some(_), .. }) => {
-                return Err(err(i, "block_stride", "needs a block".into()));
-            }
-            Op::Read(ReadOp { region, stride, .. })
-            | Op::Write(WriteOp { region, stride, .. })
-            | Op::Fetch(FetchOp { region, stride, .. }) => {
+            Op::Read(ReadOp { region, stride, block, block_stride, pattern, count, seed, .. })
+            | Op::Write(WriteOp { region, stride, block, block_stride, pattern, count, seed, .. }) => {
                 known(names, i, "region", region)?;
-                if stride.is_some_and(|s| s.0 == 0) {
-                    return Err(err(i, "stride", "must be greater than 0".into()));
-                }
+                check_access(*stride, *block, *block_stride).map_err(|(f, m)| err(i, f, m))?;
+                check_pattern(pattern, *count, *seed).map_err(|(f, m)| err(i, f, m))?;
+            }
+            Op::Fetch(FetchOp { region, stride, pattern, count, seed, .. }) => {
+                known(names, i, "region", region)?;
+                check_access(*stride, None, None).map_err(|(f, m)| err(i, f, m))?;
+                check_pattern(pattern, *count, *seed).map_err(|(f, m)| err(i, f, m))?;
             }
             Op::Compare(CompareOp { a, b, length, stride, .. }) => {
                 known(names, i, "a.region", &a.region)?;

@@ -146,6 +146,7 @@ impl Interp {
             Cursor::Compare { .. } => self.continue_compare(t, budget),
             Cursor::Atomic { .. } => self.continue_atomic(t, budget),
             Cursor::Fetch { .. } => self.continue_fetch(t, budget),
+            Cursor::Random { .. } => self.continue_random(t, budget),
             Cursor::Idle => 0,
         }
     }
@@ -310,6 +311,59 @@ impl Interp {
         used
     }
 
+    /// A `pattern: "random"` op: one access (a byte, a block, or one fetch of `stride` bytes)
+    /// per step to a slot drawn uniformly (Lemire's multiply-shift of a splitmix64 output).
+    fn continue_random(&mut self, t: usize, budget: u64) -> u64 {
+        let mut used = 0;
+        while used < budget && (used == 0 || self.tasks[t].perf.cycles <= self.time_limit) {
+            let Cursor::Random { kind, base, slots, stride, left, rng, block, block_stride, value, expect, failed } =
+                self.tasks[t].cursor
+            else {
+                return used;
+            };
+            if left == 0 || slots == 0 {
+                self.tasks[t].cursor = Cursor::Idle;
+                return used;
+            }
+            let mut next_rng = rng;
+            let slot = ((splitmix64(&mut next_rng) as u128 * slots as u128) >> 64) as u64;
+            let addr = base + slot * stride;
+            used += 1;
+            self.steps += 1;
+            let Ok(pfn) = self.access_page(t, addr, kind) else {
+                return used;
+            };
+            let page_size = self.kernel.geo.page_size();
+            let page = addr & self.kernel.geo.page_mask();
+            let off = addr - page;
+            let mut failed = failed;
+            match kind {
+                Access::Exec => {
+                    let cpu = self.tasks[t].cpu;
+                    let ipf = stride.min(self.machine.line_size()) as f64 / self.machine.p.cost.instruction_bytes;
+                    self.machine.page_fetches(cpu, pfn, off, off + 1, 1, ipf, &mut self.tasks[t].perf);
+                }
+                _ if block == 0 => {
+                    let write = kind == Access::Write;
+                    failed = self.page_span_access(t, pfn, page, (off, off + 1, 1, 1), write, value, expect, failed);
+                }
+                _ => {
+                    let write = kind == Access::Write;
+                    let end = (off + block).min(page_size);
+                    let n = (end - off).div_ceil(block_stride);
+                    let span = (off, end, block_stride.min(page_size), n);
+                    failed = self.page_span_access(t, pfn, page, span, write, value, expect, failed);
+                }
+            }
+            if let Cursor::Random { left: l, rng: r, failed: f, .. } = &mut self.tasks[t].cursor {
+                *l -= 1;
+                *r = next_rng;
+                *f = failed;
+            }
+        }
+        used
+    }
+
     fn continue_compare(&mut self, t: usize, budget: u64) -> u64 {
         let (pid, tgid) = (self.tasks[t].pid, self.tasks[t].tgid);
         let mut used = 0;
@@ -450,4 +504,25 @@ fn chunk_equal(a: Option<&PageContent>, oa: usize, b: Option<&PageContent>, ob: 
     }
     let get = |c: Option<&PageContent>, o: usize| c.map_or(0, |c| c.get(o));
     (0..n).all(|i| get(a, oa + i) == get(b, ob + i))
+}
+
+/// splitmix64 (Steele, Lea and Flood; Vigna's public-domain code): the next output of the
+/// generator whose state is `state`. The native runner draws the same sequence.
+pub(super) fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The reference outputs of splitmix64 from state 0 (Vigna's splitmix64.c).
+    #[test]
+    fn splitmix64_matches_the_reference_sequence() {
+        let mut s = 0;
+        let out: Vec<u64> = (0..3).map(|_| super::splitmix64(&mut s)).collect();
+        assert_eq!(out, [0xe220_a839_7b1d_cdaf, 0x6e78_9e6a_a1b9_65f4, 0x06c4_5d18_8009_454f]);
+    }
 }
