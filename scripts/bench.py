@@ -67,7 +67,7 @@ def main() -> int:
     print("\nSeed reproductions (`mmsim reproduce NAME`, full scale, fast-forward on):")
     for name, exp in EXPERIMENTS.items():
         secs, _ = timed(exp.run)
-        print(f"  {name:<14} {exp.profile:<13} {secs:8.2f} s wall")
+        print(f"  {name:<18} {exp.profile:<13} {secs:8.2f} s wall")
         rows.append({"experiment": name, "wall_s": secs})
     out = ROOT / "target" / "bench.json"
     out.write_text(json.dumps(rows, indent=2))
