@@ -10,6 +10,8 @@
  *                                        PROT: none r rw rx rwx; SHARED, FIXED: 0 or 1;
  *                                        ADDR: a hint (0: none), the address with FIXED
  *   munmap NAME OFFSET LENGTH            LENGTH -1: to the region's end
+ *   mremap NAME SIZE FIXED ADDR          mremap(MREMAP_MAYMOVE, with FIXED 1 also
+ *                                        MREMAP_FIXED to ADDR); the region moves with it
  *   mprotect NAME OFFSET LENGTH PROT
  *   madvise NAME OFFSET LENGTH ADVICE    ADVICE: hugepage nohugepage dontneed
  *   read NAME OFFSET LENGTH STRIDE EXPECT BLOCK BSTRIDE COUNT SEED
@@ -101,6 +103,7 @@
 enum kind {
 	MMAP,
 	MUNMAP,
+	MREMAP,
 	MPROTECT,
 	MADVISE,
 	READ,
@@ -332,6 +335,9 @@ static void parse(FILE *f)
 			o->kind = MMAP;
 			sscanf(line, "%*s %63s %lld %lld %7s %lld %lld %lld", o->name, &o->a, &o->b, prot, &o->d, &o->f, &o->g);
 			o->c = prot_of(prot);
+		} else if (!strcmp(w, "mremap")) {
+			o->kind = MREMAP;
+			sscanf(line, "%*s %63s %lld %lld %lld", o->name, &o->a, &o->b, &o->c);
 		} else if (!strcmp(w, "munmap")) {
 			o->kind = MUNMAP;
 			sscanf(line, "%*s %63s %lld %lld", o->name, &o->a, &o->b);
@@ -651,6 +657,16 @@ static void run(int from, int to)
 		case MUNMAP: {
 			struct region *r = region(o->name);
 			munmap(r->addr + o->a, span(r, o->a, o->b));
+			break;
+		}
+		case MREMAP: {
+			struct region *r = region(o->name);
+			int flags = MREMAP_MAYMOVE | (o->b ? MREMAP_FIXED : 0);
+			void *p = mremap(r->addr, r->size, (size_t)o->a, flags, (void *)o->c);
+			if (p != MAP_FAILED) {
+				r->addr = p;
+				r->size = (size_t)o->a;
+			}
 			break;
 		}
 		case MPROTECT: {

@@ -67,6 +67,9 @@ def compile_program(ops: list[Mapping[str, Any]]) -> str:
                 f"mmap {op['name']} {parse_size(op['size'])} {parse_size(op.get('align', 0))} "
                 f"{op.get('prot', 'rw')} {shared} {parse_size(op.get('addr', 0))} {int(bool(op.get('fixed')))}"
             )
+        elif kind == "mremap":
+            fixed = bool(op.get("fixed"))
+            out.append(f"mremap {region} {parse_size(op['size'])} {int(fixed)} {parse_size(op.get('addr', 0))}")
         elif kind in ("munmap", "mprotect", "madvise"):
             extra = {"munmap": "", "mprotect": f" {op.get('prot')}", "madvise": f" {op.get('advice')}"}[kind]
             out.append(f"{kind} {region} {off} {length}{extra}")

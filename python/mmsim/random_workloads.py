@@ -63,9 +63,20 @@ class Region:
     pages: bytearray
     shared: bool
     thp: bool  # can hold a THP (at least 2 MiB long)
+    whole: bool = True  # one vma: never munmapped, mprotected or madvised in part or whole
 
     def copy(self) -> Region:
-        return Region(self.size, bytearray(self.pages), self.shared, self.thp)
+        return Region(self.size, bytearray(self.pages), self.shared, self.thp, self.whole)
+
+    def remappable(self) -> bool:
+        """A private region still one vma with one protection: mremap takes it whole."""
+        return not self.shared and self.whole and len(set(self.pages)) == 1 and self.pages[0] != UNMAPPED
+
+    def remap(self, size: int) -> None:
+        """mremap to `size` bytes: the pages keep their protection, new ones take it too."""
+        self.pages = bytearray([self.pages[0]]) * -(-size // PAGE)
+        self.size = size
+        self.thp = size >= HPAGE
 
     def runs(self, ok: Callable[[int], bool]) -> list[tuple[int, int]]:
         """Maximal runs [start, end) of pages whose state satisfies `ok`."""
@@ -241,6 +252,7 @@ class Checker:
             if ext is None:
                 return
             pages = range(ext[0] // PAGE, ext[1] // PAGE)
+            r.whole = False
             if kind != "madvise" and not task.may_change(op["region"]):
                 self.problem(p, f"{kind} of a region a thread of this process may use")
             if kind == "munmap":
@@ -258,6 +270,22 @@ class Checker:
                             r.pages[q] = PROT[op["prot"]]
                 elif op.get("advice") not in ("hugepage", "nohugepage", "dontneed"):
                     self.problem(p, f"advice {op.get('advice')!r}")
+        elif kind == "mremap":
+            r = self.region(task, p, op.get("region"))
+            if r is None:
+                return
+            if not r.remappable() or not task.may_change(op["region"]) or op.get("fixed") or "addr" in op:
+                self.problem(p, "an mremap the generator does not make (a shared, split or used region; fixed)")
+                return
+            try:
+                size = _size(op.get("size", 0))
+            except MmsimError as e:
+                self.problem(p, str(e))
+                return
+            if not 0 < size <= MAX_REGION:
+                self.problem(p, f"size {size} outside 1..{MAX_REGION}")
+                return
+            r.remap(size)
         elif kind in ("read", "write"):
             r = self.region(task, p, op.get("region"))
             if r is None:
@@ -446,6 +474,9 @@ class Generator:
         if changeable and not loop:
             options.append((1.0, lambda: self.munmap(task, changeable)))
             options.append((1.5, lambda: self.mprotect(task, changeable)))
+            remappable = [n for n in changeable if task.regions[n].remappable()]
+            if remappable:
+                options.append((1.0, lambda: self.mremap(task, remappable)))
         if mapped:
             options.append((2.5, lambda: self.madvise(task, mapped)))
         if writable:
@@ -540,6 +571,7 @@ class Generator:
     def munmap(self, task: Task, names: list[str]) -> list[dict[str, Any]]:
         name = self.rng.choice(names)
         r = task.regions[name]
+        r.whole = False
         if self.rng.random() < 0.3:
             s, e = 0, len(r.pages)
         else:
@@ -548,9 +580,17 @@ class Generator:
             r.pages[q] = UNMAPPED
         return [{"op": "munmap", "region": name, **self.range_fields(r, s, e)}]
 
+    def mremap(self, task: Task, names: list[str]) -> list[dict[str, Any]]:
+        name = self.rng.choice(names)
+        r = task.regions[name]
+        size = self.size()
+        r.remap(size)
+        return [{"op": "mremap", "region": name, "size": _size_text(self.rng, size)}]
+
     def mprotect(self, task: Task, names: list[str]) -> list[dict[str, Any]]:
         name = self.rng.choice(names)
         r = task.regions[name]
+        r.whole = False
         s, e = self.page_range(r, r.runs(lambda x: x != UNMAPPED))
         prot = self.rng.choices(("rw", "r", "none"), (4, 3.5, 2.5))[0]
         for q in range(s, e):
@@ -560,6 +600,7 @@ class Generator:
     def madvise(self, task: Task, names: list[str]) -> list[dict[str, Any]]:
         name = self.rng.choice(names)
         r = task.regions[name]
+        r.whole = False
         s, e = self.page_range(r, r.runs(lambda x: x != UNMAPPED))
         advice = self.rng.choices(("hugepage", "nohugepage", "dontneed"), (4, 2.5, 3.5))[0]
         return [{"op": "madvise", "region": name, "advice": advice, **self.range_fields(r, s, e)}]

@@ -47,7 +47,7 @@ def test_the_generator_is_deterministic():
 def test_generated_workloads_are_valid_safe_and_varied():
     kinds: Counter[str] = Counter()
     knobs: Counter[tuple[str, str]] = Counter()
-    sizes, aligns, prots, advice = Counter(), Counter(), Counter(), Counter()
+    sizes, aligns, prots, advice, patterns = Counter(), Counter(), Counter(), Counter(), Counter()
     for seed in SEEDS:
         w = vr.generate_case(seed, 0).workload
         assert vr.check_workload(w) == [], (seed, w)
@@ -66,14 +66,18 @@ def test_generated_workloads_are_valid_safe_and_varied():
                 prots[op.get("prot", "rw")] += 1
             if op["op"] == "madvise":
                 advice[op["advice"]] += 1
+            if op["op"] in ("read", "write"):
+                patterns["random" if op.get("pattern") == "random" else "block" if "block" in op else "plain"] += 1
             if op["op"] == "snapshot":
                 assert vr.LABEL.fullmatch(op["label"])
-    ops = {"mmap", "munmap", "mprotect", "madvise", "read", "write", "compare", "atomic", "loop", "fork", "wait"}
+    ops = {"mmap", "munmap", "mremap", "mprotect", "madvise", "read", "write", "compare", "atomic", "loop", "fork"}
+    ops |= {"wait"}
     ops |= {"snapshot", "exit"} | ({"thread"} if vr.THREADS else set())
     assert set(kinds) == ops, kinds
     assert len(knobs) == sum(len(v) for v in vr.KNOBS.values()) == 10, knobs
     assert min(sizes.values()) > 20 and set(aligns) >= {"None", "2M", "4K"} and set(prots) == {"rw", "r", "none"}
     assert set(advice) == {"hugepage", "nohugepage", "dontneed"}
+    assert set(patterns) == {"plain", "random", "block"}, patterns
 
 
 def test_generated_workloads_never_fault_in_mmsim():

@@ -104,6 +104,41 @@ impl Oracle {
         sp.private.retain(|&p, _| p < addr || p >= end);
     }
 
+    /// mremap (MREMAP_MAYMOVE) as a program sees it, given where the kernel put the mapping:
+    /// in place, the mapping shrinks or grows (a shared one over further offsets of its
+    /// object); moved, the first min(old_len, new_len) bytes keep their contents at `new`,
+    /// the rest is new (fresh zeroes, or the object's further offsets), and the old range is
+    /// unmapped.
+    pub fn mremap(&mut self, pid: u32, old: u64, old_len: u64, new: u64, new_len: u64) {
+        let ps = self.geo.page_size();
+        if new == old && new_len <= old_len {
+            self.munmap(pid, old + new_len, old_len - new_len);
+            return;
+        }
+        let sp = self.spaces.get_mut(&pid).expect("process");
+        Self::split(sp, old, ps);
+        let Some(v) = sp.vmas.get(&old).cloned() else { return };
+        if new == old {
+            // Grown in place (the kernel found the range after it free): the last piece of
+            // the range (it may be split here where the kernel's vma is not) grows.
+            let last = sp.vmas.range(..old + old_len).next_back().map(|(&k, _)| k).expect("vma");
+            sp.vmas.get_mut(&last).expect("vma").end = old + new_len;
+            return;
+        }
+        let keep = old_len.min(new_len);
+        let moved: Vec<(u64, Rc<PageContent>)> = sp
+            .private
+            .iter()
+            .filter(|(&p, _)| p >= old && p < old + keep)
+            .map(|(&p, c)| (new + (p - old), c.clone()))
+            .collect();
+        self.munmap(pid, old, old_len);
+        self.munmap(pid, new, new_len);
+        let sp = self.spaces.get_mut(&pid).expect("process");
+        sp.vmas.insert(new, RefVma { end: new + new_len, prot: v.prot, shared: v.shared });
+        sp.private.extend(moved);
+    }
+
     /// mprotect as Linux does it: the mapped part from `addr` up to the first hole changes
     /// (the call then fails with ENOMEM), nothing beyond the hole.
     pub fn mprotect(&mut self, pid: u32, addr: u64, len: u64, prot: u32) {

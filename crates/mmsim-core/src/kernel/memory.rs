@@ -79,7 +79,7 @@ impl Kernel {
     }
 
     /// Populate `table[idx]` with a new lower-level table if it is none.
-    fn table_alloc(&mut self, mm: MmId, table: Pfn, idx: usize) -> Option<Pfn> {
+    pub(super) fn table_alloc(&mut self, mm: MmId, table: Pfn, idx: usize) -> Option<Pfn> {
         let e = self.entry(table, idx);
         if e.present() {
             debug_assert!(!e.huge());
@@ -306,6 +306,11 @@ impl Kernel {
             return vm_fault::SIGBUS;
         };
         let index = vma.linear_page_index(addr, self.geo);
+        if index >= self.shmem_size(obj) {
+            // shmem_get_folio_gfp: an index past i_size (a mapping mremap grew past the
+            // object) is -EINVAL, which the fault turns into SIGBUS.
+            return vm_fault::SIGBUS;
+        }
         let Some(page) = self.shmem_get_folio(obj, index) else {
             return vm_fault::OOM;
         };

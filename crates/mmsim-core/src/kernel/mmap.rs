@@ -18,6 +18,8 @@ pub enum Errno {
     ENOMEM,
     EACCES,
     EEXIST,
+    /// mremap of an address no vma maps, or of a range past its vma's end.
+    EFAULT,
 }
 
 impl Errno {
@@ -27,6 +29,7 @@ impl Errno {
             Errno::ENOMEM => "ENOMEM",
             Errno::EACCES => "EACCES",
             Errno::EEXIST => "EEXIST",
+            Errno::EFAULT => "EFAULT",
         }
     }
 }

@@ -28,6 +28,11 @@ impl Kernel {
         (self.shmem.len() - 1) as u32
     }
 
+    /// The object's size in pages (i_size).
+    pub fn shmem_size(&self, obj: u32) -> u64 {
+        self.shmem[obj as usize].as_ref().map_or(0, |o| o.pages.len() as u64)
+    }
+
     /// `filemap_get_folio`: the cached page at `index`, if any.
     pub fn shmem_find_folio(&self, obj: u32, index: u64) -> Option<Pfn> {
         let o = self.shmem[obj as usize].as_ref()?;

@@ -11,7 +11,7 @@ use crate::hw::perf::PerfCounters;
 use crate::kernel::content::PageContent;
 use crate::kernel::fault::{Access, FaultOutcome};
 use crate::kernel::madvise::Advice;
-use crate::kernel::mmap::MmapArgs;
+use crate::kernel::mmap::{Errno, MmapArgs};
 use crate::kernel::{Kernel, MmId, Work};
 use crate::oracle::Oracle;
 use crate::report::{CheckSummary, Event};
@@ -594,6 +594,7 @@ impl Interp {
                 op,
                 Op::Mmap(_)
                     | Op::Munmap(_)
+                    | Op::Mremap(_)
                     | Op::Mprotect(_)
                     | Op::Madvise(_)
                     | Op::Fork(_)
@@ -732,6 +733,35 @@ impl Interp {
                             }
                         }
                         Err(e) => self.event(pid, "syscall", format!("munmap {region}: {}", e.name())),
+                    }
+                }
+                self.after_syscall();
+            }
+            Op::Mremap(MremapOp { region, size, addr, fixed: _ }) => {
+                let (a, len) = self.region(t, region);
+                let to = addr.map(|x| x.0);
+                match self.kernel.do_mremap(mm, a, len, size.0, to) {
+                    Ok(na) => {
+                        self.tasks[t].regions.insert(region.clone(), (na, size.0));
+                        if let Some(o) = self.oracle.as_mut() {
+                            let g = self.kernel.geo;
+                            let (old, new) = (g.page_align(len).unwrap_or(len), g.page_align(size.0).expect("fits"));
+                            o.mremap(self.tasks[t].tgid, a, old, na, new);
+                        }
+                    }
+                    Err(e) => {
+                        // A fixed remap that failed to move its entries (ENOMEM) has already
+                        // unmapped its target and, when shrinking, the source's tail, as Linux's
+                        // mremap_to does before move_vma; earlier errors change nothing.
+                        if let (Some(na), Errno::ENOMEM, Some(o)) = (to, e, self.oracle.as_mut()) {
+                            let g = self.kernel.geo;
+                            let (old, new) = (g.page_align(len).unwrap_or(len), g.page_align(size.0).expect("fits"));
+                            o.munmap(self.tasks[t].tgid, na, new);
+                            if new < old {
+                                o.munmap(self.tasks[t].tgid, a + new, old - new);
+                            }
+                        }
+                        self.event(pid, "syscall", format!("mremap {region}: {}", e.name()));
                     }
                 }
                 self.after_syscall();

@@ -69,6 +69,14 @@ fn access_op(sizes: &[u64]) -> impl Strategy<Value = Value> {
 fn syscall_op(sizes: &[u64]) -> impl Strategy<Value = Value> {
     prop_oneof![
         1 => range(sizes).prop_map(|(r, o, l)| json!({"op":"munmap","region":r,"offset":o*4096,"length":l*4096})),
+        // mremap: grow, shrink or move (MREMAP_MAYMOVE), sometimes to a fixed address that
+        // may land on another region (MREMAP_FIXED unmaps what is there).
+        2 => (range(sizes), 1u64..1200, prop_oneof![3 => Just(None), 1 => (0u64..64, 0u64..512).prop_map(Some)])
+            .prop_map(|((r, _, _), pages, fixed)| match fixed {
+                None => json!({"op":"mremap","region":r,"size":pages*4096}),
+                Some((slot, page)) => json!({"op":"mremap","region":r,"size":pages*4096,
+                    "addr":0x7e00_0000_0000u64 + slot * (4 << 20) + page * 4096,"fixed":true}),
+            }),
         3 => (range(sizes), prop_oneof![4 => Just("r"), 4 => Just("rw"), 2 => Just("rx"), 1 => Just("rwx"), 1 => Just("none")])
             .prop_map(|((r, o, l), p)| json!({"op":"mprotect","region":r,"offset":o*4096,"length":l*4096,"prot":p})),
         3 => (range(sizes), prop_oneof![Just("hugepage"), Just("nohugepage"), Just("dontneed")])

@@ -117,6 +117,7 @@ pub struct Loc {
 pub enum Op {
     Mmap(MmapOp),
     Munmap(MunmapOp),
+    Mremap(MremapOp),
     Mprotect(MprotectOp),
     Madvise(MadviseOp),
     Read(ReadOp),
@@ -161,6 +162,20 @@ pub struct MunmapOp {
     pub offset: Size,
     #[serde(default)]
     pub length: Option<Size>,
+}
+
+/// The `mremap` op: resize the region to `size` bytes (MREMAP_MAYMOVE: it moves if it cannot
+/// grow in place), or move it to `addr` with `fixed` (MREMAP_FIXED). The region names the
+/// mapping at its new place afterwards.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MremapOp {
+    pub region: String,
+    pub size: Size,
+    #[serde(default)]
+    pub addr: Option<Size>,
+    #[serde(default)]
+    pub fixed: bool,
 }
 
 /// The `mprotect` op.
@@ -380,7 +395,7 @@ fn field<'de, T: Deserialize<'de>, D: Deserializer<'de>>(v: serde_json::Value) -
 const FIELD_MARK: &str = "\u{1}";
 
 const OP_NAMES: &str =
-    "mmap, munmap, mprotect, madvise, read, write, compare, loop, fork, thread, wait, sleep, exit, snapshot, set, atomic, fetch";
+    "mmap, munmap, mremap, mprotect, madvise, read, write, compare, loop, fork, thread, wait, sleep, exit, snapshot, set, atomic, fetch";
 
 impl<'de> Deserialize<'de> for Op {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Op, D::Error> {
@@ -394,6 +409,7 @@ impl<'de> Deserialize<'de> for Op {
         Ok(match tag.as_str() {
             "mmap" => Op::Mmap(field::<MmapOp, D>(v)?),
             "munmap" => Op::Munmap(field::<MunmapOp, D>(v)?),
+            "mremap" => Op::Mremap(field::<MremapOp, D>(v)?),
             "mprotect" => Op::Mprotect(field::<MprotectOp, D>(v)?),
             "madvise" => Op::Madvise(field::<MadviseOp, D>(v)?),
             "read" => Op::Read(field::<ReadOp, D>(v)?),
@@ -703,6 +719,20 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -
                 names.push(name.clone());
             }
             Op::Munmap(MunmapOp { region, .. }) => known(names, i, "region", region)?,
+            Op::Mremap(MremapOp { region, size, addr, fixed }) => {
+                known(names, i, "region", region)?;
+                if size.0 == 0 {
+                    return Err(err(i, "size", "must be greater than 0".into()));
+                }
+                if addr.is_some() != *fixed {
+                    let field = if *fixed { "fixed" } else { "addr" };
+                    return Err(err(
+                        i,
+                        field,
+                        "an address is given with fixed: true (MREMAP_FIXED), and only then".into(),
+                    ));
+                }
+            }
             Op::Mprotect(MprotectOp { region, prot, .. }) => {
                 known(names, i, "region", region)?;
                 if parse_prot(prot).is_none() {
