@@ -10,6 +10,7 @@
  *                                        PROT: none r rw rx rwx; SHARED, FIXED: 0 or 1;
  *                                        ADDR: a hint (0: none), the address with FIXED
  *   munmap NAME OFFSET LENGTH            LENGTH -1: to the region's end
+ *   mlock NAME OFFSET LENGTH / munlock NAME OFFSET LENGTH
  *   mremap NAME SIZE FIXED ADDR          mremap(MREMAP_MAYMOVE, with FIXED 1 also
  *                                        MREMAP_FIXED to ADDR); the region moves with it
  *   mprotect NAME OFFSET LENGTH PROT
@@ -104,6 +105,8 @@ enum kind {
 	MMAP,
 	MUNMAP,
 	MREMAP,
+	MLOCK,
+	MUNLOCK,
 	MPROTECT,
 	MADVISE,
 	READ,
@@ -335,6 +338,9 @@ static void parse(FILE *f)
 			o->kind = MMAP;
 			sscanf(line, "%*s %63s %lld %lld %7s %lld %lld %lld", o->name, &o->a, &o->b, prot, &o->d, &o->f, &o->g);
 			o->c = prot_of(prot);
+		} else if (!strcmp(w, "mlock") || !strcmp(w, "munlock")) {
+			o->kind = w[1] == 'l' ? MLOCK : MUNLOCK;
+			sscanf(line, "%*s %63s %lld %lld", o->name, &o->a, &o->b);
 		} else if (!strcmp(w, "mremap")) {
 			o->kind = MREMAP;
 			sscanf(line, "%*s %63s %lld %lld %lld", o->name, &o->a, &o->b, &o->c);
@@ -426,12 +432,12 @@ static int proc_fields(char *buf, size_t cap, const char *path, const char *cons
 static void snapshot(const char *label)
 {
 	static const char *const meminfo[] = {"MemFree", "AnonPages", "AnonHugePages", "PageTables", "Shmem", NULL};
-	static const char *const status[] = {"VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem", "VmPTE", NULL};
+	static const char *const status[] = {"VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem", "VmPTE", "VmLck", NULL};
 	static const char *const smaps[] = {"AnonHugePages", NULL};
 	static const char *const vmstat[] = {"pgfault", "thp_fault_alloc", "thp_fault_fallback", "thp_split_pmd",
 					     "thp_zero_page_alloc", "thp_zero_page_alloc_failed", "nr_page_table_pages",
 					     "nr_anon_pages", "nr_anon_transparent_hugepages", "thp_collapse_alloc",
-					     NULL};
+					     "unevictable_pgs_mlocked", "unevictable_pgs_munlocked", "nr_mlock", NULL};
 	static char buf[8192], vm[2048], mi[1024], pf[1024], un[512];
 	struct rusage ru;
 	int len, vlen, mlen, plen = 0, ulen = 0;
@@ -657,6 +663,15 @@ static void run(int from, int to)
 		case MUNMAP: {
 			struct region *r = region(o->name);
 			munmap(r->addr + o->a, span(r, o->a, o->b));
+			break;
+		}
+		case MLOCK:
+		case MUNLOCK: {
+			struct region *r = region(o->name);
+			if (o->kind == MLOCK)
+				mlock(r->addr + o->a, span(r, o->a, o->b));
+			else
+				munlock(r->addr + o->a, span(r, o->a, o->b));
 			break;
 		}
 		case MREMAP: {

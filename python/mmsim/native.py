@@ -70,6 +70,8 @@ def compile_program(ops: list[Mapping[str, Any]]) -> str:
         elif kind == "mremap":
             fixed = bool(op.get("fixed"))
             out.append(f"mremap {region} {parse_size(op['size'])} {int(fixed)} {parse_size(op.get('addr', 0))}")
+        elif kind in ("mlock", "munlock"):
+            out.append(f"{kind} {region} {off} {length}")
         elif kind in ("munmap", "mprotect", "madvise"):
             extra = {"munmap": "", "mprotect": f" {op.get('prot')}", "madvise": f" {op.get('advice')}"}[kind]
             out.append(f"{kind} {region} {off} {length}{extra}")
@@ -394,6 +396,8 @@ HUGE = {"op": "madvise", "region": "p", "advice": "hugepage"}
 NOHUGE = {"op": "madvise", "region": "p", "advice": "nohugepage"}
 B, A = {"op": "snapshot", "label": "before"}, {"op": "snapshot", "label": "after"}
 THP_EVENTS = ("thp_fault_alloc", "thp_zero_page_alloc", "thp_split_pmd")
+#: mlock's events, compared like the THP events (system-wide, between pid 1's snapshots).
+MLOCK_EVENTS = ("unevictable_pgs_mlocked", "unevictable_pgs_munlocked")
 
 
 def _split_thp_case(name: str, what: str, op: dict[str, Any]) -> Case:
@@ -551,7 +555,7 @@ SUITE = [
 
 #: Per-process counters compared between consecutive snapshots, and system-wide THP events
 #: compared between pid 1's.
-FIELDS = ("minflt", "RssAnon", "RssShmem", "VmPTE", "AnonHugePages")
+FIELDS = ("minflt", "RssAnon", "RssShmem", "VmPTE", "VmLck", "AnonHugePages")
 
 
 def validate_workload(workload: Mapping[str, Any], host: Mapping[str, Any]) -> dict[str, Any]:
@@ -591,7 +595,7 @@ def compare_snapshots(native: list[dict[str, Any]], sim: list[dict[str, Any]]) -
                     }
                 )
             if pid == 1:
-                for v in THP_EVENTS:
+                for v in THP_EVENTS + MLOCK_EVENTS:
                     counters.append(
                         {
                             "name": f"{span} {v}",
@@ -688,7 +692,7 @@ class HostSettings:
 
 
 #: Per-process fields of the runner's snapshot lines, as `mmsim run --json` names them.
-PROCESS_FIELDS = ("minflt", "VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem", "VmPTE", "AnonHugePages")
+PROCESS_FIELDS = ("minflt", "VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem", "VmPTE", "VmLck", "AnonHugePages")
 
 
 def native_report(workload: Mapping[str, Any]) -> dict[str, Any]:

@@ -91,6 +91,9 @@ pub struct ProcessStatus {
     pub rss_shmem: i64,
     #[serde(rename = "VmPTE")]
     pub vm_pte: i64,
+    /// kB of the process's mlocked vmas (mm->locked_vm).
+    #[serde(rename = "VmLck")]
+    pub vm_lck: i64,
     #[serde(rename = "AnonHugePages")]
     pub anon_huge_pages: i64,
     /// This process's perf counters.

@@ -360,6 +360,7 @@ pub fn process_status(k: &Kernel, t: &Task, freq: f64) -> ProcessStatus {
         rss_file: 0,
         rss_shmem: 0,
         vm_pte: 0,
+        vm_lck: 0,
         anon_huge_pages: 0,
         perf: perf_metrics(&t.perf, t.page_faults, t.minflt, freq, None),
     };
@@ -371,6 +372,7 @@ pub fn process_status(k: &Kernel, t: &Task, freq: f64) -> ProcessStatus {
         st.vm_rss = st.rss_anon + st.rss_file + st.rss_shmem;
         st.vm_hwm = m.hiwater_rss * kb_per_page(k);
         st.vm_pte = m.pgtables_bytes / 1024;
+        st.vm_lck = m.locked_vm * kb_per_page(k);
         st.anon_huge_pages = anon_huge_kb(k, mm);
     }
     st
@@ -403,6 +405,9 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
     meminfo.push("AnonPages", items[VmItem::NrAnonPages] * kb_per_page(k));
     meminfo.push("Shmem", items[VmItem::NrShmem] * kb_per_page(k));
     meminfo.push("PageTables", items[VmItem::NrPageTablePages] * kb_per_page(k));
+    // Unevictable: mmsim has no unevictable LRU but its mlocked folios.
+    meminfo.push("Unevictable", items[VmItem::NrMlock] * kb_per_page(k));
+    meminfo.push("Mlocked", items[VmItem::NrMlock] * kb_per_page(k));
     meminfo.push("AnonHugePages", items[VmItem::NrAnonThps] * k.geo.hpage_pmd_nr() as i64 * kb_per_page(k));
     let processes = it.tasks.iter().map(|t| process_status(k, t, freq)).collect();
     let time = match pid {

@@ -188,6 +188,22 @@ impl Kernel {
         if hzp_pmds > 0 && self.huge_zero.pfn.is_none() {
             return Err(format!("{hzp_pmds} pmds map a huge zero page that is not allocated"));
         }
+        // mlocked folios: allocated, flagged, and NR_MLOCK their pages.
+        let mut mlocked = 0;
+        for (&h, &n) in &self.mlock_count {
+            let p = &self.mem.pages[h as usize];
+            if n == 0 || !p.test(pg::MLOCKED) || p.refcount <= 0 {
+                return Err(format!(
+                    "folio {h:#x}: mlock_count {n}, PG_mlocked {}, refcount {}",
+                    p.test(pg::MLOCKED),
+                    p.refcount
+                ));
+            }
+            mlocked += self.folio_nr_pages(Pfn(h)) as i64;
+        }
+        if mlocked != self.stat.items[VmItem::NrMlock] {
+            return Err(format!("nr_mlock: recount {mlocked}, kernel says {}", self.stat.items[VmItem::NrMlock]));
+        }
         if nr_tables != self.stat.items[VmItem::NrPageTablePages] {
             return Err(format!(
                 "nr_page_table_pages: recount {nr_tables}, kernel says {}",

@@ -83,6 +83,7 @@ impl Kernel {
             vma,
         );
         self.folio_add_new_anon_rmap(folio, mm, true);
+        self.folio_add_lru_vma(folio, vma);
         let nr = self.geo.hpage_pmd_nr() as i64;
         self.mm_mut(mm).add_rss(MmCounter::AnonPages, nr);
         self.set_entry(pmd.table, pmd.idx, e);
@@ -141,6 +142,7 @@ impl Kernel {
             self.set_entry(table, i, zero);
         }
         self.folio_add_new_anon_rmap(page.pfn, mm, false);
+        self.folio_add_lru_vma(page.pfn, vma);
         self.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
         let e = maybe_mkwrite(Entry::new(page.pfn, vm_page_prot(vma) | pgtable::DIRTY | pgtable::ACCESSED), vma);
         self.set_entry(table, idx, e);

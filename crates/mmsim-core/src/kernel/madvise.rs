@@ -42,6 +42,10 @@ impl Kernel {
             let stop = v.end.min(end);
             match advice {
                 Advice::DontNeed => {
+                    // madvise_dontneed_free_valid_vma: not on a VM_LOCKED vma (the walk stops).
+                    if v.flags & vm::LOCKED != 0 {
+                        return Err(Errno::EINVAL);
+                    }
                     // madvise_dontneed_single_vma -> zap_page_range_single (reclaim_pt).
                     self.zap_page_range_reclaim_pt(mm, &v, addr, stop);
                 }

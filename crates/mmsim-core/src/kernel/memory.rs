@@ -205,6 +205,7 @@ impl Kernel {
             return vm_fault::OOM;
         };
         self.folio_add_new_anon_rmap(a.pfn, mm, false);
+        self.folio_add_lru_vma(a.pfn, vma);
         self.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
         let e = maybe_mkwrite(Entry::new(a.pfn, vm_page_prot(vma) | pgtable::DIRTY), vma);
         self.set_entry(table, idx, e);
@@ -268,6 +269,7 @@ impl Kernel {
             self.stat.count(VmEvent::CowFault);
         }
         self.folio_add_new_anon_rmap(a.pfn, mm, false);
+        self.folio_add_lru_vma(a.pfn, vma);
         if zero {
             self.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
         } else {
@@ -285,6 +287,7 @@ impl Kernel {
         if !zero {
             self.remove_rmap_pte(old, mm);
             let h = self.head_of(old);
+            self.mlock_vma_folio(h, vma, false);
             self.folio_put(h);
         }
         0
@@ -322,6 +325,7 @@ impl Kernel {
     fn map_shmem_pte(&mut self, mm: MmId, vma: &Vma, page: Pfn, table: Pfn, idx: usize, dirty: bool) {
         self.folio_get(page);
         self.add_rmap_pte(page, mm);
+        self.mlock_vma_folio(page, vma, true);
         self.mm_mut(mm).add_rss(MmCounter::ShmemPages, 1);
         let mut e = Entry::new(page, vm_page_prot(vma));
         if dirty {
@@ -376,6 +380,10 @@ impl Kernel {
     }
 
     fn zap_page_range_details(&mut self, mm: MmId, vma: &Vma, start: u64, end: u64, reclaim_pt: bool) {
+        // munlock_vma_folio with each rmap removal of a VM_LOCKED vma.
+        if vma.flags & vm::LOCKED != 0 {
+            self.mlock_range(mm, start, end, false, false);
+        }
         // tlb_finish_mmu: one flush of the whole range once the entries are cleared.
         self.flush_tlb_range(mm, start, end);
         let mut addr = start;

@@ -24,6 +24,8 @@ pub mod vm {
     /// it on special mappings (the vdso); mmsim's `dontexpand` mmap flag sets it, for stand-ins
     /// of mappings it does not model (validate's copy of the runner's file mappings).
     pub const DONTEXPAND: u32 = 1 << 12;
+    /// VM_LOCKED: mlock()ed; new pages are mlocked, the range was populated.
+    pub const LOCKED: u32 = 1 << 13;
     /// The access bits that mprotect changes.
     pub const ACCESS: u32 = READ | WRITE | EXEC;
 }
@@ -96,6 +98,8 @@ pub struct MmStruct {
     pub rss: [i64; 3],
     /// `pgtables_bytes`: PTE, PMD and PUD tables (VmPTE), deposited tables included.
     pub pgtables_bytes: i64,
+    /// locked_vm: pages of VM_LOCKED vmas (VmLck).
+    pub locked_vm: i64,
     pub flags: u32,
     /// `mmap_base`: where top-down allocation starts.
     pub mmap_base: u64,
@@ -112,6 +116,7 @@ impl MmStruct {
             vmas: BTreeMap::new(),
             rss: [0; 3],
             pgtables_bytes: 0,
+            locked_vm: 0,
             flags: 0,
             mmap_base,
             hiwater_rss: 0,

@@ -27,6 +27,8 @@ pub mod pg {
     pub const HUGE_ZERO: u32 = 1 << 9;
     /// On the deferred split queue (folio_test_partially_mapped).
     pub const DEFERRED: u32 = 1 << 10;
+    /// PG_mlocked (head page): mlocked by a VM_LOCKED vma.
+    pub const MLOCKED: u32 = 1 << 11;
 }
 
 /// No frame / end of a list.

@@ -284,6 +284,9 @@ impl Kernel {
             self.mm(mm).vmas_in(start, end).into_iter().map(|s| self.mm(mm).vmas[&s].clone()).collect();
         for v in &victims {
             self.zap_page_range(mm, v, v.start, v.end);
+            if v.flags & vm::LOCKED != 0 {
+                self.mm_mut(mm).locked_vm -= (v.len() >> self.geo.page_shift) as i64;
+            }
         }
         for v in &victims {
             self.mm_mut(mm).vmas.remove(&v.start);

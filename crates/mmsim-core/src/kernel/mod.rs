@@ -11,6 +11,7 @@ pub mod huge_zero;
 pub mod knobs;
 pub mod madvise;
 pub mod memory;
+pub mod mlock;
 pub mod mm;
 pub mod mm_types;
 pub mod mmap;
@@ -68,6 +69,8 @@ pub struct Kernel {
     /// PTE tables deposited under huge pmds (pgtable_trans_huge_deposit), keyed by the pmd
     /// slot (PMD table frame, index). Linux chains them off the PMD table's struct page.
     pub deposited: HashMap<(u32, u16), u32>,
+    /// folio->mlock_count of each PG_mlocked folio (head pfn): its outstanding mlocks.
+    pub mlock_count: HashMap<u32, u32>,
     next_anon_vma: u32,
     /// An mm chosen by the OOM killer that the process layer must kill.
     pub oom_victim: Option<MmId>,
@@ -225,6 +228,7 @@ impl Kernel {
             deferred_split: Vec::new(),
             folio_mms: HashMap::new(),
             deposited: HashMap::new(),
+            mlock_count: HashMap::new(),
             free_mm_ids: Default::default(),
             next_anon_vma: 1,
             oom_victim: None,

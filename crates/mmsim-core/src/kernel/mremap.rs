@@ -80,6 +80,9 @@ impl Kernel {
                 if self.vma_expandable(mm, &vma, addr, old_len, delta) {
                     // vma_merge_extend: grow the vma, then merge with the next if it fits.
                     self.mm_mut(mm).vmas.get_mut(&vma.start).expect("vma").end += delta;
+                    if vma.flags & vm::LOCKED != 0 {
+                        self.mm_mut(mm).locked_vm += (delta >> self.geo.page_shift) as i64;
+                    }
                     self.vma_merge_around(mm, vma.start);
                     return Ok(addr);
                 }
@@ -114,6 +117,10 @@ impl Kernel {
             self.shmem_get(o);
         }
         let copy = Vma { start: new_addr, end: new_addr + new_len, pgoff, ..vma.clone() };
+        if vma.flags & vm::LOCKED != 0 {
+            // vrm_stat_account: the new range is locked; the unmap of the old one unlocks it.
+            self.mm_mut(mm).locked_vm += (new_len >> shift) as i64;
+        }
         self.mm_mut(mm).vmas.insert(new_addr, copy);
         self.vma_merge_around(mm, new_addr);
         let moved = self.move_page_tables(mm, addr, new_addr, old_len);

@@ -43,6 +43,8 @@ declare_counters! {
     ThpDeferredSplitPage => "thp_deferred_split_page",
     ThpZeroPageAlloc => "thp_zero_page_alloc",
     ThpZeroPageAllocFailed => "thp_zero_page_alloc_failed",
+    UnevictablePgMlocked => "unevictable_pgs_mlocked",
+    UnevictablePgMunlocked => "unevictable_pgs_munlocked",
     AllocStall => "allocstall_normal",
     OomKill => "oom_kill",
     TlbFlushAll => "nr_tlb_local_flush_all",
@@ -75,6 +77,7 @@ declare_counters! {
     NrAnonPages => "nr_anon_pages",
     NrAnonThps => "nr_anon_transparent_hugepages",
     NrShmem => "nr_shmem",
+    NrMlock => "nr_mlock",
     NrPageTablePages => "nr_page_table_pages",
     NrDeferredSplit => "mmsim_nr_deferred_split",
 }

@@ -595,6 +595,8 @@ impl Interp {
                 Op::Mmap(_)
                     | Op::Munmap(_)
                     | Op::Mremap(_)
+                    | Op::Mlock(_)
+                    | Op::Munlock(_)
                     | Op::Mprotect(_)
                     | Op::Madvise(_)
                     | Op::Fork(_)
@@ -737,6 +739,25 @@ impl Interp {
                 }
                 self.after_syscall();
             }
+            Op::Mlock(MunmapOp { region, offset, length }) | Op::Munlock(MunmapOp { region, offset, length }) => {
+                let lock = matches!(op, Op::Mlock(_));
+                let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
+                match self.kernel.do_mlock(mm, a, len, lock) {
+                    // mlock's populate faults are GUP's: min_flt and the handler's time, no
+                    // exception and no perf event.
+                    Ok(faults) => {
+                        self.tasks[t].minflt += faults as i64;
+                        let cpu = self.tasks[t].cpu;
+                        let c = self.machine.exec_cycles(cpu, self.machine.p.cost.fault_handler * faults as f64);
+                        self.tasks[t].perf.charge("__get_user_pages", c);
+                    }
+                    Err(e) => {
+                        let name = if lock { "mlock" } else { "munlock" };
+                        self.event(pid, "syscall", format!("{name} {region}: {}", e.name()));
+                    }
+                }
+                self.after_syscall();
+            }
             Op::Mremap(MremapOp { region, size, addr, fixed: _ }) => {
                 let (a, len) = self.region(t, region);
                 let to = addr.map(|x| x.0);
@@ -786,10 +807,16 @@ impl Interp {
                     "nohugepage" => Advice::NoHugePage,
                     _ => Advice::DontNeed,
                 };
+                let end = a.saturating_add(self.kernel.geo.page_align(len).unwrap_or(len));
+                // MADV_DONTNEED stops at the first mlocked vma (EINVAL): what precedes is zapped.
+                let stop = self.kernel.mm(mm).vmas_in(a, end).into_iter().find_map(|s| {
+                    let v = &self.kernel.mm(mm).vmas[&s];
+                    (v.flags & crate::kernel::mm::vm::LOCKED != 0).then_some(v.start.max(a))
+                });
                 let r = self.kernel.do_madvise(mm, a, len, adv);
                 if adv == Advice::DontNeed {
                     if let Some(o) = self.oracle.as_mut() {
-                        o.dontneed(self.tasks[t].tgid, a, self.kernel.geo.page_align(len).unwrap_or(len));
+                        o.dontneed(self.tasks[t].tgid, a, stop.unwrap_or(end) - a);
                     }
                 }
                 if let Err(e) = r {

@@ -69,6 +69,10 @@ fn access_op(sizes: &[u64]) -> impl Strategy<Value = Value> {
 fn syscall_op(sizes: &[u64]) -> impl Strategy<Value = Value> {
     prop_oneof![
         1 => range(sizes).prop_map(|(r, o, l)| json!({"op":"munmap","region":r,"offset":o*4096,"length":l*4096})),
+        // mlock (populating, mlocking what is mapped and what faults in later) and munlock.
+        2 => (range(sizes), prop::bool::ANY).prop_map(|((r, o, l), lock)| {
+            json!({"op": if lock { "mlock" } else { "munlock" },"region":r,"offset":o*4096,"length":l*4096})
+        }),
         // mremap: grow, shrink or move (MREMAP_MAYMOVE), sometimes to a fixed address that
         // may land on another region (MREMAP_FIXED unmaps what is there).
         2 => (range(sizes), 1u64..1200, prop_oneof![3 => Just(None), 1 => (0u64..64, 0u64..512).prop_map(Some)])

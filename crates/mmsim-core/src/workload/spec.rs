@@ -118,6 +118,8 @@ pub enum Op {
     Mmap(MmapOp),
     Munmap(MunmapOp),
     Mremap(MremapOp),
+    Mlock(MunmapOp),
+    Munlock(MunmapOp),
     Mprotect(MprotectOp),
     Madvise(MadviseOp),
     Read(ReadOp),
@@ -395,7 +397,7 @@ fn field<'de, T: Deserialize<'de>, D: Deserializer<'de>>(v: serde_json::Value) -
 const FIELD_MARK: &str = "\u{1}";
 
 const OP_NAMES: &str =
-    "mmap, munmap, mremap, mprotect, madvise, read, write, compare, loop, fork, thread, wait, sleep, exit, snapshot, set, atomic, fetch";
+    "mmap, munmap, mremap, mprotect, madvise, mlock, munlock, read, write, compare, loop, fork, thread, wait, sleep, exit, snapshot, set, atomic, fetch";
 
 impl<'de> Deserialize<'de> for Op {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Op, D::Error> {
@@ -410,6 +412,8 @@ impl<'de> Deserialize<'de> for Op {
             "mmap" => Op::Mmap(field::<MmapOp, D>(v)?),
             "munmap" => Op::Munmap(field::<MunmapOp, D>(v)?),
             "mremap" => Op::Mremap(field::<MremapOp, D>(v)?),
+            "mlock" => Op::Mlock(field::<MunmapOp, D>(v)?),
+            "munlock" => Op::Munlock(field::<MunmapOp, D>(v)?),
             "mprotect" => Op::Mprotect(field::<MprotectOp, D>(v)?),
             "madvise" => Op::Madvise(field::<MadviseOp, D>(v)?),
             "read" => Op::Read(field::<ReadOp, D>(v)?),
@@ -718,7 +722,9 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -
                 }
                 names.push(name.clone());
             }
-            Op::Munmap(MunmapOp { region, .. }) => known(names, i, "region", region)?,
+            Op::Munmap(MunmapOp { region, .. })
+            | Op::Mlock(MunmapOp { region, .. })
+            | Op::Munlock(MunmapOp { region, .. }) => known(names, i, "region", region)?,
             Op::Mremap(MremapOp { region, size, addr, fixed }) => {
                 known(names, i, "region", region)?;
                 if size.0 == 0 {
