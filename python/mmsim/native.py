@@ -396,7 +396,11 @@ HUGE = {"op": "madvise", "region": "p", "advice": "hugepage"}
 NOHUGE = {"op": "madvise", "region": "p", "advice": "nohugepage"}
 B, A = {"op": "snapshot", "label": "before"}, {"op": "snapshot", "label": "after"}
 THP_EVENTS = ("thp_fault_alloc", "thp_zero_page_alloc", "thp_split_pmd")
-#: mlock's events, compared like the THP events (system-wide, between pid 1's snapshots).
+#: mlock's events, compared like the THP events (system-wide, between pid 1's snapshots) in the
+#: suite and in a user's workloads. The random campaign leaves them out: Linux counts them when
+#: a CPU's mlock batch (mlock_fbatch) is processed, and for a folio not yet on the LRU as
+#: "stranded", which mmsim, with no LRU and no per-CPU batches, does not model (README's
+#: deliberate differences); the campaign is for finding the differences not yet known.
 MLOCK_EVENTS = ("unevictable_pgs_mlocked", "unevictable_pgs_munlocked")
 
 
@@ -558,23 +562,29 @@ SUITE = [
 FIELDS = ("minflt", "RssAnon", "RssShmem", "VmPTE", "VmLck", "AnonHugePages")
 
 
-def validate_workload(workload: Mapping[str, Any], host: Mapping[str, Any]) -> dict[str, Any]:
+def validate_workload(
+    workload: Mapping[str, Any], host: Mapping[str, Any], events: tuple[str, ...] = THP_EVENTS + MLOCK_EVENTS
+) -> dict[str, Any]:
     """Run a user's workload natively and in mmsim; compare consecutive snapshots per process,
-    from each process's implicit start to its end (see :func:`with_baselines`)."""
+    from each process's implicit start to its end (see :func:`with_baselines`), and the
+    system-wide `events` between pid 1's."""
     name = str(workload.get("name", "workload"))
     why = unmirrored(workload, host)
     if why:
         return _result(name, "skip", why, "", [])
     native, sim = run_both(name, with_baselines(list(workload["program"])), host)
-    counters = compare_snapshots(native, sim["snapshots"])
+    counters = compare_snapshots(native, sim["snapshots"], events)
     if isinstance(counters, str):
         return _result(name, "fail", counters, "", [])
     return _verdict(name, "the workload's own snapshots, from each process's start to its end", counters)
 
 
-def compare_snapshots(native: list[dict[str, Any]], sim: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
-    """Every counter of consecutive snapshots of each process, kernel beside mmsim; a string
-    says why they cannot be compared (a process took other snapshots on one side)."""
+def compare_snapshots(
+    native: list[dict[str, Any]], sim: list[dict[str, Any]], events: tuple[str, ...] = THP_EVENTS + MLOCK_EVENTS
+) -> list[dict[str, Any]] | str:
+    """Every counter of consecutive snapshots of each process, kernel beside mmsim, and the
+    system-wide `events` between pid 1's; a string says why they cannot be compared (a process
+    took other snapshots on one side)."""
     counters = []
     for pid in sorted({r["pid"] for r in native} | {s["pid"] for s in sim}):
         ns = [r for r in native if r["pid"] == pid]
@@ -595,7 +605,7 @@ def compare_snapshots(native: list[dict[str, Any]], sim: list[dict[str, Any]]) -
                     }
                 )
             if pid == 1:
-                for v in THP_EVENTS + MLOCK_EVENTS:
+                for v in events:
                     counters.append(
                         {
                             "name": f"{span} {v}",

@@ -64,9 +64,23 @@ class Region:
     shared: bool
     thp: bool  # can hold a THP (at least 2 MiB long)
     whole: bool = True  # one vma: never munmapped, mprotected or madvised in part or whole
+    locked: bytearray | None = None  # 1 for each page in a VM_LOCKED vma (None: none ever was)
 
     def copy(self) -> Region:
+        """The region as a fork child has it: the same pages, none locked (dup_mmap clears
+        VM_LOCKED)."""
         return Region(self.size, bytearray(self.pages), self.shared, self.thp, self.whole)
+
+    def any_locked(self, s: int, e: int) -> bool:
+        """Is a page of [s, e) in a locked vma (MADV_DONTNEED there is EINVAL)?"""
+        return self.locked is not None and any(self.locked[s:e])
+
+    def set_locked(self, s: int, e: int, lock: bool) -> None:
+        if self.locked is None:
+            if not lock:
+                return
+            self.locked = bytearray(len(self.pages))
+        self.locked[s:e] = (b"\x01" if lock else b"\x00") * (e - s)
 
     def remappable(self) -> bool:
         """A private region still one vma with one protection: mremap takes it whole."""
@@ -75,6 +89,7 @@ class Region:
     def remap(self, size: int) -> None:
         """mremap to `size` bytes: the pages keep their protection, new ones take it too."""
         self.pages = bytearray([self.pages[0]]) * -(-size // PAGE)
+        self.locked = None
         self.size = size
         self.thp = size >= HPAGE
 
@@ -258,6 +273,7 @@ class Checker:
             if kind == "munmap":
                 for q in pages:
                     r.pages[q] = UNMAPPED
+                r.set_locked(ext[0] // PAGE, ext[1] // PAGE, False)
             else:
                 if any(r.pages[q] == UNMAPPED for q in pages):
                     self.problem(p, f"{kind} over a hole")
@@ -270,6 +286,22 @@ class Checker:
                             r.pages[q] = PROT[op["prot"]]
                 elif op.get("advice") not in ("hugepage", "nohugepage", "dontneed"):
                     self.problem(p, f"advice {op.get('advice')!r}")
+                elif op["advice"] == "dontneed" and r.any_locked(ext[0] // PAGE, ext[1] // PAGE):
+                    self.problem(p, "dontneed over a locked range (EINVAL)")
+        elif kind in ("mlock", "munlock"):
+            r = self.region(task, p, op.get("region"))
+            if r is None:
+                return
+            ext = self.extent(r, op, p, aligned=True)
+            if ext is None:
+                return
+            r.whole = False
+            if kind == "mlock" and any(r.pages[q] in (UNMAPPED, NONE) for q in range(ext[0] // PAGE, ext[1] // PAGE)):
+                self.problem(p, "mlock over a hole or PROT_NONE (ENOMEM)")
+            r.set_locked(ext[0] // PAGE, ext[1] // PAGE, kind == "mlock")
+            if kind == "mlock" and count:
+                # The populate faults in every accessible page of the range.
+                self.touched += mult * _touched_bytes(r, list(range(ext[0] // PAGE, ext[1] // PAGE)))
         elif kind == "mremap":
             r = self.region(task, p, op.get("region"))
             if r is None:
@@ -474,6 +506,7 @@ class Generator:
         if changeable and not loop:
             options.append((1.0, lambda: self.munmap(task, changeable)))
             options.append((1.5, lambda: self.mprotect(task, changeable)))
+            options.append((0.8, lambda: self.mlock(task, changeable, mult)))
             remappable = [n for n in changeable if task.regions[n].remappable()]
             if remappable:
                 options.append((1.0, lambda: self.mremap(task, remappable)))
@@ -578,7 +611,27 @@ class Generator:
             s, e = self.page_range(r, [(0, len(r.pages))])
         for q in range(s, e):
             r.pages[q] = UNMAPPED
+        r.set_locked(s, e, False)
         return [{"op": "munmap", "region": name, **self.range_fields(r, s, e)}]
+
+    def mlock(self, task: Task, names: list[str], mult: int) -> list[dict[str, Any]]:
+        rng = self.rng
+        name = rng.choice(names)
+        r = task.regions[name]
+        lock = rng.random() < 0.7
+        # mlock's populate stops at a PROT_NONE page (ENOMEM); munlock takes any mapped range.
+        runs = r.runs(lambda x: x in (R, RW) if lock else x != UNMAPPED)
+        if not runs:
+            return []
+        s, e = self.page_range(r, runs)
+        if lock:
+            cost = mult * _touched_bytes(r, list(range(s, e)))
+            if self.touched + cost > MAX_TOUCHED:
+                return []
+            self.touched += cost
+        r.whole = False
+        r.set_locked(s, e, lock)
+        return [{"op": "mlock" if lock else "munlock", "region": name, **self.range_fields(r, s, e)}]
 
     def mremap(self, task: Task, names: list[str]) -> list[dict[str, Any]]:
         name = self.rng.choice(names)
@@ -603,6 +656,9 @@ class Generator:
         r.whole = False
         s, e = self.page_range(r, r.runs(lambda x: x != UNMAPPED))
         advice = self.rng.choices(("hugepage", "nohugepage", "dontneed"), (4, 2.5, 3.5))[0]
+        if advice == "dontneed" and r.any_locked(s, e):
+            # MADV_DONTNEED refuses a VM_LOCKED vma (EINVAL): advise it instead.
+            advice = "hugepage"
         return [{"op": "madvise", "region": name, "advice": advice, **self.range_fields(r, s, e)}]
 
     def byte_range(self, r: Region, s: int, e: int) -> tuple[int, int]:

@@ -71,7 +71,7 @@ def test_generated_workloads_are_valid_safe_and_varied():
             if op["op"] == "snapshot":
                 assert vr.LABEL.fullmatch(op["label"])
     ops = {"mmap", "munmap", "mremap", "mprotect", "madvise", "read", "write", "compare", "atomic", "loop", "fork"}
-    ops |= {"wait"}
+    ops |= {"wait", "mlock", "munlock"}
     ops |= {"snapshot", "exit"} | ({"thread"} if vr.THREADS else set())
     assert set(kinds) == ops, kinds
     assert len(knobs) == sum(len(v) for v in vr.KNOBS.values()) == 10, knobs

@@ -71,6 +71,9 @@ pub struct Kernel {
     pub deposited: HashMap<(u32, u16), u32>,
     /// folio->mlock_count of each PG_mlocked folio (head pfn): its outstanding mlocks.
     pub mlock_count: HashMap<u32, u32>,
+    /// Faults `__get_user_pages` took for the current system call (mlock's, mprotect's and
+    /// mremap's populate): the process layer adds them to the task's min_flt and clears this.
+    pub gup_faults: u64,
     next_anon_vma: u32,
     /// An mm chosen by the OOM killer that the process layer must kill.
     pub oom_victim: Option<MmId>,
@@ -229,6 +232,7 @@ impl Kernel {
             folio_mms: HashMap::new(),
             deposited: HashMap::new(),
             mlock_count: HashMap::new(),
+            gup_faults: 0,
             free_mm_ids: Default::default(),
             next_anon_vma: 1,
             oom_victim: None,

@@ -60,7 +60,13 @@ impl Kernel {
         if changed > 0 {
             self.flush_tlb_range(mm, start, end);
         }
-        self.vma_merge_around(mm, start);
+        let merged = self.vma_merge_around(mm, start);
+        // A locked private mapping made writable is populated (write faults break COW), so
+        // that it stays fully mapped as mlock promised.
+        if v.flags & (vm::WRITE | vm::SHARED | vm::LOCKED) == vm::LOCKED && newflags & vm::WRITE != 0 {
+            let vma = self.mm(mm).vmas[&merged].clone();
+            self.populate_vma_page_range(mm, &vma, start, end);
+        }
     }
 
     /// `change_protection`: rewrite the leaf entries of [start, end); returns how many changed.

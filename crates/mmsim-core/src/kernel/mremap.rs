@@ -16,8 +16,28 @@ use super::{Kernel, MmId};
 impl Kernel {
     /// `do_mremap`: resize the mapping at `addr` from `old_len` to `new_len` bytes, moving it
     /// if it cannot grow in place (MREMAP_MAYMOVE), or to `new_addr` (MREMAP_FIXED). Returns
-    /// where the mapping now starts.
+    /// where the mapping now starts. A locked mapping that grew has its new part populated
+    /// (`vrm->mlocked`: `mm_populate` of the delta, errors ignored).
     pub fn do_mremap(
+        &mut self,
+        mm: MmId,
+        addr: u64,
+        old_len: u64,
+        new_len: u64,
+        new_addr: Option<u64>,
+    ) -> Result<u64, Errno> {
+        let locked = self.mm(mm).vma_lookup(addr).is_some_and(|v| v.flags & vm::LOCKED != 0);
+        let at = self.do_mremap_vrm(mm, addr, old_len, new_len, new_addr)?;
+        let g = self.geo;
+        let (old_len, new_len) = (g.page_align(old_len).unwrap_or(0), g.page_align(new_len).unwrap_or(0));
+        if locked && new_len > old_len {
+            let _ = self.mm_populate(mm, at + old_len, at + new_len, true);
+        }
+        Ok(at)
+    }
+
+    /// `do_mremap`'s work (`struct vma_remap_struct`), before the populate.
+    fn do_mremap_vrm(
         &mut self,
         mm: MmId,
         addr: u64,

@@ -742,26 +742,20 @@ impl Interp {
             Op::Mlock(MunmapOp { region, offset, length }) | Op::Munlock(MunmapOp { region, offset, length }) => {
                 let lock = matches!(op, Op::Mlock(_));
                 let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
-                match self.kernel.do_mlock(mm, a, len, lock) {
-                    // mlock's populate faults are GUP's: min_flt and the handler's time, no
-                    // exception and no perf event.
-                    Ok(faults) => {
-                        self.tasks[t].minflt += faults as i64;
-                        let cpu = self.tasks[t].cpu;
-                        let c = self.machine.exec_cycles(cpu, self.machine.p.cost.fault_handler * faults as f64);
-                        self.tasks[t].perf.charge("__get_user_pages", c);
-                    }
-                    Err(e) => {
-                        let name = if lock { "mlock" } else { "munlock" };
-                        self.event(pid, "syscall", format!("{name} {region}: {}", e.name()));
-                    }
+                let res = self.kernel.do_mlock(mm, a, len, lock);
+                self.charge_gup_faults(t);
+                if let Err(e) = res {
+                    let name = if lock { "mlock" } else { "munlock" };
+                    self.event(pid, "syscall", format!("{name} {region}: {}", e.name()));
                 }
                 self.after_syscall();
             }
             Op::Mremap(MremapOp { region, size, addr, fixed: _ }) => {
                 let (a, len) = self.region(t, region);
                 let to = addr.map(|x| x.0);
-                match self.kernel.do_mremap(mm, a, len, size.0, to) {
+                let r = self.kernel.do_mremap(mm, a, len, size.0, to);
+                self.charge_gup_faults(t);
+                match r {
                     Ok(na) => {
                         self.tasks[t].regions.insert(region.clone(), (na, size.0));
                         if let Some(o) = self.oracle.as_mut() {
@@ -791,6 +785,7 @@ impl Interp {
                 let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
                 let p = parse_prot(prot).expect("validated");
                 let r = self.kernel.do_mprotect(mm, a, len, p);
+                self.charge_gup_faults(t);
                 if let Some(o) = self.oracle.as_mut() {
                     // The mapped part up to a hole is changed even when the call fails.
                     o.mprotect(self.tasks[t].tgid, a, self.kernel.geo.page_align(len).unwrap_or(len), p);
@@ -1012,6 +1007,18 @@ impl Interp {
             }
             task.pending.pop_front();
             self.machine.do_work(cpu, &mut self.kernel, w, &mut self.tasks[t].perf, base);
+        }
+    }
+
+    /// The faults `__get_user_pages` took in the system call just made (a populate): min_flt
+    /// and the handler's time, no exception and no perf event.
+    fn charge_gup_faults(&mut self, t: usize) {
+        let faults = std::mem::take(&mut self.kernel.gup_faults);
+        if faults > 0 {
+            self.tasks[t].minflt += faults as i64;
+            let cpu = self.tasks[t].cpu;
+            let c = self.machine.exec_cycles(cpu, self.machine.p.cost.fault_handler * faults as f64);
+            self.tasks[t].perf.charge("__get_user_pages", c);
         }
     }
 
