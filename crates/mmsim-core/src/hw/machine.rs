@@ -746,6 +746,13 @@ impl Machine {
             }
             Work::Flush { mm, start, end } => self.flush_range(cpu, k, mm, start, end, perf),
             Work::FlushMm { mm } => self.flush_range(cpu, k, mm, 0, u64::MAX, perf),
+            Work::FlushShared { table, start, end } => {
+                let mms = k.pt_reach.remove(&table.0);
+                self.flush_shared(cpu, k, mms.as_deref(), start, end, perf);
+                if let Some(m) = mms {
+                    k.pt_reach.insert(table.0, m);
+                }
+            }
             Work::ZoneLock { pages, func } => {
                 // spin_lock(&zone->lock), move the pages, unlock: held for their work.
                 let now = clock_base + perf.cycles;
@@ -796,6 +803,61 @@ impl Machine {
                     t.invlpg(mm, a);
                     a += self.geo.page_size();
                 }
+            }
+            let local = if full { self.p.cost.tlb_flush_all } else { self.p.cost.tlb_flush_one * pages as f64 };
+            if c == cpu {
+                k.stat.count(if full { VmEvent::TlbFlushAll } else { VmEvent::TlbFlushOne });
+                perf.charge("flush_tlb_mm_range", local);
+            } else {
+                perf.charge("native_flush_tlb_multi", self.p.smp.shootdown_ipi);
+                self.cpus[c].clock += local;
+            }
+        }
+    }
+
+    /// Seed 003: an entry of a page table several mms share changed: each of `mms` loses its
+    /// translations of [start, end) on every CPU its cpumask names, and each remote CPU takes
+    /// one IPI for all of them. Without the list (the table is no longer shared), every CPU
+    /// is flushed whole, as the seed's patch did for want of a record (flush_tlb_all).
+    fn flush_shared(
+        &mut self,
+        cpu: usize,
+        k: &mut Kernel,
+        mms: Option<&[MmId]>,
+        start: u64,
+        end: u64,
+        perf: &mut PerfCounters,
+    ) {
+        let pages = end.saturating_sub(start) >> self.geo.page_shift;
+        let full = mms.is_none() || pages > TLB_SINGLE_PAGE_FLUSH_CEILING;
+        for c in 0..self.cpus.len() {
+            let mut hit = false;
+            match mms {
+                None => {
+                    self.cpus[c].tlb.flush_all();
+                    hit = true;
+                }
+                Some(list) => {
+                    for &m in list {
+                        if !self.mm_cpus.get(&m).is_some_and(|mask| mask.get(c).copied().unwrap_or(false)) {
+                            continue;
+                        }
+                        hit = true;
+                        let t = &mut self.cpus[c].tlb;
+                        if full {
+                            t.flush_asid(m);
+                        } else {
+                            let mut a = start & !(self.geo.page_size() - 1);
+                            while a < end {
+                                t.invlpg(m, a);
+                                a += self.geo.page_size();
+                            }
+                        }
+                    }
+                }
+            }
+            if !hit {
+                continue;
             }
             let local = if full { self.p.cost.tlb_flush_all } else { self.p.cost.tlb_flush_one * pages as f64 };
             if c == cpu {

@@ -39,8 +39,20 @@ pub struct CheckScratch {
     runs: Vec<(u32, u32, Owner)>,
     /// Page-table pages found in the mm being walked.
     tables: Vec<u32>,
-    /// Pmds mapping the huge zero folio, in the mm being walked.
+    /// Seed 003: tables several mms reach (those `pt_reach` lists), recounted once: their
+    /// subtree's tables, rss and huge zero pmds, the mms that reached them and the upper
+    /// entries pointing at them.
+    shared: std::collections::HashMap<u32, SharedRecount>,
+}
+
+/// What the recount found below one shared table.
+#[derive(Default, Clone)]
+struct SharedRecount {
+    tables: i64,
+    rss: [i64; 3],
     hzp_pmds: u64,
+    mms: Vec<MmId>,
+    entries: i32,
 }
 
 impl CheckScratch {
@@ -74,6 +86,7 @@ impl CheckScratch {
         }
         self.runs.clear();
         self.tables.clear();
+        self.shared.clear();
     }
 
     /// A listed frame whose count the folio scan did not consume is no folio page.
@@ -150,10 +163,11 @@ impl Kernel {
         for (id, m) in self.mms.iter().enumerate() {
             let Some(m) = m else { continue };
             let id = id as MmId;
-            c.hzp_pmds = 0;
             let mut rss = [0i64; 3];
-            self.recount_table(m.pgd, 3, 0, c, &mut rss)?;
-            let pgtables = (c.tables.len() as i64 - 1) * self.geo.page_size() as i64;
+            let mut reached = 0i64;
+            let mut hzp = 0u64;
+            self.recount_table(id, m.pgd, 3, c, &mut rss, &mut reached, &mut hzp)?;
+            let pgtables = (reached - 1) * self.geo.page_size() as i64;
             if pgtables != m.pgtables_bytes {
                 return Err(format!("mm {id}: VmPTE recount {pgtables} bytes, kernel says {}", m.pgtables_bytes));
             }
@@ -161,8 +175,25 @@ impl Kernel {
                 return Err(format!("mm {id}: rss recount {rss:?} (file, anon, shmem), kernel says {:?}", m.rss));
             }
             nr_tables += c.tables.len() as i64;
-            hzp_pmds += c.hzp_pmds;
+            hzp_pmds += hzp;
             runs.extend(c.tables.drain(..).map(|t| (t, 1, Owner::Table)));
+        }
+        // Seed 003: every shared table's users and sharers as the kernel keeps them.
+        for (&t, r) in &c.shared {
+            let mut want = self.pt_reach.get(&t).cloned().unwrap_or_default();
+            let mut got = r.mms.clone();
+            want.sort_unstable();
+            got.sort_unstable();
+            if want != got {
+                return Err(format!("page table {t:#x} is reached by mms {got:?}, pt_reach says {want:?}"));
+            }
+            let share = self.mem.pages[t as usize].mapcount;
+            if share != r.entries - 1 {
+                return Err(format!("page table {t:#x}: {} upper entries point at it, share count {share}", r.entries));
+            }
+        }
+        if let Some(&t) = self.pt_reach.keys().find(|t| !c.shared.contains_key(t)) {
+            return Err(format!("pt_reach lists page table {t:#x}, which no mm reaches"));
         }
         // No frame may be claimed twice, nor lie past the end of memory.
         runs.sort_unstable_by_key(|r| r.0);
@@ -294,16 +325,98 @@ impl Kernel {
         Ok(())
     }
 
-    /// Walk one table recursively, recording mappings, tables and rss.
+    /// Walk one table of `mm` recursively, recording mappings and tables (each frame once)
+    /// and adding to the mm's rss, its tables (`reached`) and its huge zero pmds. A table
+    /// several mms reach (seed 003) is walked once and its totals added to each.
+    #[allow(clippy::too_many_arguments)]
     fn recount_table(
         &self,
+        mm: MmId,
         table: Pfn,
         level: u32,
-        _base: u64,
         c: &mut CheckScratch,
         rss: &mut [i64; 3],
+        reached: &mut i64,
+        hzp: &mut u64,
+    ) -> Result<(), String> {
+        if !self.pt_reach.is_empty() && self.pt_reach.contains_key(&table.0) {
+            if let Some(r) = c.shared.get_mut(&table.0) {
+                r.entries += 1;
+                let r = r.clone();
+                // The mm reaches the whole subtree, walked once already.
+                self.mark_reached(mm, table, level, c);
+                // Its huge zero pmds are entries of one table: counted once (below), not per mm.
+                *reached += r.tables;
+                for (x, y) in rss.iter_mut().zip(r.rss) {
+                    *x += y;
+                }
+                return Ok(());
+            }
+            let (mut sub_rss, mut sub_tables, mut sub_hzp) = ([0i64; 3], 0i64, 0u64);
+            self.recount_table_inner(mm, table, level, c, &mut sub_rss, &mut sub_tables, &mut sub_hzp)?;
+            let r = c.shared.entry(table.0).or_default();
+            r.entries += 1;
+            r.mms.push(mm);
+            r.tables = sub_tables;
+            r.rss = sub_rss;
+            r.hzp_pmds = sub_hzp;
+            *reached += sub_tables;
+            *hzp += sub_hzp;
+            for (x, y) in rss.iter_mut().zip(sub_rss) {
+                *x += y;
+            }
+            return Ok(());
+        }
+        if self.mem.pages[table.idx()].mapcount != 0 {
+            return Err(format!(
+                "page table {:#x} has share count {} but pt_reach does not list it",
+                table.0,
+                self.mem.pages[table.idx()].mapcount
+            ));
+        }
+        self.recount_table_inner(mm, table, level, c, rss, reached, hzp)
+    }
+
+    /// A second (third, ...) mm reaches the already recounted shared `table`: record it as
+    /// reaching every shared table of the subtree.
+    fn mark_reached(&self, mm: MmId, table: Pfn, level: u32, c: &mut CheckScratch) {
+        if let Some(r) = c.shared.get_mut(&table.0) {
+            if !r.mms.contains(&mm) {
+                r.mms.push(mm);
+            }
+        }
+        if level == 0 {
+            return;
+        }
+        for i in 0..self.geo.ptrs_per_table() {
+            let e = self.entry(table, i);
+            if e.present() && !e.huge() {
+                self.mark_reached(mm, e.pfn(), level - 1, c);
+            } else if e.present() && level == 1 {
+                if let Some(&d) = self.deposited.get(&(table.0, i as u16)) {
+                    if let Some(r) = c.shared.get_mut(&d) {
+                        if !r.mms.contains(&mm) {
+                            r.mms.push(mm);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn recount_table_inner(
+        &self,
+        mm: MmId,
+        table: Pfn,
+        level: u32,
+        c: &mut CheckScratch,
+        rss: &mut [i64; 3],
+        reached: &mut i64,
+        hzp: &mut u64,
     ) -> Result<(), String> {
         c.tables.push(table.0);
+        *reached += 1;
         if !self.mem.pages[table.idx()].test(pg::TABLE) {
             return Err(format!("frame {:#x} used as a {} table lacks PG_table", table.0, level));
         }
@@ -331,14 +444,19 @@ impl Kernel {
                     .get(&(table.0, i as u16))
                     .ok_or_else(|| format!("huge pmd {:#x}[{i}] has no deposited table", table.0))?;
                 c.tables.push(*dep);
+                *reached += 1;
+                if self.pt_reach.contains_key(dep) {
+                    // Deposited under a huge pmd of a shared PMD table (seed 003).
+                    c.shared.insert(*dep, SharedRecount { tables: 1, mms: vec![mm], entries: 1, ..Default::default() });
+                }
                 if self.is_huge_zero_pmd(e) {
-                    c.hzp_pmds += 1;
+                    *hzp += 1;
                     continue;
                 }
                 c.pmd_maps.push(e.pfn().0);
                 rss[MmCounter::AnonPages as usize] += self.geo.hpage_pmd_nr() as i64;
             } else if level > 0 {
-                self.recount_table(e.pfn(), level - 1, 0, c, rss)?;
+                self.recount_table(mm, e.pfn(), level - 1, c, rss, reached, hzp)?;
             }
         }
         Ok(())

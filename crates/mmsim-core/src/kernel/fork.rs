@@ -69,7 +69,7 @@ impl Kernel {
                 cv.fork_child = true;
             }
             if let Backing::Shmem(o) = v.backing {
-                self.shmem_get(o);
+                self.shmem_get(o, child);
             }
             self.mm_mut(child).vmas.insert(cv.start, cv);
             if self.copy_page_range(child, parent, &v).is_err() {
@@ -111,14 +111,20 @@ impl Kernel {
     /// `exit_mmap` + `__mmput`: unmap everything, free every page table and the PGD, drop
     /// the huge zero folio reference and the shmem files.
     pub fn exit_mmap(&mut self, mm: MmId) {
+        // Seed 003: leave every shared table to its other users first.
+        self.pt_unshare_range(mm, 0, self.geo.task_size());
         let vmas: Vec<Vma> = self.mm(mm).vmas.values().cloned().collect();
         for v in &vmas {
             self.zap_page_range(mm, v, v.start, v.end);
         }
+        // Seed 003 under `rfc`: tables a partial munmap left attached outside any vma.
+        if self.knobs.ptshare_compat == super::knobs::PtshareCompat::Rfc {
+            self.pt_exit_sweep(mm);
+        }
         self.free_pgtables(mm, &vmas, 0, 0);
         for v in &vmas {
             if let Backing::Shmem(o) = v.backing {
-                self.shmem_put(o);
+                self.shmem_put(o, mm);
             }
         }
         self.mm_mut(mm).vmas.clear();

@@ -85,7 +85,7 @@ impl Kernel {
         self.folio_add_new_anon_rmap(folio, mm, true);
         self.folio_add_lru_vma(folio, vma);
         let nr = self.geo.hpage_pmd_nr() as i64;
-        self.mm_mut(mm).add_rss(MmCounter::AnonPages, nr);
+        self.add_rss_at(pmd.table, mm, MmCounter::AnonPages, nr);
         self.set_entry(pmd.table, pmd.idx, e);
         self.stat.count(VmEvent::ThpFaultAlloc);
     }
@@ -110,6 +110,7 @@ impl Kernel {
             };
             // set_huge_zero_folio: read-only, special, deposited table.
             self.deposit(pmd, pgtable);
+            self.pt_table_added(pmd.table, pgtable, mm);
             let e = Entry::new(zero, vm_page_prot(vma) | pgtable::PSE | pgtable::SPECIAL);
             self.set_entry(pmd.table, pmd.idx, e);
             return 0;
@@ -123,6 +124,7 @@ impl Kernel {
             return vm_fault::OOM;
         };
         self.deposit(pmd, pgtable);
+        self.pt_table_added(pmd.table, pgtable, mm);
         self.map_anon_folio_pmd(mm, vma, folio.pfn, pmd);
         0
     }
@@ -143,7 +145,7 @@ impl Kernel {
         }
         self.folio_add_new_anon_rmap(page.pfn, mm, false);
         self.folio_add_lru_vma(page.pfn, vma);
-        self.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
+        self.add_rss_at(table, mm, MmCounter::AnonPages, 1);
         let e = maybe_mkwrite(Entry::new(page.pfn, vm_page_prot(vma) | pgtable::DIRTY | pgtable::ACCESSED), vma);
         self.set_entry(table, idx, e);
         self.set_entry(pmd.table, pmd.idx, Entry::new(table, pgtable::TABLE_FLAGS));
@@ -164,6 +166,7 @@ impl Kernel {
             self.set_entry(table, i, zero);
         }
         self.set_entry(pmd.table, pmd.idx, Entry::new(table, pgtable::TABLE_FLAGS | pgtable::ZERO_TABLE));
+        self.pt_table_added(pmd.table, table, mm);
         0
     }
 
@@ -242,7 +245,7 @@ impl Kernel {
         }
         let head = e.pfn();
         let nr = self.geo.hpage_pmd_nr() as i64;
-        self.mm_mut(mm).add_rss(MmCounter::AnonPages, -nr);
+        self.add_rss_at(pmd.table, mm, MmCounter::AnonPages, -nr);
         self.remove_rmap_pmd(head, mm);
         self.folio_put(head);
     }
@@ -309,6 +312,7 @@ impl Kernel {
                 return Err(Errno::ENOMEM);
             }
             self.deposit(dpmd, pgtable);
+            self.pt_table_added(dpmd.table, pgtable, dst);
             self.set_entry(dpmd.table, dpmd.idx, e.without(pgtable::ACCESSED));
             return Ok(());
         }
@@ -319,8 +323,9 @@ impl Kernel {
         self.folio_get(head);
         self.add_rmap_pmd(head, dst);
         let nr = self.geo.hpage_pmd_nr() as i64;
-        self.mm_mut(dst).add_rss(MmCounter::AnonPages, nr);
+        self.add_rss_at(dpmd.table, dst, MmCounter::AnonPages, nr);
         self.deposit(dpmd, pgtable);
+        self.pt_table_added(dpmd.table, pgtable, dst);
         let wp = if super::memory::is_cow_mapping(vma.flags) { e.without(pgtable::RW) } else { e };
         self.set_entry(spmd.table, spmd.idx, wp);
         self.set_entry(dpmd.table, dpmd.idx, wp.without(pgtable::ACCESSED));

@@ -114,6 +114,27 @@ pub enum FaultLocking {
     PageTableLock,
 }
 
+/// `vm/ptshare_compat` (mmsim's name): which posting of seed 003's shared page tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PtshareCompat {
+    /// The rules the thread settled on (the default).
+    Fixed,
+    /// The first posting's behaviour: a munmap of part of a shared range does not unshare (its
+    /// tables stay attached and a new mapping there reuses them), madvise, mlock and
+    /// split_vma do not unshare, and the first PTE table of an aligned region is never shared.
+    Rfc,
+}
+
+/// Bits of `vm/ptshare` (the seed's CONFIG_PTSHARE_PTE/PMD/PUD): which table levels may be
+/// shared. Bit `l` stands for the tables whose entries are at level `l` (0: PTE tables, 1: PMD
+/// tables, 2: PUD tables).
+pub mod ptshare {
+    pub const PTE: u8 = 1 << 0;
+    pub const PMD: u8 = 1 << 1;
+    pub const PUD: u8 = 1 << 2;
+}
+
 /// Every tunable the model honours. Defaults are Linux 6.18's with a distribution config
 /// (Debian/Fedora build THP as `madvise`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -156,6 +177,16 @@ pub struct Knobs {
     pub scrub_merge_separate: bool,
     /// `kernel/fault_locking` (mmsim's).
     pub fault_locking: FaultLocking,
+    /// `vm/ptshare` (seed 003, mmsim's name): the levels of page tables processes may share
+    /// (`ptshare::PTE | PMD | PUD`); 0 is Linux (off).
+    pub ptshare: u8,
+    /// `vm/ptshare_compat` (mmsim's name).
+    pub ptshare_compat: PtshareCompat,
+    /// `/proc/sys/vm/nr_hugepages`: persistent 2 MiB hugetlb pages in the pool.
+    pub nr_hugepages: u64,
+    /// `/proc/sys/vm/nr_overcommit_hugepages`: surplus hugetlb pages the pool may allocate
+    /// from the buddy allocator beyond nr_hugepages.
+    pub nr_overcommit_hugepages: u64,
 }
 
 /// `PID_MAX_DEFAULT` (include/linux/threads.h): 0x8000. Linux's pid_idr_init raises it to
@@ -190,6 +221,10 @@ impl Default for Knobs {
             scrub_engine: ScrubEngine::Cpu,
             scrub_merge_separate: false,
             fault_locking: FaultLocking::PerVma,
+            ptshare: 0,
+            ptshare_compat: PtshareCompat::Fixed,
+            nr_hugepages: 0,
+            nr_overcommit_hugepages: 0,
         }
     }
 }
@@ -224,6 +259,10 @@ const SCRUB_LOAD: &str = "vm/scrub_load";
 const SCRUB_ENGINE: &str = "vm/scrub_engine";
 const SCRUB_MERGE: &str = "vm/scrub_merge";
 const FAULT_LOCKING: &str = "kernel/fault_locking";
+const PTSHARE: &str = "vm/ptshare";
+const PTSHARE_COMPAT: &str = "vm/ptshare_compat";
+const NR_HUGEPAGES: &str = "vm/nr_hugepages";
+const NR_OVERCOMMIT_HUGEPAGES: &str = "vm/nr_overcommit_hugepages";
 
 /// Knobs that stand for a kernel build, patch or boot parameter: they can be set before the
 /// run only.
@@ -338,6 +377,35 @@ const KNOB_TABLE: &[(&str, &str, &str)] = &[
          (Linux >= 6.4), mmap_lock's read side and split PTE-table locks (2.6.15 .. 6.3), or mmap_sem's read \
          side and the mm-wide page_table_lock (before 2.6.15: seed 002's 2.6.10)",
     ),
+    (
+        PTSHARE,
+        "off|a comma list of pte,pmd,pud",
+        "seed 003 (mmsim's run-time form of CONFIG_PTSHARE_PTE/PMD/PUD): processes that map the same object at \
+         the same address, read-only or shared-writable and without anonymous pages, share the page tables \
+         of these levels whose whole range the mapping covers, found through the object's mappings at fault \
+         time and taken over at fork; unshared (and refaulted) on munmap, mprotect, mremap, mlock, madvise \
+         and vma splits. off is Linux (hugetlb then shares PMD tables as Linux does)",
+    ),
+    (
+        PTSHARE_COMPAT,
+        "fixed|rfc",
+        "mmsim: the rules the thread settled on (fixed), or the first posting's bugs: a munmap of part of a \
+         shared range leaves its tables attached, madvise, mlock and vma splits do not unshare, and the first \
+         PTE table of an aligned region is never shared (rfc)",
+    ),
+    (
+        NR_HUGEPAGES,
+        "0..",
+        "persistent 2 MiB hugetlb pages in the pool (/proc/sys/vm/nr_hugepages): MAP_HUGETLB mappings reserve \
+         from it at mmap and fault from it; writing it grows the pool from free memory or shrinks it by its \
+         free pages",
+    ),
+    (
+        NR_OVERCOMMIT_HUGEPAGES,
+        "0..",
+        "surplus hugetlb pages the pool may take from the buddy allocator beyond nr_hugepages when a \
+         reservation or fault needs one (/proc/sys/vm/nr_overcommit_hugepages); freed when no longer used",
+    ),
 ];
 
 impl Knobs {
@@ -431,6 +499,25 @@ impl Knobs {
                 FaultLocking::PageTableLock => "page_table_lock",
             }
             .to_string(),
+            PTSHARE => {
+                let names: Vec<&str> = [(ptshare::PTE, "pte"), (ptshare::PMD, "pmd"), (ptshare::PUD, "pud")]
+                    .into_iter()
+                    .filter(|&(b, _)| self.ptshare & b != 0)
+                    .map(|(_, n)| n)
+                    .collect();
+                if names.is_empty() {
+                    "off".to_string()
+                } else {
+                    names.join(",")
+                }
+            }
+            PTSHARE_COMPAT => match self.ptshare_compat {
+                PtshareCompat::Fixed => "fixed",
+                PtshareCompat::Rfc => "rfc",
+            }
+            .to_string(),
+            NR_HUGEPAGES => self.nr_hugepages.to_string(),
+            NR_OVERCOMMIT_HUGEPAGES => self.nr_overcommit_hugepages.to_string(),
             _ => return None,
         })
     }
@@ -559,6 +646,31 @@ impl Knobs {
                     _ => return Err(bad("per_vma, mmap_lock or page_table_lock")),
                 }
             }
+            PTSHARE => {
+                let mut bits = 0;
+                if v != "off" && v != "0" {
+                    for level in v.split(',').map(str::trim) {
+                        bits |= match level {
+                            "pte" => ptshare::PTE,
+                            "pmd" => ptshare::PMD,
+                            "pud" => ptshare::PUD,
+                            _ => return Err(bad("off or a comma list of pte, pmd, pud")),
+                        };
+                    }
+                }
+                self.ptshare = bits;
+            }
+            PTSHARE_COMPAT => {
+                self.ptshare_compat = match v {
+                    "fixed" => PtshareCompat::Fixed,
+                    "rfc" => PtshareCompat::Rfc,
+                    _ => return Err(bad("fixed or rfc")),
+                }
+            }
+            NR_HUGEPAGES => self.nr_hugepages = v.parse().map_err(|_| bad("a number of pages"))?,
+            NR_OVERCOMMIT_HUGEPAGES => {
+                self.nr_overcommit_hugepages = v.parse().map_err(|_| bad("a number of pages"))?
+            }
             _ => {
                 let known: Vec<&str> = Knobs::names().collect();
                 return Err(format!("unknown knob {name:?} (known: {})", known.join(", ")));
@@ -626,6 +738,12 @@ mod tests {
         k.set("kernel/pid_max", "301").unwrap();
         k.set("kernel/pid_max", "4194304").unwrap();
         assert_eq!(k.get("kernel/pid_max").as_deref(), Some("4194304"));
+        k.set("vm/ptshare", "pmd, pte").unwrap();
+        assert_eq!((k.ptshare, k.get("vm/ptshare").unwrap().as_str()), (ptshare::PTE | ptshare::PMD, "pte,pmd"));
+        let e = k.set("vm/ptshare", "pte,p4d").unwrap_err();
+        assert!(e.contains("vm/ptshare") && e.contains("pte, pmd, pud"), "{e}");
+        k.set("vm/ptshare", "off").unwrap();
+        assert_eq!(k.ptshare, 0);
     }
 
     #[test]
@@ -652,6 +770,10 @@ mod tests {
             SCRUB_ENGINE,
             SCRUB_MERGE,
             FAULT_LOCKING,
+            PTSHARE,
+            PTSHARE_COMPAT,
+            NR_HUGEPAGES,
+            NR_OVERCOMMIT_HUGEPAGES,
         ];
         let listed: Vec<_> = Knobs::names().collect();
         for name in all {

@@ -24,6 +24,8 @@ impl Kernel {
         if end == start {
             return Ok(());
         }
+        // Seed 003: whenever in doubt, unshare.
+        self.pt_unshare_range(mm, start, end);
         let mut hole = false;
         let mut addr = start;
         while addr < end {

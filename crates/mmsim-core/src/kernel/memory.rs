@@ -87,6 +87,7 @@ impl Kernel {
         }
         let new = self.pte_alloc_one(Some(mm))?;
         self.set_entry(table, idx, Entry::new(new, TABLE_FLAGS));
+        self.pt_table_added(table, new, mm);
         Some(new)
     }
 
@@ -102,6 +103,10 @@ impl Kernel {
     /// has found the vma and checked access rights.
     pub fn handle_mm_fault(&mut self, mm: MmId, addr: u64, write: bool) -> u32 {
         let vma = self.mm(mm).vma_lookup(addr).expect("arch handler checked the vma").clone();
+        // Seed 003: attach a sibling's tables before allocating our own.
+        if self.knobs.ptshare != 0 && !self.pt_share_fault(mm, &vma, addr) {
+            return vm_fault::OOM;
+        }
         let Some(pmd) = self.pmd_alloc(mm, addr) else {
             return vm_fault::OOM;
         };
@@ -206,7 +211,7 @@ impl Kernel {
         };
         self.folio_add_new_anon_rmap(a.pfn, mm, false);
         self.folio_add_lru_vma(a.pfn, vma);
-        self.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
+        self.add_rss_at(table, mm, MmCounter::AnonPages, 1);
         let e = maybe_mkwrite(Entry::new(a.pfn, vm_page_prot(vma) | pgtable::DIRTY), vma);
         self.set_entry(table, idx, e);
         0
@@ -271,12 +276,12 @@ impl Kernel {
         self.folio_add_new_anon_rmap(a.pfn, mm, false);
         self.folio_add_lru_vma(a.pfn, vma);
         if zero {
-            self.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
+            self.add_rss_at(slot.table, mm, MmCounter::AnonPages, 1);
         } else {
             let c = self.mm_counter(old);
             if c != MmCounter::AnonPages {
-                self.mm_mut(mm).add_rss(c, -1);
-                self.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
+                self.add_rss_at(slot.table, mm, c, -1);
+                self.add_rss_at(slot.table, mm, MmCounter::AnonPages, 1);
             }
         }
         let e = maybe_mkwrite(Entry::new(a.pfn, vm_page_prot(vma) | pgtable::DIRTY | pgtable::ACCESSED), vma);
@@ -326,7 +331,7 @@ impl Kernel {
         self.folio_get(page);
         self.add_rmap_pte(page, mm);
         self.mlock_vma_folio(page, vma, true);
-        self.mm_mut(mm).add_rss(MmCounter::ShmemPages, 1);
+        self.add_rss_at(table, mm, MmCounter::ShmemPages, 1);
         let mut e = Entry::new(page, vm_page_prot(vma));
         if dirty {
             e = maybe_mkwrite(e.with(pgtable::DIRTY), vma);
@@ -409,10 +414,17 @@ impl Kernel {
                     // The virtual huge zero page is no longer all zero pages.
                     self.set_entry(pmd.table, pmd.idx, e.without(pgtable::ZERO_TABLE));
                 }
+                if self.pt_sharing() && self.pt_reach.contains_key(&e.pfn().0) {
+                    // Seed 003: entries other mms map through change; every CPU that may
+                    // cache one of their translations is flushed.
+                    self.work.push(super::Work::FlushShared { table: e.pfn(), start: addr, end: next });
+                }
                 self.zap_pte_range(mm, e.pfn(), addr, next);
-                // reclaim_pt_is_enabled: the zap spans the table's whole PMD range.
+                // reclaim_pt_is_enabled: the zap spans the table's whole PMD range (a table
+                // other mms share stays with them).
                 if reclaim_pt
                     && next - addr == self.geo.hpage_pmd_size()
+                    && !self.pt_is_shared(e.pfn())
                     && (0..self.geo.ptrs_per_table()).all(|i| !self.entry(e.pfn(), i).present())
                 {
                     self.set_entry(pmd.table, pmd.idx, Entry::NONE);
@@ -421,6 +433,11 @@ impl Kernel {
             }
             addr = next;
         }
+    }
+
+    /// `zap_pte_range` of a table left where no vma is (seed 003's `rfc` exit sweep).
+    pub(super) fn zap_pte_range_stale(&mut self, mm: MmId, table: Pfn, addr: u64, end: u64) {
+        self.zap_pte_range(mm, table, addr, end);
     }
 
     /// `zap_pte_range`: clear the ptes of [addr, end) in one table, dropping rss, rmap and refs.
@@ -435,7 +452,7 @@ impl Kernel {
                 if !e.special() {
                     let c = self.mm_counter(pfn);
                     if !self.sabotage.skip_rss_dec {
-                        self.mm_mut(mm).add_rss(c, -1);
+                        self.add_rss_at(table, mm, c, -1);
                     }
                     self.remove_rmap_pte(pfn, mm);
                     let h = self.head_of(pfn);
@@ -486,51 +503,69 @@ impl Kernel {
     }
 
     /// `free_pud_range` (p4d folded): free PMD tables, then the PUD table if it covers only
-    /// [floor, ceiling).
+    /// [floor, ceiling). A table other mms still share (seed 003 under `rfc`: a partial
+    /// munmap left it attached) is left, and so is every table above it.
     fn free_pud_range(&mut self, mm: MmId, pgd: Slot, addr: u64, end: u64, floor: u64, ceiling: u64) {
         let pud_table = self.entry(pgd.table, pgd.idx).pfn();
+        if self.pt_is_shared(pud_table) {
+            return;
+        }
         let start = addr;
+        let mut kept = false;
         let mut a = addr;
         loop {
             let next = pgd_addr_end(a, end, self.geo.level_size(2));
             let idx = self.geo.table_index(a, 2);
             if self.entry(pud_table, idx).present() {
-                self.free_pmd_range(mm, Slot { table: pud_table, idx }, a, next, floor, ceiling);
+                kept |= !self.free_pmd_range(mm, Slot { table: pud_table, idx }, a, next, floor, ceiling);
             }
             a = next;
             if a == end {
                 break;
             }
         }
-        if free_upper_ok(start, end, floor, ceiling, self.geo.level_size(3)) {
+        if !kept && free_upper_ok(start, end, floor, ceiling, self.geo.level_size(3)) {
             self.set_entry(pgd.table, pgd.idx, Entry::NONE);
             self.pte_free(Some(mm), pud_table);
         }
     }
 
     /// `free_pmd_range`: free PTE tables (free_pte_range), then the PMD table if it covers
-    /// only [floor, ceiling).
-    fn free_pmd_range(&mut self, mm: MmId, pud: Slot, addr: u64, end: u64, floor: u64, ceiling: u64) {
-        let pmd_table = self.entry(pud.table, pud.idx).pfn();
+    /// only [floor, ceiling). False when a shared table was left in place (seed 003, `rfc`).
+    fn free_pmd_range(&mut self, mm: MmId, pud: Slot, addr: u64, end: u64, floor: u64, ceiling: u64) -> bool {
+        let e = self.entry(pud.table, pud.idx);
+        if e.huge() {
+            return true;
+        }
+        let pmd_table = e.pfn();
+        if self.pt_is_shared(pmd_table) {
+            return false;
+        }
         let start = addr;
+        let mut kept = false;
         let mut a = addr;
         loop {
             let next = pgd_addr_end(a, end, self.geo.hpage_pmd_size());
             let idx = self.geo.table_index(a, 1);
             let e = self.entry(pmd_table, idx);
             if e.present() && !e.huge() {
-                self.set_entry(pmd_table, idx, Entry::NONE);
-                self.pte_free(Some(mm), e.pfn());
+                if self.pt_is_shared(e.pfn()) {
+                    kept = true;
+                } else {
+                    self.set_entry(pmd_table, idx, Entry::NONE);
+                    self.pte_free(Some(mm), e.pfn());
+                }
             }
             a = next;
             if a == end {
                 break;
             }
         }
-        if free_upper_ok(start, end, floor, ceiling, self.geo.level_size(2)) {
+        if !kept && free_upper_ok(start, end, floor, ceiling, self.geo.level_size(2)) {
             self.set_entry(pud.table, pud.idx, Entry::NONE);
             self.pte_free(Some(mm), pmd_table);
         }
+        !kept
     }
 
     // ---- fork ----------------------------------------------------------------------------
@@ -539,6 +574,10 @@ impl Kernel {
     /// refault everything (`vma_needs_copy`: only vmas with an anon_vma are copied). Private
     /// writable ptes become read-only in both (COW). Err on allocation failure (fork ENOMEM).
     pub fn copy_page_range(&mut self, dst: MmId, src: MmId, vma: &Vma) -> Result<(), Errno> {
+        if self.knobs.ptshare != 0 && super::ptshare::pt_shareable_vma(vma) {
+            // Seed 003: share the parent's tables instead.
+            return self.pt_copy_range(dst, src, vma);
+        }
         if vma.anon_vma.is_none() {
             return Ok(());
         }
@@ -590,7 +629,7 @@ impl Kernel {
                 self.folio_get(h);
                 self.add_rmap_pte(page, dst);
                 let c = self.mm_counter(page);
-                self.mm_mut(dst).add_rss(c, 1);
+                self.add_rss_at(dtable, dst, c, 1);
             }
             if cow && e.write() {
                 e = e.without(pgtable::RW);

@@ -37,6 +37,8 @@ impl Kernel {
         let len = g.page_align(len.checked_add(start & !g.page_mask()).ok_or(Errno::EINVAL)?).ok_or(Errno::EINVAL)?;
         let start = start & g.page_mask();
         let end = start.checked_add(len).ok_or(Errno::EINVAL)?;
+        // Seed 003: unshare (try_to_unmap could meet the page through an unlocked sharer).
+        self.pt_unshare_range(mm, start, end);
         // apply_vma_lock_flags
         let mut addr = start;
         while addr < end {

@@ -95,7 +95,7 @@ impl Kernel {
         }
         let backing = if a.shared {
             flags |= vm::SHARED | vm::MAYSHARE;
-            Backing::Shmem(self.shmem_new(len >> self.geo.page_shift))
+            Backing::Shmem(self.shmem_new(len >> self.geo.page_shift, mm))
         } else {
             if a.prot & vm::WRITE != 0 {
                 flags |= vm::ACCOUNT;
@@ -224,7 +224,7 @@ impl Kernel {
                 v.anon_vma = v.anon_vma.or(next.anon_vma);
                 v.fork_child |= next.fork_child;
                 if let Backing::Shmem(o) = next.backing {
-                    self.shmem_put(o);
+                    self.shmem_put(o, mm);
                 }
             }
         }
@@ -238,7 +238,7 @@ impl Kernel {
                 v.anon_vma = v.anon_vma.or(cur.anon_vma);
                 v.fork_child |= cur.fork_child;
                 if let Backing::Shmem(o) = cur.backing {
-                    self.shmem_put(o);
+                    self.shmem_put(o, mm);
                 }
                 start = prev.start;
             }
@@ -255,12 +255,13 @@ impl Kernel {
         if v.start == addr {
             return;
         }
+        self.pt_unshare_straddling(mm, addr);
         self.split_huge_pmd_address(mm, addr);
         let mut hi = v.clone();
         hi.start = addr;
         hi.pgoff = v.pgoff + ((addr - v.start) >> self.geo.page_shift);
         if let Backing::Shmem(o) = v.backing {
-            self.shmem_get(o);
+            self.shmem_get(o, mm);
         }
         self.mm_mut(mm).vmas.get_mut(&v.start).expect("vma").end = addr;
         self.mm_mut(mm).vmas.insert(addr, hi);
@@ -275,8 +276,18 @@ impl Kernel {
         }
         let len = self.geo.page_align(len).ok_or(Errno::EINVAL)?;
         let end = start.checked_add(len).filter(|&e| e <= self.geo.task_size()).ok_or(Errno::EINVAL)?;
-        if self.mm(mm).vmas_in(start, end).is_empty() {
+        let vmas = self.mm(mm).vmas_in(start, end);
+        if vmas.is_empty() {
             return Ok(());
+        }
+        // Seed 003: unshare what the range maps; the first posting (`rfc`) did not when the
+        // munmap took only part of a vma, and left the shared tables attached.
+        let partial = vmas.iter().any(|s| {
+            let v = &self.mm(mm).vmas[s];
+            v.start < start || v.end > end
+        });
+        if !(partial && self.knobs.ptshare_compat == super::knobs::PtshareCompat::Rfc) {
+            self.pt_unshare_range(mm, start, end);
         }
         self.split_vma(mm, start);
         self.split_vma(mm, end);
@@ -296,7 +307,7 @@ impl Kernel {
         self.free_pgtables(mm, &victims, floor, ceiling);
         for v in &victims {
             if let Backing::Shmem(o) = v.backing {
-                self.shmem_put(o);
+                self.shmem_put(o, mm);
             }
         }
         Ok(())

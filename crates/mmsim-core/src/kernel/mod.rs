@@ -19,10 +19,13 @@ pub mod mprotect;
 pub mod mremap;
 pub mod page_alloc;
 pub mod pgtable;
+pub mod ptshare;
 pub mod shmem;
 pub mod vmstat;
 pub mod walk;
 
+#[cfg(test)]
+mod ptshare_tests;
 #[cfg(test)]
 mod tests;
 
@@ -71,6 +74,10 @@ pub struct Kernel {
     pub deposited: HashMap<(u32, u16), u32>,
     /// folio->mlock_count of each PG_mlocked folio (head pfn): its outstanding mlocks.
     pub mlock_count: HashMap<u32, u32>,
+    /// Seed 003: for every page table reached by more than one mm (a shared table and the
+    /// tables under it), the mms that reach it (`kernel/ptshare.rs`). Empty unless tables are
+    /// shared.
+    pub pt_reach: HashMap<u32, Vec<MmId>>,
     /// Faults `__get_user_pages` took for the current system call (mlock's, mprotect's and
     /// mremap's populate): the process layer adds them to the task's min_flt and clears this.
     pub gup_faults: u64,
@@ -107,6 +114,9 @@ pub enum Work {
     Flush { mm: MmId, start: u64, end: u64 },
     /// flush_tlb_mm: everything of an mm (fork's write-protect).
     FlushMm { mm: MmId },
+    /// An entry of a shared page table changed: flush [start, end) of every mm that reaches
+    /// `table` on every CPU that may cache one of them (seed 003; Linux has no such flush).
+    FlushShared { table: Pfn, start: u64, end: u64 },
     /// The mm is destroyed (exit_mmap): its translations go and its id may be reused.
     MmExit { mm: MmId },
     /// `pages` pages moved between a CPU's pcp list and the buddy lists under zone->lock
@@ -233,6 +243,7 @@ impl Kernel {
             deposited: HashMap::new(),
             mlock_count: HashMap::new(),
             gup_faults: 0,
+            pt_reach: HashMap::new(),
             free_mm_ids: Default::default(),
             next_anon_vma: 1,
             oom_victim: None,
@@ -358,6 +369,10 @@ impl Kernel {
     /// `pagetable_free` + dtor; `mm` is given for tables counted in pgtables_bytes.
     pub fn pte_free(&mut self, mm: Option<MmId>, table: Pfn) {
         debug_assert!(self.mem.pages[table.idx()].test(pg::TABLE));
+        if let Some(m) = mm {
+            self.pt_table_freed(table, m);
+        }
+        self.mem.pages[table.idx()].mapcount = 0;
         self.mem.pages[table.idx()].clear(pg::TABLE);
         self.stat.mod_item(VmItem::NrPageTablePages, -1);
         if let Some(mm) = mm {

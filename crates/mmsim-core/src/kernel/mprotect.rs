@@ -19,6 +19,8 @@ impl Kernel {
             return Ok(());
         }
         let end = self.geo.page_align(len).and_then(|l| start.checked_add(l)).ok_or(Errno::ENOMEM)?;
+        // Seed 003: whenever in doubt, unshare (the process refaults with the new protection).
+        self.pt_unshare_range(mm, start, end);
         let mut addr = start;
         while addr < end {
             let Some(v) = self.mm(mm).vma_lookup(addr).cloned() else {

@@ -27,6 +27,10 @@ impl Kernel {
         new_addr: Option<u64>,
     ) -> Result<u64, Errno> {
         let locked = self.mm(mm).vma_lookup(addr).is_some_and(|v| v.flags & vm::LOCKED != 0);
+        // Seed 003: the moved or resized range is unshared first.
+        if let Some(e) = addr.checked_add(self.geo.page_align(old_len).unwrap_or(0)) {
+            self.pt_unshare_range(mm, addr & self.geo.page_mask(), e);
+        }
         let at = self.do_mremap_vrm(mm, addr, old_len, new_len, new_addr)?;
         let g = self.geo;
         let (old_len, new_len) = (g.page_align(old_len).unwrap_or(0), g.page_align(new_len).unwrap_or(0));
@@ -134,7 +138,7 @@ impl Kernel {
             vma.pgoff + ((addr - vma.start) >> shift)
         };
         if let Backing::Shmem(o) = vma.backing {
-            self.shmem_get(o);
+            self.shmem_get(o, mm);
         }
         let copy = Vma { start: new_addr, end: new_addr + new_len, pgoff, ..vma.clone() };
         if vma.flags & vm::LOCKED != 0 {

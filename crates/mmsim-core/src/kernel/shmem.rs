@@ -5,7 +5,7 @@
 use super::mm_types::{pg, NIL};
 use super::page_alloc::{gfp, ClearPath};
 use super::vmstat::VmItem;
-use super::Kernel;
+use super::{Kernel, MmId};
 use crate::units::Pfn;
 
 /// A shmem inode: its page cache (index -> frame) and the vmas that map it.
@@ -14,12 +14,17 @@ pub struct ShmemObject {
     pub pages: Vec<u32>,
     /// vmas referencing the object (the file's reference count).
     pub refs: u32,
+    /// The mms whose vmas map the object, with how many vmas each, in the order they first
+    /// mapped it (the file's i_mmap at mm granularity: seed 003 finds a sibling's page table
+    /// through it).
+    pub mms: Vec<(MmId, u32)>,
 }
 
 impl Kernel {
-    /// `shmem_zero_setup` / `shmem_kernel_file_setup`: a new object of `nr_pages` pages.
-    pub fn shmem_new(&mut self, nr_pages: u64) -> u32 {
-        let obj = ShmemObject { pages: vec![NIL; nr_pages as usize], refs: 1 };
+    /// `shmem_zero_setup` / `shmem_kernel_file_setup`: a new object of `nr_pages` pages, mapped
+    /// by one vma of `mm`.
+    pub fn shmem_new(&mut self, nr_pages: u64, mm: MmId) -> u32 {
+        let obj = ShmemObject { pages: vec![NIL; nr_pages as usize], refs: 1, mms: vec![(mm, 1)] };
         if let Some(i) = self.shmem.iter().position(|s| s.is_none()) {
             self.shmem[i] = Some(obj);
             return i as u32;
@@ -61,15 +66,27 @@ impl Kernel {
         Some(a.pfn)
     }
 
-    /// `get_file`: one more vma maps the object.
-    pub fn shmem_get(&mut self, obj: u32) {
-        self.shmem[obj as usize].as_mut().expect("object").refs += 1;
+    /// `get_file` (+ `vma_interval_tree_insert`): one more vma of `mm` maps the object.
+    pub fn shmem_get(&mut self, obj: u32, mm: MmId) {
+        let o = self.shmem[obj as usize].as_mut().expect("object");
+        o.refs += 1;
+        match o.mms.iter_mut().find(|e| e.0 == mm) {
+            Some(e) => e.1 += 1,
+            None => o.mms.push((mm, 1)),
+        }
     }
 
-    /// `fput` of the last reference: `shmem_evict_inode` truncates the page cache.
-    pub fn shmem_put(&mut self, obj: u32) {
+    /// `fput` (+ `vma_interval_tree_remove`): a vma of `mm` no longer maps the object; the
+    /// last reference's `shmem_evict_inode` truncates the page cache.
+    pub fn shmem_put(&mut self, obj: u32, mm: MmId) {
         let o = self.shmem[obj as usize].as_mut().expect("object");
         o.refs -= 1;
+        if let Some(i) = o.mms.iter().position(|e| e.0 == mm) {
+            o.mms[i].1 -= 1;
+            if o.mms[i].1 == 0 {
+                o.mms.remove(i);
+            }
+        }
         if o.refs > 0 {
             return;
         }

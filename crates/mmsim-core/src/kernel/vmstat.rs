@@ -67,6 +67,8 @@ declare_counters! {
     ReuseFault => "mmsim_cow_reuse",
     FaultAroundPages => "mmsim_fault_around_pages",
     AllocFailInjected => "mmsim_fail_page_alloc_injected",
+    PtShare => "mmsim_pt_share",
+    PtUnshare => "mmsim_pt_unshare",
 }
 
 declare_counters! {
