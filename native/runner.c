@@ -6,9 +6,13 @@
  *
  * PROGRAM is the workload compiled by mmsim (python/mmsim/native.py), one op per line:
  *
- *   mmap NAME SIZE ALIGN PROT SHARED ADDR FIXED
- *                                        PROT: none r rw rx rwx; SHARED, FIXED: 0 or 1;
- *                                        ADDR: a hint (0: none), the address with FIXED
+ *   mmap NAME SIZE ALIGN PROT FLAGS ADDR FIXED
+ *                                        PROT: none r rw rx rwx; FLAGS: bit 0 MAP_SHARED
+ *                                        (else MAP_PRIVATE), bit 1 MAP_HUGETLB; FIXED: 0 or 1;
+ *                                        ADDR: a hint (0: none), the address with FIXED.
+ *                                        With MAP_HUGETLB the kernel rounds the length up to
+ *                                        2 MiB (the region's size is the rounded one) and
+ *                                        ALIGN is done in 2 MiB-rounded sizes
  *   munmap NAME OFFSET LENGTH            LENGTH -1: to the region's end
  *   mlock NAME OFFSET LENGTH / munlock NAME OFFSET LENGTH
  *   mremap NAME SIZE FIXED ADDR          mremap(MREMAP_MAYMOVE, with FIXED 1 also
@@ -65,6 +69,13 @@
  * as is); mmsim places `align` the same way (kernel/mmap.rs). Reads touch one byte per
  * stride through a volatile pointer, so the compiler cannot elide them.
  *
+ * Events are lines too (label "__event", with "kind" and "message" as mmsim's events): a
+ * failed mmap ("syscall", "mmap NAME (SIZE bytes): ENOMEM") ends the task, as in mmsim; a task
+ * killed by SIGSEGV or SIGBUS ("segfault", with "signal" and "addr") says so from its signal
+ * handler, then dies of the signal (no core dump: RLIMIT_CORE is 0); a child killed by any
+ * other signal is reported by its parent ("killed"). The runner goes on after a child's death;
+ * its first process's death by SIGSEGV or SIGBUS ends the run with that signal.
+ *
  * The runner re-executes itself once with address-space layout randomisation off
  * (personality ADDR_NO_RANDOMIZE, as `setarch -R` does). Which PMD and PUD tables already
  * exist when a region is first touched depends on where the kernel put it relative to the
@@ -100,6 +111,8 @@
 /* The main stack the runner's own calls may reach, written before the program starts. */
 #define MAIN_STACK (512 * 1024)
 #define MAX_OWN 128
+/* The default hugetlb page (x86-64's PMD size): MAP_HUGETLB's unit. */
+#define HPAGE (2UL << 20)
 
 enum kind {
 	MMAP,
@@ -431,13 +444,17 @@ static int proc_fields(char *buf, size_t cap, const char *path, const char *cons
 
 static void snapshot(const char *label)
 {
-	static const char *const meminfo[] = {"MemFree", "AnonPages", "AnonHugePages", "PageTables", "Shmem", NULL};
-	static const char *const status[] = {"VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem", "VmPTE", "VmLck", NULL};
+	static const char *const meminfo[] = {"MemFree", "AnonPages", "AnonHugePages", "PageTables", "Shmem",
+					      "HugePages_Total", "HugePages_Free", "HugePages_Rsvd", "HugePages_Surp",
+					      "Hugetlb", NULL};
+	static const char *const status[] = {"VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem",
+					     "VmPTE", "VmLck", "HugetlbPages", NULL};
 	static const char *const smaps[] = {"AnonHugePages", NULL};
 	static const char *const vmstat[] = {"pgfault", "thp_fault_alloc", "thp_fault_fallback", "thp_split_pmd",
 					     "thp_zero_page_alloc", "thp_zero_page_alloc_failed", "nr_page_table_pages",
 					     "nr_anon_pages", "nr_anon_transparent_hugepages", "thp_collapse_alloc",
-					     "unevictable_pgs_mlocked", "unevictable_pgs_munlocked", "nr_mlock", NULL};
+					     "unevictable_pgs_mlocked", "unevictable_pgs_munlocked", "nr_mlock",
+					     "nr_hugetlb", NULL};
 	static char buf[8192], vm[2048], mi[1024], pf[1024], un[512];
 	struct rusage ru;
 	int len, vlen, mlen, plen = 0, ulen = 0;
@@ -472,6 +489,102 @@ static void snapshot(const char *label)
 			mlen ? mi + 1 : "", plen ? pf + 1 : "", ulen ? un + 1 : "");
 	if (write(out_fd, buf, len) != len)
 		die("write snapshot");
+}
+
+/* Events: one JSON line each (see the header). Outside a signal handler. */
+static void write_line(const char *buf, size_t len)
+{
+	if (write(out_fd, buf, len) != (ssize_t)len)
+		die("write event");
+}
+
+/* A failed system call of the workload ("syscall": "mmap NAME (SIZE bytes): ENOMEM", as mmsim
+ * words it). Names are the workload's: quotes and backslashes are escaped. */
+static void event_syscall(const char *call, const char *name, size_t size, int err)
+{
+	static char buf[512], esc[160];
+	size_t k = 0;
+	for (const char *c = name; *c && k + 2 < sizeof esc; c++) {
+		if (*c == '"' || *c == '\\')
+			esc[k++] = '\\';
+		esc[k++] = *c;
+	}
+	esc[k] = 0;
+	const char *e = strerrorname_np(err);
+	int len = snprintf(buf, sizeof buf,
+			   "{\"label\":\"__event\",\"pid\":%d,\"kind\":\"syscall\",\"errno\":\"%s\","
+			   "\"message\":\"%s %s (%zu bytes): %s\"}\n",
+			   cur.pid, e ? e : "?", call, esc, size, e ? e : "?");
+	write_line(buf, (size_t)len);
+}
+
+/* End the running task: a thread this thread only (as mmsim's exit), else the process. */
+static void __attribute__((noreturn)) end_task(void)
+{
+	if (thread_level > 0)
+		syscall(SYS_exit, 0);
+	exit(0);
+}
+
+/* Async-signal-safe formatting for the handler below. */
+static size_t put_str(char *b, size_t n, size_t cap, const char *s)
+{
+	while (*s && n + 1 < cap)
+		b[n++] = *s++;
+	return n;
+}
+
+static size_t put_num(char *b, size_t n, size_t cap, unsigned long v, unsigned base)
+{
+	char t[24];
+	int k = 0;
+	do {
+		t[k++] = "0123456789abcdef"[v % base];
+		v /= base;
+	} while (v);
+	while (k && n + 1 < cap)
+		b[n++] = t[--k];
+	return n;
+}
+
+/* SIGSEGV and SIGBUS: report the task's death (kind "segfault", as mmsim reports both), then
+ * die of the signal (its action is the default again: SA_RESETHAND). */
+static void on_fatal_signal(int sig, siginfo_t *si, void *ctx)
+{
+	static char b[320];
+	unsigned long addr = (unsigned long)si->si_addr;
+	size_t n = 0;
+	sigset_t set;
+	(void)ctx;
+	n = put_str(b, n, sizeof b, "{\"label\":\"__event\",\"pid\":");
+	n = put_num(b, n, sizeof b, (unsigned long)cur.pid, 10);
+	n = put_str(b, n, sizeof b, ",\"kind\":\"segfault\",\"signal\":\"");
+	n = put_str(b, n, sizeof b, sig == SIGBUS ? "SIGBUS" : "SIGSEGV");
+	n = put_str(b, n, sizeof b, "\",\"addr\":");
+	n = put_num(b, n, sizeof b, addr, 10);
+	n = put_str(b, n, sizeof b, sig == SIGBUS ? ",\"message\":\"SIGBUS at 0x" : ",\"message\":\"segfault at 0x");
+	n = put_num(b, n, sizeof b, addr, 16);
+	n = put_str(b, n, sizeof b, "\"}\n");
+	if (write(out_fd, b, n) < 0) {
+	}
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig);
+}
+
+static void catch_fatal_signals(void)
+{
+	struct sigaction sa;
+	struct rlimit none = {0, 0};
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_fatal_signal;
+	sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGSEGV, &sa, NULL);
+	sigaction(SIGBUS, &sa, NULL);
+	/* A workload's death is not worth a core file (a hugetlb one would be gigabytes). */
+	setrlimit(RLIMIT_CORE, &none);
 }
 
 static size_t span(struct region *r, long long off, long long len)
@@ -555,8 +668,20 @@ static void do_fork(int at)
 			cur.children[cur.nchildren++] = p;
 		/* Wait for it to end (its mm torn down), leaving it a zombie for `wait` to reap. */
 		siginfo_t si;
+		memset(&si, 0, sizeof si);
 		while (waitid(P_PID, p, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR)
 			;
+		/* A child killed by a signal its handler does not catch (SIGKILL: the OOM killer). */
+		if ((si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED) && si.si_status != SIGSEGV &&
+		    si.si_status != SIGBUS) {
+			static char buf[256];
+			const char *name = sigabbrev_np(si.si_status);
+			int len = snprintf(buf, sizeof buf,
+					   "{\"label\":\"__event\",\"pid\":%d,\"kind\":\"killed\",\"signal\":\"SIG%s\","
+					   "\"message\":\"killed by SIG%s\"}\n",
+					   first + (int)i, name ? name : "?", name ? name : "?");
+			write_line(buf, (size_t)len);
+		}
 	}
 }
 
@@ -612,8 +737,12 @@ static void run(int from, int to)
 		struct op *o = &ops[i];
 		switch (o->kind) {
 		case MMAP: {
-			size_t size = (o->a + 4095) & ~4095ULL, align = o->b > 4096 ? (size_t)o->b : 0;
-			int flags = (o->d ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS;
+			/* MAP_HUGETLB: the kernel rounds the length up to the huge page (2 MiB) and
+			 * munmaps only at 2 MiB boundaries, so the over-mapping for ALIGN is done in
+			 * 2 MiB-rounded sizes (an ALIGN of 2 MiB or less is the kernel's own). */
+			size_t unit = o->d & 2 ? HPAGE : 4096;
+			size_t size = ((size_t)o->a + unit - 1) & ~(unit - 1), align = o->b > (long long)unit ? (size_t)o->b : 0;
+			int flags = (o->d & 1 ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS | (o->d & 2 ? MAP_HUGETLB : 0);
 			char *p;
 			if (o->g) { /* MAP_FIXED: exactly there, replacing what was mapped */
 				p = mmap((void *)(uintptr_t)o->f, size, (int)o->c, flags | MAP_FIXED, -1, 0);
@@ -634,8 +763,11 @@ static void run(int from, int to)
 				if (p == MAP_FAILED)
 					p = mmap(NULL, size + align, (int)o->c, flags, -1, 0);
 			}
-			if (p == MAP_FAILED)
-				die("mmap");
+			if (p == MAP_FAILED) {
+				/* As mmsim: the failure is an event and the task ends. */
+				event_syscall("mmap", o->name, (size_t)o->a, errno);
+				end_task();
+			}
 			if (align) {
 				char *a = (char *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
 				if (a > p)
@@ -757,9 +889,7 @@ static void run(int from, int to)
 			cur.nchildren = 0;
 			break;
 		case EXIT:
-			if (thread_level > 0)
-				syscall(SYS_exit, 0); /* a thread: this thread only, as mmsim's exit */
-			exit(0);
+			end_task();
 		case SNAPSHOT:
 			snapshot(o->name);
 			break;
@@ -853,6 +983,7 @@ int main(int argc, char **argv)
 			die("mmap thread stack");
 	}
 	hold_huge_zero_folio();
+	catch_fatal_signals();
 	grow_stack();
 	/* Everything the runner will write exists now: record it and write it once more (a
 	 * first snapshot too, whose code and buffers are then faulted in). */

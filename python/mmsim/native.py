@@ -16,6 +16,7 @@ import gzip
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -50,6 +51,10 @@ def parse_size(v: Any) -> int:
     return n << (10 * " KMGT".index((m.group(2) or " ").upper()))
 
 
+#: The mmap flags the native runner maps with (mmsim's own `dontexpand` has no native form).
+MMAP_FLAGS = ("private", "shared", "anonymous", "hugetlb")
+
+
 def compile_program(ops: list[Mapping[str, Any]]) -> str:
     """The runner's line format of a program (see native/runner.c)."""
     out: list[str] = []
@@ -62,10 +67,17 @@ def compile_program(ops: list[Mapping[str, Any]]) -> str:
             flags = op.get("flags", ["private", "anonymous"])
             if "dontexpand" in flags:
                 raise MmsimError("validate: the native runner cannot map with the dontexpand flag (mmsim's own)")
-            shared = 1 if "shared" in flags else 0
+            unknown = [f for f in flags if f not in MMAP_FLAGS]
+            if unknown:
+                raise MmsimError(
+                    f"validate: mmap {op.get('name')}: flags: {unknown[0]!r} is not a flag the native runner knows "
+                    f"({', '.join(MMAP_FLAGS)})"
+                )
+            # Bit 0: MAP_SHARED, bit 1: MAP_HUGETLB (native/runner.c).
+            bits = (1 if "shared" in flags else 0) | (2 if "hugetlb" in flags else 0)
             out.append(
                 f"mmap {op['name']} {parse_size(op['size'])} {parse_size(op.get('align', 0))} "
-                f"{op.get('prot', 'rw')} {shared} {parse_size(op.get('addr', 0))} {int(bool(op.get('fixed')))}"
+                f"{op.get('prot', 'rw')} {bits} {parse_size(op.get('addr', 0))} {int(bool(op.get('fixed')))}"
             )
         elif kind == "mremap":
             fixed = bool(op.get("fixed"))
@@ -135,10 +147,13 @@ def host_settings() -> dict[str, Any]:
         "page_size": os.sysconf("SC_PAGE_SIZE"),
         "kernel": os.uname().release,
     }
-    try:
-        s["nr_hugepages"] = int(Path("/proc/sys/vm/nr_hugepages").read_text())
-    except OSError:
-        s["nr_hugepages"] = None
+    for knob in POOL_KNOBS:
+        try:
+            s[knob] = int(sysctl_path(knob).read_text())
+        except (OSError, ValueError):
+            s[knob] = None
+    s["nr_hugepages"] = s["vm/nr_hugepages"]
+    s["hugetlb"] = hugetlb_meminfo()
     s["transparent_hugepage/shmem_enabled"] = sel(THP / "shmem_enabled")
     # Anonymous mTHP sizes other than the PMD size that may be used (mmsim has none).
     s["mthp_enabled"] = sorted(
@@ -153,6 +168,63 @@ def host_settings() -> dict[str, Any]:
 
 #: The PMD size in kB (x86-64: 2 MiB), the mTHP size the global THP knob stands for.
 PMD_KB = 2048
+
+#: The hugetlb pool's sysctls: a case's workload may set them in its `knobs` (and `--host-set`
+#: may), and validate writes them for the case and restores the host's values after it. mmsim
+#: has knobs of the same names, which it is given as the host has them.
+POOL_KNOBS = ("vm/nr_hugepages", "vm/nr_overcommit_hugepages")
+
+#: The pool's state in /proc/meminfo (pages, and Hugepagesize in kB).
+POOL_STATE = ("HugePages_Total", "HugePages_Free", "HugePages_Rsvd", "HugePages_Surp", "Hugepagesize")
+
+
+def sysctl_path(knob: str) -> Path:
+    """/proc/sys/vm/nr_hugepages for ``vm/nr_hugepages``."""
+    return Path("/proc/sys") / knob
+
+
+def hugetlb_meminfo() -> dict[str, int]:
+    """The hugetlb pool as /proc/meminfo shows it (:data:`POOL_STATE`; empty without hugetlb)."""
+    out: dict[str, int] = {}
+    try:
+        text = Path("/proc/meminfo").read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in POOL_STATE and rest.split():
+            out[key] = int(rest.split()[0])
+    return out
+
+
+def _mmaps(program: list[Any]) -> Iterator[Mapping[str, Any]]:
+    """Every mmap op of a program, nested ones too."""
+    for op in program:
+        if not isinstance(op, Mapping):
+            continue
+        if op.get("op") == "mmap":
+            yield op
+        for key in ("program", "body"):
+            if isinstance(op.get(key), list):
+                yield from _mmaps(op[key])
+
+
+def uses_hugetlb(program: list[Any]) -> bool:
+    """Does a program map hugetlb memory (an mmap with the "hugetlb" flag)?"""
+    return any("hugetlb" in (op.get("flags") or ()) for op in _mmaps(program))
+
+
+def pool_in_use(state: Mapping[str, int]) -> str:
+    """Why the host's hugetlb pool is not the case's to use ("" if it is free): pages reserved,
+    surplus or in use by another process."""
+    total, free = state.get("HugePages_Total", 0), state.get("HugePages_Free", 0)
+    rsvd, surp = state.get("HugePages_Rsvd", 0), state.get("HugePages_Surp", 0)
+    if rsvd or surp or free != total:
+        return (
+            f"the host's hugetlb pool is in use by another process (HugePages_Total {total}, HugePages_Free "
+            f"{free}, HugePages_Rsvd {rsvd}, HugePages_Surp {surp})"
+        )
+    return ""
 
 
 def _pmd_enabled(sel: Any) -> str | None:
@@ -186,6 +258,12 @@ def unmirrored(workload: Mapping[str, Any], host: Mapping[str, Any]) -> str:
     """Why host state that mmsim cannot mirror would change this workload's counts ("" if none)."""
     if host.get("transparent_hugepage/enabled") is None:
         return "the host kernel has no transparent hugepage support"
+    if uses_hugetlb(workload.get("program", [])):
+        if host.get("vm/nr_hugepages") is None:
+            return "the host kernel has no hugetlb support (no /proc/sys/vm/nr_hugepages)"
+        size = (host.get("hugetlb") or {}).get("Hugepagesize")
+        if size != PMD_KB:
+            return f"the host's default hugetlb page is {size} kB; mmsim's is {PMD_KB} kB"
     if host.get("mthp_enabled"):
         sizes = ", ".join(host["mthp_enabled"])
         return f"the host has anonymous mTHP sizes enabled ({sizes}); mmsim models PMD THPs only"
@@ -207,9 +285,16 @@ def run_native(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
         p = subprocess.run(
             [str(runner), str(out)], input=program, capture_output=True, text=True, timeout=600, check=False
         )
-        if p.returncode != 0:
-            raise MmsimError(f"validate: native run failed ({p.returncode}): {p.stderr.strip()[:300]}")
-        return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+        rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()] if out.exists() else []
+        # The first process killed by SIGSEGV or SIGBUS (it said so, see native/runner.c) ended
+        # the run as the workload did; anything else is the runner's failure.
+        died = -p.returncode in (signal.SIGSEGV, signal.SIGBUS) and any(
+            r["label"] == EVENT and r.get("kind") == "segfault" for r in rows
+        )
+        if p.returncode != 0 and not died:
+            why = p.stderr.strip()[:300] or (f"killed by signal {-p.returncode}" if p.returncode < 0 else "")
+            raise MmsimError(f"validate: native run failed ({p.returncode}): {why}")
+        return rows
 
 
 @dataclass
@@ -222,9 +307,18 @@ class Case:
     program: list[dict[str, Any]]
     pids: tuple[int, ...] = (1,)
     counters: tuple[str, ...] = ("minflt", "RssAnon", "VmPTE", "AnonHugePages")
+    #: System-wide counters (/proc/vmstat's, or /proc/meminfo's such as HugePages_Free),
+    #: compared between the first pid's snapshots.
     vmstat: tuple[str, ...] = ()
     needs: dict[str, str] = field(default_factory=dict)
     tolerance: dict[str, float] = field(default_factory=dict)
+    #: Host sysctls the case sets for its run (the hugetlb pool: :data:`POOL_KNOBS`), as a
+    #: workload's `knobs` do; validate restores the host's values after it.
+    knobs: dict[str, str] = field(default_factory=dict)
+    #: The first pid is the only task that allocates or frees page tables between its
+    #: snapshots, so the kernel's system-wide nr_page_table_pages must move by its VmPTE: a
+    #: case that differs only there when it did not is skipped as another process's noise.
+    own_tables: bool = False
 
 
 def _snap(rows: list[dict[str, Any]], label: str, pid: int) -> dict[str, Any] | None:
@@ -246,6 +340,10 @@ def _host_workload(name: str, program: list[Any], host: Mapping[str, Any]) -> di
         "never",
     ):
         knobs["transparent_hugepage/huge_zero_page_alloc"] = "boot"
+    # The hugetlb pool, as the host has it (a case's knobs have sized it: see with_pool), for a
+    # program that maps hugetlb memory or a host with a pool.
+    if uses_hugetlb(program) or any(host.get(k) for k in POOL_KNOBS):
+        knobs.update({k: host[k] for k in POOL_KNOBS if host.get(k) is not None})
     return {"name": name, "knobs": knobs, "program": program}
 
 
@@ -300,17 +398,57 @@ def host_layout(maps: list[list[Any]]) -> list[dict[str, Any]]:
     return ops
 
 
-def run_both(name: str, program: list[Any], host: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def run_both(
+    name: str, program: list[Any], host: Mapping[str, Any]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     """Run a program on the kernel (the runner), then in mmsim from the runner's layout with the
     host's state as knobs and the serial schedule; the runner's snapshot lines (its own
-    `__start` and `__maps` taken out) and mmsim's report."""
+    `__start` and `__maps` taken out), its events, and mmsim's report (``{"error": ...}``
+    when mmsim refuses the workload)."""
     from mmsim.workload import run_workload
 
     rows = run_native({"name": name, "program": program})
     maps = next((r["maps"] for r in rows if r["label"] == "__maps"), [])
     w = _host_workload(name, host_layout(maps) + list(program), host)
-    sim = run_workload(w, sets=SIM_SETS)
-    return [r for r in rows if r["label"] not in ("__start", "__maps")], sim
+    try:
+        sim = run_workload(w, sets=SIM_SETS)
+    except MmsimError as e:
+        sim = {"error": " ".join(str(e).split())}
+    snaps = [r for r in rows if r["label"] not in ("__start", "__maps", EVENT)]
+    return snaps, [r for r in rows if r["label"] == EVENT], sim
+
+
+#: The label of the runner's event lines (a failed mmap, a task killed by a signal).
+EVENT = "__event"
+
+
+def _event_key(e: Mapping[str, Any]) -> str | None:
+    """What a compared event says, on either side: a task's death by SIGSEGV or SIGBUS (mmsim's
+    kind "segfault" covers both: the message says SIGBUS), a failed mmap with its error, a kill
+    by another signal (SIGKILL: mmsim's OOM killer); None for events the runner does not have."""
+    kind, msg = e.get("kind"), str(e.get("message", ""))
+    if kind == "segfault":
+        return str(e.get("signal") or ("SIGBUS" if msg.startswith("SIGBUS") else "SIGSEGV"))
+    if kind == "syscall" and msg.startswith("mmap "):
+        return "mmap-" + msg.rsplit(": ", 1)[-1].strip()
+    if kind in ("killed", "oom-kill"):
+        return "killed"
+    return None
+
+
+def compare_events(native: list[Mapping[str, Any]], sim: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per task, how many times each compared event happened on the kernel and in mmsim
+    (``pid 2 SIGBUS``, ``pid 1 mmap-ENOMEM``): only events either side had."""
+    counts: dict[tuple[int, str], list[int]] = {}
+    for side, events in ((0, native), (1, sim)):
+        for e in events:
+            key = _event_key(e)
+            if key is not None:
+                counts.setdefault((int(e.get("pid", 0)), key), [0, 0])[side] += 1
+    return [
+        {"name": f"pid {pid} {key}", "kernel": n, "simulated": m, "tolerance": 0}
+        for (pid, key), (n, m) in sorted(counts.items())
+    ]
 
 
 def with_baselines(program: list[Any]) -> list[Any]:
@@ -346,17 +484,33 @@ def _verdict(name: str, pins: str, counters: list[dict[str, Any]]) -> dict[str, 
 
 
 def validate_case(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """Run one case natively and in mmsim with the host's settings; compare the changes
-    between the `before` and `after` snapshots of each process."""
+    """Run one case natively and in mmsim with the host's settings (and the hugetlb pool its
+    knobs ask for); compare the changes between the `before` and `after` snapshots of each
+    process, the system-wide counters between the first one's, and the events of every task."""
     for knob, value in case.needs.items():
         if str(host.get(knob)) != value:
             return _result(case.name, "skip", f"needs {knob}={value}, host has {host.get(knob)}", case.pins, [])
     why = unmirrored({"program": case.program}, host)
     if why:
         return _result(case.name, "skip", why, case.pins, [])
-    native, sim = run_both(case.name, case.program, host)
+    return with_pool(
+        case.name, case.pins, case.knobs, case.program, host, lambda h: _run_case(case, h, tolerance or {})
+    )
+
+
+def _system(snap: Mapping[str, Any], name: str) -> int:
+    """A system-wide counter of a snapshot: /proc/vmstat's, else /proc/meminfo's (0 where the
+    snapshot has neither: mmsim before it modelled the counter)."""
+    v = snap.get("vmstat", {}).get(name)
+    return int(v if v is not None else snap.get("meminfo", {}).get(name, 0))
+
+
+def _run_case(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, float]) -> dict[str, Any]:
+    native, events, sim = run_both(case.name, case.program, host)
+    if "error" in sim:
+        return _result(case.name, "fail", f"mmsim cannot run it: {sim['error']}", case.pins, [])
     counters = []
-    tol = {**case.tolerance, **(tolerance or {})}
+    tol = {**case.tolerance, **tolerance}
     for pid in case.pids:
         nb, na = _snap(native, "before", pid), _snap(native, "after", pid)
         sb = next((s for s in sim["snapshots"] if s["label"] == "before" and s["pid"] == pid), None)
@@ -370,7 +524,7 @@ def validate_case(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, f
                 {
                     "name": k,
                     "kernel": na.get(c, 0) - nb.get(c, 0),
-                    "simulated": sp[1][c] - sp[0][c],
+                    "simulated": sp[1].get(c, 0) - sp[0].get(c, 0),
                     "tolerance": tol.get(c, 0),
                 }
             )
@@ -379,12 +533,37 @@ def validate_case(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, f
                 counters.append(
                     {
                         "name": v,
-                        "kernel": na["vmstat"].get(v, 0) - nb["vmstat"].get(v, 0),
-                        "simulated": sa["vmstat"].get(v, 0) - sb["vmstat"].get(v, 0),
+                        "kernel": _system(na, v) - _system(nb, v),
+                        "simulated": _system(sa, v) - _system(sb, v),
                         "tolerance": tol.get(v, 0),
                     }
                 )
-    return _verdict(case.name, case.pins, counters)
+    counters += compare_events(events, sim.get("events", []))
+    result = _verdict(case.name, case.pins, counters)
+    noise = _host_tables(case, native) if result["status"] == "fail" else ""
+    if noise and all(c["name"] in case.vmstat for c in counters if c["kernel"] != c["simulated"]):
+        return {**result, "status": "skip", "reason": f"{noise} (mmsim: {result['reason']})"}
+    return result
+
+
+def _host_tables(case: Case, native: list[dict[str, Any]]) -> str:
+    """For a case whose first pid alone allocates or frees page tables between its snapshots
+    (:attr:`Case.own_tables`): why the kernel's system-wide nr_page_table_pages is another
+    process's noise ("" if it is not): it moved by other than that pid's own VmPTE."""
+    if not case.own_tables or "nr_page_table_pages" not in case.vmstat:
+        return ""
+    pid = case.pids[0]
+    nb, na = _snap(native, "before", pid), _snap(native, "after", pid)
+    if nb is None or na is None:
+        return ""
+    system = _system(na, "nr_page_table_pages") - _system(nb, "nr_page_table_pages")
+    own = (na.get("VmPTE", 0) - nb.get("VmPTE", 0)) * 1024 // os.sysconf("SC_PAGE_SIZE")
+    if system == own:
+        return ""
+    return (
+        f"another process on the host allocated or freed page tables during the case: the kernel's "
+        f"nr_page_table_pages moved by {system:+}, pid {pid}'s own VmPTE by {own:+} pages"
+    )
 
 
 def _w(*ops: dict[str, Any]) -> list[dict[str, Any]]:
@@ -402,6 +581,11 @@ THP_EVENTS = ("thp_fault_alloc", "thp_zero_page_alloc", "thp_split_pmd")
 #: "stranded", which mmsim, with no LRU and no per-CPU batches, does not model (README's
 #: deliberate differences); the campaign is for finding the differences not yet known.
 MLOCK_EVENTS = ("unevictable_pgs_mlocked", "unevictable_pgs_munlocked")
+
+#: The hugetlb pool's system-wide counters, compared between pid 1's snapshots in every
+#: workload (the random campaign's too): /proc/meminfo's HugePages_Free, HugePages_Rsvd and
+#: HugePages_Surp (pages) and /proc/vmstat's nr_hugetlb (4 KiB pages of hugetlb folios in use).
+HUGETLB_COUNTERS = ("HugePages_Free", "HugePages_Rsvd", "HugePages_Surp", "nr_hugetlb")
 
 
 def _split_thp_case(name: str, what: str, op: dict[str, Any]) -> Case:
@@ -559,32 +743,47 @@ SUITE = [
 
 #: Per-process counters compared between consecutive snapshots, and system-wide THP events
 #: compared between pid 1's.
-FIELDS = ("minflt", "RssAnon", "RssShmem", "VmPTE", "VmLck", "AnonHugePages")
+FIELDS = ("minflt", "RssAnon", "RssShmem", "VmPTE", "VmLck", "AnonHugePages", "HugetlbPages")
 
 
 def validate_workload(
     workload: Mapping[str, Any], host: Mapping[str, Any], events: tuple[str, ...] = THP_EVENTS + MLOCK_EVENTS
 ) -> dict[str, Any]:
     """Run a user's workload natively and in mmsim; compare consecutive snapshots per process,
-    from each process's implicit start to its end (see :func:`with_baselines`), and the
-    system-wide `events` between pid 1's."""
+    from each process's implicit start to its end (see :func:`with_baselines`), the
+    system-wide `events` and :data:`HUGETLB_COUNTERS` between pid 1's, and each task's fatal
+    signals and failed mmaps. The workload's `knobs` may size the hugetlb pool
+    (:data:`POOL_KNOBS`: see :func:`with_pool`); its other knobs are the host's to set
+    (``--host-set``)."""
     name = str(workload.get("name", "workload"))
     why = unmirrored(workload, host)
     if why:
         return _result(name, "skip", why, "", [])
-    native, sim = run_both(name, with_baselines(list(workload["program"])), host)
-    counters = compare_snapshots(native, sim["snapshots"], events)
-    if isinstance(counters, str):
-        return _result(name, "fail", counters, "", [])
-    return _verdict(name, "the workload's own snapshots, from each process's start to its end", counters)
+    program = list(workload["program"])
+
+    def body(h: Mapping[str, Any]) -> dict[str, Any]:
+        native, native_events, sim = run_both(name, with_baselines(program), h)
+        if "error" in sim:
+            return _result(name, "fail", f"mmsim cannot run it: {sim['error']}", "", [])
+        counters = compare_snapshots(native, sim["snapshots"], events)
+        if isinstance(counters, str):
+            return _result(name, "fail", counters, "", [])
+        counters += compare_events(native_events, sim.get("events", []))
+        return _verdict(name, "the workload's own snapshots, from each process's start to its end", counters)
+
+    return with_pool(name, "", workload.get("knobs") or {}, program, host, body)
 
 
 def compare_snapshots(
-    native: list[dict[str, Any]], sim: list[dict[str, Any]], events: tuple[str, ...] = THP_EVENTS + MLOCK_EVENTS
+    native: list[dict[str, Any]],
+    sim: list[dict[str, Any]],
+    events: tuple[str, ...] = THP_EVENTS + MLOCK_EVENTS,
+    system: tuple[str, ...] = HUGETLB_COUNTERS,
 ) -> list[dict[str, Any]] | str:
     """Every counter of consecutive snapshots of each process, kernel beside mmsim, and the
-    system-wide `events` between pid 1's; a string says why they cannot be compared (a process
-    took other snapshots on one side)."""
+    system-wide `events` and `system` counters between pid 1's (a counter mmsim's snapshot
+    lacks counts as 0); a string says why they cannot be compared (a process took other
+    snapshots on one side)."""
     counters = []
     for pid in sorted({r["pid"] for r in native} | {s["pid"] for s in sim}):
         ns = [r for r in native if r["pid"] == pid]
@@ -600,17 +799,17 @@ def compare_snapshots(
                     {
                         "name": f"pid {pid} {span} {f}",
                         "kernel": n1.get(f, 0) - n0.get(f, 0),
-                        "simulated": p1[f] - p0[f],
+                        "simulated": p1.get(f, 0) - p0.get(f, 0),
                         "tolerance": 0,
                     }
                 )
             if pid == 1:
-                for v in events:
+                for v in (*events, *system):
                     counters.append(
                         {
                             "name": f"{span} {v}",
-                            "kernel": n1["vmstat"].get(v, 0) - n0["vmstat"].get(v, 0),
-                            "simulated": s1["vmstat"].get(v, 0) - s0["vmstat"].get(v, 0),
+                            "kernel": _system(n1, v) - _system(n0, v),
+                            "simulated": _system(s1, v) - _system(s0, v),
                             "tolerance": 0,
                         }
                     )
@@ -664,33 +863,56 @@ def _waiting() -> None:
 
 
 class HostSettings:
-    """Holds the host lock, changes host sysfs knobs for the duration of a ``with`` block and
-    restores each one on the way out (also on errors and Ctrl-C)."""
+    """Holds the host lock, changes host knobs for the duration of a ``with`` block and
+    restores each one on the way out (also on errors and Ctrl-C): the THP knobs in sysfs
+    (:data:`HOST_KNOBS`) and the hugetlb pool's sysctls (:data:`POOL_KNOBS`). A pool the host
+    cannot provide (a write of ``vm/nr_hugepages`` that leaves fewer pages) is an error, or
+    with ``strict=False`` is said in :attr:`shortfall`. `source` names where the changes come
+    from in errors (``--host-set``, a workload's knobs)."""
 
-    def __init__(self, changes: Mapping[str, str]) -> None:
-        for k in changes:
-            if k not in HOST_KNOBS:
+    def __init__(self, changes: Mapping[str, Any], *, source: str = "--host-set", strict: bool = True) -> None:
+        for k, v in changes.items():
+            if k not in HOST_KNOBS + POOL_KNOBS:
                 raise MmsimError(
-                    f"validate: --host-set {k}: not a knob the runner may set (known: {', '.join(HOST_KNOBS)})"
+                    f"validate: {source} {k}: not a knob the runner may set (known: "
+                    f"{', '.join(HOST_KNOBS + POOL_KNOBS)})"
                 )
-        self.changes = dict(changes)
+            if k in POOL_KNOBS and not re.fullmatch(r"\d+", str(v).strip()):
+                raise MmsimError(f"validate: {source} {k}: expected a number of huge pages (0 or more), got {v!r}")
+        self.changes = {k: str(v).strip() for k, v in changes.items()}
+        self.source, self.strict = source, strict
         self.saved: dict[str, str] = {}
+        self.shortfall = ""
         self._lock = contextlib.ExitStack()
 
     @staticmethod
     def path(knob: str) -> Path:
-        return Path("/sys/kernel/mm") / knob
+        return sysctl_path(knob) if knob in POOL_KNOBS else Path("/sys/kernel/mm") / knob
 
     def __enter__(self) -> HostSettings:
         self._lock.enter_context(host_lock(_waiting))
         try:
             for k, v in self.changes.items():
                 old = host_settings()[k]
-                self.path(k).write_text(str(v))
+                if k in POOL_KNOBS:
+                    why = "the host kernel has no hugetlb pool" if old is None else pool_in_use(hugetlb_meminfo())
+                    if why:
+                        self.__exit__(None, None, None)
+                        raise MmsimError(f"validate: {self.source} {k}: {why}")
+                self.path(k).write_text(v)
                 self.saved[k] = str(old)
+                if k == "vm/nr_hugepages":
+                    got = int(self.path(k).read_text())
+                    if got < int(v):
+                        self.shortfall = (
+                            f"the host provided {got} of the {v} huge pages {k} asks for (memory too fragmented?)"
+                        )
         except OSError as e:
             self.__exit__(None, None, None)
-            raise MmsimError(f"validate: --host-set: cannot write {e.filename}: {e.strerror} (needs root)") from None
+            raise MmsimError(f"validate: {self.source}: cannot write {e.filename}: {e.strerror} (needs root)") from None
+        if self.shortfall and self.strict:
+            self.__exit__(None, None, None)
+            raise MmsimError(f"validate: {self.source}: {self.shortfall}")
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -701,8 +923,57 @@ class HostSettings:
         self._lock.close()
 
 
+def with_pool(
+    name: str,
+    pins: str,
+    knobs: Mapping[str, Any],
+    program: list[Any],
+    host: Mapping[str, Any],
+    body: Callable[[Mapping[str, Any]], dict[str, Any]],
+) -> dict[str, Any]:
+    """Run `body` (a case) with the hugetlb pool its knobs ask for: for a program that maps
+    hugetlb memory or knobs that size the pool, write ``vm/nr_hugepages`` and
+    ``vm/nr_overcommit_hugepages`` for the case (under the host lock) and restore the host's
+    values after it, also on errors and Ctrl-C; skip the case if the pool is another
+    process's (pages reserved, surplus or in use) before or after the write, or if the host
+    cannot provide it. `body` gets the host's settings as they are then. A program that uses
+    hugetlb without setting the pool runs with the host's pool as it is (mmsim is given its
+    size)."""
+    changes = {k: knobs[k] for k in POOL_KNOBS if k in knobs}
+    if not changes and not uses_hugetlb(program):
+        return body(host)
+    with host_lock(_waiting):
+        busy = pool_in_use(hugetlb_meminfo())
+        if busy:
+            return _result(name, "skip", busy, pins, [])
+        settings = HostSettings(changes, source=f"{name}: knobs", strict=False)
+        try:
+            settings.__enter__()
+        except MmsimError as e:
+            return _result(name, "skip", f"cannot size the hugetlb pool: {e}", pins, [])
+        try:
+            now = host_settings()
+            why = settings.shortfall or pool_in_use(now["hugetlb"])
+            if why:
+                return _result(name, "skip", why, pins, [])
+            return body(now)
+        finally:
+            settings.__exit__(None, None, None)
+
+
 #: Per-process fields of the runner's snapshot lines, as `mmsim run --json` names them.
-PROCESS_FIELDS = ("minflt", "VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem", "VmPTE", "VmLck", "AnonHugePages")
+PROCESS_FIELDS = (
+    "minflt",
+    "VmRSS",
+    "VmHWM",
+    "RssAnon",
+    "RssFile",
+    "RssShmem",
+    "VmPTE",
+    "VmLck",
+    "AnonHugePages",
+    "HugetlbPages",
+)
 
 
 def native_report(workload: Mapping[str, Any]) -> dict[str, Any]:
@@ -713,9 +984,14 @@ def native_report(workload: Mapping[str, Any]) -> dict[str, Any]:
     and ``meminfo``. ``baseline`` is pid 1 before the first op; ``perf_unsupported`` lists
     the perf events the host (a VM without a PMU, say) could not count; ``machine.aslr`` says
     whether the run's address-space layout was randomised (the runner turns it off so that
-    the page-table pages a run needs do not depend on where its regions landed)."""
-    host = host_settings()
-    rows = run_native(workload)
+    the page-table pages a run needs do not depend on where its regions landed). The
+    workload's hugetlb pool knobs (:data:`POOL_KNOBS`) are written for the run and restored
+    after it, and ``knobs`` has the host's settings during the run. ``events`` are as
+    mmsim's: a task killed by SIGSEGV or SIGBUS ("segfault"), a failed mmap ("syscall")."""
+    changes = {k: v for k, v in (workload.get("knobs") or {}).items() if k in POOL_KNOBS}
+    with HostSettings(changes, source="run --native: knobs") if changes else contextlib.nullcontext():
+        host = host_settings()
+        rows = run_native(workload)
     unsupported = sorted({u for r in rows for u in r.get("unsupported", [])})
 
     def snap(r: dict[str, Any]) -> dict[str, Any]:
@@ -742,11 +1018,12 @@ def native_report(workload: Mapping[str, Any]) -> dict[str, Any]:
             # The runner turns address-space layout randomisation off (native/runner.c).
             "aslr": any(r["aslr"] for r in rows if "aslr" in r),
         },
-        "knobs": {k: v for k, v in host.items() if k.startswith("transparent_hugepage/")},
+        "knobs": {k: v for k, v in host.items() if k.startswith("transparent_hugepage/") or k in POOL_KNOBS},
         "baseline": snap(start) if start else {},
-        "snapshots": [snap(r) for r in rows if r["label"] not in ("__start", "__maps")],
+        "snapshots": [snap(r) for r in rows if r["label"] not in ("__start", "__maps", EVENT)],
         "perf_unsupported": unsupported,
-        "events": [],
+        # As mmsim's: a task killed by SIGSEGV or SIGBUS ("segfault"), a failed mmap ("syscall").
+        "events": [{"pid": r["pid"], "kind": r["kind"], "message": r["message"]} for r in rows if r["label"] == EVENT],
         "native": True,
     }
 
@@ -765,18 +1042,21 @@ def format_native(report: Mapping[str, Any]) -> str:
     base = report.get("baseline") or {}
     if base:
         first[1] = base
-    head = f"  {'snapshot':<16} {'pid':>4} " + " ".join(
-        f"{f:>13}" for f in ("minflt", "RssAnon", "VmPTE", "AnonHugePages")
-    )
+    cols = ["minflt", "RssAnon", "VmPTE", "AnonHugePages"]
+    if any(s["processes"][0].get("HugetlbPages") for s in report["snapshots"]):
+        cols.append("HugetlbPages")
+    head = f"  {'snapshot':<16} {'pid':>4} " + " ".join(f"{f:>13}" for f in cols)
     lines += [" Changes since the start (pid 1) or the process's first snapshot (kB for sizes):", head]
     for s in report["snapshots"]:
         p = s["processes"][0]
         b = first.setdefault(s["pid"], s)["processes"][0]
-        vals = " ".join(f"{p[f] - b[f]:>+13,}" for f in ("minflt", "RssAnon", "VmPTE", "AnonHugePages"))
-        thp = ""
+        vals = " ".join(f"{p.get(f, 0) - b.get(f, 0):>+13,}" for f in cols)
+        system = ""
         if s["pid"] == 1 and base:
-            d = {k: s["vmstat"].get(k, 0) - base["vmstat"].get(k, 0) for k in THP_EVENTS}
+            d = {k: _system(s, k) - _system(base, k) for k in THP_EVENTS + HUGETLB_COUNTERS}
             changed = ", ".join(f"{k} {v:+}" for k, v in d.items() if v)
-            thp = f"  {changed}" if changed else ""
-        lines.append(f"  {s['label']:<16} {s['pid']:>4} {vals}{thp}")
+            system = f"  {changed}" if changed else ""
+        lines.append(f"  {s['label']:<16} {s['pid']:>4} {vals}{system}")
+    if report.get("events"):
+        lines += ["", " Events:"] + [f"  pid {e['pid']:>4} {e['kind']}: {e['message']}" for e in report["events"]]
     return "\n".join(lines) + "\n"

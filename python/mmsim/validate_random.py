@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mmsim._mmsim import MmsimError
-from mmsim.native import LOCK, host_lock  # one lock for every validate (LOCK re-exported)
+from mmsim.native import HUGETLB_COUNTERS, LOCK, host_lock  # one lock for every validate (LOCK re-exported)
 from mmsim.random_workloads import (
     DEFRAG,
     ENABLED,
@@ -66,8 +66,9 @@ __all__ = [
     "signature",
 ]
 
-#: Counters of /proc/vmstat (system-wide: other processes' events land in them too).
-SYSTEM_WIDE = frozenset({"thp_fault_alloc", "thp_zero_page_alloc", "thp_split_pmd"})
+#: System-wide counters of /proc/vmstat and /proc/meminfo (other processes' events land in
+#: them too): the THP events and the hugetlb pool's (which no generated workload uses).
+SYSTEM_WIDE = frozenset({"thp_fault_alloc", "thp_zero_page_alloc", "thp_split_pmd", *HUGETLB_COUNTERS})
 
 
 def same_failure(sig: frozenset[str], target: frozenset[str]) -> bool:
