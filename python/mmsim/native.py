@@ -599,6 +599,87 @@ def _split_thp_case(name: str, what: str, op: dict[str, Any]) -> Case:
     )
 
 
+#: A 1 GiB-aligned address far from the runner's mappings (512 GiB; the layout is fixed: ASLR
+#: is off), for regions whose page-table sharing depends on their alignment: Linux shares a
+#: hugetlb PMD table (huge_pmd_share) only for a 1 GiB window inside a shared vma.
+AT_1G = 0x8000000000
+SHARED = ["shared", "anonymous"]
+HUGETLB_SHARED = ["shared", "anonymous", "hugetlb"]
+
+
+def _hugetlb_share_case(name: str, what: str, addr: int) -> Case:
+    """1 GiB of shared hugetlb memory at `addr` (its pool reserved at mmap), written by the
+    parent, then read (one byte per 4 KiB) by 4 children, one after the other. The parent's
+    snapshots bracket its faults (after the mmap's reservation) and the children."""
+    return Case(
+        name,
+        what,
+        _w(
+            {"op": "mmap", "name": "h", "size": "1G", "addr": hex(addr), "fixed": True, "flags": HUGETLB_SHARED},
+            B,
+            {"op": "write", "region": "h"},
+            {"op": "fork", "count": 4, "program": [B, {"op": "read", "region": "h"}, A]},
+            {"op": "wait"},
+            A,
+        ),
+        pids=(1, 2, 3, 4, 5),
+        counters=("minflt", "VmPTE", "HugetlbPages"),
+        vmstat=HUGETLB_COUNTERS,
+        knobs={"vm/nr_hugepages": "512"},
+    )
+
+
+def _munmap_middle_case(
+    name: str,
+    what: str,
+    size: str,
+    flags: list[str],
+    counters: tuple[str, ...],
+    vmstat: tuple[str, ...] = (),
+    knobs: dict[str, str] | None = None,
+) -> Case:
+    """Seed 003's bug report: a shared region at AT_1G written by the parent (value 1); 4
+    children, one after the other, each read it (their tables: their own, or on Linux the
+    parent's PMD tables for hugetlb), munmap 2 MiB at offset 2 MiB, map private anonymous
+    memory there (MAP_FIXED), write a value of their own and read it back, and read the rest
+    of the region (still 1); the parent then reads the whole region (still 1: no child's write
+    reached it)."""
+
+    def child(value: int) -> dict[str, Any]:
+        return {
+            "op": "fork",
+            "program": [
+                B,
+                {"op": "read", "region": "s", "expect": 1},
+                {"op": "munmap", "region": "s", "offset": "2M", "length": "2M"},
+                {"op": "mmap", "name": "q", "size": "2M", "addr": hex(AT_1G + (2 << 20)), "fixed": True},
+                {"op": "write", "region": "q", "value": value},
+                {"op": "read", "region": "q", "expect": value},
+                {"op": "read", "region": "s", "length": "2M", "expect": 1},
+                {"op": "read", "region": "s", "offset": "4M", "expect": 1},
+                A,
+            ],
+        }
+
+    return Case(
+        name,
+        what,
+        _w(
+            {"op": "mmap", "name": "s", "size": size, "addr": hex(AT_1G), "fixed": True, "flags": flags},
+            B,
+            {"op": "write", "region": "s"},
+            *(child(v) for v in (2, 3, 4, 5)),
+            {"op": "wait"},
+            {"op": "read", "region": "s", "expect": 1},
+            A,
+        ),
+        pids=(1, 2, 3, 4, 5),
+        counters=counters,
+        vmstat=vmstat,
+        knobs=dict(knobs or {}),
+    )
+
+
 SUITE = [
     Case(
         "anon-4k-read",
@@ -737,6 +818,69 @@ SUITE = [
             A,
         ),
         counters=("minflt", "VmPTE"),
+    ),
+    Case(
+        "shmem-2g-16-readers",
+        (
+            "16 processes (one after the other) reading a 2 GiB shared region the parent wrote (1 GiB-aligned), "
+            "one byte per 4 KiB, each build their own page tables: 1,024 PTE, 2 PMD and a PUD table (VmPTE "
+            "+4,108 kB; the first's nr_page_table_pages +1,027) and take 32,768 faults (64 KiB fault-around: the "
+            "host's fault_around_bytes, mirrored; validate does not write it, it is in debugfs)"
+        ),
+        _w(
+            {"op": "mmap", "name": "s", "size": "2G", "addr": hex(AT_1G), "fixed": True, "flags": SHARED},
+            {"op": "write", "region": "s"},
+            {"op": "fork", "count": 16, "program": [B, {"op": "read", "region": "s"}, A]},
+            {"op": "wait"},
+        ),
+        pids=tuple(range(2, 18)),
+        counters=("minflt", "RssShmem", "VmPTE"),
+        vmstat=("nr_page_table_pages",),
+        own_tables=True,
+    ),
+    _hugetlb_share_case(
+        "hugetlb-1g-aligned-share",
+        (
+            "1 GiB of shared hugetlb memory at a 1 GiB-aligned address, reserved at mmap, written by the parent "
+            "(512 faults: HugePages_Free and HugePages_Rsvd -512); 4 children reading it each attach to the "
+            "parent's PMD table (huge_pmd_share) in one fault: VmPTE +8 kB (PUD + shared PMD), HugetlbPages +0"
+        ),
+        AT_1G,
+    ),
+    _hugetlb_share_case(
+        "hugetlb-misaligned",
+        (
+            "the same 1 GiB of shared hugetlb memory 2 MiB past a 1 GiB boundary: no 1 GiB window lies inside the "
+            "vma, so nothing is shared: each child takes 512 faults from the page cache, VmPTE +12 kB (PUD + 2 "
+            "PMD tables), HugetlbPages +1 GiB"
+        ),
+        AT_1G + (2 << 20),
+    ),
+    _munmap_middle_case(
+        "munmap-middle-shmem",
+        (
+            "seed 003's bug report on shmem: 4 children each munmap 2 MiB in the middle of an 8 MiB shared region "
+            "the parent wrote, map private memory there (MAP_FIXED) and write their own value; each reads it "
+            "back and the parent's region stays intact: 640 faults (128 with fault-around, 512 private writes), "
+            "VmPTE +24 kB per child"
+        ),
+        "8M",
+        SHARED,
+        ("minflt", "RssAnon", "RssShmem", "VmPTE"),
+    ),
+    _munmap_middle_case(
+        "munmap-middle-hugetlb",
+        (
+            "seed 003's bug report on 2 GiB of shared hugetlb memory: a child attaches to the parent's two PMD "
+            "tables (2 faults); its munmap of 2 MiB at offset 2 MiB splits the vma, which unshares the first "
+            "1 GiB (hugetlb_split), so it refaults the 511 pages left there (HugetlbPages +1,046,528 kB) and "
+            "keeps the second shared: 1,025 faults, VmPTE +16 kB; no page goes back to the pool"
+        ),
+        "2G",
+        HUGETLB_SHARED,
+        ("minflt", "RssAnon", "VmPTE", "HugetlbPages"),
+        vmstat=HUGETLB_COUNTERS,
+        knobs={"vm/nr_hugepages": "1024"},
     ),
 ]
 
