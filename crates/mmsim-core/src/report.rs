@@ -96,6 +96,9 @@ pub struct ProcessStatus {
     pub vm_lck: i64,
     #[serde(rename = "AnonHugePages")]
     pub anon_huge_pages: i64,
+    /// kB of hugetlb pages this mm counts (mm->hugetlb_usage).
+    #[serde(rename = "HugetlbPages")]
+    pub hugetlb_pages: i64,
     /// This process's perf counters.
     pub perf: Metrics,
 }

@@ -331,7 +331,7 @@ fn anon_huge_kb(k: &Kernel, mm: MmId) -> i64 {
         while a + k.geo.hpage_pmd_size() <= e {
             if let Some(slot) = k.pmd_slot(mm, a) {
                 let en = k.entry(slot.table, slot.idx);
-                if en.present() && en.huge() && !k.is_huge_zero_pmd(en) {
+                if en.present() && en.huge() && !k.is_huge_zero_pmd(en) && !k.is_hugetlb_pmd(en) {
                     n += 1;
                 }
             }
@@ -362,6 +362,7 @@ pub fn process_status(k: &Kernel, t: &Task, freq: f64) -> ProcessStatus {
         vm_pte: 0,
         vm_lck: 0,
         anon_huge_pages: 0,
+        hugetlb_pages: 0,
         perf: perf_metrics(&t.perf, t.page_faults, t.minflt, freq, None),
     };
     if let Some(mm) = t.mm {
@@ -374,6 +375,7 @@ pub fn process_status(k: &Kernel, t: &Task, freq: f64) -> ProcessStatus {
         st.vm_pte = m.pgtables_bytes / 1024;
         st.vm_lck = m.locked_vm * kb_per_page(k);
         st.anon_huge_pages = anon_huge_kb(k, mm);
+        st.hugetlb_pages = m.hugetlb_usage * kb_per_page(k);
     }
     st
 }
@@ -409,6 +411,15 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
     meminfo.push("Unevictable", items[VmItem::NrMlock] * kb_per_page(k));
     meminfo.push("Mlocked", items[VmItem::NrMlock] * kb_per_page(k));
     meminfo.push("AnonHugePages", items[VmItem::NrAnonThps] * k.geo.hpage_pmd_nr() as i64 * kb_per_page(k));
+    // hugetlb_report_meminfo: page counts, not kB, but for Hugepagesize and Hugetlb.
+    let h = &k.hugetlb;
+    let hkb = k.geo.hpage_pmd_nr() as i64 * kb_per_page(k);
+    meminfo.push("HugePages_Total", h.nr_huge_pages as i64);
+    meminfo.push("HugePages_Free", h.free_huge_pages as i64);
+    meminfo.push("HugePages_Rsvd", h.resv_huge_pages as i64);
+    meminfo.push("HugePages_Surp", h.surplus_huge_pages as i64);
+    meminfo.push("Hugepagesize", hkb);
+    meminfo.push("Hugetlb", h.nr_huge_pages as i64 * hkb);
     let processes = it.tasks.iter().map(|t| process_status(k, t, freq)).collect();
     let time = match pid {
         0 => elapsed,

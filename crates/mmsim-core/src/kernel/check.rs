@@ -17,6 +17,8 @@ enum Owner {
     Reserved,
     Table,
     HugeZero,
+    /// A free page of the hugetlb pool.
+    HugetlbFree,
 }
 
 /// What the recount of the page tables finds, kept between checks so that one check costs
@@ -158,6 +160,23 @@ impl Kernel {
         if let Some(z) = self.huge_zero.pfn {
             runs.push((z.0, self.geo.hpage_pmd_nr() as u32, Owner::HugeZero));
         }
+        // The hugetlb pool's free pages: hugetlb folios nobody references.
+        let h = &self.hugetlb;
+        if h.free_list.len() as u64 != h.free_huge_pages || h.resv_huge_pages > h.free_huge_pages {
+            return Err(format!(
+                "hugetlb: {} pages on the free list, free_huge_pages {}, resv_huge_pages {}",
+                h.free_list.len(),
+                h.free_huge_pages,
+                h.resv_huge_pages
+            ));
+        }
+        for &f in &h.free_list {
+            let p = &self.mem.pages[f as usize];
+            if !p.test(pg::HUGETLB) || p.refcount != 0 || p.entire_mapcount != 0 {
+                return Err(format!("free hugetlb page {f:#x}: flags {:#x}, refcount {}", p.flags, p.refcount));
+            }
+            runs.push((f, self.geo.hpage_pmd_nr() as u32, Owner::HugetlbFree));
+        }
         let mut nr_tables = 0i64;
         let mut hzp_pmds = 0u64;
         for (id, m) in self.mms.iter().enumerate() {
@@ -245,12 +264,13 @@ impl Kernel {
         for o in self.shmem.iter().flatten() {
             c.cache_refs.extend(o.pages.iter().copied().filter(|&p| p != NIL));
         }
-        if c.cache_refs.len() as i64 != self.stat.items[VmItem::NrShmem] {
-            return Err(format!(
-                "nr_shmem: recount {}, kernel says {}",
-                c.cache_refs.len(),
-                self.stat.items[VmItem::NrShmem]
-            ));
+        let shmem_refs = c.cache_refs.len();
+        // Shared hugetlb files' page caches.
+        for o in self.hugetlb.files.iter().flatten() {
+            c.cache_refs.extend(o.pages.iter().copied().filter(|&p| p != NIL));
+        }
+        if shmem_refs as i64 != self.stat.items[VmItem::NrShmem] {
+            return Err(format!("nr_shmem: recount {shmem_refs}, kernel says {}", self.stat.items[VmItem::NrShmem]));
         }
         if let Some(&p) = c.cache_refs.iter().find(|&&p| p as u64 >= n) {
             return Err(format!("a shmem page cache holds frame {p:#x}, past the end of memory"));
@@ -260,6 +280,7 @@ impl Kernel {
         // each folio's counts against the mappings found.
         let mut anon_mapped = 0i64;
         let mut anon_thps = 0i64;
+        let mut hugetlb_in_use = 0u64;
         let mut pfn = 0u64;
         let mut next_run = 0;
         loop {
@@ -296,6 +317,9 @@ impl Kernel {
                 if pmd > 0 && p.test(pg::ANON) {
                     anon_thps += 1;
                 }
+                if p.test(pg::HUGETLB) {
+                    hugetlb_in_use += 1;
+                }
                 if refs == 0 {
                     return Err(format!("folio {head:#x} ({nr} pages) is allocated but unreferenced (leak)"));
                 }
@@ -314,6 +338,19 @@ impl Kernel {
             return Err(format!(
                 "nr_anon_pages: recount {anon_mapped}, kernel says {}",
                 self.stat.items[VmItem::NrAnonPages]
+            ));
+        }
+        let h = &self.hugetlb;
+        if hugetlb_in_use + h.free_huge_pages != h.nr_huge_pages
+            || (hugetlb_in_use * self.geo.hpage_pmd_nr()) as i64 != self.stat.items[VmItem::NrHugetlb]
+            || h.surplus_huge_pages > h.nr_huge_pages
+        {
+            return Err(format!(
+                "hugetlb: {hugetlb_in_use} pages in use and {} free, nr_huge_pages {}, surplus {}, nr_hugetlb {}",
+                h.free_huge_pages,
+                h.nr_huge_pages,
+                h.surplus_huge_pages,
+                self.stat.items[VmItem::NrHugetlb]
             ));
         }
         if anon_thps != self.stat.items[VmItem::NrAnonThps] {
@@ -438,6 +475,9 @@ impl Kernel {
                 c.pte_maps.push(e.pfn().0);
                 let ctr = self.mm_counter(e.pfn());
                 rss[ctr as usize] += 1;
+            } else if level == 1 && e.huge() && self.is_hugetlb_pmd(e) {
+                // A hugetlb page: no deposited table, not in rss.
+                c.pmd_maps.push(e.pfn().0);
             } else if level == 1 && e.huge() {
                 let dep = self
                     .deposited

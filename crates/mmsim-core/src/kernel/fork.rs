@@ -68,9 +68,7 @@ impl Kernel {
                 cv.anon_vma = Some(self.new_anon_vma());
                 cv.fork_child = true;
             }
-            if let Backing::Shmem(o) = v.backing {
-                self.shmem_get(o, child);
-            }
+            self.vma_file_get(child, v.backing);
             self.mm_mut(child).vmas.insert(cv.start, cv);
             if self.copy_page_range(child, parent, &v).is_err() {
                 // dup_mmap's `out:` path flushes the parent's TLB on failure too: the ptes
@@ -123,9 +121,7 @@ impl Kernel {
         }
         self.free_pgtables(mm, &vmas, 0, 0);
         for v in &vmas {
-            if let Backing::Shmem(o) = v.backing {
-                self.shmem_put(o, mm);
-            }
+            self.vma_close(mm, v);
         }
         self.mm_mut(mm).vmas.clear();
         self.mm_put_huge_zero_folio(mm);

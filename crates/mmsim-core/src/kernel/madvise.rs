@@ -24,8 +24,11 @@ impl Kernel {
         if end == start {
             return Ok(());
         }
-        // Seed 003: whenever in doubt, unshare.
-        self.pt_unshare_range(mm, start, end);
+        // Seed 003: whenever in doubt, unshare (Linux's hugetlb PMD sharing unshares only in
+        // the zap below).
+        if self.knobs.ptshare != 0 {
+            self.pt_unshare_range(mm, start, end);
+        }
         let mut hole = false;
         let mut addr = start;
         while addr < end {
@@ -44,14 +47,31 @@ impl Kernel {
             let stop = v.end.min(end);
             match advice {
                 Advice::DontNeed => {
-                    // madvise_dontneed_free_valid_vma: not on a VM_LOCKED vma (the walk stops).
+                    // madvise_dontneed_free_valid_vma: not on a VM_LOCKED vma (the walk stops);
+                    // on a hugetlb vma the start must be huge-page aligned and the end is
+                    // rounded down to one.
                     if v.flags & vm::LOCKED != 0 {
                         return Err(Errno::EINVAL);
+                    }
+                    if v.flags & vm::HUGETLB != 0 {
+                        let hmask = self.geo.hpage_pmd_size() - 1;
+                        if addr & hmask != 0 {
+                            return Err(Errno::EINVAL);
+                        }
+                        let stop = stop & !hmask;
+                        if stop > addr {
+                            self.unmap_hugepage_range(mm, &v, addr, stop);
+                        }
+                        addr = v.end.min(end);
+                        continue;
                     }
                     // madvise_dontneed_single_vma -> zap_page_range_single (reclaim_pt).
                     self.zap_page_range_reclaim_pt(mm, &v, addr, stop);
                 }
                 Advice::HugePage | Advice::NoHugePage => {
+                    if v.flags & vm::HUGETLB != 0 {
+                        self.hugetlb_split_ok(mm, addr, stop)?;
+                    }
                     let newflags = match advice {
                         Advice::HugePage => (v.flags & !vm::NOHUGEPAGE) | vm::HUGEPAGE,
                         _ => (v.flags & !vm::HUGEPAGE) | vm::NOHUGEPAGE,

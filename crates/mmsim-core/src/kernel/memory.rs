@@ -103,6 +103,9 @@ impl Kernel {
     /// has found the vma and checked access rights.
     pub fn handle_mm_fault(&mut self, mm: MmId, addr: u64, write: bool) -> u32 {
         let vma = self.mm(mm).vma_lookup(addr).expect("arch handler checked the vma").clone();
+        if vma.flags & vm::HUGETLB != 0 {
+            return self.hugetlb_fault(mm, &vma, addr, write);
+        }
         // Seed 003: attach a sibling's tables before allocating our own.
         if self.knobs.ptshare != 0 && !self.pt_share_fault(mm, &vma, addr) {
             return vm_fault::OOM;
@@ -385,6 +388,10 @@ impl Kernel {
     }
 
     fn zap_page_range_details(&mut self, mm: MmId, vma: &Vma, start: u64, end: u64, reclaim_pt: bool) {
+        if vma.flags & vm::HUGETLB != 0 {
+            self.unmap_hugepage_range(mm, vma, start, end);
+            return;
+        }
         // munlock_vma_folio with each rmap removal of a VM_LOCKED vma.
         if vma.flags & vm::LOCKED != 0 {
             self.mlock_range(mm, start, end, false, false);
@@ -580,6 +587,9 @@ impl Kernel {
         }
         if vma.anon_vma.is_none() {
             return Ok(());
+        }
+        if vma.flags & vm::HUGETLB != 0 {
+            return self.copy_hugetlb_page_range(dst, src, vma);
         }
         let mut addr = vma.start;
         while addr < vma.end {

@@ -38,7 +38,9 @@ impl Kernel {
         let start = start & g.page_mask();
         let end = start.checked_add(len).ok_or(Errno::EINVAL)?;
         // Seed 003: unshare (try_to_unmap could meet the page through an unlocked sharer).
-        self.pt_unshare_range(mm, start, end);
+        if self.knobs.ptshare != 0 {
+            self.pt_unshare_range(mm, start, end);
+        }
         // apply_vma_lock_flags
         let mut addr = start;
         while addr < end {
@@ -182,7 +184,7 @@ impl Kernel {
             }
             let (s, e) = (addr.max(v.start), v.end.min(end));
             addr = e;
-            if v.flags & vm::DONTEXPAND != 0 {
+            if v.flags & vm::DONTEXPAND != 0 && v.flags & vm::HUGETLB == 0 {
                 continue;
             }
             if v.flags & (vm::READ | vm::WRITE | vm::EXEC) == 0 {

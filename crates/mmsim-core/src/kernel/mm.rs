@@ -26,6 +26,8 @@ pub mod vm {
     pub const DONTEXPAND: u32 = 1 << 12;
     /// VM_LOCKED: mlock()ed; new pages are mlocked, the range was populated.
     pub const LOCKED: u32 = 1 << 13;
+    /// VM_HUGETLB: a hugetlbfs mapping (MAP_HUGETLB).
+    pub const HUGETLB: u32 = 1 << 14;
     /// The access bits that mprotect changes.
     pub const ACCESS: u32 = READ | WRITE | EXEC;
 }
@@ -51,6 +53,8 @@ pub enum Backing {
     Anon,
     /// A shmem object (MAP_SHARED|MAP_ANONYMOUS maps /dev/zero's shmem file).
     Shmem(u32),
+    /// An unlinked hugetlbfs file (MAP_HUGETLB), shared or private.
+    Hugetlb(u32),
 }
 
 /// `struct vm_area_struct`.
@@ -107,6 +111,8 @@ pub struct MmStruct {
     pub hiwater_rss: i64,
     /// `mm_users`.
     pub users: u32,
+    /// `hugetlb_usage`, in base pages (HugetlbPages).
+    pub hugetlb_usage: i64,
 }
 
 impl MmStruct {
@@ -121,6 +127,7 @@ impl MmStruct {
             mmap_base,
             hiwater_rss: 0,
             users: 1,
+            hugetlb_usage: 0,
         }
     }
 

@@ -29,6 +29,11 @@ pub mod pg {
     pub const DEFERRED: u32 = 1 << 10;
     /// PG_mlocked (head page): mlocked by a VM_LOCKED vma.
     pub const MLOCKED: u32 = 1 << 11;
+    /// A hugetlb folio (folio_test_hugetlb, head page): the pool's, never the buddy's while
+    /// the pool holds it.
+    pub const HUGETLB: u32 = 1 << 12;
+    /// HPageRestoreReserve (head page): freeing the folio gives its mapping's reservation back.
+    pub const RESTORE_RESERVE: u32 = 1 << 13;
 }
 
 /// No frame / end of a list.

@@ -50,6 +50,9 @@ pub struct MmapArgs {
     pub align: u64,
     /// VM_DONTEXPAND on the new vma (mmsim's `dontexpand` flag): it never merges.
     pub dontexpand: bool,
+    /// MAP_HUGETLB: huge pages from the hugetlb pool (the length is rounded up to one, the
+    /// address is aligned to one, the pages are reserved).
+    pub hugetlb: bool,
 }
 
 impl Kernel {
@@ -59,13 +62,19 @@ impl Kernel {
         if a.len == 0 {
             return Err(Errno::EINVAL);
         }
-        let len = self.geo.page_align(a.len).ok_or(Errno::ENOMEM)?;
+        let hsize = self.geo.hpage_pmd_size();
+        // ksys_mmap_pgoff: a MAP_HUGETLB length is rounded up to the huge page size.
+        let len = if a.hugetlb { a.len.checked_next_multiple_of(hsize) } else { self.geo.page_align(a.len) };
+        let len = len.ok_or(Errno::ENOMEM)?;
         if len > self.geo.task_size() {
             return Err(Errno::ENOMEM);
         }
         if a.align != 0 && (!a.align.is_power_of_two() || a.align < self.geo.page_size()) {
             return Err(Errno::EINVAL);
         }
+        // A hugetlb mapping is aligned to its huge page size already.
+        let align = if a.hugetlb && a.align <= hsize { 0 } else { a.align };
+        let a = MmapArgs { align, ..a };
         if !a.fixed && a.align > self.geo.page_size() && !self.hint_is_free(mm, a.addr, len, a.align) {
             // Over-allocate and trim, as user space aligns.
             let padded = len.checked_add(a.align).ok_or(Errno::ENOMEM)?;
@@ -76,6 +85,9 @@ impl Kernel {
             }
             self.do_munmap(mm, start + len, p + padded - (start + len))?;
             return Ok(start);
+        }
+        if a.hugetlb {
+            return self.do_mmap_hugetlb(mm, a, len);
         }
         let addr = if a.fixed {
             if a.addr & (self.geo.page_size() - 1) != 0
@@ -104,12 +116,99 @@ impl Kernel {
         };
         let pgoff = match backing {
             Backing::Anon => addr >> self.geo.page_shift,
-            Backing::Shmem(_) => 0,
+            _ => 0,
         };
         let vma = Vma { start: addr, end: addr + len, flags, pgoff, backing, anon_vma: None, fork_child: false };
         self.mm_mut(mm).vmas.insert(addr, vma);
         self.vma_merge_around(mm, addr);
         Ok(addr)
+    }
+
+    /// `do_mmap` of MAP_HUGETLB (`hugetlb_file_setup`, `hugetlb_get_unmapped_area`,
+    /// `hugetlbfs_file_mmap`): `len` is a multiple of the huge page size; a fixed address
+    /// must be aligned to it (EINVAL), a hint is rounded up to it, a search finds the highest
+    /// aligned place (vm_unmapped_area with the huge page's align_mask). The file's pages are
+    /// reserved (ENOMEM if the pool cannot promise them). The vma is VM_HUGETLB |
+    /// VM_DONTEXPAND and never merges.
+    fn do_mmap_hugetlb(&mut self, mm: MmId, a: MmapArgs, len: u64) -> Result<u64, Errno> {
+        let hsize = self.geo.hpage_pmd_size();
+        let addr = if a.fixed {
+            if a.addr & (hsize - 1) != 0
+                || a.addr < MMAP_MIN_ADDR
+                || a.addr.checked_add(len).is_none_or(|e| e > self.geo.task_size())
+            {
+                return Err(Errno::EINVAL);
+            }
+            a.addr
+        } else {
+            let hint = a.addr.checked_next_multiple_of(hsize).unwrap_or(0);
+            if hint != 0 && self.hint_is_free(mm, hint, len, 0) {
+                hint
+            } else {
+                let pad = hsize - self.geo.page_size();
+                let padded = len.checked_add(pad).ok_or(Errno::ENOMEM)?;
+                let p = self.unmapped_area_topdown(mm, padded).ok_or(Errno::ENOMEM)?;
+                (p + padded - len) & !(hsize - 1)
+            }
+        };
+        let file = self.hugetlb_file_setup(mm, len, a.shared)?;
+        if a.fixed {
+            if let Err(e) = self.do_munmap(mm, addr, len) {
+                self.hugetlb_file_put(file, mm);
+                return Err(e);
+            }
+        }
+        let mut flags = a.prot | vm::MAYREAD | vm::MAYWRITE | vm::MAYEXEC | vm::HUGETLB | vm::DONTEXPAND;
+        if a.shared {
+            flags |= vm::SHARED | vm::MAYSHARE;
+        }
+        let backing = Backing::Hugetlb(file);
+        let vma = Vma { start: addr, end: addr + len, flags, pgoff: 0, backing, anon_vma: None, fork_child: false };
+        self.mm_mut(mm).vmas.insert(addr, vma);
+        Ok(addr)
+    }
+
+    /// The hugetlb vma piece [start, end) of `v` is going away (munmap, exit):
+    /// `hugetlb_vm_op_close` and the file's reference.
+    pub(super) fn vma_close(&mut self, mm: MmId, v: &Vma) {
+        if let (Backing::Hugetlb(_), false) = (v.backing, self.mremap_source) {
+            self.hugetlb_vm_op_close(mm, v, v.start, v.end);
+        }
+        self.vma_file_put(mm, v.backing);
+    }
+
+    /// `get_file` for a vma's backing object.
+    pub(super) fn vma_file_get(&mut self, mm: MmId, b: Backing) {
+        match b {
+            Backing::Shmem(o) => self.shmem_get(o, mm),
+            Backing::Hugetlb(f) => self.hugetlb_file_get(f, mm),
+            Backing::Anon => {}
+        }
+    }
+
+    /// `fput` for a vma's backing object.
+    pub(super) fn vma_file_put(&mut self, mm: MmId, b: Backing) {
+        match b {
+            Backing::Shmem(o) => self.shmem_put(o, mm),
+            Backing::Hugetlb(f) => self.hugetlb_file_put(f, mm),
+            Backing::Anon => {}
+        }
+    }
+
+    /// `hugetlb_vm_op_split`: a hugetlb vma may be cut only at a huge page boundary. EINVAL
+    /// if a vma of [start, end) would be cut elsewhere.
+    pub(super) fn hugetlb_split_ok(&self, mm: MmId, start: u64, end: u64) -> Result<(), Errno> {
+        let hmask = self.geo.hpage_pmd_size() - 1;
+        for s in self.mm(mm).vmas_in(start, end) {
+            let v = &self.mm(mm).vmas[&s];
+            if v.flags & vm::HUGETLB == 0 {
+                continue;
+            }
+            if (v.start < start && start & hmask != 0) || (v.end > end && end & hmask != 0) {
+                return Err(Errno::EINVAL);
+            }
+        }
+        Ok(())
     }
 
     /// A hint mmap may take as it is: page-aligned after rounding, inside the user address
@@ -145,7 +244,7 @@ impl Kernel {
 
     /// `unmapped_area_topdown`: the highest page-aligned start of `len` bytes in a free gap
     /// below mmap_base (a growsdown vma above a gap keeps its stack guard gap).
-    fn unmapped_area_topdown(&self, mm: MmId, len: u64) -> Option<u64> {
+    pub(super) fn unmapped_area_topdown(&self, mm: MmId, len: u64) -> Option<u64> {
         let m = self.mm(mm);
         let mut gap_end = m.mmap_base;
         let mut iter = m.vmas.range(..m.mmap_base).rev().peekable();
@@ -223,9 +322,7 @@ impl Kernel {
                 v.end = next.end;
                 v.anon_vma = v.anon_vma.or(next.anon_vma);
                 v.fork_child |= next.fork_child;
-                if let Backing::Shmem(o) = next.backing {
-                    self.shmem_put(o, mm);
-                }
+                self.vma_file_put(mm, next.backing);
             }
         }
         let cur = self.mm(mm).vmas[&start].clone();
@@ -237,9 +334,7 @@ impl Kernel {
                 v.end = cur.end;
                 v.anon_vma = v.anon_vma.or(cur.anon_vma);
                 v.fork_child |= cur.fork_child;
-                if let Backing::Shmem(o) = cur.backing {
-                    self.shmem_put(o, mm);
-                }
+                self.vma_file_put(mm, cur.backing);
                 start = prev.start;
             }
         }
@@ -260,9 +355,7 @@ impl Kernel {
         let mut hi = v.clone();
         hi.start = addr;
         hi.pgoff = v.pgoff + ((addr - v.start) >> self.geo.page_shift);
-        if let Backing::Shmem(o) = v.backing {
-            self.shmem_get(o, mm);
-        }
+        self.vma_file_get(mm, v.backing);
         self.mm_mut(mm).vmas.get_mut(&v.start).expect("vma").end = addr;
         self.mm_mut(mm).vmas.insert(addr, hi);
     }
@@ -280,6 +373,7 @@ impl Kernel {
         if vmas.is_empty() {
             return Ok(());
         }
+        self.hugetlb_split_ok(mm, start, end)?;
         // Seed 003: unshare what the range maps; the first posting (`rfc`) did not when the
         // munmap took only part of a vma, and left the shared tables attached.
         let partial = vmas.iter().any(|s| {
@@ -306,9 +400,7 @@ impl Kernel {
         let ceiling = self.mm(mm).vmas.range(end..).next().map_or(0, |(_, v)| v.start);
         self.free_pgtables(mm, &victims, floor, ceiling);
         for v in &victims {
-            if let Backing::Shmem(o) = v.backing {
-                self.shmem_put(o, mm);
-            }
+            self.vma_close(mm, v);
         }
         Ok(())
     }

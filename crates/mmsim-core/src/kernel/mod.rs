@@ -8,6 +8,7 @@ pub mod fault;
 pub mod fork;
 pub mod huge_memory;
 pub mod huge_zero;
+pub mod hugetlb;
 pub mod knobs;
 pub mod madvise;
 pub mod memory;
@@ -24,6 +25,8 @@ pub mod shmem;
 pub mod vmstat;
 pub mod walk;
 
+#[cfg(test)]
+mod hugetlb_tests;
 #[cfg(test)]
 mod ptshare_tests;
 #[cfg(test)]
@@ -60,6 +63,8 @@ pub struct Kernel {
     pub zero_pfn: Pfn,
     /// The huge zero folio and its refcount (huge_zero_folio, huge_zero_refcount).
     pub huge_zero: huge_zero::HugeZero,
+    /// The hugetlb pool and the hugetlbfs files of MAP_HUGETLB mappings.
+    pub hugetlb: hugetlb::Hstate,
     /// The per-CPU page lists' occupancy (struct per_cpu_pages), for their cost.
     pub pcp: Pcp,
     /// The CPU the kernel is running on (the current task's): its pcp list is used.
@@ -78,6 +83,9 @@ pub struct Kernel {
     /// tables under it), the mms that reach it (`kernel/ptshare.rs`). Empty unless tables are
     /// shared.
     pub pt_reach: HashMap<u32, Vec<MmId>>,
+    /// mremap is unmapping the source of a move: a hugetlb vma's reservation stays with the
+    /// moved vma (`clear_vma_resv_huge_pages`).
+    pub(super) mremap_source: bool,
     /// Faults `__get_user_pages` took for the current system call (mlock's, mprotect's and
     /// mremap's populate): the process layer adds them to the task's min_flt and clears this.
     pub gup_faults: u64,
@@ -236,6 +244,7 @@ impl Kernel {
             shmem: Vec::new(),
             zero_pfn,
             huge_zero: huge_zero::HugeZero::default(),
+            hugetlb: hugetlb::Hstate::default(),
             pcp: Pcp::new(nr_pages - RESERVED_FRAMES, pcp_batch, geo),
             cur_cpu: 0,
             deferred_split: Vec::new(),
@@ -244,6 +253,7 @@ impl Kernel {
             mlock_count: HashMap::new(),
             gup_faults: 0,
             pt_reach: HashMap::new(),
+            mremap_source: false,
             free_mm_ids: Default::default(),
             next_anon_vma: 1,
             oom_victim: None,
@@ -256,6 +266,10 @@ impl Kernel {
         };
         k.sync_knobs();
         k.huge_zero_boot();
+        if k.knobs.nr_hugepages > 0 {
+            // hugepages= on the command line, or the sysctl written early: the pool at boot.
+            k.set_max_huge_pages(k.knobs.nr_hugepages);
+        }
         k.work.clear();
         k.sync_items();
         k
@@ -271,6 +285,9 @@ impl Kernel {
     pub fn set_knob(&mut self, name: &str, value: &str) -> Result<(), String> {
         self.knobs.set(name, value)?;
         self.sync_knobs();
+        if name == "vm/nr_hugepages" {
+            self.set_max_huge_pages(self.knobs.nr_hugepages);
+        }
         Ok(())
     }
 
@@ -560,6 +577,11 @@ impl Kernel {
             return;
         }
         let (is_head, order, deferred) = (p.test(pg::HEAD), p.order as u32, p.test(pg::DEFERRED));
+        if p.test(pg::HUGETLB) {
+            self.folio_mms.remove(&head.0);
+            self.free_huge_folio(head);
+            return;
+        }
         if deferred {
             self.deferred_split.retain(|&h| h != head.0);
         }
@@ -579,7 +601,7 @@ impl Kernel {
         self.mem.pages[p.idx()].mapcount > 0 || self.mem.pages[h.idx()].entire_mapcount > 0
     }
 
-    fn track_mm(&mut self, head: Pfn, mm: MmId, delta: i32) {
+    pub(super) fn track_mm(&mut self, head: Pfn, mm: MmId, delta: i32) {
         if !self.mem.pages[head.idx()].test(pg::HEAD) {
             return;
         }
@@ -733,7 +755,8 @@ impl Kernel {
     /// True when no frame is referenced except the reserved ones (the end-of-run state).
     pub fn all_free(&self) -> bool {
         let scrubbing = self.mem.scrubbing.map_or(0, |(_, o)| 1u64 << o);
-        self.mem.free_pages + scrubbing + self.mem.reserved + self.huge_zero_pages() == self.mem.nr_pages()
+        self.mem.free_pages + scrubbing + self.mem.reserved + self.huge_zero_pages() + self.hugetlb_pool_pages()
+            == self.mem.nr_pages()
     }
 
     /// Frames held by the huge zero folio (0 or 512).

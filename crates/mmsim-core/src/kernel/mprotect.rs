@@ -19,7 +19,10 @@ impl Kernel {
             return Ok(());
         }
         let end = self.geo.page_align(len).and_then(|l| start.checked_add(l)).ok_or(Errno::ENOMEM)?;
-        // Seed 003: whenever in doubt, unshare (the process refaults with the new protection).
+        // hugetlb_vm_op_split: a hugetlb vma is cut only at a huge page boundary.
+        self.hugetlb_split_ok(mm, start, end)?;
+        // Seed 003: whenever in doubt, unshare (the process refaults with the new protection);
+        // hugetlb_change_protection unshares a shared PMD table too.
         self.pt_unshare_range(mm, start, end);
         let mut addr = start;
         while addr < end {

@@ -8,7 +8,7 @@
 //! "move only" form (6.17) and hugetlb (mmsim has none yet).
 
 use super::memory::Slot;
-use super::mm::{vm, Backing, Vma};
+use super::mm::{vm, Vma};
 use super::mmap::Errno;
 use super::pgtable::Entry;
 use super::{Kernel, MmId};
@@ -50,7 +50,20 @@ impl Kernel {
         new_addr: Option<u64>,
     ) -> Result<u64, Errno> {
         let g = self.geo;
-        // check_mremap_params
+        // check_mremap_params; a hugetlb mapping's lengths are in huge pages, its addresses
+        // aligned to one, and it may not grow (its reservation cannot be split).
+        let (old_len, new_len) = match self.mm(mm).vma_lookup(addr) {
+            Some(v) if v.flags & vm::HUGETLB != 0 => {
+                let h = g.hpage_pmd_size();
+                let (o, n) = (old_len.checked_next_multiple_of(h), new_len.checked_next_multiple_of(h));
+                let (o, n) = (o.ok_or(Errno::EINVAL)?, n.ok_or(Errno::EINVAL)?);
+                if addr & (h - 1) != 0 || new_addr.is_some_and(|na| na & (h - 1) != 0) || n > o {
+                    return Err(Errno::EINVAL);
+                }
+                (o, n)
+            }
+            _ => (old_len, new_len),
+        };
         let old_len = g.page_align(old_len).ok_or(Errno::EINVAL)?;
         let new_len = g.page_align(new_len).ok_or(Errno::EINVAL)?;
         if addr & !g.page_mask() != 0 || new_len == 0 || new_len > g.task_size() {
@@ -137,9 +150,7 @@ impl Kernel {
         } else {
             vma.pgoff + ((addr - vma.start) >> shift)
         };
-        if let Backing::Shmem(o) = vma.backing {
-            self.shmem_get(o, mm);
-        }
+        self.vma_file_get(mm, vma.backing);
         let copy = Vma { start: new_addr, end: new_addr + new_len, pgoff, ..vma.clone() };
         if vma.flags & vm::LOCKED != 0 {
             // vrm_stat_account: the new range is locked; the unmap of the old one unlocks it.
@@ -158,7 +169,12 @@ impl Kernel {
             return Err(Errno::ENOMEM);
         }
         self.flush_tlb_range(mm, addr, addr + old_len);
-        self.do_munmap(mm, addr, old_len)?;
+        // A hugetlb source keeps its reservation for the moved vma
+        // (clear_vma_resv_huge_pages on the old one).
+        self.mremap_source = true;
+        let r = self.do_munmap(mm, addr, old_len);
+        self.mremap_source = false;
+        r?;
         Ok(new_addr)
     }
 

@@ -42,10 +42,10 @@ use crate::units::Pfn;
 /// `PT_SHARE_LINE | table pfn`.
 const PT_SHARE_LINE: u64 = 5 << 60;
 
-/// The vma-level rules (`pt_shareable_vma`): backed by an object, read-only or shared-writable,
-/// never an anonymous page.
+/// The vma-level rules (`pt_shareable_vma`): backed by an object (shmem, or a hugetlbfs file:
+/// the patch's PTSHARE_HUGEPAGE), read-only or shared-writable, never an anonymous page.
 pub fn pt_shareable_vma(vma: &Vma) -> bool {
-    matches!(vma.backing, Backing::Shmem(_))
+    matches!(vma.backing, Backing::Shmem(_) | Backing::Hugetlb(_))
         && vma.anon_vma.is_none()
         && (vma.flags & super::mm::vm::WRITE == 0 || vma.is_shared())
 }
@@ -229,7 +229,7 @@ impl Kernel {
                     if !e.special() {
                         rss[self.mm_counter(e.pfn()) as usize] += 1;
                     }
-                } else if tl == 1 && e.huge() && !self.is_huge_zero_pmd(e) && self.pmd_leaf_counts_in_rss(e) {
+                } else if tl == 1 && e.huge() && !self.is_huge_zero_pmd(e) && !self.is_hugetlb_pmd(e) {
                     rss[MmCounter::AnonPages as usize] += self.geo.hpage_pmd_nr() as i64;
                 }
             }
@@ -237,15 +237,10 @@ impl Kernel {
         rss
     }
 
-    /// Whether a huge pmd's folio counts in rss (a THP does; the huge zero folio does not).
-    fn pmd_leaf_counts_in_rss(&self, e: Entry) -> bool {
-        !e.special()
-    }
-
     /// `pt_attach`: point `slot` (an upper entry of `mm`'s tables) at `table`, a table of level
     /// `tl` that `sibling` reaches: one more user, and every mm that reaches the slot's table
     /// now reaches the subtree and counts its tables and pages.
-    fn pt_attach(&mut self, mm: MmId, slot: Slot, table: Pfn, tl: u32, sibling: MmId) {
+    pub(super) fn pt_attach(&mut self, mm: MmId, slot: Slot, table: Pfn, tl: u32, sibling: MmId) {
         let attachers = self.pt_reach_of(slot.table, mm);
         let before = self.pt_reach_of(table, sibling);
         self.set_entry(slot.table, slot.idx, Entry::new(table, TABLE_FLAGS));
@@ -279,7 +274,7 @@ impl Kernel {
     /// `mm`'s upper entry `slot` that points at the shared `table` (level `tl`, mapping from
     /// `base`); the mms that reached it through the slot no longer do; their TLBs are flushed
     /// for the range (pmd_clear_flush). The table stays with its other users.
-    fn pt_detach(&mut self, mm: MmId, slot: Slot, table: Pfn, tl: u32, base: u64) {
+    pub(super) fn pt_detach(&mut self, mm: MmId, slot: Slot, table: Pfn, tl: u32, base: u64) {
         let leavers = self.pt_reach_of(slot.table, mm);
         let last = self.pt_decrement_share(table);
         debug_assert!(!last, "pt_detach of a table with no other user");
@@ -317,11 +312,14 @@ impl Kernel {
     /// range, and has a table there (found through the object's mappings, as the patch walked
     /// the file's i_mmap prio tree).
     fn pt_find_sibling(&self, mm: MmId, vma: &Vma, addr: u64, tl: u32) -> Option<(MmId, Pfn)> {
-        let Backing::Shmem(obj) = vma.backing else { return None };
+        let mms = match vma.backing {
+            Backing::Shmem(obj) => &self.shmem[obj as usize].as_ref()?.mms,
+            Backing::Hugetlb(f) => &self.hugetlb.files[f as usize].as_ref()?.mms,
+            Backing::Anon => return None,
+        };
         let base = addr & !(self.pt_span(tl) - 1);
         let index = vma.linear_page_index(base, self.geo);
-        let o = self.shmem[obj as usize].as_ref()?;
-        for &(m, _) in &o.mms {
+        for &(m, _) in mms {
             if m == mm {
                 continue;
             }

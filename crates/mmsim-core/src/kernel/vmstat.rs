@@ -80,6 +80,7 @@ declare_counters! {
     NrAnonThps => "nr_anon_transparent_hugepages",
     NrShmem => "nr_shmem",
     NrMlock => "nr_mlock",
+    NrHugetlb => "nr_hugetlb",
     NrPageTablePages => "nr_page_table_pages",
     NrDeferredSplit => "mmsim_nr_deferred_split",
 }

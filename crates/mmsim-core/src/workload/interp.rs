@@ -709,12 +709,19 @@ impl Interp {
                     fixed: *fixed,
                     align: align.map_or(0, |a| a.0),
                     dontexpand: flags.iter().any(|f| f == "dontexpand"),
+                    hugetlb: flags.iter().any(|f| f == "hugetlb"),
                 };
                 match self.kernel.do_mmap(mm, args) {
                     Ok(a) => {
                         self.tasks[t].regions.insert(name.clone(), (a, size.0));
                         if let Some(o) = self.oracle.as_mut() {
-                            let len = self.kernel.geo.page_align(size.0).expect("fits");
+                            // The mapping's length: pages, or huge pages for MAP_HUGETLB.
+                            let g = self.kernel.geo;
+                            let len = if args.hugetlb {
+                                size.0.next_multiple_of(g.hpage_pmd_size())
+                            } else {
+                                g.page_align(size.0).expect("fits")
+                            };
                             o.mmap(self.tasks[t].tgid, a, len, p, shared);
                         }
                     }
@@ -787,8 +794,11 @@ impl Interp {
                 let r = self.kernel.do_mprotect(mm, a, len, p);
                 self.charge_gup_faults(t);
                 if let Some(o) = self.oracle.as_mut() {
-                    // The mapped part up to a hole is changed even when the call fails.
-                    o.mprotect(self.tasks[t].tgid, a, self.kernel.geo.page_align(len).unwrap_or(len), p);
+                    // The mapped part up to a hole is changed even when the call fails with
+                    // ENOMEM; EINVAL changed nothing.
+                    if r != Err(crate::kernel::mmap::Errno::EINVAL) {
+                        o.mprotect(self.tasks[t].tgid, a, self.kernel.geo.page_align(len).unwrap_or(len), p);
+                    }
                 }
                 if let Err(e) = r {
                     self.event(pid, "syscall", format!("mprotect {region}: {}", e.name()));
@@ -803,10 +813,19 @@ impl Interp {
                     _ => Advice::DontNeed,
                 };
                 let end = a.saturating_add(self.kernel.geo.page_align(len).unwrap_or(len));
-                // MADV_DONTNEED stops at the first mlocked vma (EINVAL): what precedes is zapped.
+                // MADV_DONTNEED stops at the first mlocked vma (EINVAL) and at a hugetlb vma
+                // entered at an address not huge-page aligned (EINVAL); a hugetlb vma's range
+                // ends rounded down to a huge page: what precedes is zapped.
+                let hmask = self.kernel.geo.hpage_pmd_size() - 1;
                 let stop = self.kernel.mm(mm).vmas_in(a, end).into_iter().find_map(|s| {
+                    use crate::kernel::mm::vm;
                     let v = &self.kernel.mm(mm).vmas[&s];
-                    (v.flags & crate::kernel::mm::vm::LOCKED != 0).then_some(v.start.max(a))
+                    let from = v.start.max(a);
+                    if v.flags & vm::LOCKED != 0 || (v.flags & vm::HUGETLB != 0 && from & hmask != 0) {
+                        return Some(from);
+                    }
+                    let to = v.end.min(end);
+                    (v.flags & vm::HUGETLB != 0 && to & hmask != 0).then_some(to & !hmask)
                 });
                 let r = self.kernel.do_madvise(mm, a, len, adv);
                 if adv == Advice::DontNeed {

@@ -5,3 +5,5 @@ pub mod spec;
 
 #[cfg(test)]
 mod proptests;
+#[cfg(test)]
+mod ptshare_proptests;

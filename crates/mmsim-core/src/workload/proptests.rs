@@ -143,12 +143,15 @@ fn workload() -> impl Strategy<Value = Value> {
         prop_oneof![3 => Just(0u8), 1 => Just(1)],
         prop_oneof![Just("per_vma"), Just("page_table_lock")],
     );
-    (mmaps, knobs, hzp, zero).prop_flat_map(
+    // Seed 003's shared page tables (the fixed rules: the reference model must see nothing).
+    let share = prop_oneof![3 => Just("off"), 2 => Just("pte"), 1 => Just("pmd"), 1 => Just("pte,pmd,pud")];
+    (mmaps, knobs, hzp, zero, share).prop_flat_map(
         |(
             mm,
             (en, zp, fmo, every, mem, cpus),
             (kind, alloc, rc, wp),
             (start, stop, merge, engine, ioa, iof, locks),
+            share,
         )| {
             let sizes: Vec<u64> = mm.iter().map(|m| m.0).collect();
             prop::collection::vec(op(&sizes), 1..30).prop_map(move |body| {
@@ -175,7 +178,7 @@ fn workload() -> impl Strategy<Value = Value> {
                             "transparent_hugepage/huge_zero_page_wp":wp,
                             "vm/scrub_start":start,"vm/scrub_stop":stop,"vm/scrub_merge":merge,
                             "vm/scrub_engine":engine,"init_on_alloc":ioa,"init_on_free":iof,
-                            "kernel/fault_locking":locks},
+                            "kernel/fault_locking":locks,"vm/ptshare":share},
                    "program":prog})
             })
         },

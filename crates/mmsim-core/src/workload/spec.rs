@@ -704,12 +704,14 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -
                 for f in flags {
                     match f.as_str() {
                         "private" | "shared" => shared += 1,
-                        "anonymous" | "dontexpand" => {}
+                        "anonymous" | "dontexpand" | "hugetlb" => {}
                         _ => {
                             return Err(err(
                                 i,
                                 "flags",
-                                format!("unknown flag {f:?} (expected private, shared, anonymous, dontexpand)"),
+                                format!(
+                                    "unknown flag {f:?} (expected private, shared, anonymous, hugetlb, dontexpand)"
+                                ),
                             ))
                         }
                     }
