@@ -1173,8 +1173,9 @@ def native_report(workload: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def format_native(report: Mapping[str, Any]) -> str:
-    """The text of `mmsim run --native`: each snapshot's process and the system's THP events,
-    as changes since the run's start (pid 1) or the process's first snapshot."""
+    """The text of `mmsim run --native`: each snapshot's process (HugetlbPages too where a
+    process has hugetlb pages) and the system's THP events and hugetlb pool counters, as
+    changes since the run's start (pid 1) or the process's first snapshot, then the events."""
     lines = [
         f" Native run of '{report['workload']}' on {report['machine']['host']} "
         f"(THP {report['knobs'].get('transparent_hugepage/enabled')}):",
