@@ -369,7 +369,11 @@ static void parse(FILE *f)
 			char adv[16];
 			o->kind = MADVISE;
 			sscanf(line, "%*s %63s %lld %lld %15s", o->name, &o->a, &o->b, adv);
-			o->c = !strcmp(adv, "hugepage") ? MADV_HUGEPAGE : !strcmp(adv, "nohugepage") ? MADV_NOHUGEPAGE : MADV_DONTNEED;
+			o->c = !strcmp(adv, "hugepage")	      ? MADV_HUGEPAGE
+			       : !strcmp(adv, "nohugepage")     ? MADV_NOHUGEPAGE
+			       : !strcmp(adv, "populate_read")  ? 22 /* MADV_POPULATE_READ */
+			       : !strcmp(adv, "populate_write") ? 23 /* MADV_POPULATE_WRITE */
+								: MADV_DONTNEED;
 		} else if (!strcmp(w, "read") || !strcmp(w, "write")) {
 			o->kind = w[0] == 'r' ? READ : WRITE;
 			o->g = -1;

@@ -133,8 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
         "validate",
         help="run workloads on this machine's kernel and in mmsim, and compare",
         description="Run each workload natively (native/runner.c, real system calls) and in mmsim configured "
-        "like the host (its THP settings), and compare faults, RssAnon, RssShmem, VmPTE, VmLck, AnonHugePages "
-        "and THP and mlock events between snapshots. --suite runs the built-in cases. Exits 1 if a counter differs.",
+        "like the host (its THP settings and hugetlb pool), and compare faults, RssAnon, RssShmem, VmPTE, VmLck, "
+        "AnonHugePages, HugetlbPages, THP, mlock and hugetlb pool events between snapshots. --suite runs the "
+        "built-in cases. Exits 1 if a counter differs.",
     )
     va.add_argument("workloads", nargs="*", metavar="WORKLOAD", help="workload files (.json, .yaml)")
     va.add_argument("--suite", action="store_true", help="run the built-in validation suite")
@@ -144,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KNOB=VALUE",
-        help="change a host THP knob for the run (needs root; restored on exit)",
+        help="change a host THP knob or the hugetlb pool (vm/nr_hugepages, vm/nr_overcommit_hugepages) for the "
+        "run (needs root; restored on exit)",
     )
     va.add_argument("--json", action="store_true", help="print host settings and cases as JSON")
     va.add_argument(

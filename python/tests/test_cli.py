@@ -472,6 +472,10 @@ def test_reproduce_lists_and_runs_hzp_rss() -> None:
         "prezero-faults",
         "prezero-cachelines",
         "prezero-init",
+        "ptshare-fork",
+        "ptshare-arith",
+        "ptshare-munmap",
+        "ptshare-oltp",
     ]
     out = run_mmsim("reproduce", "hzp-rss", "--json").json()
     (e,) = out["experiments"]

@@ -349,7 +349,7 @@ impl Kernel {
             if !self.pt_share_fault(mm, vma, addr) {
                 return vm_fault::OOM;
             }
-        } else if !self.huge_pmd_share(mm, vma, addr) {
+        } else if self.knobs.hugetlb_pmd_share && !self.huge_pmd_share(mm, vma, addr) {
             return vm_fault::OOM;
         }
         let Some(pmd) = self.pmd_alloc(mm, addr) else {

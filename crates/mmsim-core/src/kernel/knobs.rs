@@ -187,6 +187,9 @@ pub struct Knobs {
     /// `/proc/sys/vm/nr_overcommit_hugepages`: surplus hugetlb pages the pool may allocate
     /// from the buddy allocator beyond nr_hugepages.
     pub nr_overcommit_hugepages: u64,
+    /// CONFIG_HUGETLB_PMD_PAGE_TABLE_SHARING (Linux >= 2.6.20, y on x86-64): shared hugetlb
+    /// mappings share PMD tables (`huge_pmd_share`) while `vm/ptshare` is off.
+    pub hugetlb_pmd_share: bool,
 }
 
 /// `PID_MAX_DEFAULT` (include/linux/threads.h): 0x8000. Linux's pid_idr_init raises it to
@@ -225,6 +228,7 @@ impl Default for Knobs {
             ptshare_compat: PtshareCompat::Fixed,
             nr_hugepages: 0,
             nr_overcommit_hugepages: 0,
+            hugetlb_pmd_share: true,
         }
     }
 }
@@ -263,11 +267,21 @@ const PTSHARE: &str = "vm/ptshare";
 const PTSHARE_COMPAT: &str = "vm/ptshare_compat";
 const NR_HUGEPAGES: &str = "vm/nr_hugepages";
 const NR_OVERCOMMIT_HUGEPAGES: &str = "vm/nr_overcommit_hugepages";
+const HUGETLB_PMD_SHARE: &str = "kernel/hugetlb_pmd_share";
 
 /// Knobs that stand for a kernel build, patch or boot parameter: they can be set before the
 /// run only.
-pub const BOOT_ONLY: &[&str] =
-    &[HZP_ALLOC, HZP_REFCOUNT, PCP_BATCH, PT_RECLAIM, INIT_ON_ALLOC, INIT_ON_FREE, SCRUB_MERGE, FAULT_LOCKING];
+pub const BOOT_ONLY: &[&str] = &[
+    HZP_ALLOC,
+    HZP_REFCOUNT,
+    PCP_BATCH,
+    PT_RECLAIM,
+    INIT_ON_ALLOC,
+    INIT_ON_FREE,
+    SCRUB_MERGE,
+    FAULT_LOCKING,
+    HUGETLB_PMD_SHARE,
+];
 
 /// (name, accepted values, meaning) of every knob, in the order `mmsim knobs` lists them.
 const KNOB_TABLE: &[(&str, &str, &str)] = &[
@@ -406,6 +420,13 @@ const KNOB_TABLE: &[(&str, &str, &str)] = &[
         "surplus hugetlb pages the pool may take from the buddy allocator beyond nr_hugepages when a \
          reservation or fault needs one (/proc/sys/vm/nr_overcommit_hugepages); freed when no longer used",
     ),
+    (
+        HUGETLB_PMD_SHARE,
+        "0|1",
+        "mmsim, before the run only: CONFIG_HUGETLB_PMD_PAGE_TABLE_SHARING (Linux >= 2.6.20): a shared hugetlb \
+         mapping holding a whole 1 GiB window shares a sibling's PMD table there (1), or never (0: older \
+         kernels); with vm/ptshare set the seed's rules decide instead",
+    ),
 ];
 
 impl Knobs {
@@ -518,6 +539,7 @@ impl Knobs {
             .to_string(),
             NR_HUGEPAGES => self.nr_hugepages.to_string(),
             NR_OVERCOMMIT_HUGEPAGES => self.nr_overcommit_hugepages.to_string(),
+            HUGETLB_PMD_SHARE => (self.hugetlb_pmd_share as u8).to_string(),
             _ => return None,
         })
     }
@@ -671,6 +693,7 @@ impl Knobs {
             NR_OVERCOMMIT_HUGEPAGES => {
                 self.nr_overcommit_hugepages = v.parse().map_err(|_| bad("a number of pages"))?
             }
+            HUGETLB_PMD_SHARE => self.hugetlb_pmd_share = parse_bool(v).ok_or_else(|| bad("0 or 1"))?,
             _ => {
                 let known: Vec<&str> = Knobs::names().collect();
                 return Err(format!("unknown knob {name:?} (known: {})", known.join(", ")));
@@ -774,6 +797,7 @@ mod tests {
             PTSHARE_COMPAT,
             NR_HUGEPAGES,
             NR_OVERCOMMIT_HUGEPAGES,
+            HUGETLB_PMD_SHARE,
         ];
         let listed: Vec<_> = Knobs::names().collect();
         for name in all {

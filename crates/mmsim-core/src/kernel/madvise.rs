@@ -1,5 +1,6 @@
 //! mm/madvise.c: MADV_HUGEPAGE / MADV_NOHUGEPAGE (vma flags, with split and merge, as
-//! madvise_update_vma does) and MADV_DONTNEED (zap the range, keep the vmas and page tables).
+//! madvise_update_vma does), MADV_DONTNEED (zap the range, keep the vmas and page tables) and
+//! MADV_POPULATE_READ / MADV_POPULATE_WRITE (fault the range in through GUP, Linux >= 5.14).
 
 use super::mm::vm;
 use super::mmap::Errno;
@@ -11,6 +12,10 @@ pub enum Advice {
     HugePage,
     NoHugePage,
     DontNeed,
+    /// MADV_POPULATE_READ: read faults where a page is not mapped.
+    PopulateRead,
+    /// MADV_POPULATE_WRITE: write faults where a page is not mapped writable (breaking COW).
+    PopulateWrite,
 }
 
 impl Kernel {
@@ -23,6 +28,9 @@ impl Kernel {
         let end = self.geo.page_align(len).and_then(|l| start.checked_add(l)).ok_or(Errno::EINVAL)?;
         if end == start {
             return Ok(());
+        }
+        if matches!(advice, Advice::PopulateRead | Advice::PopulateWrite) {
+            return self.madvise_populate(mm, start, end, advice == Advice::PopulateWrite);
         }
         // Seed 003: whenever in doubt, unshare (Linux's hugetlb PMD sharing unshares only in
         // the zap below).
@@ -68,6 +76,7 @@ impl Kernel {
                     // madvise_dontneed_single_vma -> zap_page_range_single (reclaim_pt).
                     self.zap_page_range_reclaim_pt(mm, &v, addr, stop);
                 }
+                Advice::PopulateRead | Advice::PopulateWrite => unreachable!("handled by madvise_populate"),
                 Advice::HugePage | Advice::NoHugePage => {
                     if v.flags & vm::HUGETLB != 0 {
                         self.hugetlb_split_ok(mm, addr, stop)?;
@@ -91,6 +100,42 @@ impl Kernel {
         } else {
             Ok(())
         }
+    }
+
+    /// `madvise_populate` -> `faultin_page_range`: fault in every page of [start, end) not
+    /// mapped as the access needs (GUP faults with FOLL_MADV_POPULATE: counted in pgfault and
+    /// `gup_faults`, no vma split, no unshare). A hole is ENOMEM, a vma the access may not make
+    /// (PROT_NONE, a write to a read-only one, a special one) EINVAL, a fault that ends in
+    /// SIGBUS EFAULT; the vmas before are populated.
+    fn madvise_populate(&mut self, mm: MmId, start: u64, end: u64, write: bool) -> Result<(), Errno> {
+        let mut addr = start;
+        while addr < end {
+            let Some(v) = self.mm(mm).vma_lookup(addr).cloned() else {
+                return Err(Errno::ENOMEM);
+            };
+            let accessible = v.flags & (vm::READ | vm::WRITE | vm::EXEC) != 0;
+            let special = v.flags & vm::DONTEXPAND != 0 && v.flags & vm::HUGETLB == 0;
+            if !accessible || special || (write && v.flags & vm::WRITE == 0) {
+                return Err(Errno::EINVAL);
+            }
+            let stop = v.end.min(end);
+            while addr < stop {
+                if self.follow_page_ok(mm, addr, write) {
+                    addr += self.geo.page_size();
+                    continue;
+                }
+                self.gup_faults += 1;
+                self.stat.count(super::vmstat::VmEvent::PgFault);
+                let ret = self.handle_mm_fault(mm, addr, write);
+                if ret & super::vm_fault::OOM != 0 {
+                    return Err(Errno::ENOMEM);
+                }
+                if ret & super::vm_fault::ERROR != 0 {
+                    return Err(Errno::EFAULT);
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -224,7 +224,7 @@ impl Kernel {
     }
 
     /// `follow_page_mask`: `addr` is mapped, writable if `write` (a huge pmd covers it whole).
-    fn follow_page_ok(&self, mm: MmId, addr: u64, write: bool) -> bool {
+    pub(super) fn follow_page_ok(&self, mm: MmId, addr: u64, write: bool) -> bool {
         let Some(pmd) = self.pmd_slot(mm, addr) else { return false };
         let e = self.entry(pmd.table, pmd.idx);
         let leaf = if e.present() && e.huge() {

@@ -36,7 +36,7 @@ use std::collections::HashMap;
 
 use knobs::Knobs;
 use mm::{MmCounter, MmStruct};
-use mm_types::{pg, FrameData, NIL};
+use mm_types::{pg, FrameData, ObjTable, NIL};
 use page_alloc::{gfp, Allocated, ClearPath, PhysMem};
 use pgtable::Entry;
 use shmem::ShmemObject;
@@ -350,8 +350,41 @@ impl Kernel {
         match &self.mem.data[table.idx()] {
             FrameData::Table(s) => Entry(self.mem.table_entry(*s, idx)),
             FrameData::EmptyTable => Entry::NONE,
+            FrameData::ObjTable(s) => self.obj_table_entry(*s, idx),
             _ => panic!("frame {:#x} is not a page table", table.0),
         }
+    }
+
+    /// Entry `idx` of a compact table: the object's page, its flags and its own bits.
+    #[inline]
+    fn obj_table_entry(&self, slot: u32, idx: usize) -> Entry {
+        let t = &self.mem.obj_tables[slot as usize];
+        let (w, b) = (idx / 64, 1u64 << (idx % 64));
+        if t.present[w] & b == 0 {
+            return Entry::NONE;
+        }
+        let page = self.shmem[t.obj as usize].as_ref().expect("the object of a compact table").pages
+            [t.base.wrapping_add(idx as u64) as usize];
+        let mut e = Entry::new(Pfn(page), t.flags);
+        for (bits, bit) in [(&t.accessed, pgtable::ACCESSED), (&t.dirty, pgtable::DIRTY), (&t.write, pgtable::RW)] {
+            if bits[w] & b != 0 {
+                e = e.with(bit);
+            }
+        }
+        e
+    }
+
+    /// The compact form's (object, base, flags) for entry `e` at `idx`, if `e` maps a page of
+    /// a shmem object (the only pages a compact table holds).
+    fn obj_table_fit(&self, idx: usize, e: Entry) -> Option<(u32, u64, u64)> {
+        if self.geo.ptrs_per_table() != ObjTable::ENTRIES || !e.present() || e.special() || e.huge() {
+            return None;
+        }
+        let p = &self.mem.pages[e.pfn().idx()];
+        if !p.test(pg::SHMEM) {
+            return None;
+        }
+        Some((p.mapping, (p.index as u64).wrapping_sub(idx as u64), e.0 & !ObjTable::VARYING))
     }
 
     /// Write entry `idx` of the table in frame `table` (set_pte_at / set_pmd_at).
@@ -361,11 +394,48 @@ impl Kernel {
             FrameData::Table(s) => *self.mem.table_entry_mut(s, idx) = e.0,
             FrameData::EmptyTable => {
                 if e.0 != 0 {
+                    if let Some((obj, base, flags)) = self.obj_table_fit(idx, e) {
+                        let s = self.mem.take_obj_table(table.idx(), obj, base, flags);
+                        self.set_obj_entry(s, idx, e);
+                        return;
+                    }
                     let s = self.mem.take_table(table.idx());
                     *self.mem.table_entry_mut(s, idx) = e.0;
                 }
             }
+            FrameData::ObjTable(s) => {
+                let t = &self.mem.obj_tables[s as usize];
+                let fits = e.none()
+                    || self.obj_table_fit(idx, e).is_some_and(|(o, b, f)| o == t.obj && b == t.base && f == t.flags);
+                if fits {
+                    self.set_obj_entry(s, idx, e);
+                } else {
+                    // Not one of the object's pages with the table's flags: a full table.
+                    let entries: Vec<u64> = (0..ObjTable::ENTRIES).map(|i| self.obj_table_entry(s, i).0).collect();
+                    let s = self.mem.expand_obj_table(table.idx(), &entries);
+                    *self.mem.table_entry_mut(s, idx) = e.0;
+                }
+            }
             _ => panic!("frame {:#x} is not a page table", table.0),
+        }
+    }
+
+    /// Set entry `idx` of a compact table to `e` (none, or one that fits it).
+    #[inline]
+    fn set_obj_entry(&mut self, slot: u32, idx: usize, e: Entry) {
+        let t = &mut self.mem.obj_tables[slot as usize];
+        let (w, b) = (idx / 64, 1u64 << (idx % 64));
+        for (bits, on) in [
+            (&mut t.present, !e.none()),
+            (&mut t.accessed, e.has(pgtable::ACCESSED)),
+            (&mut t.dirty, e.has(pgtable::DIRTY)),
+            (&mut t.write, e.has(pgtable::RW)),
+        ] {
+            if on {
+                bits[w] |= b;
+            } else {
+                bits[w] &= !b;
+            }
         }
     }
 

@@ -6,7 +6,10 @@
 //! migratetypes and no compaction; reclaim is the caller's (see `Kernel::alloc_pages`).
 
 use super::content::PageContent;
-use super::mm_types::{pg, FrameData, Page, NIL};
+use super::mm_types::{pg, FrameData, ObjTable, Page, NIL};
+
+/// Host bytes of one compact table (`FrameData::ObjTable`) and its content slot.
+pub const OBJ_TABLE_BYTES: u64 = std::mem::size_of::<ObjTable>() as u64;
 use super::vmstat::{VmEvent, VmStat};
 use crate::units::Pfn;
 
@@ -109,6 +112,9 @@ pub struct PhysMem {
     table_free: Vec<u32>,
     /// Frames holding a page table with entries (`FrameData::Table`).
     pub tables: u64,
+    /// The compact tables (`FrameData::ObjTable`), and the slots of freed ones.
+    pub obj_tables: Vec<ObjTable>,
+    obj_free: Vec<u32>,
     /// `init_on_alloc` (boot parameter): every allocation is cleared.
     pub init_on_alloc: bool,
     /// `init_on_free` (boot parameter): every freed block is cleared and kept as zeroed.
@@ -149,6 +155,8 @@ impl PhysMem {
             table_entries: 512,
             table_pool: Vec::new(),
             table_free: Vec::new(),
+            obj_tables: Vec::new(),
+            obj_free: Vec::new(),
             tables: 0,
             init_on_alloc: false,
             init_on_free: false,
@@ -199,15 +207,54 @@ impl PhysMem {
     /// Replace the contents of frame `i`, keeping `content_bytes` and `tables` up to date
     /// (a table with entries is made only by `take_table`).
     pub fn set_data(&mut self, i: usize, d: FrameData) {
-        debug_assert!(!matches!(d, FrameData::Table(_)));
+        debug_assert!(!matches!(d, FrameData::Table(_) | FrameData::ObjTable(_)));
         self.content_bytes += d.heap_bytes();
         let old = std::mem::replace(&mut self.data[i], d);
         self.content_bytes -= old.heap_bytes();
-        if let FrameData::Table(slot) = old {
-            self.tables -= 1;
-            self.content_bytes -= super::mm_types::table_host_bytes(self.table_entries);
-            self.table_free.push(slot);
+        match old {
+            FrameData::Table(slot) => {
+                self.tables -= 1;
+                self.content_bytes -= super::mm_types::table_host_bytes(self.table_entries);
+                self.table_free.push(slot);
+            }
+            FrameData::ObjTable(slot) => {
+                self.content_bytes -= OBJ_TABLE_BYTES;
+                self.obj_free.push(slot);
+            }
+            _ => {}
         }
+    }
+
+    /// Make frame `i` (an empty table) a compact table of object `obj`'s pages from `base`.
+    pub fn take_obj_table(&mut self, i: usize, obj: u32, base: u64, flags: u64) -> u32 {
+        let t = ObjTable { obj, base, flags, ..Default::default() };
+        let slot = match self.obj_free.pop() {
+            Some(s) => {
+                self.obj_tables[s as usize] = t;
+                s
+            }
+            None => {
+                self.obj_tables.push(t);
+                (self.obj_tables.len() - 1) as u32
+            }
+        };
+        self.content_bytes += OBJ_TABLE_BYTES;
+        self.data[i] = FrameData::ObjTable(slot);
+        slot
+    }
+
+    /// Turn compact table `i` into a table with entries (a slot of the pool) holding
+    /// `entries`; returns the pool slot.
+    pub fn expand_obj_table(&mut self, i: usize, entries: &[u64]) -> u32 {
+        let FrameData::ObjTable(o) = self.data[i] else { panic!("not a compact table") };
+        self.content_bytes -= OBJ_TABLE_BYTES;
+        self.obj_free.push(o);
+        self.data[i] = FrameData::EmptyTable;
+        let s = self.take_table(i);
+        for (k, &e) in entries.iter().enumerate() {
+            *self.table_entry_mut(s, k) = e;
+        }
+        s
     }
 
     /// A zeroed slot of the table pool for frame `i`, which becomes a table with entries.
@@ -261,6 +308,7 @@ impl PhysMem {
     /// Host bytes of the page tables with entries.
     pub fn table_bytes(&self) -> u64 {
         self.tables * super::mm_types::table_host_bytes(self.table_entries)
+            + (self.obj_tables.len() - self.obj_free.len()) as u64 * OBJ_TABLE_BYTES
     }
 
     /// Free blocks per order, both lists together (`/proc/buddyinfo`).
@@ -406,7 +454,9 @@ impl PhysMem {
         stat.count_n(VmEvent::PgFree, n as i64);
         if !zeroed {
             for i in 0..n as u32 {
-                if let FrameData::Table(_) | FrameData::EmptyTable = self.data[(pfn.0 + i) as usize] {
+                if let FrameData::Table(_) | FrameData::EmptyTable | FrameData::ObjTable(_) =
+                    self.data[(pfn.0 + i) as usize]
+                {
                     self.set_data((pfn.0 + i) as usize, FrameData::Data(Box::new(PageContent::filled(0xaa))));
                 }
             }

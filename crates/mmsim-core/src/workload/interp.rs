@@ -190,6 +190,8 @@ pub struct Task {
     wait_clock: f64,
     /// `sleep`: the clock at which it wakes.
     wake_at: f64,
+    /// `wake_at` is a time of the machine (`sleep` with `until_ms`), not a delay.
+    wake_absolute: bool,
 }
 
 impl Task {
@@ -226,6 +228,7 @@ impl Task {
             waited: 0,
             wait_clock: 0.0,
             wake_at: 0.0,
+            wake_absolute: false,
         }
     }
 
@@ -525,7 +528,11 @@ impl Interp {
         }
         if self.tasks[t].state == TaskState::Sleeping {
             let now = self.machine.cpus[cpu].clock;
-            self.tasks[t].wake_at += now;
+            if self.tasks[t].wake_absolute {
+                self.tasks[t].wake_at = self.tasks[t].wake_at.max(now);
+            } else {
+                self.tasks[t].wake_at += now;
+            }
             self.sleepers.push(t);
         }
         self.rq_update(t);
@@ -713,7 +720,14 @@ impl Interp {
                 };
                 match self.kernel.do_mmap(mm, args) {
                     Ok(a) => {
-                        self.tasks[t].regions.insert(name.clone(), (a, size.0));
+                        // A MAP_HUGETLB region is its huge-page-rounded length, as the kernel
+                        // maps it (and the native runner names it).
+                        let len = if args.hugetlb {
+                            size.0.next_multiple_of(self.kernel.geo.hpage_pmd_size())
+                        } else {
+                            size.0
+                        };
+                        self.tasks[t].regions.insert(name.clone(), (a, len));
                         if let Some(o) = self.oracle.as_mut() {
                             // The mapping's length: pages, or huge pages for MAP_HUGETLB.
                             let g = self.kernel.geo;
@@ -810,6 +824,8 @@ impl Interp {
                 let adv = match advice.as_str() {
                     "hugepage" => Advice::HugePage,
                     "nohugepage" => Advice::NoHugePage,
+                    "populate_read" => Advice::PopulateRead,
+                    "populate_write" => Advice::PopulateWrite,
                     _ => Advice::DontNeed,
                 };
                 let end = a.saturating_add(self.kernel.geo.page_align(len).unwrap_or(len));
@@ -828,6 +844,7 @@ impl Interp {
                     (v.flags & vm::HUGETLB != 0 && to & hmask != 0).then_some(to & !hmask)
                 });
                 let r = self.kernel.do_madvise(mm, a, len, adv);
+                self.charge_gup_faults(t);
                 if adv == Advice::DontNeed {
                     if let Some(o) = self.oracle.as_mut() {
                         o.dontneed(self.tasks[t].tgid, a, stop.unwrap_or(end) - a);
@@ -949,10 +966,13 @@ impl Interp {
                 self.tasks[t].state = TaskState::Waiting;
                 self.waiters.push(t);
             }
-            Op::Sleep(SleepOp { ms }) => {
+            Op::Sleep(SleepOp { ms, until_ms }) => {
                 // nanosleep: the task blocks; `round` adds its CPU's time at the end of the
-                // quantum (the time it went to sleep) and wakes it then plus `ms`.
-                let cycles = ms * 1e-3 * self.machine.p.cpu.freq_ghz * 1e9;
+                // quantum (the time it went to sleep) and wakes it then plus `ms`, or at
+                // `until_ms` (TIMER_ABSTIME) if that is later.
+                let freq = self.machine.p.cpu.freq_ghz * 1e9;
+                self.tasks[t].wake_absolute = until_ms.is_some();
+                let cycles = ms.or(*until_ms).unwrap_or(0.0) * 1e-3 * freq;
                 let cpu = self.tasks[t].cpu;
                 self.machine.drain_translations(cpu, &mut self.tasks[t].perf);
                 let cost = self.machine.exec_cycles(cpu, self.machine.p.cost.syscall);

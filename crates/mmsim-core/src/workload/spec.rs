@@ -316,7 +316,13 @@ pub struct WaitOp {}
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SleepOp {
-    pub ms: f64,
+    /// Milliseconds to sleep (nanosleep).
+    #[serde(default)]
+    pub ms: Option<f64>,
+    /// Or sleep until this many milliseconds of simulated time since the run began
+    /// (clock_nanosleep with TIMER_ABSTIME): a task already past it does not sleep.
+    #[serde(default)]
+    pub until_ms: Option<f64>,
 }
 
 /// The `exit` op.
@@ -749,8 +755,17 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -
             }
             Op::Madvise(MadviseOp { region, advice, .. }) => {
                 known(names, i, "region", region)?;
-                if !matches!(advice.as_str(), "hugepage" | "nohugepage" | "dontneed") {
-                    return Err(err(i, "advice", format!("{advice:?} is not one of hugepage, nohugepage, dontneed")));
+                if !matches!(
+                    advice.as_str(),
+                    "hugepage" | "nohugepage" | "dontneed" | "populate_read" | "populate_write"
+                ) {
+                    return Err(err(
+                        i,
+                        "advice",
+                        format!(
+                            "{advice:?} is not one of hugepage, nohugepage, dontneed, populate_read, populate_write"
+                        ),
+                    ));
                 }
             }
             Op::Read(ReadOp { region, stride, block, block_stride, pattern, count, seed, .. })
@@ -803,9 +818,14 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -
                 k.set(knob, &value.0).map_err(|e| err(i, "knob", e))?;
             }
             Op::Atomic(AtomicOp { region, .. }) => known(names, i, "region", region)?,
-            Op::Sleep(SleepOp { ms }) => {
-                if !(ms.is_finite() && (0.0..=1e9).contains(ms)) {
-                    return Err(err(i, "ms", "must be a number of milliseconds between 0 and 1e9".into()));
+            Op::Sleep(SleepOp { ms, until_ms }) => {
+                let (field, v) = match (ms, until_ms) {
+                    (Some(v), None) => ("ms", v),
+                    (None, Some(v)) => ("until_ms", v),
+                    _ => return Err(err(i, "ms", "exactly one of ms and until_ms is required".into())),
+                };
+                if !(v.is_finite() && (0.0..=1e9).contains(v)) {
+                    return Err(err(i, field, "must be a number of milliseconds between 0 and 1e9".into()));
                 }
             }
             Op::Wait(_) | Op::Exit(_) | Op::Snapshot(_) => {}
