@@ -209,6 +209,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("opteron-2.2", include_str!("../../../../profiles/opteron-2.2.toml")),
     ("desktop-2018", include_str!("../../../../profiles/desktop-2018.toml")),
     ("zen4-epyc", include_str!("../../../../profiles/zen4-epyc.toml")),
+    ("xeon-mp-2006", include_str!("../../../../profiles/xeon-mp-2006.toml")),
 ];
 
 /// Replacement policy of an array or cache level whose file does not name one.
