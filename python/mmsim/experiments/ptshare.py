@@ -428,7 +428,8 @@ PTSHARE_EXPERIMENTS = [
             "the caches). The published 4 KiB gain came mostly from the 14 GB freed and given to the buffer "
             "cache (fewer disk reads), which an MM simulator cannot model; see the rows 'page tables freed'.",
             f"Size: {OLTP_PROCESSES} server processes, a {OLTP_BUFFER_GIB} GiB pool (see OLTP_BUFFER_GIB's "
-            "derivation), 64 GB, the x366's 4 sockets with Hyper-Threading (8 CPUs); each server reaches the steady state with MADV_POPULATE_READ, then makes "
+            "derivation), 64 GB, the x366's 4 sockets with Hyper-Threading (8 CPUs); each server reaches "
+            "the steady state with MADV_POPULATE_READ, then makes "
             f"{OLTP_READS} random reads of 8 KiB blocks. hugetlb PMD sharing (2.6.20) is off for 2.6.15.",
         ],
     ),
