@@ -14,11 +14,13 @@ from mmsim.experiments.core import GIB, Experiment, _row, _snap
 from mmsim.workload import run_workload
 
 #: Linux 2.6.15 as mmsim's knobs give it: no THP (2.6.38), no fault-around (3.15), faults under
-#: mmap_sem and the split PTE locks of 2.6.15, zone_batchsize of the day, no PT_RECLAIM.
+#: mmap_sem and the split PTE locks of 2.6.15, page-cache lookups under the mapping's tree_lock
+#: (the lockless page cache came in 2.6.27), zone_batchsize of the day, no PT_RECLAIM.
 KERNEL_2615 = {
     "transparent_hugepage/enabled": "never",
     "fault_around_bytes": 4096,
     "kernel/fault_locking": "mmap_lock",
+    "kernel/pagecache_lock": "tree_lock",
     "page_alloc/pcp_batch": "legacy",
     "kernel/pt_reclaim": 0,
 }

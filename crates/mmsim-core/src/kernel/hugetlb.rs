@@ -393,6 +393,8 @@ impl Kernel {
         let idx = self.vma_hugecache_offset(vma, addr) as usize;
         let shared = self.hfile(f).shared;
         let page = if shared {
+            // find_lock_page in the hugetlbfs file's page cache.
+            self.pagecache_lookup_lock(f | 1 << 24);
             if idx >= self.hfile(f).pages.len() {
                 return vm_fault::SIGBUS;
             }

@@ -190,6 +190,9 @@ pub struct Knobs {
     /// CONFIG_HUGETLB_PMD_PAGE_TABLE_SHARING (Linux >= 2.6.20, y on x86-64): shared hugetlb
     /// mappings share PMD tables (`huge_pmd_share`) while `vm/ptshare` is off.
     pub hugetlb_pmd_share: bool,
+    /// `kernel/pagecache_lock` (mmsim's): page-cache lookups take `mapping->tree_lock`'s read
+    /// side (Linux 2.6.15 .. 2.6.26), not RCU (the lockless page cache of 2.6.27 on).
+    pub pagecache_tree_lock: bool,
 }
 
 /// `PID_MAX_DEFAULT` (include/linux/threads.h): 0x8000. Linux's pid_idr_init raises it to
@@ -229,6 +232,7 @@ impl Default for Knobs {
             nr_hugepages: 0,
             nr_overcommit_hugepages: 0,
             hugetlb_pmd_share: true,
+            pagecache_tree_lock: false,
         }
     }
 }
@@ -268,6 +272,7 @@ const PTSHARE_COMPAT: &str = "vm/ptshare_compat";
 const NR_HUGEPAGES: &str = "vm/nr_hugepages";
 const NR_OVERCOMMIT_HUGEPAGES: &str = "vm/nr_overcommit_hugepages";
 const HUGETLB_PMD_SHARE: &str = "kernel/hugetlb_pmd_share";
+const PAGECACHE_LOCK: &str = "kernel/pagecache_lock";
 
 /// Knobs that stand for a kernel build, patch or boot parameter: they can be set before the
 /// run only.
@@ -281,6 +286,7 @@ pub const BOOT_ONLY: &[&str] = &[
     SCRUB_MERGE,
     FAULT_LOCKING,
     HUGETLB_PMD_SHARE,
+    PAGECACHE_LOCK,
 ];
 
 /// (name, accepted values, meaning) of every knob, in the order `mmsim knobs` lists them.
@@ -427,6 +433,13 @@ const KNOB_TABLE: &[(&str, &str, &str)] = &[
          mapping holding a whole 1 GiB window shares a sibling's PMD table there (1), or never (0: older \
          kernels); with vm/ptshare set the seed's rules decide instead",
     ),
+    (
+        PAGECACHE_LOCK,
+        "rcu|tree_lock",
+        "mmsim, before the run only: how a page-cache lookup in a file or shmem fault is serialised: RCU, no \
+         shared line written (the lockless page cache, Linux >= 2.6.27), or the read side of the mapping's \
+         tree_lock, two atomics on one line that every process faulting on the object shares (2.6.15 .. 2.6.26)",
+    ),
 ];
 
 impl Knobs {
@@ -540,6 +553,7 @@ impl Knobs {
             NR_HUGEPAGES => self.nr_hugepages.to_string(),
             NR_OVERCOMMIT_HUGEPAGES => self.nr_overcommit_hugepages.to_string(),
             HUGETLB_PMD_SHARE => (self.hugetlb_pmd_share as u8).to_string(),
+            PAGECACHE_LOCK => if self.pagecache_tree_lock { "tree_lock" } else { "rcu" }.to_string(),
             _ => return None,
         })
     }
@@ -694,6 +708,13 @@ impl Knobs {
                 self.nr_overcommit_hugepages = v.parse().map_err(|_| bad("a number of pages"))?
             }
             HUGETLB_PMD_SHARE => self.hugetlb_pmd_share = parse_bool(v).ok_or_else(|| bad("0 or 1"))?,
+            PAGECACHE_LOCK => {
+                self.pagecache_tree_lock = match v {
+                    "rcu" => false,
+                    "tree_lock" => true,
+                    _ => return Err(bad("rcu or tree_lock")),
+                }
+            }
             _ => {
                 let known: Vec<&str> = Knobs::names().collect();
                 return Err(format!("unknown knob {name:?} (known: {})", known.join(", ")));
@@ -798,6 +819,7 @@ mod tests {
             NR_HUGEPAGES,
             NR_OVERCOMMIT_HUGEPAGES,
             HUGETLB_PMD_SHARE,
+            PAGECACHE_LOCK,
         ];
         let listed: Vec<_> = Knobs::names().collect();
         for name in all {

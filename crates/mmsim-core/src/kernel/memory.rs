@@ -317,6 +317,7 @@ impl Kernel {
             return vm_fault::SIGBUS;
         };
         let index = vma.linear_page_index(addr, self.geo);
+        self.pagecache_lookup_lock(obj);
         if index >= self.shmem_size(obj) {
             // shmem_get_folio_gfp: an index past i_size (a mapping mremap grew past the
             // object) is -EINVAL, which the fault turns into SIGBUS.

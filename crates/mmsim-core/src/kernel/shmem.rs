@@ -6,6 +6,9 @@ use super::mm_types::{pg, NIL};
 use super::page_alloc::{gfp, ClearPath};
 use super::vmstat::VmItem;
 use super::{Kernel, MmId};
+
+/// Kernel-variable lines of the objects' `mapping->tree_lock` (outside RAM).
+const PAGECACHE_LOCK_LINE: u64 = 7 << 60;
 use crate::units::Pfn;
 
 /// A shmem inode: its page cache (index -> frame) and the vmas that map it.
@@ -36,6 +39,18 @@ impl Kernel {
     /// The object's size in pages (i_size).
     pub fn shmem_size(&self, obj: u32) -> u64 {
         self.shmem[obj as usize].as_ref().map_or(0, |o| o.pages.len() as u64)
+    }
+
+    /// `find_lock_page`'s `read_lock_irq(&mapping->tree_lock)` and `read_unlock_irq` (Linux
+    /// 2.6.15 .. 2.6.26, `kernel/pagecache_lock=tree_lock`): two atomics on the object's lock
+    /// line, which every process faulting on the object shares. Nothing with RCU lookups.
+    pub fn pagecache_lookup_lock(&mut self, obj: u32) {
+        if self.knobs.pagecache_tree_lock {
+            let line = PAGECACHE_LOCK_LINE | obj as u64;
+            for func in ["_read_lock_irq", "_read_unlock_irq"] {
+                self.work.push(super::Work::Atomic { line, func, kind: super::AtomicKind::Rmw });
+            }
+        }
     }
 
     /// `filemap_get_folio`: the cached page at `index`, if any.
