@@ -119,10 +119,12 @@ class Program:
         addr: Size | None = None,
         fixed: bool | None = None,
         shared: bool = False,
+        hugetlb: bool = False,
     ) -> Region:
-        """Map an anonymous region (private unless ``shared`` or ``flags`` say otherwise)."""
-        if shared and flags is None:
-            flags = ["shared", "anonymous"]
+        """Map an anonymous region (private unless ``shared`` or ``flags`` say otherwise;
+        ``hugetlb``: MAP_HUGETLB, from the hugetlb pool)."""
+        if (shared or hugetlb) and flags is None:
+            flags = ["shared" if shared else "private", "anonymous", *(["hugetlb"] if hugetlb else [])]
         self.append(
             {
                 "op": "mmap",
@@ -135,6 +137,18 @@ class Program:
 
     def munmap(self, region: str, *, offset: Size | None = None, length: Size | None = None) -> None:
         self.append({"op": "munmap", "region": str(region), **_opt(offset=offset, length=length)})
+
+    def mremap(self, region: str, size: Size, *, addr: Size | None = None) -> None:
+        """mremap(MREMAP_MAYMOVE) of the whole region to ``size`` bytes (MREMAP_FIXED to ``addr``)."""
+        self.append(
+            {"op": "mremap", "region": str(region), "size": size, **_opt(addr=addr, fixed=addr is not None or None)}
+        )
+
+    def mlock(self, region: str, *, offset: Size | None = None, length: Size | None = None) -> None:
+        self.append({"op": "mlock", "region": str(region), **_opt(offset=offset, length=length)})
+
+    def munlock(self, region: str, *, offset: Size | None = None, length: Size | None = None) -> None:
+        self.append({"op": "munlock", "region": str(region), **_opt(offset=offset, length=length)})
 
     def mprotect(self, region: str, prot: str, *, offset: Size | None = None, length: Size | None = None) -> None:
         self.append({"op": "mprotect", "region": str(region), **_opt(offset=offset, length=length), "prot": prot})
@@ -150,11 +164,17 @@ class Program:
         length: Size | None = None,
         stride: Size | None = None,
         expect: int | None = None,
+        pattern: str | None = None,
+        count: int | None = None,
+        seed: int | None = None,
+        block: Size | None = None,
+        block_stride: Size | None = None,
     ) -> None:
-        """Read one byte every ``stride`` bytes (``expect``: each must equal it)."""
-        self.append(
-            {"op": "read", "region": str(region), **_opt(offset=offset, length=length, stride=stride, expect=expect)}
-        )
+        """Read one byte every ``stride`` bytes (``expect``: each must equal it); ``pattern="random"``
+        reads ``count`` random ``stride``-sized slots (from ``seed``)."""
+        fields = _opt(offset=offset, length=length, stride=stride, expect=expect, pattern=pattern, count=count)
+        fields.update(_opt(seed=seed, block=block, block_stride=block_stride))
+        self.append({"op": "read", "region": str(region), **fields})
 
     def write(
         self,
@@ -164,11 +184,17 @@ class Program:
         length: Size | None = None,
         stride: Size | None = None,
         value: int | None = None,
+        pattern: str | None = None,
+        count: int | None = None,
+        seed: int | None = None,
+        block: Size | None = None,
+        block_stride: Size | None = None,
     ) -> None:
-        """Write the byte ``value`` every ``stride`` bytes."""
-        self.append(
-            {"op": "write", "region": str(region), **_opt(offset=offset, length=length, stride=stride, value=value)}
-        )
+        """Write the byte ``value`` every ``stride`` bytes (``pattern``, ``count``, ``seed``, ``block``
+        as :meth:`read`)."""
+        fields = _opt(offset=offset, length=length, stride=stride, value=value, pattern=pattern, count=count)
+        fields.update(_opt(seed=seed, block=block, block_stride=block_stride))
+        self.append({"op": "write", "region": str(region), **fields})
 
     def fetch(
         self, region: str, *, offset: Size | None = None, length: Size | None = None, stride: Size | None = None
@@ -209,6 +235,10 @@ class Program:
 
     def wait(self) -> None:
         self.append({"op": "wait"})
+
+    def sleep(self, ms: float | None = None, *, until_ms: float | None = None) -> None:
+        """Sleep ``ms`` milliseconds of simulated time, or until ``until_ms`` since the start."""
+        self.append({"op": "sleep", **_opt(ms=ms, until_ms=until_ms)})
 
     def exit(self) -> None:
         self.append({"op": "exit"})

@@ -123,3 +123,25 @@ def test_knobs():
     names = [k["name"] for k in mmsim.knobs()]
     assert "transparent_hugepage/enabled" in names
     assert len(names) == len(set(names))
+
+
+def test_builder_has_every_op_and_runs_them():
+    """mremap, mlock, munlock, sleep, hugetlb mappings and random access from the builder, run."""
+    w = mmsim.Workload("builder-ops", knobs={"vm/nr_hugepages": 4})
+    h = w.mmap("h", "4M", hugetlb=True)
+    p = w.mmap("p", "1M")
+    w.write(h, pattern="random", count=10, seed=3, stride=4096)
+    w.mlock(p)
+    w.munlock(p, length="4K")
+    w.mremap(p, "2M")
+    w.read(p, pattern="random", count=5, seed=1, block=128)
+    w.sleep(1)
+    w.sleep(until_ms=5)
+    w.snapshot("end")
+    d = w.to_dict()
+    assert mmsim.Workload.from_dict(d).to_dict() == d
+    assert d["program"][0]["flags"] == ["private", "anonymous", "hugetlb"]
+    r = mmsim.run(w)
+    s = r.snapshot("end")
+    assert s.meminfo["HugePages_Total"] == 4 and s.meminfo["HugePages_Free"] < 4
+    assert r.processes[0]["HugetlbPages"] > 0
