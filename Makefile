@@ -84,8 +84,9 @@ reproduce: build ## run every seed experiment at full scale beside the published
 
 FUZZ_SEED ?= $(shell date +%s)
 FUZZ_CASES ?= 20000
-fuzz: ## differential fuzzing campaign against the reference model (FUZZ_SEED, FUZZ_CASES)
-	MMSIM_FUZZ_SEED=$(FUZZ_SEED) MMSIM_FUZZ_CASES=$(FUZZ_CASES) \
+PTSHARE_FUZZ_CASES ?= 150
+fuzz: ## differential fuzzing campaigns against the reference model (FUZZ_SEED, FUZZ_CASES, PTSHARE_FUZZ_CASES)
+	MMSIM_FUZZ_SEED=$(FUZZ_SEED) MMSIM_FUZZ_CASES=$(FUZZ_CASES) MMSIM_PTSHARE_FUZZ_CASES=$(PTSHARE_FUZZ_CASES) \
 		cargo test --release -p mmsim-core --lib fuzz_campaign -- --ignored --nocapture
 
 clean: ## remove the virtualenv and build outputs

@@ -370,11 +370,12 @@ def host_layout(maps: list[list[Any]]) -> list[dict[str, Any]]:
     (VmPTE would otherwise differ by the tables the runner's own mappings share with them).
     A stand-in merges with a workload's region only where the kernel's mapping would: a shared
     mapping's is shared, and a file's or a special mapping's (vdso) never merges (mmsim's
-    `dontexpand`, until mmsim models files). mmsim's own stack vma stands for the top of the
-    runner's stack."""
+    `dontexpand`, until mmsim models files). A PROT_NONE mapping (the runner's mlock-drain
+    page, a library's gap) is a stand-in never written. mmsim's own stack vma stands for the
+    top of the runner's stack."""
     ops: list[dict[str, Any]] = []
     for i, (start, end, perms, kind) in enumerate(maps):
-        if start >= TASK_SIZE or perms.startswith("---"):
+        if start >= TASK_SIZE:
             continue
         if kind == "stack":
             end = min(end, TASK_SIZE - STACK_TOP_VMA)
@@ -384,10 +385,9 @@ def host_layout(maps: list[list[Any]]) -> list[dict[str, Any]]:
         flags = ["shared" if perms[3:4] == "s" else "private", "anonymous"]
         if kind in ("file", "special"):
             flags.append("dontexpand")
-        ops += [
-            {"op": "mmap", "name": name, "size": end - start, "addr": start, "fixed": True, "flags": flags},
-            {"op": "write", "region": name},
-        ]
+        ops.append({"op": "mmap", "name": name, "size": end - start, "addr": start, "fixed": True, "flags": flags})
+        if perms[:3] != "---":
+            ops.append({"op": "write", "region": name})
         # The runner marks its writable memory MADV_NOHUGEPAGE (vm flags decide merging), and
         # a stand-in ends with the mapping's own protection.
         prot = "".join(c for c in perms[:3] if c != "-") or "none"

@@ -160,11 +160,13 @@ def test_nested_forks_stay_bounded(write_workload):
     r, _ = _run_timed("run", "--json", write_workload("small.json", w))
     assert r.returncode == 0, r.stderr[-500:]
     report = r.json()
-    # The first 200 events are failed forks; the OOM kills that follow are counted.
-    assert report["events"][0]["message"] == "fork: EAGAIN (kernel/pid_max 1000: 999 pids in use)"
+    # Forks fail while 999 pids are in use and the writers are OOM-killed in turn (the events
+    # beyond the first 200 are counted); each kill and reap frees a pid for a later fork.
+    messages = {e["message"] for e in report["events"]}
+    assert "fork: EAGAIN (kernel/pid_max 1000: 999 pids in use)" in messages
+    assert any(m.startswith("Out of memory: Killed process") for m in messages)
     assert report["engine"]["events_dropped"] > 0 and report["vmstat"]["oom_kill"] > 0
-    # Every fork op ran while the pids were all in use: pid_max - 1 processes in all.
-    assert len(report["processes"]) == 999
+    assert len(report["processes"]) >= 999
 
 
 def _run_timed(*args: str | Path) -> tuple[Result, int]:

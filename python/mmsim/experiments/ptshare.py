@@ -15,7 +15,9 @@ from mmsim.workload import run_workload
 
 #: Linux 2.6.15 as mmsim's knobs give it: no THP (2.6.38), no fault-around (3.15), faults under
 #: mmap_sem and the split PTE locks of 2.6.15, page-cache lookups under the mapping's tree_lock
-#: (the lockless page cache came in 2.6.27), zone_batchsize of the day, no PT_RECLAIM.
+#: (the lockless page cache came in 2.6.27), zone_batchsize of the day, no PT_RECLAIM, and the
+#: O(1) scheduler's 100 ms timeslice for a nice-0 task (DEF_TIMESLICE, kernel/sched.c) at
+#: CONFIG_HZ=250 (the default since 2.6.13).
 KERNEL_2615 = {
     "transparent_hugepage/enabled": "never",
     "fault_around_bytes": 4096,
@@ -23,6 +25,8 @@ KERNEL_2615 = {
     "kernel/pagecache_lock": "tree_lock",
     "page_alloc/pcp_batch": "legacy",
     "kernel/pt_reclaim": 0,
+    "sched/base_slice_ns": 100_000_000,
+    "kernel/hz": 250,
 }
 #: The patch with its x86-64 defaults: PTE and PMD tables shared, PUD not.
 SHPT = {"vm/ptshare": "pte,pmd"}

@@ -360,13 +360,15 @@ fn mprotect_shoots_down_the_other_cpus_tlb() {
 }
 
 /// Without PCID every switch to another address space flushes the TLB; with PCID each
-/// address space keeps its translations: two processes alternating on one CPU.
+/// address space keeps its translations: two processes alternating on one CPU, a slice
+/// (1 ns, so one tick of 1 ms) each.
 #[test]
 fn pcid_keeps_translations_across_context_switches() {
-    let w = json!({"machine":{"cpus":1},"knobs":{"transparent_hugepage/enabled":"never"},"program":[
+    let knobs = json!({"transparent_hugepage/enabled":"never","sched/base_slice_ns":1,"kernel/hz":1000});
+    let w = json!({"machine":{"cpus":1},"knobs":knobs,"program":[
         {"op":"mmap","name":"p","size":"64K"},
-        {"op":"fork","cpu":0,"program":[{"op":"loop","count":200,"body":[{"op":"read","region":"p"}]}]},
-        {"op":"loop","count":200,"body":[{"op":"read","region":"p"}]},
+        {"op":"fork","cpu":0,"program":[{"op":"loop","count":30000,"body":[{"op":"read","region":"p","stride":64}]}]},
+        {"op":"loop","count":30000,"body":[{"op":"read","region":"p","stride":64}]},
         {"op":"wait"}
     ]});
     let with = run_with_sets(w.clone(), &[("hw.tlb.pcid", "true")]);

@@ -193,6 +193,28 @@ pub struct Knobs {
     /// `kernel/pagecache_lock` (mmsim's): page-cache lookups take `mapping->tree_lock`'s read
     /// side (Linux 2.6.15 .. 2.6.26), not RCU (the lockless page cache of 2.6.27 on).
     pub pagecache_tree_lock: bool,
+    /// debugfs `sched/base_slice_ns` (kernel/sched/fair.c `sysctl_sched_base_slice`): how long
+    /// a task runs before the scheduler may switch to another runnable task of its CPU. None
+    /// is Linux's default, 0.7 ms x (1 + ilog2(min(CPUs, 8))) (SCHED_TUNABLESCALING_LOG).
+    pub sched_base_slice_ns: Option<u64>,
+    /// CONFIG_HZ: the scheduler tick. A slice ends at the first tick after it is used up
+    /// (update_deadline runs from the tick; no HRTICK).
+    pub hz: u32,
+}
+
+/// `normalized_sysctl_sched_base_slice` (kernel/sched/fair.c, Linux >= 6.15): 0.7 ms.
+pub const SCHED_BASE_SLICE_NS: u64 = 700_000;
+
+impl Knobs {
+    /// The slice `sched/base_slice_ns` gives on a machine of `cpus` CPUs: the knob's value, or
+    /// Linux's default scaled as `get_update_sysctl_factor` scales it (1 + ilog2 of at most 8
+    /// CPUs): 1.4 ms on 2 CPUs, 2.8 ms on 8.
+    pub fn sched_slice_ns(&self, cpus: usize) -> u64 {
+        self.sched_base_slice_ns.unwrap_or_else(|| {
+            let factor = 1 + cpus.clamp(1, 8).ilog2() as u64;
+            SCHED_BASE_SLICE_NS * factor
+        })
+    }
 }
 
 /// `PID_MAX_DEFAULT` (include/linux/threads.h): 0x8000. Linux's pid_idr_init raises it to
@@ -233,6 +255,8 @@ impl Default for Knobs {
             nr_overcommit_hugepages: 0,
             hugetlb_pmd_share: true,
             pagecache_tree_lock: false,
+            sched_base_slice_ns: None,
+            hz: 250,
         }
     }
 }
@@ -273,6 +297,8 @@ const NR_HUGEPAGES: &str = "vm/nr_hugepages";
 const NR_OVERCOMMIT_HUGEPAGES: &str = "vm/nr_overcommit_hugepages";
 const HUGETLB_PMD_SHARE: &str = "kernel/hugetlb_pmd_share";
 const PAGECACHE_LOCK: &str = "kernel/pagecache_lock";
+const SCHED_BASE_SLICE: &str = "sched/base_slice_ns";
+const HZ: &str = "kernel/hz";
 
 /// Knobs that stand for a kernel build, patch or boot parameter: they can be set before the
 /// run only.
@@ -287,6 +313,7 @@ pub const BOOT_ONLY: &[&str] = &[
     FAULT_LOCKING,
     HUGETLB_PMD_SHARE,
     PAGECACHE_LOCK,
+    HZ,
 ];
 
 /// (name, accepted values, meaning) of every knob, in the order `mmsim knobs` lists them.
@@ -440,6 +467,14 @@ const KNOB_TABLE: &[(&str, &str, &str)] = &[
          shared line written (the lockless page cache, Linux >= 2.6.27), or the read side of the mapping's \
          tree_lock, two atomics on one line that every process faulting on the object shares (2.6.15 .. 2.6.26)",
     ),
+    (
+        SCHED_BASE_SLICE,
+        "auto|1..4294967295",
+        "how long (ns) a task runs before its CPU may switch to another of its runnable tasks, ending at the \
+         next tick (debugfs sched/base_slice_ns); auto is Linux's 700000 x (1 + ilog2(min(CPUs, 8))); \
+         2.6's O(1) scheduler gave a nice-0 task 100 ms (DEF_TIMESLICE)",
+    ),
+    (HZ, "100|250|300|1000", "mmsim, before the run only: CONFIG_HZ, the scheduler tick at which a used-up slice ends"),
 ];
 
 impl Knobs {
@@ -554,6 +589,8 @@ impl Knobs {
             NR_OVERCOMMIT_HUGEPAGES => self.nr_overcommit_hugepages.to_string(),
             HUGETLB_PMD_SHARE => (self.hugetlb_pmd_share as u8).to_string(),
             PAGECACHE_LOCK => if self.pagecache_tree_lock { "tree_lock" } else { "rcu" }.to_string(),
+            SCHED_BASE_SLICE => self.sched_base_slice_ns.map_or_else(|| "auto".to_string(), |v| v.to_string()),
+            HZ => self.hz.to_string(),
             _ => return None,
         })
     }
@@ -715,6 +752,21 @@ impl Knobs {
                     _ => return Err(bad("rcu or tree_lock")),
                 }
             }
+            SCHED_BASE_SLICE => {
+                self.sched_base_slice_ns = match v {
+                    "auto" => None,
+                    _ => match v.parse::<u32>() {
+                        Ok(n) if n > 0 => Some(u64::from(n)),
+                        _ => return Err(bad("auto or a number of nanoseconds from 1 to 4294967295")),
+                    },
+                }
+            }
+            HZ => {
+                self.hz = match v.parse() {
+                    Ok(n @ (100 | 250 | 300 | 1000)) => n,
+                    _ => return Err(bad("100, 250, 300 or 1000")),
+                }
+            }
             _ => {
                 let known: Vec<&str> = Knobs::names().collect();
                 return Err(format!("unknown knob {name:?} (known: {})", known.join(", ")));
@@ -820,6 +872,8 @@ mod tests {
             NR_OVERCOMMIT_HUGEPAGES,
             HUGETLB_PMD_SHARE,
             PAGECACHE_LOCK,
+            SCHED_BASE_SLICE,
+            HZ,
         ];
         let listed: Vec<_> = Knobs::names().collect();
         for name in all {

@@ -286,6 +286,12 @@ pub struct Interp {
     rq: Vec<BTreeSet<(u64, usize)>>,
     /// The CPUs whose runqueue is not empty.
     busy_cpus: BTreeSet<usize>,
+    /// Each CPU's current task (`rq->curr`) and the CPU clock at which its slice ends (the
+    /// first tick after `sched/base_slice_ns` of running): until then it keeps the CPU while
+    /// it is runnable, as EEVDF's RUN_TO_PARITY keeps it to its deadline (a task that wakes
+    /// meanwhile waits; Linux may let it preempt a task that has run less than its slice).
+    curr: Vec<Option<usize>>,
+    slice_end: Vec<f64>,
     /// Tasks blocked in `wait` (indices), in the order they began waiting.
     waiters: Vec<usize>,
     /// Pids in use (`pid_namespace->pid_allocated`): every task not yet reaped, zombies
@@ -364,6 +370,8 @@ impl Interp {
             serial_stack: Vec::new(),
             rq: Vec::new(),
             busy_cpus: BTreeSet::new(),
+            curr: Vec::new(),
+            slice_end: Vec::new(),
             waiters: Vec::new(),
             pid_allocated: 1,
             mm_owner: Vec::new(),
@@ -379,6 +387,8 @@ impl Interp {
             sleepers: Vec::new(),
         };
         it.rq = vec![BTreeSet::new(); it.machine.cpus.len()];
+        it.curr = vec![None; it.machine.cpus.len()];
+        it.slice_end = vec![0.0; it.machine.cpus.len()];
         it.hw_bytes = it.machine.host_bytes();
         // The first process exists before the workload starts: fault injection does not apply.
         let (fmo, fe) = (it.kernel.mem.fail_min_order.take(), std::mem::take(&mut it.kernel.mem.fail_every));
@@ -440,8 +450,8 @@ impl Interp {
         } else {
             None
         };
-        // The earliest CPU's task that ran least recently (ties: the lower pid), the first of
-        // each runqueue being its CPU's candidate.
+        // The earliest CPU's candidate (ties: the one that ran least recently, then the lower
+        // pid): its current task while its slice lasts, else the task that ran least recently.
         if let Some(o) = only {
             let task = &self.tasks[o];
             if task.runnable() {
@@ -449,7 +459,7 @@ impl Interp {
             }
         } else {
             for &c in &self.busy_cpus {
-                let &(last_run, i) = self.rq[c].first().expect("busy cpus have tasks");
+                let (last_run, i) = self.pick_next_task(c);
                 let key = (self.machine.cpus[c].clock, last_run, i);
                 if best.is_none_or(|b| key.0 < b.0 || (key.0 == b.0 && (key.1, key.2) < (b.1, b.2))) {
                     best = Some(key);
@@ -489,6 +499,12 @@ impl Interp {
             self.busy_cpus.remove(&cpu);
         }
         self.tasks[t].last_run = self.run_seq;
+        // A new slice for a task switched in, or for one whose slice ended with nothing else
+        // to run (the tick renews it).
+        if !self.serial && (self.curr[cpu] != Some(t) || self.machine.cpus[cpu].clock >= self.slice_end[cpu]) {
+            self.curr[cpu] = Some(t);
+            self.slice_end[cpu] = self.slice_end_from(self.machine.cpus[cpu].clock);
+        }
         // A context switch: the outgoing task's outstanding translations complete on its time.
         match self.machine.cpus[cpu].walk_task {
             Some(o) if o != t => {
@@ -501,10 +517,11 @@ impl Interp {
         // SMT: while a sibling thread of this CPU's core has a task to run, the two share it.
         let busy = self.machine.smt_siblings(cpu).any(|s| !self.rq[s].is_empty());
         self.machine.set_siblings_busy(cpu, busy);
+        // The switch's cost is the incoming task's time, on its CPU's clock too.
+        let before = self.tasks[t].perf.cycles;
         if let Some(mm) = self.tasks[t].mm {
             self.machine.switch_mm(cpu, mm, &mut self.tasks[t].perf);
         }
-        let before = self.tasks[t].perf.cycles;
         self.quantum_base = before;
         self.machine.cpus[cpu].time_base = self.machine.cpus[cpu].clock - before;
         // Keep CPUs in step: run until this CPU passes the next-earliest other busy CPU.
@@ -519,6 +536,10 @@ impl Interp {
             other = other.min(kt);
         }
         self.time_limit = before + (other - mine).max(0.0) + SLICE_SLACK;
+        // With others waiting on this CPU, the task yields it when its slice ends.
+        if !self.serial && !self.rq[cpu].is_empty() {
+            self.time_limit = self.time_limit.min(before + (self.slice_end[cpu] - mine).max(0.0));
+        }
         self.run_task(t, QUANTUM);
         let spent = self.tasks[t].perf.cycles - before;
         self.machine.cpus[cpu].clock += spent;
@@ -540,6 +561,30 @@ impl Interp {
         self.advance_loadavg();
         self.check_host_memory();
         true
+    }
+
+    /// `pick_next_task` (kernel/sched/core.c) for `cpu`, as its (last_run, task) key: the
+    /// current task while its slice lasts and it is runnable, else the runnable task that ran
+    /// least recently (round robin: every slice goes to the task that waited longest, as
+    /// EEVDF picks among equal-weight tasks; no vruntime is kept).
+    fn pick_next_task(&self, cpu: usize) -> (u64, usize) {
+        if let Some(c) = self.curr[cpu] {
+            let key = (self.tasks[c].last_run, c);
+            if self.machine.cpus[cpu].clock < self.slice_end[cpu] && self.rq[cpu].contains(&key) {
+                return key;
+            }
+        }
+        *self.rq[cpu].first().expect("busy cpus have tasks")
+    }
+
+    /// The CPU clock at which a slice that begins at `clock` ends: the first tick (a multiple
+    /// of 1/HZ) at or after `sched/base_slice_ns` of running.
+    fn slice_end_from(&self, clock: f64) -> f64 {
+        let freq = self.machine.p.cpu.freq_ghz * 1e9;
+        let k = &self.kernel.knobs;
+        let slice = k.sched_slice_ns(self.machine.cpus.len()) as f64 * 1e-9 * freq;
+        let tick = freq / f64::from(k.hz);
+        ((clock + slice) / tick).ceil() * tick
     }
 
     /// Update the load average up to the scheduler's horizon (the earliest running CPU's time)

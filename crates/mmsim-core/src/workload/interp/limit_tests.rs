@@ -39,12 +39,13 @@ fn pid_max_bounds_the_pids_in_use_and_wait_frees_them() {
 
 #[test]
 fn zombies_hold_their_pids_until_reaped() {
-    // pid_max 301: 300 usable pids. The children exit at once, but as zombies they keep their
-    // pids until the parent's wait: the fork after the write fails, the one after wait works.
-    let touch = [json!({"op": "mmap", "name": "p", "size": "1M"}), json!({"op": "write", "region": "p"})];
+    // pid_max 301: 300 usable pids. The children exit while the parent sleeps, but as zombies
+    // they keep their pids until the parent's wait: the fork after the sleep fails, the one
+    // after wait works.
+    let pause = json!({"op": "sleep", "ms": 10});
     let r = run(json!({"knobs": {"kernel/pid_max": 301}, "program": [
         {"op": "fork", "count": 300},
-        touch[0], touch[1],
+        pause,
         {"op": "fork"},
         {"op": "wait"},
         {"op": "fork", "count": 2},
@@ -56,7 +57,7 @@ fn zombies_hold_their_pids_until_reaped() {
     // the grandchildren's pids come back without any wait.
     let r = run(json!({"knobs": {"kernel/pid_max": 301}, "program": [
         {"op": "fork", "count": 1, "program": [{"op": "fork", "count": 298}]},
-        touch[0], touch[1],
+        pause,
         {"op": "fork", "count": 298},
     ]}));
     // The child exited before the parent's second fork; itself a zombie, it holds one pid.
@@ -69,8 +70,7 @@ fn threads_take_pids_and_free_them_at_exit() {
     // clone fails as fork does; a thread other than the group leader reaps itself at exit.
     let r = run(json!({"knobs": {"kernel/pid_max": 301}, "program": [
         {"op": "thread", "count": 400},
-        {"op": "mmap", "name": "p", "size": "1M"},
-        {"op": "write", "region": "p"},
+        {"op": "sleep", "ms": 10},
         {"op": "thread", "count": 299},
     ]}));
     assert_eq!(r.processes.len(), 1 + 299 + 299);
