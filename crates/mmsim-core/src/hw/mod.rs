@@ -9,6 +9,8 @@ mod shared;
 pub mod tlb;
 
 #[cfg(test)]
+mod assoc_tests;
+#[cfg(test)]
 mod shared_tests;
 #[cfg(test)]
 mod tests;
