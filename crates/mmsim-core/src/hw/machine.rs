@@ -6,6 +6,7 @@ use std::collections::{HashMap, VecDeque};
 
 use super::assoc::SetAssoc;
 use super::perf::PerfCounters;
+use super::prefetch::StreamTrackers;
 use super::profile::{replacement, CacheLevel, Profile};
 use super::shared::{Channel, SharedLine, CHANNEL_CALENDAR};
 use super::tlb::{PageSize, Tlb, TlbHit};
@@ -53,9 +54,8 @@ pub struct Cpu {
     pub time_base: f64,
     /// The address space whose translations are live (CR3).
     pub cur_asid: Option<u32>,
-    /// The L2 streamer's trackers: the last line of each ascending stream it follows
-    /// (`cache.prefetch_streams` of them), most recently used first.
-    streams: Vec<u64>,
+    /// The L2 streamer's trackers (`cache.prefetch_streams` of them).
+    streams: StreamTrackers,
     /// Cycles until every translation the core has run ahead of (STLB lookups and page
     /// walks of independent loads and stores still in the reorder window) is complete.
     walk_debt: f64,
@@ -75,6 +75,8 @@ fn cache(name: &str, c: &CacheLevel, line: u64) -> SetAssoc {
 pub struct Machine {
     /// The page geometry of the profile (`memory.page_size`).
     pub geo: Geometry,
+    /// The hardware profile (fixed once the machine is built: `Machine::new` derives the
+    /// constants of the access path from it).
     pub p: Profile,
     pub cpus: Vec<Cpu>,
     pub llc: SetAssoc,
@@ -91,6 +93,15 @@ pub struct Machine {
     pub horizon: f64,
     /// Each node's memory bandwidth (`memory.bandwidth`): what streaming work booked of it.
     pub(super) channels: Vec<Channel>,
+    /// Lines the L2 streamer brings in ahead of a stream (`cache.prefetch_degree`).
+    prefetch_degree: u64,
+    /// log2 of the lines in the streamer's 4 KiB boundary (None: a line is 4 KiB or more,
+    /// so no line after it is inside).
+    prefetch_shift: Option<u32>,
+    /// Stall beyond an L1 hit of an access served at each level (`Level as usize`), alone
+    /// (`serial`) and as one of an independent stream (`parallel`): see `stall`.
+    stall_serial: [f64; 4],
+    stall_parallel: [f64; 4],
 }
 
 /// Result of translating one address.
@@ -117,16 +128,24 @@ impl Machine {
                 busy: 0.0,
                 time_base: 0.0,
                 cur_asid: None,
-                streams: vec![u64::MAX; p.cache.prefetch_streams],
+                streams: StreamTrackers::new(p.cache.prefetch_streams),
                 walk_debt: 0.0,
                 walk_task: None,
                 smt_slowdown: 1.0,
             })
             .collect();
+        let line_shift = line.trailing_zeros();
+        let base = p.cache.l1d.latency;
+        let extra = [0.0, p.cache.l2.latency - base, p.cache.llc.latency - base, p.memory.latency - base];
+        let mlp = p.memory.mlp;
         Machine {
             geo,
             llc: cache("cache.llc", &p.cache.llc, line),
-            line_shift: line.trailing_zeros(),
+            line_shift,
+            prefetch_degree: p.cache.prefetch_degree as u64,
+            prefetch_shift: PREFETCH_BOUNDARY.trailing_zeros().checked_sub(line_shift).filter(|&s| s > 0),
+            stall_serial: extra,
+            stall_parallel: [0.0, extra[1] / mlp, extra[2] / mlp, extra[3] / mlp],
             p,
             cpus,
             mm_cpus: HashMap::new(),
@@ -226,45 +245,26 @@ impl Machine {
     /// stays ahead of its loads.
     #[inline]
     pub fn cache_access(&mut self, cpu: usize, line: u64) -> Level {
-        let c = &mut self.cpus[cpu];
+        let Machine { cpus, llc, prefetch_degree, prefetch_shift, .. } = self;
+        let c = &mut cpus[cpu];
         if c.l1d.access(line) {
             return Level::L1;
         }
-        // The trackers are kept most recently used first: a hit moves its tracker to the front,
-        // a new stream takes the least recently used one (so the trackers' state depends only
-        // on the recent misses, and a repeating access pattern leaves them as it found them).
-        let stream = match c.streams.iter().position(|&s| s.wrapping_add(1) == line) {
-            Some(i) => {
-                c.streams[..=i].rotate_right(1);
-                c.streams[0] = line;
-                true
-            }
-            None => {
-                if let Some(last) = c.streams.len().checked_sub(1) {
-                    c.streams[..=last].rotate_right(1);
-                    c.streams[0] = line;
-                }
-                false
-            }
-        };
+        let stream = c.streams.observe(line);
         let level = if c.l2.access(line) {
             Level::L2
-        } else if self.llc.access(line) {
+        } else if llc.access(line) {
             Level::Llc
         } else {
             Level::Mem
         };
-        let degree = self.p.cache.prefetch_degree as u64;
-        if stream && degree > 0 {
-            let lines_per_page = PREFETCH_BOUNDARY >> self.line_shift;
-            let c = &mut self.cpus[cpu];
-            for i in 1..=degree {
-                let l = line + i;
-                if l / lines_per_page != line / lines_per_page {
-                    break;
-                }
+        if stream && *prefetch_degree > 0 {
+            // Within the line's 4 KiB: the lines before the boundary after it, at most degree.
+            let Some(shift) = *prefetch_shift else { return level };
+            let room = (((line >> shift) + 1) << shift) - line - 1;
+            for l in line + 1..=line + room.min(*prefetch_degree) {
                 c.l2.fill(l);
-                self.llc.fill(l);
+                llc.fill(l);
             }
         }
         level
@@ -274,17 +274,10 @@ impl Machine {
     /// memory-level parallelism when the access is one of an independent stream.
     #[inline]
     fn stall(&self, level: Level, parallel: bool) -> f64 {
-        let base = self.p.cache.l1d.latency;
-        let lat = match level {
-            Level::L1 => return 0.0,
-            Level::L2 => self.p.cache.l2.latency - base,
-            Level::Llc => self.p.cache.llc.latency - base,
-            Level::Mem => self.p.memory.latency - base,
-        };
         if parallel {
-            lat / self.p.memory.mlp
+            self.stall_parallel[level as usize]
         } else {
-            lat
+            self.stall_serial[level as usize]
         }
     }
 
@@ -816,7 +809,7 @@ impl Machine {
             c.l1d.digest(&mut h);
             c.l1i.digest(&mut h);
             c.l2.digest(&mut h);
-            for &s in &c.streams {
+            for &s in c.streams.lines() {
                 h = (h ^ s).wrapping_mul(0x100_0000_01b3);
             }
             h = (h ^ c.walk_debt.to_bits()).wrapping_mul(0x100_0000_01b3);

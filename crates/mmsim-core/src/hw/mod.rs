@@ -4,6 +4,7 @@
 pub mod assoc;
 pub mod machine;
 pub mod perf;
+pub mod prefetch;
 pub mod profile;
 mod shared;
 pub mod tlb;
