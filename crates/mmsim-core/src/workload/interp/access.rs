@@ -238,6 +238,10 @@ impl Interp {
             }
             return failed;
         }
+        if expect.is_none() && self.oracle.is_none() {
+            // Nothing looks at what was read.
+            return failed;
+        }
         let got = self.kernel.page_content(pfn);
         let mut expect_msg = None;
         let mut mismatch_msg = None;
