@@ -70,8 +70,9 @@ pub struct SetAssoc {
     /// from it with multiplications (Lemire, Kaser and Kurz, "Faster remainder by direct
     /// computation", 2019), exactly, for every key.
     mod_magic: u128,
-    /// Tags, set by set, `lanes` per set (INVALID when empty and in the padding).
-    tags: Vec<u64>,
+    /// Tags, set by set, `lanes` per set (INVALID when empty and in the padding), in groups of
+    /// LANES aligned to a host cache line: a set of up to eight ways is one line (`tags`).
+    groups: Vec<TagGroup>,
     /// A payload per entry (a TLB's translation); unused by caches.
     vals: Vec<u64>,
     /// Sets of at most NIBBLE_WAYS ways: their order as nibble lists (`lists`).
@@ -136,6 +137,24 @@ fn nibble_position(list: u64, w: u64) -> u32 {
     // The lowest zero nibble of x (borrows only produce false zeros above it).
     (x.wrapping_sub(ONES) & !x & (ONES << 3)).trailing_zeros() / 4
 }
+
+/// Ask the host to bring the cache line holding `p` into its caches (no effect on anything
+/// simulated; a no-op where the architecture has no prefetch hint).
+#[inline(always)]
+pub fn host_prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults, whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// LANES tags in one host cache line.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct TagGroup([u64; LANES]);
 
 /// A set: its index and its first lane in `tags`.
 #[derive(Clone, Copy)]
@@ -203,7 +222,7 @@ impl SetAssoc {
                 set_mask: 0,
                 pow2: true,
                 mod_magic: 0,
-                tags: Vec::new(),
+                groups: Vec::new(),
                 vals: Vec::new(),
                 nibbles: true,
                 lists: Vec::new(),
@@ -232,7 +251,7 @@ impl SetAssoc {
             // Non-power-of-two set counts (a 30 MiB 24-way LLC) index by modulo, standing in
             // for the slice hash real LLCs use.
             mod_magic: (u128::MAX / sets as u128).wrapping_add(1),
-            tags: vec![INVALID; sets * lanes],
+            groups: vec![TagGroup([INVALID; LANES]); sets * lanes / LANES],
             vals: vec![0; sets * lanes],
             nibbles,
             lists: if nibbles { vec![NibbleList::default(); sets] } else { Vec::new() },
@@ -247,6 +266,19 @@ impl SetAssoc {
     /// Total entries.
     pub fn capacity(&self) -> usize {
         self.ways * self.sets as usize
+    }
+
+    /// Every tag, set by set.
+    #[inline(always)]
+    fn tags(&self) -> &[u64] {
+        // SAFETY: a TagGroup is LANES u64s without padding (repr(C)).
+        unsafe { std::slice::from_raw_parts(self.groups.as_ptr() as *const u64, self.groups.len() * LANES) }
+    }
+
+    #[inline(always)]
+    fn tags_mut(&mut self) -> &mut [u64] {
+        // SAFETY: as in `tags`.
+        unsafe { std::slice::from_raw_parts_mut(self.groups.as_mut_ptr() as *mut u64, self.groups.len() * LANES) }
     }
 
     /// The set `key` belongs to.
@@ -277,7 +309,7 @@ impl SetAssoc {
     /// The lane of `key` in set `s`, if present.
     #[inline(always)]
     fn position(&self, s: SetRef, key: u64) -> Option<usize> {
-        debug_assert!(s.base + self.lanes <= self.tags.len());
+        debug_assert!(s.base + self.lanes <= self.tags().len());
         self.scan(s.base, key)
     }
 
@@ -286,7 +318,7 @@ impl SetAssoc {
     /// random).
     #[inline(always)]
     fn position_mru_first(&self, s: SetRef, key: u64) -> Option<usize> {
-        debug_assert!(s.base + self.lanes <= self.tags.len() && s.set < self.sets as usize);
+        debug_assert!(s.base + self.lanes <= self.tags().len() && s.set < self.sets as usize);
         // SAFETY: `s` is a set of this array (`set_ref`): its per-set words exist, and its most
         // recent way is one of its lanes (lane 0 stands in for an empty set's, whose tags are
         // all INVALID).
@@ -298,7 +330,7 @@ impl SetAssoc {
                 h => h as usize,
             }
         };
-        if unsafe { *self.tags.get_unchecked(s.base + mru) } == key {
+        if unsafe { *self.tags().get_unchecked(s.base + mru) } == key {
             return Some(s.base + mru);
         }
         self.scan(s.base, key)
@@ -308,7 +340,7 @@ impl SetAssoc {
     #[inline(always)]
     fn scan(&self, b: usize, key: u64) -> Option<usize> {
         // SAFETY: as in `position`.
-        let tags = unsafe { self.tags.get_unchecked(b..b + self.lanes) };
+        let tags = unsafe { self.tags().get_unchecked(b..b + self.lanes) };
         let (groups, _) = tags.as_chunks::<LANES>();
         for (g, group) in groups.iter().enumerate() {
             let m = group::match_tags(group, key);
@@ -368,7 +400,7 @@ impl SetAssoc {
             return;
         }
         let w = w as u32;
-        if self.tags[i] == INVALID {
+        if self.tags()[i] == INVALID {
             self.chains[s.set].n += 1;
         } else if self.chains[s.set].head == w {
             return;
@@ -434,7 +466,7 @@ impl SetAssoc {
     fn place(&mut self, s: SetRef, (i, last): (usize, bool), key: u64) -> Option<u64> {
         self.promote(s, i, last);
         // SAFETY: `i` is a lane of set `s`.
-        let old = std::mem::replace(unsafe { self.tags.get_unchecked_mut(i) }, key);
+        let old = std::mem::replace(unsafe { self.tags_mut().get_unchecked_mut(i) }, key);
         if old == INVALID {
             self.len += 1;
         }
@@ -535,17 +567,68 @@ impl SetAssoc {
         false
     }
 
-    /// Insert `key` if absent without touching the recency of a present entry (a prefetch).
+    /// `access` where `key` is likely its set's most recent entry (a line the streamer just
+    /// brought in): that way is looked at first.
     #[inline(always)]
-    pub fn fill(&mut self, key: u64) {
+    pub fn access_likely_mru(&mut self, key: u64) -> bool {
+        if self.ways == 0 {
+            return false;
+        }
+        let b = self.set_ref(key);
+        if let Some(i) = self.position_mru_first(b, key) {
+            self.touch(b, i);
+            return true;
+        }
+        let v = self.victim(b);
+        self.place(b, v, key);
+        false
+    }
+
+    /// Insert `key` if absent without touching the recency of a present entry (a prefetch);
+    /// returns whether it was present.
+    #[inline(always)]
+    pub fn fill(&mut self, key: u64) -> bool {
+        if self.ways == 0 {
+            return false;
+        }
+        let b = self.set_ref(key);
+        if self.position_mru_first(b, key).is_some() {
+            return true;
+        }
+        let v = self.victim(b);
+        self.place(b, v, key);
+        false
+    }
+
+    /// Ask the host to bring `key`'s set into its caches (a hint for a lookup coming soon:
+    /// the set's tags and its recency order; changes nothing).
+    #[inline(always)]
+    pub fn prefetch(&self, key: u64) {
         if self.ways == 0 {
             return;
         }
-        let b = self.set_ref(key);
-        if self.position_mru_first(b, key).is_none() {
-            let v = self.victim(b);
-            self.place(b, v, key);
+        let s = self.set_ref(key);
+        let tags = self.tags()[s.base..s.base + self.lanes].as_ptr();
+        host_prefetch(tags);
+        if self.lanes > LANES {
+            // SAFETY: within the set's tags.
+            host_prefetch(unsafe { tags.add(LANES) });
         }
+        if self.nibbles {
+            host_prefetch(&self.lists[s.set]);
+        } else {
+            host_prefetch(&self.chains[s.set]);
+        }
+    }
+
+    /// The replacement policy.
+    pub fn policy(&self) -> Replacement {
+        self.policy
+    }
+
+    /// Sets (consecutive keys fall in distinct sets up to this many).
+    pub fn sets(&self) -> u64 {
+        self.sets
     }
 
     /// Empty lane `i` of set `s`: the entries less recent than it become one step more recent.
@@ -560,7 +643,7 @@ impl SetAssoc {
             self.unlink(s, w as u32);
             self.chains[s.set].n -= 1;
         }
-        self.tags[i] = INVALID;
+        self.tags_mut()[i] = INVALID;
         self.len -= 1;
     }
 
@@ -588,7 +671,7 @@ impl SetAssoc {
         for set in 0..self.sets as usize {
             let s = SetRef { set, base: set * self.lanes };
             for i in s.base..s.base + self.ways {
-                let t = self.tags[i];
+                let t = self.tags()[i];
                 if t != INVALID && pred(t) {
                     self.remove(s, i);
                     n += 1;
@@ -601,7 +684,7 @@ impl SetAssoc {
     /// Drop everything.
     pub fn flush(&mut self) {
         if self.len > 0 {
-            self.tags.fill(INVALID);
+            self.tags_mut().fill(INVALID);
             self.lists.fill(NibbleList::default());
             self.chains.fill(EMPTY_CHAIN);
         }
@@ -627,7 +710,7 @@ impl SetAssoc {
     /// Keys of one set from most to least recently used (tests and debugging).
     pub fn set_order(&self, set: usize) -> Vec<u64> {
         let s = SetRef { set, base: set * self.lanes };
-        self.recency_order(s).into_iter().map(|i| self.tags[i]).collect()
+        self.recency_order(s).into_iter().map(|i| self.tags()[i]).collect()
     }
 
     /// A digest of the contents, payloads, recency order and random state (for exact
@@ -641,7 +724,7 @@ impl SetAssoc {
             // Each entry with its place in the recency order (how many valid entries are more
             // recent), walked from the most recent.
             let mut add = |rank: u64, i: usize| {
-                acc = acc.wrapping_add(mix(self.tags[i] ^ mix(rank ^ mix(self.vals[i]))));
+                acc = acc.wrapping_add(mix(self.tags()[i] ^ mix(rank ^ mix(self.vals[i]))));
             };
             if self.nibbles {
                 let NibbleList { order: list, valid } = self.lists[s.set];
