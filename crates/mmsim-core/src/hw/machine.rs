@@ -292,7 +292,7 @@ impl Machine {
     /// and the order between sets changes nothing (but for random replacement, whose shared
     /// generator the order would change: such runs are refused). Returns false, doing nothing,
     /// when the run does not qualify.
-    fn access_run(
+    pub(super) fn access_run(
         &mut self,
         cpu: usize,
         first: u64,
@@ -808,7 +808,7 @@ impl Machine {
     }
 
     /// Where `line` is for `cpu` now, without touching any cache's state.
-    fn probe_level(&self, cpu: usize, line: u64) -> Level {
+    pub(super) fn probe_level(&self, cpu: usize, line: u64) -> Level {
         let c = &self.cpus[cpu];
         if c.l1d.contains(line) {
             Level::L1

@@ -12,6 +12,8 @@ pub mod tlb;
 #[cfg(test)]
 mod assoc_tests;
 #[cfg(test)]
+mod run_tests;
+#[cfg(test)]
 mod shared_tests;
 #[cfg(test)]
 mod tests;
