@@ -83,6 +83,11 @@ pub struct SetAssoc {
     chains: Vec<Chain>,
     /// Wider sets: each way's neighbours in its set's chain, laid out as `tags`.
     links: Vec<Link>,
+    /// Wider sets: a byte of each valid way's key (`key_byte`), `byte_lanes` per set, so that
+    /// a lookup compares sixteen ways at a time and only the tags of ways whose byte matches.
+    key_bytes: Vec<u8>,
+    /// `ways` rounded up to a multiple of 16.
+    byte_lanes: usize,
     policy: Replacement,
     rng: u64,
     /// Valid entries (an empty array answers every lookup at once).
@@ -156,6 +161,12 @@ pub fn host_prefetch<T>(p: *const T) {
 #[repr(C, align(64))]
 struct TagGroup([u64; LANES]);
 
+/// The byte of `key` a wide set keeps per way (the top byte of a multiplicative hash).
+#[inline(always)]
+fn key_byte(key: u64) -> u8 {
+    (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8
+}
+
 /// A set: its index and its first lane in `tags`.
 #[derive(Clone, Copy)]
 struct SetRef {
@@ -198,6 +209,16 @@ mod group {
             m & (m >> 1) & 0x5555
         }
     }
+
+    /// Bit i set where `bytes[i] == b`.
+    #[inline(always)]
+    pub fn match_bytes(bytes: &[u8; 16], b: u8) -> u32 {
+        // SAFETY: SSE2; the load reads the 16 bytes.
+        unsafe {
+            let x = _mm_loadu_si128(bytes.as_ptr() as *const __m128i);
+            _mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(b as i8))) as u32
+        }
+    }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -207,6 +228,11 @@ mod group {
     #[inline(always)]
     pub fn match_tags(tags: &[u64; LANES], key: u64) -> u32 {
         tags.iter().enumerate().fold(0, |m, (i, &t)| m | (((t == key) as u32) << (2 * i)))
+    }
+
+    #[inline(always)]
+    pub fn match_bytes(bytes: &[u8; 16], b: u8) -> u32 {
+        bytes.iter().enumerate().fold(0, |m, (i, &x)| m | (((x == b) as u32) << i))
     }
 }
 
@@ -228,6 +254,8 @@ impl SetAssoc {
                 lists: Vec::new(),
                 chains: Vec::new(),
                 links: Vec::new(),
+                key_bytes: Vec::new(),
+                byte_lanes: 0,
                 policy,
                 rng: 1,
                 len: 0,
@@ -257,6 +285,8 @@ impl SetAssoc {
             lists: if nibbles { vec![NibbleList::default(); sets] } else { Vec::new() },
             chains: if nibbles { Vec::new() } else { vec![EMPTY_CHAIN; sets] },
             links: if nibbles { Vec::new() } else { vec![Link { newer: NONE, older: NONE }; sets * lanes] },
+            key_bytes: if nibbles { Vec::new() } else { vec![0; sets * ways.next_multiple_of(16)] },
+            byte_lanes: ways.next_multiple_of(16),
             policy,
             rng: 0x9e37_79b9_7f4a_7c15,
             len: 0,
@@ -310,7 +340,39 @@ impl SetAssoc {
     #[inline(always)]
     fn position(&self, s: SetRef, key: u64) -> Option<usize> {
         debug_assert!(s.base + self.lanes <= self.tags().len());
-        self.scan(s.base, key)
+        if self.nibbles {
+            self.scan(s.base, key)
+        } else {
+            self.scan_wide(s, key)
+        }
+    }
+
+    /// The lane of `key` in wide set `s`: its key byte compared sixteen ways at a time, the tag
+    /// of a way only where the bytes match.
+    #[inline(always)]
+    fn scan_wide(&self, s: SetRef, key: u64) -> Option<usize> {
+        let b = s.set * self.byte_lanes;
+        debug_assert!(b + self.byte_lanes <= self.key_bytes.len());
+        // SAFETY: the set's bytes lie within `key_bytes`.
+        let bytes = unsafe { self.key_bytes.get_unchecked(b..b + self.byte_lanes) };
+        let kb = key_byte(key);
+        for (c, chunk) in bytes.as_chunks::<16>().0.iter().enumerate() {
+            let mut m = group::match_bytes(chunk, kb);
+            // Ways past the last (the padding of the last chunk) never match.
+            let real = self.ways - c * 16;
+            if real < 16 {
+                m &= (1 << real) - 1;
+            }
+            while m != 0 {
+                let i = s.base + c * 16 + m.trailing_zeros() as usize;
+                // SAFETY: a way of the set.
+                if unsafe { *self.tags().get_unchecked(i) } == key {
+                    return Some(i);
+                }
+                m &= m - 1;
+            }
+        }
+        None
     }
 
     /// `position`, looking at the set's most recent way first: it answers a prefetch of a line
@@ -333,7 +395,7 @@ impl SetAssoc {
         if unsafe { *self.tags().get_unchecked(s.base + mru) } == key {
             return Some(s.base + mru);
         }
-        self.scan(s.base, key)
+        self.position(s, key)
     }
 
     /// The first lane of the set at `b` whose tag is `key`.
@@ -465,6 +527,11 @@ impl SetAssoc {
     #[inline(always)]
     fn place(&mut self, s: SetRef, (i, last): (usize, bool), key: u64) -> Option<u64> {
         self.promote(s, i, last);
+        if !self.nibbles {
+            let b = s.set * self.byte_lanes + (i - s.base);
+            // SAFETY: a way of the set.
+            unsafe { *self.key_bytes.get_unchecked_mut(b) = key_byte(key) };
+        }
         // SAFETY: `i` is a lane of set `s`.
         let old = std::mem::replace(unsafe { self.tags_mut().get_unchecked_mut(i) }, key);
         if old == INVALID {
