@@ -104,6 +104,8 @@ pub struct Machine {
     pub horizon: f64,
     /// Each node's memory bandwidth (`memory.bandwidth`): what streaming work booked of it.
     pub(super) channels: Vec<Channel>,
+    /// Where `warm_access` found the last-level entry of the access it warmed ahead.
+    warmed: Option<Warmed>,
     /// Lines the L2 streamer brings in ahead of a stream (`cache.prefetch_degree`).
     prefetch_degree: u64,
     /// log2 of the lines in the streamer's 4 KiB boundary (None: a line is 4 KiB or more,
@@ -113,6 +115,16 @@ pub struct Machine {
     /// (`serial`) and as one of an independent stream (`parallel`): see `stall`.
     stall_serial: [f64; 4],
     stall_parallel: [f64; 4],
+}
+
+/// A page-table entry `Machine::warm_access` found ahead of its access: entry `idx` of the
+/// table in frame `table`, for base page `page` of `mm`.
+#[derive(Clone, Copy, Debug)]
+struct Warmed {
+    mm: MmId,
+    page: u64,
+    table: Pfn,
+    idx: usize,
 }
 
 /// Result of translating one address.
@@ -153,6 +165,7 @@ impl Machine {
             geo,
             llc: cache("cache.llc", &p.cache.llc, line),
             line_shift,
+            warmed: None,
             prefetch_degree: p.cache.prefetch_degree as u64,
             prefetch_shift: PREFETCH_BOUNDARY.trailing_zeros().checked_sub(line_shift).filter(|&s| s > 0),
             stall_serial: extra,
@@ -728,7 +741,7 @@ impl Machine {
             n += 1;
         });
         let (mut found, mut before) = ([Level::L1; 64], [Level::L1; 64]);
-        if n <= 64
+        if (2..=64).contains(&n)
             && offsets[..n].iter().all(|&o| o < 64)
             && self.access_run(cpu, base + first, &offsets[..n], &mut found, &mut before)
         {
@@ -771,10 +784,27 @@ impl Machine {
     /// access pattern knows its next addresses), so that the host's memory latency overlaps
     /// the accesses before it. `near`: the access is next, and its page-table entry was
     /// warmed by an earlier call (the entry is read now: the data's line is warmed);
-    /// otherwise the walk's last entry and its line are warmed. Reads the page tables without
-    /// setting any bit; changes nothing simulated.
-    pub fn warm_access(&self, cpu: usize, k: &mut Kernel, mm: MmId, vaddr: u64, near: bool) {
+    /// otherwise the walk's last entry and its line are warmed, and where that entry is is
+    /// remembered for the `near` call that follows. Reads the page tables without setting any
+    /// bit; changes nothing simulated.
+    pub fn warm_access(&mut self, cpu: usize, k: &mut Kernel, mm: MmId, vaddr: u64, near: bool) {
         let geo = self.geo;
+        let page = vaddr >> geo.page_shift;
+        if near {
+            if let Some(w) = self.warmed.take().filter(|w| (w.mm, w.page) == (mm, page)) {
+                // The entry the earlier call found (its table may have gone since: then no hint).
+                if let crate::kernel::mm_types::FrameData::Table(slot) = k.mem.data[w.table.idx()] {
+                    let e = Entry(k.mem.table_entry(slot, w.idx));
+                    if e.hw_present() {
+                        self.prefetch_line(
+                            cpu,
+                            (e.pfn().phys(geo) + (vaddr & (geo.page_size() - 1))) >> self.line_shift,
+                        );
+                    }
+                }
+                return;
+            }
+        }
         let mut table = k.mm(mm).pgd;
         for level in (1..=3).rev() {
             let e = k.entry(table, geo.table_index(vaddr, level));
@@ -805,6 +835,7 @@ impl Machine {
             super::assoc::host_prefetch(k.mem.table_entry_mut(slot, idx));
         }
         self.prefetch_line(cpu, (table.phys(geo) + idx as u64 * 8) >> self.line_shift);
+        self.warmed = Some(Warmed { mm, page, table, idx });
     }
 
     /// Where `line` is for `cpu` now, without touching any cache's state.
