@@ -77,6 +77,9 @@ pub struct SetAssoc {
     vals: Vec<u64>,
     /// Sets of at most NIBBLE_WAYS ways: their order as nibble lists (`lists`).
     nibbles: bool,
+    /// The common shape, with a path of its own: at most 16 ways, a power-of-two number of
+    /// sets, LRU (`access_lru`, `fill_lru`).
+    lru_narrow: bool,
     /// Narrow sets: each set's recency order.
     lists: Vec<NibbleList>,
     /// Wider sets: each set's chain of valid ways.
@@ -251,6 +254,7 @@ impl SetAssoc {
                 groups: Vec::new(),
                 vals: Vec::new(),
                 nibbles: true,
+                lru_narrow: false,
                 lists: Vec::new(),
                 chains: Vec::new(),
                 links: Vec::new(),
@@ -282,6 +286,7 @@ impl SetAssoc {
             groups: vec![TagGroup([INVALID; LANES]); sets * lanes / LANES],
             vals: vec![0; sets * lanes],
             nibbles,
+            lru_narrow: nibbles && sets.is_power_of_two() && policy == Replacement::Lru,
             lists: if nibbles { vec![NibbleList::default(); sets] } else { Vec::new() },
             chains: if nibbles { Vec::new() } else { vec![EMPTY_CHAIN; sets] },
             links: if nibbles { Vec::new() } else { vec![Link { newer: NONE, older: NONE }; sets * lanes] },
@@ -558,6 +563,17 @@ impl SetAssoc {
         if self.len == 0 {
             return None;
         }
+        if self.lru_narrow {
+            let set = (key & self.set_mask) as usize;
+            let m = self.match_narrow(set, key);
+            if m == 0 {
+                return None;
+            }
+            let w = (m.trailing_zeros() / 2) as usize;
+            self.promote_narrow(set, w as u64);
+            // SAFETY: a way of the set.
+            return Some(unsafe { *self.vals.get_unchecked(set * self.lanes + w) });
+        }
         let b = self.set_ref(key);
         let i = self.position(b, key)?;
         self.touch(b, i);
@@ -568,6 +584,17 @@ impl SetAssoc {
     /// Insert or update `key` with payload `val`; returns the evicted key.
     #[inline]
     pub fn put(&mut self, key: u64, val: u64) -> Option<u64> {
+        if self.lru_narrow {
+            let set = (key & self.set_mask) as usize;
+            let m = self.match_narrow(set, key);
+            if m != 0 {
+                self.set_val(set * self.lanes + (m.trailing_zeros() / 2) as usize, val);
+                return None;
+            }
+            let (i, old) = self.insert_narrow(set, key);
+            self.set_val(i, val);
+            return old;
+        }
         if self.ways == 0 {
             return None;
         }
@@ -586,6 +613,9 @@ impl SetAssoc {
     pub fn contains(&self, key: u64) -> bool {
         if self.len == 0 {
             return false;
+        }
+        if self.lru_narrow {
+            return self.match_narrow((key & self.set_mask) as usize, key) != 0;
         }
         self.position(self.set_ref(key), key).is_some()
     }
@@ -608,10 +638,15 @@ impl SetAssoc {
     /// fill after a walk): no second search for it.
     #[inline]
     pub fn put_absent(&mut self, key: u64, val: u64) -> Option<u64> {
+        debug_assert!(!self.contains(key));
+        if self.lru_narrow {
+            let (i, old) = self.insert_narrow((key & self.set_mask) as usize, key);
+            self.set_val(i, val);
+            return old;
+        }
         if self.ways == 0 {
             return None;
         }
-        debug_assert!(!self.contains(key));
         let b = self.set_ref(key);
         let v = self.victim(b);
         self.set_val(v.0, val);
@@ -621,6 +656,9 @@ impl SetAssoc {
     /// Look up and fill on a miss, in one pass over the set; true on a hit.
     #[inline(always)]
     pub fn access(&mut self, key: u64) -> bool {
+        if self.lru_narrow {
+            return self.access_lru(key);
+        }
         if self.ways == 0 {
             return false;
         }
@@ -631,6 +669,77 @@ impl SetAssoc {
         }
         let v = self.victim(b);
         self.place(b, v, key);
+        false
+    }
+
+    /// The ways of narrow set `set` (8 or 16 lanes) whose tag is `key`, one bit each.
+    #[inline(always)]
+    fn match_narrow(&self, set: usize, key: u64) -> u32 {
+        let g = set * (self.lanes / LANES);
+        debug_assert!(g + self.lanes / LANES <= self.groups.len());
+        // SAFETY: the set's groups lie within `groups`.
+        let mut m = group::match_tags(unsafe { &self.groups.get_unchecked(g).0 }, key);
+        if self.lanes > LANES {
+            m |= group::match_tags(unsafe { &self.groups.get_unchecked(g + 1).0 }, key) << 16;
+        }
+        m
+    }
+
+    /// A miss in narrow set `set` under LRU or FIFO: `key` takes the lowest empty way, or the
+    /// least recent one, as the set's most recent entry. Returns its lane and the key evicted.
+    #[inline(always)]
+    fn insert_narrow(&mut self, set: usize, key: u64) -> (usize, Option<u64>) {
+        let ways = self.ways;
+        // SAFETY: `set` is a set of this array.
+        let l = unsafe { self.lists.get_unchecked_mut(set) };
+        let w = if l.valid != ((1u32 << ways) - 1) as u16 {
+            let w = (!l.valid).trailing_zeros() as u64;
+            l.valid |= 1 << w;
+            self.len += 1;
+            w
+        } else {
+            (l.order >> (4 * (ways - 1))) & 15
+        };
+        l.order = (l.order << 4) | w;
+        let i = set * self.lanes + w as usize;
+        // SAFETY: a way of the set.
+        let old = std::mem::replace(unsafe { self.tags_mut().get_unchecked_mut(i) }, key);
+        (i, (old != INVALID).then_some(old))
+    }
+
+    /// Make way `w` of narrow set `set` its most recent (an LRU hit).
+    #[inline(always)]
+    fn promote_narrow(&mut self, set: usize, w: u64) {
+        // SAFETY: `set` is a set of this array.
+        let l = unsafe { self.lists.get_unchecked_mut(set) };
+        let p = nibble_position(l.order, w);
+        l.order = (l.order & !low_nibbles(p + 1)) | ((l.order & low_nibbles(p)) << 4) | w;
+    }
+
+    /// `access` of a `lru_narrow` array.
+    #[inline(always)]
+    fn access_lru(&mut self, key: u64) -> bool {
+        let set = (key & self.set_mask) as usize;
+        let m = self.match_narrow(set, key);
+        if m != 0 {
+            // A hit becomes the most recent.
+            self.promote_narrow(set, (m.trailing_zeros() / 2) as u64);
+            return true;
+        }
+        self.insert_narrow(set, key);
+        false
+    }
+
+    /// `fill` of a `lru_narrow` array: the set's most recent way looked at first.
+    #[inline(always)]
+    fn fill_lru(&mut self, key: u64) -> bool {
+        let set = (key & self.set_mask) as usize;
+        // SAFETY: `set` is a set of this array, its most recent way one of its lanes.
+        let mru = (unsafe { self.lists.get_unchecked(set) }.order & 15) as usize;
+        if unsafe { *self.tags().get_unchecked(set * self.lanes + mru) } == key || self.match_narrow(set, key) != 0 {
+            return true;
+        }
+        self.insert_narrow(set, key);
         false
     }
 
@@ -655,6 +764,9 @@ impl SetAssoc {
     /// returns whether it was present.
     #[inline(always)]
     pub fn fill(&mut self, key: u64) -> bool {
+        if self.lru_narrow {
+            return self.fill_lru(key);
+        }
         if self.ways == 0 {
             return false;
         }
