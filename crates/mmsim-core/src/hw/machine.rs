@@ -732,19 +732,19 @@ impl Machine {
             stall += m.stall(lvl, true);
         };
         // The page's lines as one run when they qualify (`access_run`), else one by one.
-        let (mut offsets, mut n) = ([0u8; 64], 0);
+        let (mut offsets, mut n, mut fits) = ([0u8; 64], 0, true);
         let first = ps >> self.line_shift;
         self.for_each_line_offset(ps, pe, stride, count, &mut |o: u64| {
+            // A run holds at most 64 lines, all within 64 lines of its first.
             if n < 64 && o < 64 {
                 offsets[n] = o as u8;
+            } else {
+                fits = false;
             }
             n += 1;
         });
         let (mut found, mut before) = ([Level::L1; 64], [Level::L1; 64]);
-        if (2..=64).contains(&n)
-            && offsets[..n].iter().all(|&o| o < 64)
-            && self.access_run(cpu, base + first, &offsets[..n], &mut found, &mut before)
-        {
+        if fits && n >= 2 && self.access_run(cpu, base + first, &offsets[..n], &mut found, &mut before) {
             for &lvl in &found[..n] {
                 count_level(self, lvl);
             }
