@@ -66,15 +66,16 @@ run: build ## build, then reproduce every seed experiment and write the report (
 
 $(NATIVE_OUT)/stream: native/stream.c
 	mkdir -p $(NATIVE_OUT)
-	$(CC) -O2 -Wall -o $@ $<
+	$(CC) -O2 -Wall -Wextra -o $@ $<
 
 $(NATIVE_OUT)/runner: native/runner.c
 	mkdir -p $(NATIVE_OUT)
 	$(CC) -O2 -Wall -Wextra -o $@ $<
 
-bench: build $(NATIVE_OUT)/stream ## simulated references/s vs native and cachegrind; seed workload wall times
+BENCH_ARGS ?=
+bench: build $(NATIVE_OUT)/stream ## simulated references/s (fast-forward off and on) vs native and cachegrind; seed workload wall times
 	@command -v valgrind >/dev/null || (apt-get install -y -q valgrind >/dev/null 2>&1 || true)
-	$(BIN)/python scripts/bench.py
+	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
 
 calibrate: build ## time a page fault on this machine's kernel beside mmsim's default profile
 	$(BIN)/python scripts/calibrate_fault.py

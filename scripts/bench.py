@@ -1,14 +1,18 @@
 """`make bench`: how fast mmsim simulates, beside the native run and cachegrind.
 
-For each access stream in experiments/bench/ it times `mmsim run` step by step (fast-forward
-off) and reports simulated memory references per second; it times the same stream natively
-(native/stream.c) and under `valgrind --tool=cachegrind --cache-sim=yes`, in the same run, and
-prints the ratios. Then it times each seed reproduction of `mmsim reproduce` at full scale
-(fast-forward on, as users run them). Wall times only: nothing here is a pass/fail test.
+For each access stream in experiments/bench/ it times `mmsim run` with exact fast-forward off
+(the engine's own speed, what a stream no loop repeats gets) and on, and reports simulated
+memory references per second; it times the same access stream natively (native/stream.c) and
+under `valgrind --tool=cachegrind --cache-sim=yes`, in the same run, and prints the ratios.
+Then it times each seed reproduction of `mmsim reproduce` at full scale (fast-forward on, as
+users run them). Wall times only: nothing here is a pass/fail test.
+
+    scripts/bench.py [--streams NAME,...] [--no-seeds] [--repeats N]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import subprocess
@@ -21,8 +25,22 @@ from mmsim.experiments import EXPERIMENTS
 
 ROOT = Path(__file__).resolve().parents[1]
 STREAM = ROOT / "target" / "native" / "stream"
-# The native arguments that match experiments/bench/<name>.json.
-NATIVE = {"dense": ["dense", "256", "4"], "sparse": ["sparse", "1024", "8"]}
+# Each stream: experiments/bench/<name>.json, the native/stream.c arguments that run the same
+# access stream, and what it is.
+STREAMS = {
+    "stride64": (
+        ["stride64", "256", "16"],
+        "(a) L1-missing stride-64 reads of 256 MiB of written 4 KiB pages, x16",
+    ),
+    "random": (["random", "1024", "4194304", "4", "1"], "(b) uniform random 8-byte reads over 1 GiB, 4 x 4 Mi"),
+    "text": (["text", "64", "4194304", "4", "1"], "(c) random instruction fetches over 64 MiB of text, 4 x 4 Mi"),
+    "dense": (["dense", "256", "4"], "(d) 8-byte loads over 256 MiB, 4 passes"),
+    "sparse": (["sparse", "1024", "8"], "(d) one load per 4 KiB page over 1 GiB, 8 passes"),
+    "faults": (
+        ["faults", "1024", "4"],
+        "(extra) 1 GiB shared, written, read by 4 children (mmsim: fault_around_bytes=4096; native: the host's)",
+    ),
+}
 
 
 def timed(fn, repeats: int = 1):
@@ -34,7 +52,7 @@ def timed(fn, repeats: int = 1):
     return best, out
 
 
-def native(args: list[str], repeats: int = 3) -> float:
+def native(args: list[str], repeats: int) -> float:
     return timed(lambda: subprocess.run([str(STREAM), *args], check=True, capture_output=True), repeats)[0]
 
 
@@ -46,29 +64,52 @@ def cachegrind(args: list[str]) -> float | None:
 
 
 def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--streams", default=",".join(STREAMS), help="comma-separated streams to time")
+    ap.add_argument("--no-seeds", action="store_true", help="skip the seed reproductions")
+    ap.add_argument("--repeats", type=int, default=3, help="runs of each timing (the best is kept)")
+    args = ap.parse_args()
     rows = []
-    print("Simulation speed (fast-forward off; best of 3):")
+    names = [s for s in args.streams.split(",") if s]
+    print(f"Simulation speed (best of {args.repeats}; refs: the workload's accesses and the page walker's reads):")
     print(
-        f"  {'stream':<8} {'refs':>13} {'mmsim s':>9} {'Mrefs/s':>9} {'native s':>9} "
-        f"{'cachegrind s':>13} {'mmsim/native':>13} {'mmsim/cachegrind':>17}"
+        f"  {'stream':<9} {'refs':>12} {'FF-off s':>9} {'Mrefs/s':>8} {'FF-on s':>8} {'Mrefs/s':>8} "
+        f"{'native s':>9} {'cachegrind s':>13} {'off/native':>11} {'off/cachegrind':>15}"
     )
-    for name in ("dense", "sparse"):
+    for name in names:
+        nat_args, what = STREAMS[name]
         wl = ROOT / "experiments" / "bench" / f"{name}.json"
-        secs, report = timed(lambda wl=wl: mmsim.run_workload(wl, sets=[("engine.fast_forward", "0")]), 3)
+        off, report = timed(lambda wl=wl: mmsim.run_workload(wl, sets=[("engine.fast_forward", "0")]), args.repeats)
+        on, report_on = timed(lambda wl=wl: mmsim.run_workload(wl), args.repeats)
         refs = report["perf"]["memory-references"]
-        nat = native(NATIVE[name])
-        cg = cachegrind(NATIVE[name])
+        assert report_on["perf"]["memory-references"] == refs, "fast-forward is exact"
+        nat = native(nat_args, args.repeats)
+        cg = cachegrind(nat_args)
         cg_s = f"{cg:13.3f}" if cg else f"{'n/a':>13}"
-        cg_r = f"{secs / cg:17.2f}" if cg else f"{'n/a':>17}"
+        cg_r = f"{off / cg:15.3f}" if cg else f"{'n/a':>15}"
         print(
-            f"  {name:<8} {refs:>13,} {secs:9.3f} {refs / secs / 1e6:9.1f} {nat:9.3f} {cg_s} {secs / nat:13.1f} {cg_r}"
+            f"  {name:<9} {refs:>12,} {off:9.3f} {refs / off / 1e6:8.1f} {on:8.3f} {refs / on / 1e6:8.1f} "
+            f"{nat:9.3f} {cg_s} {off / nat:11.1f} {cg_r}"
         )
-        rows.append({"stream": name, "refs": refs, "mmsim_s": secs, "native_s": nat, "cachegrind_s": cg})
-    print("\nSeed reproductions (`mmsim reproduce NAME`, full scale, fast-forward on):")
-    for name, exp in EXPERIMENTS.items():
-        secs, _ = timed(exp.run)
-        print(f"  {name:<18} {exp.profile:<13} {secs:8.2f} s wall")
-        rows.append({"experiment": name, "wall_s": secs})
+        rows.append(
+            {
+                "stream": name,
+                "what": what,
+                "refs": refs,
+                "mmsim_ff_off_s": off,
+                "mmsim_ff_on_s": on,
+                "native_s": nat,
+                "cachegrind_s": cg,
+            }
+        )
+    for name in names:
+        print(f"  {name:<9} {STREAMS[name][1]}")
+    if not args.no_seeds:
+        print("\nSeed reproductions (`mmsim reproduce NAME`, full scale, fast-forward on):")
+        for name, exp in EXPERIMENTS.items():
+            secs, _ = timed(exp.run)
+            print(f"  {name:<18} {exp.profile:<13} {secs:8.2f} s wall")
+            rows.append({"experiment": name, "wall_s": secs})
     out = ROOT / "target" / "bench.json"
     out.write_text(json.dumps(rows, indent=2))
     print(f"\nresults: {out.relative_to(ROOT)}")

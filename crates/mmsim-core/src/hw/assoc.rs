@@ -1,6 +1,15 @@
 //! One generic set-associative structure for caches, TLBs and page-walk caches (as ChampSim
 //! does): `sets x ways` tags with a pluggable replacement policy. Keys are already reduced to
 //! the unit the structure caches (line number, page number, ...); the low bits pick the set.
+//!
+//! Layout, for speed (every simulated load goes through several of these): a set's tags are
+//! contiguous and padded to a multiple of [`LANES`] with a tag no key equals, so a lookup
+//! compares whole groups of eight with vector compares and no remainder loop; the replacement
+//! state is the set's recency order itself, kept compactly (a word of 4-bit way numbers for
+//! sets of up to 16 ways, a doubly linked list of ways for wider ones) instead of a 64-bit
+//! timestamp per way, so that a refresh or an eviction is a few shifts or link updates rather
+//! than a scan. The set index of a set count that is not a power of two is a multiply-based
+//! remainder, not a division.
 
 /// Replacement policies, by the names profiles use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,27 +33,210 @@ impl Replacement {
     }
 }
 
+/// The tag of an empty way and of the padding past a set's last way (no key is all ones).
 const INVALID: u64 = u64::MAX;
 
+/// Ways are handled in groups of this many (a set's tags and ranks are padded to a multiple).
+pub const LANES: usize = 8;
+
+/// Sets of up to this many ways keep their recency order as a list of 4-bit way numbers.
+const NIBBLE_WAYS: usize = 16;
+
+/// No way (the end of a set's chain).
+const NONE: u32 = u32::MAX;
+
 /// A set-associative array of tags.
+///
+/// Each set keeps the recency order of its valid entries (LRU: looked up or inserted; FIFO
+/// and random: inserted). An insertion takes the lowest-numbered empty way if there is one,
+/// else the way the policy evicts: the least recent (LRU, FIFO) or a pseudo-random way.
+///
+/// The order is kept in one of two forms. Sets of at most 16 ways (caches, most TLBs) hold it
+/// as one word: the way numbers from most to least recent, four bits each, beside a bit per
+/// valid way; a refresh is a few shifts and the least recent way is the last nibble. Wider
+/// sets (fully associative TLBs, 20- and 24-way LLCs) chain their valid ways from most to
+/// least recent.
 #[derive(Clone, Debug)]
 pub struct SetAssoc {
     ways: usize,
-    /// sets - 1 when the number of sets is a power of two (mask), else 0 and `sets` is used.
-    set_mask: u64,
+    /// `ways` rounded up to a multiple of LANES: the stride between sets in `tags`.
+    lanes: usize,
     sets: u64,
-    /// Tags, one per entry, set by set (INVALID when empty): scanned on every lookup, so kept
-    /// apart from the stamps, which only a miss or a hit under LRU needs.
-    tags: Vec<u64>,
-    /// Recency (LRU) or insertion (FIFO, random) stamp of each entry.
-    stamps: Vec<u64>,
+    /// sets - 1 when the number of sets is a power of two.
+    set_mask: u64,
+    /// The number of sets is a power of two (the set is the key's low bits).
+    pow2: bool,
+    /// For other set counts, `u128::MAX / sets + 1`: the key's remainder by `sets` is computed
+    /// from it with multiplications (Lemire, Kaser and Kurz, "Faster remainder by direct
+    /// computation", 2019), exactly, for every key.
+    mod_magic: u128,
+    /// Tags, set by set, `lanes` per set (INVALID when empty and in the padding), in groups of
+    /// LANES aligned to a host cache line: a set of up to eight ways is one line (`tags`).
+    groups: Vec<TagGroup>,
     /// A payload per entry (a TLB's translation); unused by caches.
     vals: Vec<u64>,
-    tick: u64,
+    /// Sets of at most NIBBLE_WAYS ways: their order as nibble lists (`lists`).
+    nibbles: bool,
+    /// The common shape, with a path of its own: at most 16 ways, a power-of-two number of
+    /// sets, LRU (`access_lru`, `fill_lru`).
+    lru_narrow: bool,
+    /// Narrow sets: each set's recency order.
+    lists: Vec<NibbleList>,
+    /// Wider sets: each set's chain of valid ways.
+    chains: Vec<Chain>,
+    /// Wider sets: each way's neighbours in its set's chain, laid out as `tags`.
+    links: Vec<Link>,
+    /// Wider sets: a byte of each valid way's key (`key_byte`), `byte_lanes` per set, so that
+    /// a lookup compares sixteen ways at a time and only the tags of ways whose byte matches.
+    key_bytes: Vec<u8>,
+    /// `ways` rounded up to a multiple of 16.
+    byte_lanes: usize,
     policy: Replacement,
     rng: u64,
     /// Valid entries (an empty array answers every lookup at once).
     len: usize,
+}
+
+/// A narrow set's valid ways from most to least recent.
+#[derive(Clone, Copy, Debug, Default)]
+struct NibbleList {
+    /// The way numbers, most recent (`order & 15`) first: the first `valid.count_ones()`
+    /// nibbles count, the rest is left over from earlier orders.
+    order: u64,
+    /// A bit per valid way.
+    valid: u16,
+}
+
+/// A wide set's valid ways from most to least recent: a doubly linked list through `links`.
+#[derive(Clone, Copy, Debug)]
+struct Chain {
+    /// The most recent way (NONE when the set is empty).
+    head: u32,
+    /// The least recent way.
+    tail: u32,
+    /// Valid ways.
+    n: u32,
+}
+
+/// A way's neighbours in its set's chain (NONE at either end).
+#[derive(Clone, Copy, Debug)]
+struct Link {
+    newer: u32,
+    older: u32,
+}
+
+const EMPTY_CHAIN: Chain = Chain { head: NONE, tail: NONE, n: 0 };
+
+/// Nibbles set in the low `k` nibbles (k <= 16).
+#[inline(always)]
+fn low_nibbles(k: u32) -> u64 {
+    if k >= 16 {
+        u64::MAX
+    } else {
+        (1u64 << (4 * k)) - 1
+    }
+}
+
+/// Position of the first nibble of `list` equal to `w` (a valid way: it is in the list).
+#[inline(always)]
+fn nibble_position(list: u64, w: u64) -> u32 {
+    const ONES: u64 = 0x1111_1111_1111_1111;
+    let x = list ^ w.wrapping_mul(ONES);
+    // The lowest zero nibble of x (borrows only produce false zeros above it).
+    (x.wrapping_sub(ONES) & !x & (ONES << 3)).trailing_zeros() / 4
+}
+
+/// Ask the host to bring the cache line holding `p` into its caches (no effect on anything
+/// simulated; a no-op where the architecture has no prefetch hint).
+#[inline(always)]
+pub fn host_prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults, whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// LANES tags in one host cache line.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct TagGroup([u64; LANES]);
+
+/// The byte of `key` a wide set keeps per way (the top byte of a multiplicative hash).
+#[inline(always)]
+fn key_byte(key: u64) -> u8 {
+    (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8
+}
+
+/// A set: its index and its first lane in `tags`.
+#[derive(Clone, Copy)]
+struct SetRef {
+    set: usize,
+    base: usize,
+}
+
+/// `a % d` from `magic = u128::MAX / d + 1` (`fastmod_u64` of Lemire et al.): exact for every
+/// 64-bit `a` and `d > 0`.
+#[inline(always)]
+fn fast_mod(a: u64, magic: u128, d: u64) -> u64 {
+    let low = magic.wrapping_mul(a as u128);
+    let bottom = ((low as u64 as u128) * d as u128) >> 64;
+    let top = (low >> 64) * d as u128;
+    ((bottom + top) >> 64) as u64
+}
+
+/// Tags compared with a key LANES ways at a time. A match mask has two bits per way (bits 2i
+/// and 2i + 1 for way i of the group), so the first matching way is `trailing_zeros / 2`. SSE2
+/// (every x86-64) where available, the same results in plain Rust elsewhere.
+#[cfg(target_arch = "x86_64")]
+mod group {
+    use super::LANES;
+    use core::arch::x86_64::*;
+
+    /// Ways of the group whose tag is `key`.
+    #[inline(always)]
+    pub fn match_tags(tags: &[u64; LANES], key: u64) -> u32 {
+        // SAFETY: SSE2 is part of x86-64; the loads read the group's 64 bytes.
+        unsafe {
+            let k = _mm_set1_epi64x(key as i64);
+            let p = tags.as_ptr() as *const __m128i;
+            // Equal 32-bit halves, packed to one byte per half: a tag matches where both of its
+            // bytes are set.
+            let e0 = _mm_cmpeq_epi32(_mm_loadu_si128(p), k);
+            let e1 = _mm_cmpeq_epi32(_mm_loadu_si128(p.add(1)), k);
+            let e2 = _mm_cmpeq_epi32(_mm_loadu_si128(p.add(2)), k);
+            let e3 = _mm_cmpeq_epi32(_mm_loadu_si128(p.add(3)), k);
+            let m = _mm_movemask_epi8(_mm_packs_epi16(_mm_packs_epi32(e0, e1), _mm_packs_epi32(e2, e3))) as u32;
+            m & (m >> 1) & 0x5555
+        }
+    }
+
+    /// Bit i set where `bytes[i] == b`.
+    #[inline(always)]
+    pub fn match_bytes(bytes: &[u8; 16], b: u8) -> u32 {
+        // SAFETY: SSE2; the load reads the 16 bytes.
+        unsafe {
+            let x = _mm_loadu_si128(bytes.as_ptr() as *const __m128i);
+            _mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(b as i8))) as u32
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+mod group {
+    use super::LANES;
+
+    #[inline(always)]
+    pub fn match_tags(tags: &[u64; LANES], key: u64) -> u32 {
+        tags.iter().enumerate().fold(0, |m, (i, &t)| m | (((t == key) as u32) << (2 * i)))
+    }
+
+    #[inline(always)]
+    pub fn match_bytes(bytes: &[u8; 16], b: u8) -> u32 {
+        bytes.iter().enumerate().fold(0, |m, (i, &x)| m | (((x == b) as u32) << i))
+    }
 }
 
 impl SetAssoc {
@@ -54,12 +246,20 @@ impl SetAssoc {
         if entries == 0 {
             return Ok(SetAssoc {
                 ways: 0,
-                set_mask: 0,
+                lanes: 0,
                 sets: 0,
-                tags: Vec::new(),
-                stamps: Vec::new(),
+                set_mask: 0,
+                pow2: true,
+                mod_magic: 0,
+                groups: Vec::new(),
                 vals: Vec::new(),
-                tick: 0,
+                nibbles: true,
+                lru_narrow: false,
+                lists: Vec::new(),
+                chains: Vec::new(),
+                links: Vec::new(),
+                key_bytes: Vec::new(),
+                byte_lanes: 0,
                 policy,
                 rng: 1,
                 len: 0,
@@ -68,17 +268,30 @@ impl SetAssoc {
         if ways == 0 || !entries.is_multiple_of(ways) {
             return Err(format!("{entries} entries do not divide into sets of {ways} ways"));
         }
+        if ways >= NONE as usize {
+            return Err(format!("{ways} ways: a set has fewer than {NONE}"));
+        }
         let sets = entries / ways;
+        let lanes = ways.next_multiple_of(LANES);
+        let nibbles = ways <= NIBBLE_WAYS;
         Ok(SetAssoc {
             ways,
+            lanes,
+            sets: sets as u64,
+            set_mask: (sets as u64).wrapping_sub(1),
+            pow2: sets.is_power_of_two(),
             // Non-power-of-two set counts (a 30 MiB 24-way LLC) index by modulo, standing in
             // for the slice hash real LLCs use.
-            set_mask: if sets.is_power_of_two() { (sets - 1) as u64 } else { 0 },
-            sets: sets as u64,
-            tags: vec![INVALID; entries],
-            stamps: vec![0; entries],
-            vals: vec![0; entries],
-            tick: 0,
+            mod_magic: (u128::MAX / sets as u128).wrapping_add(1),
+            groups: vec![TagGroup([INVALID; LANES]); sets * lanes / LANES],
+            vals: vec![0; sets * lanes],
+            nibbles,
+            lru_narrow: nibbles && sets.is_power_of_two() && policy == Replacement::Lru,
+            lists: if nibbles { vec![NibbleList::default(); sets] } else { Vec::new() },
+            chains: if nibbles { Vec::new() } else { vec![EMPTY_CHAIN; sets] },
+            links: if nibbles { Vec::new() } else { vec![Link { newer: NONE, older: NONE }; sets * lanes] },
+            key_bytes: if nibbles { Vec::new() } else { vec![0; sets * ways.next_multiple_of(16)] },
+            byte_lanes: ways.next_multiple_of(16),
             policy,
             rng: 0x9e37_79b9_7f4a_7c15,
             len: 0,
@@ -87,65 +300,255 @@ impl SetAssoc {
 
     /// Total entries.
     pub fn capacity(&self) -> usize {
-        self.tags.len()
+        self.ways * self.sets as usize
     }
 
-    #[inline]
-    fn set_base(&self, key: u64) -> usize {
-        let set = if self.set_mask != 0 || self.sets == 1 { key & self.set_mask } else { key % self.sets };
-        (set as usize) * self.ways
+    /// Every tag, set by set.
+    #[inline(always)]
+    fn tags(&self) -> &[u64] {
+        // SAFETY: a TagGroup is LANES u64s without padding (repr(C)).
+        unsafe { std::slice::from_raw_parts(self.groups.as_ptr() as *const u64, self.groups.len() * LANES) }
     }
 
-    #[inline]
-    fn touch(&mut self, i: usize) {
-        if self.policy == Replacement::Lru {
-            self.tick += 1;
-            self.stamps[i] = self.tick;
+    #[inline(always)]
+    fn tags_mut(&mut self) -> &mut [u64] {
+        // SAFETY: as in `tags`.
+        unsafe { std::slice::from_raw_parts_mut(self.groups.as_mut_ptr() as *mut u64, self.groups.len() * LANES) }
+    }
+
+    /// The set `key` belongs to.
+    #[inline(always)]
+    fn set_of(&self, key: u64) -> u64 {
+        if self.pow2 {
+            key & self.set_mask
+        } else {
+            fast_mod(key, self.mod_magic, self.sets)
         }
     }
 
-    /// Find `key` in its set, or the slot to evict for it (Err): an empty slot if there is
-    /// one, else the oldest stamp (LRU, FIFO) or a pseudo-random way.
-    #[inline]
-    fn find(&mut self, key: u64) -> Result<usize, usize> {
-        let b = self.set_base(key);
-        if let Some(i) = position(&self.tags[b..b + self.ways], key) {
-            return Ok(b + i);
-        }
-        Err(self.victim(b))
+    /// `key`'s set.
+    #[inline(always)]
+    fn set_ref(&self, key: u64) -> SetRef {
+        let set = self.set_of(key) as usize;
+        SetRef { set, base: set * self.lanes }
     }
 
-    /// The slot of the set at `b` to fill: an empty one if any (empty slots have stamp 0,
-    /// below every entry's), else the oldest stamp (LRU, FIFO) or a pseudo-random way.
-    #[inline]
-    fn victim(&mut self, b: usize) -> usize {
-        let stamps = &self.stamps[b..b + self.ways];
-        let (mut best, mut victim) = (u64::MAX, 0);
-        for (i, &st) in stamps.iter().enumerate() {
-            if st < best {
-                best = st;
-                victim = i;
+    /// Set `s`'s recency order (a narrow set).
+    #[inline(always)]
+    fn list(&mut self, s: SetRef) -> &mut NibbleList {
+        debug_assert!(s.set < self.lists.len());
+        // SAFETY: `s` is a set of this array (`set_ref`).
+        unsafe { self.lists.get_unchecked_mut(s.set) }
+    }
+
+    /// The lane of `key` in set `s`, if present.
+    #[inline(always)]
+    fn position(&self, s: SetRef, key: u64) -> Option<usize> {
+        debug_assert!(s.base + self.lanes <= self.tags().len());
+        if self.nibbles {
+            self.scan(s.base, key)
+        } else {
+            self.scan_wide(s, key)
+        }
+    }
+
+    /// The lane of `key` in wide set `s`: its key byte compared sixteen ways at a time, the tag
+    /// of a way only where the bytes match.
+    #[inline(always)]
+    fn scan_wide(&self, s: SetRef, key: u64) -> Option<usize> {
+        let b = s.set * self.byte_lanes;
+        debug_assert!(b + self.byte_lanes <= self.key_bytes.len());
+        // SAFETY: the set's bytes lie within `key_bytes`.
+        let bytes = unsafe { self.key_bytes.get_unchecked(b..b + self.byte_lanes) };
+        let kb = key_byte(key);
+        for (c, chunk) in bytes.as_chunks::<16>().0.iter().enumerate() {
+            let mut m = group::match_bytes(chunk, kb);
+            // Ways past the last (the padding of the last chunk) never match.
+            let real = self.ways - c * 16;
+            if real < 16 {
+                m &= (1 << real) - 1;
+            }
+            while m != 0 {
+                let i = s.base + c * 16 + m.trailing_zeros() as usize;
+                // SAFETY: a way of the set.
+                if unsafe { *self.tags().get_unchecked(i) } == key {
+                    return Some(i);
+                }
+                m &= m - 1;
             }
         }
-        if best != 0 && self.policy == Replacement::Random {
-            self.rng ^= self.rng << 13;
-            self.rng ^= self.rng >> 7;
-            self.rng ^= self.rng << 17;
-            victim = (self.rng % self.ways as u64) as usize;
-        }
-        b + victim
+        None
     }
 
-    #[inline]
-    fn place(&mut self, i: usize, key: u64) -> Option<u64> {
-        let old = self.tags[i];
-        self.tick += 1;
-        self.tags[i] = key;
-        self.stamps[i] = self.tick;
+    /// `position`, looking at the set's most recent way first: it answers a prefetch of a line
+    /// just brought in with one compare (not worth its dependent load where lookups are
+    /// random).
+    #[inline(always)]
+    fn position_mru_first(&self, s: SetRef, key: u64) -> Option<usize> {
+        debug_assert!(s.base + self.lanes <= self.tags().len() && s.set < self.sets as usize);
+        // SAFETY: `s` is a set of this array (`set_ref`): its per-set words exist, and its most
+        // recent way is one of its lanes (lane 0 stands in for an empty set's, whose tags are
+        // all INVALID).
+        let mru = if self.nibbles {
+            (unsafe { self.lists.get_unchecked(s.set).order } & 15) as usize
+        } else {
+            match unsafe { self.chains.get_unchecked(s.set).head } {
+                NONE => 0,
+                h => h as usize,
+            }
+        };
+        if unsafe { *self.tags().get_unchecked(s.base + mru) } == key {
+            return Some(s.base + mru);
+        }
+        self.position(s, key)
+    }
+
+    /// The first lane of the set at `b` whose tag is `key`.
+    #[inline(always)]
+    fn scan(&self, b: usize, key: u64) -> Option<usize> {
+        // SAFETY: as in `position`.
+        let tags = unsafe { self.tags().get_unchecked(b..b + self.lanes) };
+        let (groups, _) = tags.as_chunks::<LANES>();
+        for (g, group) in groups.iter().enumerate() {
+            let m = group::match_tags(group, key);
+            if m != 0 {
+                return Some(b + g * LANES + (m.trailing_zeros() / 2) as usize);
+            }
+        }
+        None
+    }
+
+    /// Way `w` of a wide set leaves its chain.
+    #[inline(always)]
+    fn unlink(&mut self, s: SetRef, w: u32) {
+        let Link { newer, older } = self.links[s.base + w as usize];
+        let c = &mut self.chains[s.set];
+        match newer {
+            NONE => c.head = older,
+            n => self.links[s.base + n as usize].older = older,
+        }
+        match older {
+            NONE => c.tail = newer,
+            o => self.links[s.base + o as usize].newer = newer,
+        }
+    }
+
+    /// Way `w` of a wide set joins its chain as the most recent.
+    #[inline(always)]
+    fn link_first(&mut self, s: SetRef, w: u32) {
+        let c = &mut self.chains[s.set];
+        let head = std::mem::replace(&mut c.head, w);
+        match head {
+            NONE => c.tail = w,
+            h => self.links[s.base + h as usize].newer = w,
+        }
+        self.links[s.base + w as usize] = Link { newer: NONE, older: head };
+    }
+
+    /// Make lane `i` of set `s` the most recent: the entries more recent than it (every valid
+    /// one when `i` was empty) become one step older. `last`: `i` is empty or the set's least
+    /// recent way (an insertion's victim under LRU or FIFO).
+    #[inline(always)]
+    fn promote(&mut self, s: SetRef, i: usize, last: bool) {
+        let w = i - s.base;
+        if self.nibbles {
+            let l = self.list(s);
+            if last || l.valid & (1 << w) == 0 {
+                // Way w was not in the list, or was its last valid nibble: every valid way
+                // before it is one step older (the last one, if w, falls off the counted list).
+                l.valid |= 1 << w;
+                l.order = (l.order << 4) | w as u64;
+                return;
+            }
+            let p = nibble_position(l.order, w as u64);
+            // Way w moves from position p to the front: those before it move back one, those
+            // after it stay.
+            l.order = (l.order & !low_nibbles(p + 1)) | ((l.order & low_nibbles(p)) << 4) | w as u64;
+            return;
+        }
+        let w = w as u32;
+        if self.tags()[i] == INVALID {
+            self.chains[s.set].n += 1;
+        } else if self.chains[s.set].head == w {
+            return;
+        } else {
+            self.unlink(s, w);
+        }
+        self.link_first(s, w);
+    }
+
+    /// A hit under LRU refreshes the entry's recency.
+    #[inline(always)]
+    fn touch(&mut self, s: SetRef, i: usize) {
+        if self.policy == Replacement::Lru {
+            self.promote(s, i, false);
+        }
+    }
+
+    /// A pseudo-random way (xorshift64).
+    #[inline(never)]
+    fn random_way(&mut self) -> usize {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        (self.rng % self.ways as u64) as usize
+    }
+
+    /// The slot of set `s` to fill: its lowest-numbered empty way if any, else the least
+    /// recent entry (LRU, FIFO) or a pseudo-random way. Also whether the slot was empty or the
+    /// least recent (see `promote`).
+    #[inline(always)]
+    fn victim(&mut self, s: SetRef) -> (usize, bool) {
+        let b = s.base;
+        let ways = self.ways;
+        let full = if self.nibbles {
+            let valid = self.list(s).valid;
+            if valid != ((1u32 << ways) - 1) as u16 {
+                return (b + (!valid).trailing_zeros() as usize, true);
+            }
+            true
+        } else {
+            self.chains[s.set].n as usize == self.ways
+        };
+        if !full {
+            // The lowest-numbered empty way of a wide set (only the padding after its last way
+            // is INVALID too).
+            let i = self.scan(b, INVALID).expect("a set that is not full has an empty way");
+            return (i, true);
+        }
+        if self.policy == Replacement::Random {
+            return (b + self.random_way(), false);
+        }
+        let last = if self.nibbles {
+            ((self.list(s).order >> (4 * (ways - 1))) & 15) as usize
+        } else {
+            self.chains[s.set].tail as usize
+        };
+        (b + last, true)
+    }
+
+    /// Put `key` in lane `i` of set `s`, the victim `victim` chose (with its `last`), as its
+    /// most recent entry; returns the key it evicted.
+    #[inline(always)]
+    fn place(&mut self, s: SetRef, (i, last): (usize, bool), key: u64) -> Option<u64> {
+        self.promote(s, i, last);
+        if !self.nibbles {
+            let b = s.set * self.byte_lanes + (i - s.base);
+            // SAFETY: a way of the set.
+            unsafe { *self.key_bytes.get_unchecked_mut(b) = key_byte(key) };
+        }
+        // SAFETY: `i` is a lane of set `s`.
+        let old = std::mem::replace(unsafe { self.tags_mut().get_unchecked_mut(i) }, key);
         if old == INVALID {
             self.len += 1;
         }
         (old != INVALID).then_some(old)
+    }
+
+    #[inline(always)]
+    fn set_val(&mut self, i: usize, val: u64) {
+        // SAFETY: `i` is a lane of a set (the arrays have the same length).
+        unsafe { *self.vals.get_unchecked_mut(i) = val };
     }
 
     /// Look `key` up; a hit refreshes its recency (LRU).
@@ -160,37 +563,61 @@ impl SetAssoc {
         if self.len == 0 {
             return None;
         }
-        let b = self.set_base(key);
-        let i = b + position(&self.tags[b..b + self.ways], key)?;
-        self.touch(i);
-        Some(self.vals[i])
+        if self.lru_narrow {
+            let set = (key & self.set_mask) as usize;
+            let m = self.match_narrow(set, key);
+            if m == 0 {
+                return None;
+            }
+            let w = (m.trailing_zeros() / 2) as usize;
+            self.promote_narrow(set, w as u64);
+            // SAFETY: a way of the set.
+            return Some(unsafe { *self.vals.get_unchecked(set * self.lanes + w) });
+        }
+        let b = self.set_ref(key);
+        let i = self.position(b, key)?;
+        self.touch(b, i);
+        // SAFETY: `i` is a lane of a set.
+        Some(unsafe { *self.vals.get_unchecked(i) })
     }
 
     /// Insert or update `key` with payload `val`; returns the evicted key.
     #[inline]
     pub fn put(&mut self, key: u64, val: u64) -> Option<u64> {
+        if self.lru_narrow {
+            let set = (key & self.set_mask) as usize;
+            let m = self.match_narrow(set, key);
+            if m != 0 {
+                self.set_val(set * self.lanes + (m.trailing_zeros() / 2) as usize, val);
+                return None;
+            }
+            let (i, old) = self.insert_narrow(set, key);
+            self.set_val(i, val);
+            return old;
+        }
         if self.ways == 0 {
             return None;
         }
-        match self.find(key) {
-            Ok(i) => {
-                self.vals[i] = val;
-                None
-            }
-            Err(v) => {
-                self.vals[v] = val;
-                self.place(v, key)
-            }
+        let b = self.set_ref(key);
+        if let Some(i) = self.position(b, key) {
+            self.set_val(i, val);
+            return None;
         }
+        let v = self.victim(b);
+        self.set_val(v.0, val);
+        self.place(b, v, key)
     }
 
     /// Whether `key` is present, without touching recency.
+    #[inline]
     pub fn contains(&self, key: u64) -> bool {
         if self.len == 0 {
             return false;
         }
-        let b = self.set_base(key);
-        position(&self.tags[b..b + self.ways], key).is_some()
+        if self.lru_narrow {
+            return self.match_narrow((key & self.set_mask) as usize, key) != 0;
+        }
+        self.position(self.set_ref(key), key).is_some()
     }
 
     /// Insert `key` (assumed absent), evicting by policy; returns the evicted key.
@@ -199,53 +626,204 @@ impl SetAssoc {
         if self.ways == 0 {
             return None;
         }
-        match self.find(key) {
-            Ok(_) => None,
-            Err(v) => self.place(v, key),
+        let b = self.set_ref(key);
+        if self.position(b, key).is_some() {
+            return None;
         }
+        let v = self.victim(b);
+        self.place(b, v, key)
     }
 
     /// Insert `key` with payload `val` when the caller has just looked it up and missed (a TLB
     /// fill after a walk): no second search for it.
     #[inline]
     pub fn put_absent(&mut self, key: u64, val: u64) -> Option<u64> {
+        debug_assert!(!self.contains(key));
+        if self.lru_narrow {
+            let (i, old) = self.insert_narrow((key & self.set_mask) as usize, key);
+            self.set_val(i, val);
+            return old;
+        }
         if self.ways == 0 {
             return None;
         }
-        debug_assert!(!self.contains(key));
-        let b = self.set_base(key);
+        let b = self.set_ref(key);
         let v = self.victim(b);
-        self.vals[v] = val;
-        self.place(v, key)
+        self.set_val(v.0, val);
+        self.place(b, v, key)
     }
 
     /// Look up and fill on a miss, in one pass over the set; true on a hit.
-    #[inline]
+    #[inline(always)]
     pub fn access(&mut self, key: u64) -> bool {
+        if self.lru_narrow {
+            return self.access_lru(key);
+        }
         if self.ways == 0 {
             return false;
         }
-        match self.find(key) {
-            Ok(i) => {
-                self.touch(i);
-                true
-            }
-            Err(v) => {
-                self.place(v, key);
-                false
-            }
+        let b = self.set_ref(key);
+        if let Some(i) = self.position(b, key) {
+            self.touch(b, i);
+            return true;
         }
+        let v = self.victim(b);
+        self.place(b, v, key);
+        false
     }
 
-    /// Insert `key` if absent without touching the recency of a present entry (a prefetch).
-    #[inline]
-    pub fn fill(&mut self, key: u64) {
+    /// The ways of narrow set `set` (8 or 16 lanes) whose tag is `key`, one bit each.
+    #[inline(always)]
+    fn match_narrow(&self, set: usize, key: u64) -> u32 {
+        let g = set * (self.lanes / LANES);
+        debug_assert!(g + self.lanes / LANES <= self.groups.len());
+        // SAFETY: the set's groups lie within `groups`.
+        let mut m = group::match_tags(unsafe { &self.groups.get_unchecked(g).0 }, key);
+        if self.lanes > LANES {
+            m |= group::match_tags(unsafe { &self.groups.get_unchecked(g + 1).0 }, key) << 16;
+        }
+        m
+    }
+
+    /// A miss in narrow set `set` under LRU or FIFO: `key` takes the lowest empty way, or the
+    /// least recent one, as the set's most recent entry. Returns its lane and the key evicted.
+    #[inline(always)]
+    fn insert_narrow(&mut self, set: usize, key: u64) -> (usize, Option<u64>) {
+        let ways = self.ways;
+        // SAFETY: `set` is a set of this array.
+        let l = unsafe { self.lists.get_unchecked_mut(set) };
+        let w = if l.valid != ((1u32 << ways) - 1) as u16 {
+            let w = (!l.valid).trailing_zeros() as u64;
+            l.valid |= 1 << w;
+            self.len += 1;
+            w
+        } else {
+            (l.order >> (4 * (ways - 1))) & 15
+        };
+        l.order = (l.order << 4) | w;
+        let i = set * self.lanes + w as usize;
+        // SAFETY: a way of the set.
+        let old = std::mem::replace(unsafe { self.tags_mut().get_unchecked_mut(i) }, key);
+        (i, (old != INVALID).then_some(old))
+    }
+
+    /// Make way `w` of narrow set `set` its most recent (an LRU hit).
+    #[inline(always)]
+    fn promote_narrow(&mut self, set: usize, w: u64) {
+        // SAFETY: `set` is a set of this array.
+        let l = unsafe { self.lists.get_unchecked_mut(set) };
+        let p = nibble_position(l.order, w);
+        l.order = (l.order & !low_nibbles(p + 1)) | ((l.order & low_nibbles(p)) << 4) | w;
+    }
+
+    /// `access` of a `lru_narrow` array.
+    #[inline(always)]
+    fn access_lru(&mut self, key: u64) -> bool {
+        let set = (key & self.set_mask) as usize;
+        let m = self.match_narrow(set, key);
+        if m != 0 {
+            // A hit becomes the most recent.
+            self.promote_narrow(set, (m.trailing_zeros() / 2) as u64);
+            return true;
+        }
+        self.insert_narrow(set, key);
+        false
+    }
+
+    /// `fill` of a `lru_narrow` array: the set's most recent way looked at first.
+    #[inline(always)]
+    fn fill_lru(&mut self, key: u64) -> bool {
+        let set = (key & self.set_mask) as usize;
+        // SAFETY: `set` is a set of this array, its most recent way one of its lanes.
+        let mru = (unsafe { self.lists.get_unchecked(set) }.order & 15) as usize;
+        if unsafe { *self.tags().get_unchecked(set * self.lanes + mru) } == key || self.match_narrow(set, key) != 0 {
+            return true;
+        }
+        self.insert_narrow(set, key);
+        false
+    }
+
+    /// `access` where `key` is likely its set's most recent entry (a line the streamer just
+    /// brought in): that way is looked at first.
+    #[inline(always)]
+    pub fn access_likely_mru(&mut self, key: u64) -> bool {
+        if self.ways == 0 {
+            return false;
+        }
+        let b = self.set_ref(key);
+        if let Some(i) = self.position_mru_first(b, key) {
+            self.touch(b, i);
+            return true;
+        }
+        let v = self.victim(b);
+        self.place(b, v, key);
+        false
+    }
+
+    /// Insert `key` if absent without touching the recency of a present entry (a prefetch);
+    /// returns whether it was present.
+    #[inline(always)]
+    pub fn fill(&mut self, key: u64) -> bool {
+        if self.lru_narrow {
+            return self.fill_lru(key);
+        }
+        if self.ways == 0 {
+            return false;
+        }
+        let b = self.set_ref(key);
+        if self.position_mru_first(b, key).is_some() {
+            return true;
+        }
+        let v = self.victim(b);
+        self.place(b, v, key);
+        false
+    }
+
+    /// Ask the host to bring `key`'s set into its caches (a hint for a lookup coming soon:
+    /// the set's tags and its recency order; changes nothing).
+    #[inline(always)]
+    pub fn prefetch(&self, key: u64) {
         if self.ways == 0 {
             return;
         }
-        if let Err(v) = self.find(key) {
-            self.place(v, key);
+        let s = self.set_ref(key);
+        let tags = self.tags()[s.base..s.base + self.lanes].as_ptr();
+        host_prefetch(tags);
+        if self.lanes > LANES {
+            // SAFETY: within the set's tags.
+            host_prefetch(unsafe { tags.add(LANES) });
         }
+        if self.nibbles {
+            host_prefetch(&self.lists[s.set]);
+        } else {
+            host_prefetch(&self.chains[s.set]);
+        }
+    }
+
+    /// The replacement policy.
+    pub fn policy(&self) -> Replacement {
+        self.policy
+    }
+
+    /// Sets (consecutive keys fall in distinct sets up to this many).
+    pub fn sets(&self) -> u64 {
+        self.sets
+    }
+
+    /// Empty lane `i` of set `s`: the entries less recent than it become one step more recent.
+    fn remove(&mut self, s: SetRef, i: usize) {
+        let w = i - s.base;
+        if self.nibbles {
+            let l = &mut self.lists[s.set];
+            let p = nibble_position(l.order, w as u64);
+            l.order = (l.order & low_nibbles(p)) | ((l.order >> 4) & !low_nibbles(p));
+            l.valid &= !(1 << w);
+        } else {
+            self.unlink(s, w as u32);
+            self.chains[s.set].n -= 1;
+        }
+        self.tags_mut()[i] = INVALID;
+        self.len -= 1;
     }
 
     /// Drop `key` if present (invlpg, a cache line invalidation).
@@ -253,12 +831,10 @@ impl SetAssoc {
         if self.len == 0 {
             return false;
         }
-        let b = self.set_base(key);
-        match position(&self.tags[b..b + self.ways], key) {
+        let b = self.set_ref(key);
+        match self.position(b, key) {
             Some(i) => {
-                self.tags[b + i] = INVALID;
-                self.stamps[b + i] = 0;
-                self.len -= 1;
+                self.remove(b, i);
                 true
             }
             None => false,
@@ -271,33 +847,49 @@ impl SetAssoc {
             return 0;
         }
         let mut n = 0;
-        for (tag, stamp) in self.tags.iter_mut().zip(self.stamps.iter_mut()) {
-            if *tag != INVALID && pred(*tag) {
-                *tag = INVALID;
-                *stamp = 0;
-                n += 1;
+        for set in 0..self.sets as usize {
+            let s = SetRef { set, base: set * self.lanes };
+            for i in s.base..s.base + self.ways {
+                let t = self.tags()[i];
+                if t != INVALID && pred(t) {
+                    self.remove(s, i);
+                    n += 1;
+                }
             }
         }
-        self.len -= n as usize;
         n
     }
 
     /// Drop everything.
     pub fn flush(&mut self) {
         if self.len > 0 {
-            self.tags.fill(INVALID);
-            self.stamps.fill(0);
+            self.tags_mut().fill(INVALID);
+            self.lists.fill(NibbleList::default());
+            self.chains.fill(EMPTY_CHAIN);
         }
         self.len = 0;
     }
 
+    /// The valid ways of set `s`, most recent first.
+    fn recency_order(&self, s: SetRef) -> Vec<usize> {
+        if self.nibbles {
+            let NibbleList { order: list, valid } = self.lists[s.set];
+            let n = valid.count_ones();
+            return (0..n).map(|p| s.base + ((list >> (4 * p)) & 15) as usize).collect();
+        }
+        let mut v = Vec::new();
+        let mut w = self.chains[s.set].head;
+        while w != NONE {
+            v.push(s.base + w as usize);
+            w = self.links[s.base + w as usize].older;
+        }
+        v
+    }
+
     /// Keys of one set from most to least recently used (tests and debugging).
     pub fn set_order(&self, set: usize) -> Vec<u64> {
-        let b = set * self.ways;
-        let mut v: Vec<(u64, u64)> =
-            (b..b + self.ways).filter(|&i| self.tags[i] != INVALID).map(|i| (self.stamps[i], self.tags[i])).collect();
-        v.sort_by_key(|e| std::cmp::Reverse(e.0));
-        v.into_iter().map(|e| e.1).collect()
+        let s = SetRef { set, base: set * self.lanes };
+        self.recency_order(s).into_iter().map(|i| self.tags()[i]).collect()
     }
 
     /// A digest of the contents, payloads, recency order and random state (for exact
@@ -305,37 +897,31 @@ impl SetAssoc {
     /// changes nothing the set does later); allocates nothing.
     pub fn digest(&self, h: &mut u64) {
         const PRIME: u64 = 0x100_0000_01b3;
-        for s in 0..self.sets as usize {
-            let r = s * self.ways..(s + 1) * self.ways;
-            let (tags, stamps, vals) = (&self.tags[r.clone()], &self.stamps[r.clone()], &self.vals[r]);
+        for set in 0..self.sets as usize {
+            let s = SetRef { set, base: set * self.lanes };
             let mut acc = 0u64;
-            for i in 0..tags.len() {
-                if tags[i] == INVALID {
-                    continue;
+            // Each entry with its place in the recency order (how many valid entries are more
+            // recent), walked from the most recent.
+            let mut add = |rank: u64, i: usize| {
+                acc = acc.wrapping_add(mix(self.tags()[i] ^ mix(rank ^ mix(self.vals[i]))));
+            };
+            if self.nibbles {
+                let NibbleList { order: list, valid } = self.lists[s.set];
+                for p in 0..valid.count_ones() {
+                    add(p as u64, s.base + ((list >> (4 * p)) & 15) as usize);
                 }
-                // Its place in the recency order: how many valid entries are more recent.
-                let rank = (0..tags.len()).filter(|&j| tags[j] != INVALID && stamps[j] > stamps[i]).count() as u64;
-                acc = acc.wrapping_add(mix(tags[i] ^ mix(rank ^ mix(vals[i]))));
+            } else {
+                let (mut w, mut rank) = (self.chains[s.set].head, 0);
+                while w != NONE {
+                    add(rank, s.base + w as usize);
+                    w = self.links[s.base + w as usize].older;
+                    rank += 1;
+                }
             }
             *h = (*h ^ acc).wrapping_mul(PRIME);
         }
         *h = (*h ^ self.rng).wrapping_mul(PRIME);
     }
-}
-
-/// Index of `key` in `tags`: eight tags compared per step without an early exit, which the
-/// compiler turns into vector compares (a 64-way TLB scan is eight steps).
-#[inline]
-fn position(tags: &[u64], key: u64) -> Option<usize> {
-    let mut chunks = tags.chunks_exact(8);
-    let mut base = 0;
-    for c in &mut chunks {
-        if c.iter().fold(false, |any, &t| any | (t == key)) {
-            return c.iter().position(|&t| t == key).map(|i| base + i);
-        }
-        base += 8;
-    }
-    chunks.remainder().iter().position(|&t| t == key).map(|i| base + i)
 }
 
 /// splitmix64's finaliser: a bijective, thoroughly mixing hash of one word.
@@ -404,6 +990,23 @@ mod tests {
         }
         assert!(!c.contains(0) && c.contains(12));
         assert_eq!(SetAssoc::new(0, 0, Replacement::Lru).unwrap().capacity(), 0);
+    }
+
+    #[test]
+    fn the_set_of_a_key_is_its_remainder() {
+        let keys = [0u64, 1, 2, 63, 64, 20479, 20480, 1 << 40, (1 << 58) + 12345, u64::MAX - 1, u64::MAX];
+        for sets in [1u64, 3, 7, 12, 20480, 36864, 1 << 20, 1_000_003, (1 << 40) + 1, u64::MAX] {
+            let magic = (u128::MAX / sets as u128).wrapping_add(1);
+            for &k in &keys {
+                assert_eq!(fast_mod(k, magic, sets), k % sets, "{k} % {sets}");
+            }
+            let mut x = sets;
+            for _ in 0..1000 {
+                x = x.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(1);
+                assert_eq!(fast_mod(x, magic, sets), x % sets, "{x} % {sets}");
+                assert_eq!(fast_mod(x >> 20, magic, sets), (x >> 20) % sets);
+            }
+        }
     }
 
     fn digest_of(c: &SetAssoc) -> u64 {

@@ -4,8 +4,9 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::assoc::SetAssoc;
+use super::assoc::{Replacement, SetAssoc};
 use super::perf::PerfCounters;
+use super::prefetch::StreamTrackers;
 use super::profile::{replacement, CacheLevel, Profile};
 use super::shared::{Channel, SharedLine, CHANNEL_CALENDAR};
 use super::tlb::{PageSize, Tlb, TlbHit};
@@ -20,6 +21,17 @@ use crate::units::{Geometry, Pfn};
 /// Hardware prefetchers do not cross a 4 KiB physical boundary, whatever the OS page size
 /// (the L2 streamer of Intel's optimization manual; a 4 KiB page is the unit they assume).
 const PREFETCH_BOUNDARY: u64 = 4096;
+
+/// The offsets 0..64 of a run of consecutive lines (`Machine::access_run`).
+const RUN_OFFSETS: [u8; 64] = {
+    let mut o = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        o[i] = i as u8;
+        i += 1;
+    }
+    o
+};
 
 /// Above this many pages a range flush becomes a full flush (tlb_single_page_flush_ceiling).
 pub const TLB_SINGLE_PAGE_FLUSH_CEILING: u64 = 33;
@@ -53,9 +65,8 @@ pub struct Cpu {
     pub time_base: f64,
     /// The address space whose translations are live (CR3).
     pub cur_asid: Option<u32>,
-    /// The L2 streamer's trackers: the last line of each ascending stream it follows
-    /// (`cache.prefetch_streams` of them), most recently used first.
-    streams: Vec<u64>,
+    /// The L2 streamer's trackers (`cache.prefetch_streams` of them).
+    streams: StreamTrackers,
     /// Cycles until every translation the core has run ahead of (STLB lookups and page
     /// walks of independent loads and stores still in the reorder window) is complete.
     walk_debt: f64,
@@ -75,6 +86,8 @@ fn cache(name: &str, c: &CacheLevel, line: u64) -> SetAssoc {
 pub struct Machine {
     /// The page geometry of the profile (`memory.page_size`).
     pub geo: Geometry,
+    /// The hardware profile (fixed once the machine is built: `Machine::new` derives the
+    /// constants of the access path from it).
     pub p: Profile,
     pub cpus: Vec<Cpu>,
     pub llc: SetAssoc,
@@ -91,6 +104,27 @@ pub struct Machine {
     pub horizon: f64,
     /// Each node's memory bandwidth (`memory.bandwidth`): what streaming work booked of it.
     pub(super) channels: Vec<Channel>,
+    /// Where `warm_access` found the last-level entry of the access it warmed ahead.
+    warmed: Option<Warmed>,
+    /// Lines the L2 streamer brings in ahead of a stream (`cache.prefetch_degree`).
+    prefetch_degree: u64,
+    /// log2 of the lines in the streamer's 4 KiB boundary (None: a line is 4 KiB or more,
+    /// so no line after it is inside).
+    prefetch_shift: Option<u32>,
+    /// Stall beyond an L1 hit of an access served at each level (`Level as usize`), alone
+    /// (`serial`) and as one of an independent stream (`parallel`): see `stall`.
+    stall_serial: [f64; 4],
+    stall_parallel: [f64; 4],
+}
+
+/// A page-table entry `Machine::warm_access` found ahead of its access: entry `idx` of the
+/// table in frame `table`, for base page `page` of `mm`.
+#[derive(Clone, Copy, Debug)]
+struct Warmed {
+    mm: MmId,
+    page: u64,
+    table: Pfn,
+    idx: usize,
 }
 
 /// Result of translating one address.
@@ -117,16 +151,25 @@ impl Machine {
                 busy: 0.0,
                 time_base: 0.0,
                 cur_asid: None,
-                streams: vec![u64::MAX; p.cache.prefetch_streams],
+                streams: StreamTrackers::new(p.cache.prefetch_streams),
                 walk_debt: 0.0,
                 walk_task: None,
                 smt_slowdown: 1.0,
             })
             .collect();
+        let line_shift = line.trailing_zeros();
+        let base = p.cache.l1d.latency;
+        let extra = [0.0, p.cache.l2.latency - base, p.cache.llc.latency - base, p.memory.latency - base];
+        let mlp = p.memory.mlp;
         Machine {
             geo,
             llc: cache("cache.llc", &p.cache.llc, line),
-            line_shift: line.trailing_zeros(),
+            line_shift,
+            warmed: None,
+            prefetch_degree: p.cache.prefetch_degree as u64,
+            prefetch_shift: PREFETCH_BOUNDARY.trailing_zeros().checked_sub(line_shift).filter(|&s| s > 0),
+            stall_serial: extra,
+            stall_parallel: [0.0, extra[1] / mlp, extra[2] / mlp, extra[3] / mlp],
             p,
             cpus,
             mm_cpus: HashMap::new(),
@@ -226,65 +269,155 @@ impl Machine {
     /// stays ahead of its loads.
     #[inline]
     pub fn cache_access(&mut self, cpu: usize, line: u64) -> Level {
-        let c = &mut self.cpus[cpu];
+        let Machine { cpus, llc, prefetch_degree, prefetch_shift, .. } = self;
+        let c = &mut cpus[cpu];
         if c.l1d.access(line) {
             return Level::L1;
         }
-        // The trackers are kept most recently used first: a hit moves its tracker to the front,
-        // a new stream takes the least recently used one (so the trackers' state depends only
-        // on the recent misses, and a repeating access pattern leaves them as it found them).
-        let stream = match c.streams.iter().position(|&s| s.wrapping_add(1) == line) {
-            Some(i) => {
-                c.streams[..=i].rotate_right(1);
-                c.streams[0] = line;
-                true
-            }
-            None => {
-                if let Some(last) = c.streams.len().checked_sub(1) {
-                    c.streams[..=last].rotate_right(1);
-                    c.streams[0] = line;
-                }
-                false
-            }
-        };
-        let level = if c.l2.access(line) {
+        let stream = c.streams.observe(line);
+        // A line that continues a stream was most likely just prefetched into the L2.
+        let in_l2 = if stream { c.l2.access_likely_mru(line) } else { c.l2.access(line) };
+        let level = if in_l2 {
             Level::L2
-        } else if self.llc.access(line) {
+        } else if llc.access(line) {
             Level::Llc
         } else {
             Level::Mem
         };
-        let degree = self.p.cache.prefetch_degree as u64;
-        if stream && degree > 0 {
-            let lines_per_page = PREFETCH_BOUNDARY >> self.line_shift;
-            let c = &mut self.cpus[cpu];
-            for i in 1..=degree {
-                let l = line + i;
-                if l / lines_per_page != line / lines_per_page {
-                    break;
-                }
+        if stream && *prefetch_degree > 0 {
+            // Within the line's 4 KiB: the lines before the boundary after it, at most degree.
+            let Some(shift) = *prefetch_shift else { return level };
+            let room = (((line >> shift) + 1) << shift) - line - 1;
+            for l in line + 1..=line + room.min(*prefetch_degree) {
                 c.l2.fill(l);
-                self.llc.fill(l);
+                llc.fill(l);
             }
         }
         level
+    }
+
+    /// `cache_access` of each line of a run (`first` plus each of `offsets`, ascending, below
+    /// 64), in order, computed cache by cache: where each line was found (`found`) and where it
+    /// was before the run (`before`). The state left and every answer are those of the
+    /// line-by-line accesses: the run's lines, and those the streamer fills up to the end of
+    /// the last one's 4 KiB, fall in distinct sets of every cache, so each set sees its own
+    /// line's operations in the same order (the prefetches of a line first, then its access),
+    /// and the order between sets changes nothing (but for random replacement, whose shared
+    /// generator the order would change: such runs are refused). Returns false, doing nothing,
+    /// when the run does not qualify.
+    pub(super) fn access_run(
+        &mut self,
+        cpu: usize,
+        first: u64,
+        offsets: &[u8],
+        found: &mut [Level; 64],
+        before: &mut [Level; 64],
+    ) -> bool {
+        let Some(&last) = offsets.last() else { return true };
+        let Machine { cpus, llc, prefetch_degree, prefetch_shift, .. } = self;
+        let c = &mut cpus[cpu];
+        // The lines the run's operations reach, from `first`.
+        let fills = *prefetch_degree > 0 && prefetch_shift.is_some();
+        let span = match *prefetch_shift {
+            Some(shift) if fills => ((((first + last as u64) >> shift) + 1) << shift) - first,
+            _ => last as u64 + 1,
+        };
+        if span > 64
+            || [c.l1d.sets(), c.l2.sets(), llc.sets()].iter().any(|&sets| span > sets)
+            || c.l2.policy() == Replacement::Random
+            || llc.policy() == Replacement::Random
+        {
+            return false;
+        }
+        // The L1, in line order: which lines miss.
+        let mut miss = 0u64;
+        for &o in offsets {
+            if !c.l1d.access(first + o as u64) {
+                miss |= 1 << o;
+            }
+        }
+        // The streamer sees each miss in order; a miss that continues a stream fills the lines
+        // after it (at most the degree, within its 4 KiB).
+        let mut filled = 0u64;
+        let mut m = miss;
+        while m != 0 {
+            let o = m.trailing_zeros() as u64;
+            m &= m - 1;
+            let line = first + o;
+            if c.streams.observe(line) && fills {
+                let shift = prefetch_shift.expect("fills");
+                let room = (((line >> shift) + 1) << shift) - line - 1;
+                let k = room.min(*prefetch_degree);
+                // Offsets o + 1 ..= o + k (below span, so below 64).
+                if k > 0 {
+                    filled |= ((1u64 << k) - 1) << (o + 1);
+                }
+            }
+        }
+        // The L2: a filled line is filled once (later fills of it change nothing), then
+        // accessed if the L1 missed it; a line the fill placed is its set's most recent
+        // already, so the access changes nothing either.
+        let (mut l2_hit, mut l2_before) = (0u64, 0u64);
+        let mut m = filled | miss;
+        while m != 0 {
+            let o = m.trailing_zeros();
+            m &= m - 1;
+            let (bit, line) = (1u64 << o, first + o as u64);
+            if filled & bit != 0 {
+                let present = c.l2.fill(line);
+                l2_before |= bit * present as u64;
+                if miss & bit != 0 {
+                    if present {
+                        c.l2.access(line);
+                    }
+                    l2_hit |= bit;
+                }
+            } else if c.l2.access(line) {
+                l2_hit |= bit;
+            }
+        }
+        // The LLC: the fills, and the accesses of the lines the L2 missed (none was filled).
+        let (mut llc_hit, mut llc_before) = (0u64, 0u64);
+        let mut m = filled | (miss & !l2_hit);
+        while m != 0 {
+            let o = m.trailing_zeros();
+            m &= m - 1;
+            let (bit, line) = (1u64 << o, first + o as u64);
+            if filled & bit != 0 {
+                llc_before |= bit * llc.fill(line) as u64;
+            } else if llc.access(line) {
+                llc_hit |= bit;
+            }
+        }
+        for (k, &o) in offsets.iter().enumerate() {
+            let bit = 1u64 << o;
+            let level = |l2: u64, llc: u64| {
+                if l2 & bit != 0 {
+                    Level::L2
+                } else if llc & bit != 0 {
+                    Level::Llc
+                } else {
+                    Level::Mem
+                }
+            };
+            if miss & bit == 0 {
+                (found[k], before[k]) = (Level::L1, Level::L1);
+            } else {
+                found[k] = level(l2_hit, llc_hit);
+                before[k] = if filled & bit != 0 { level(l2_before, llc_before) } else { found[k] };
+            }
+        }
+        true
     }
 
     /// Extra cycles of an access served at `level` beyond an L1 hit, divided by the
     /// memory-level parallelism when the access is one of an independent stream.
     #[inline]
     fn stall(&self, level: Level, parallel: bool) -> f64 {
-        let base = self.p.cache.l1d.latency;
-        let lat = match level {
-            Level::L1 => return 0.0,
-            Level::L2 => self.p.cache.l2.latency - base,
-            Level::Llc => self.p.cache.llc.latency - base,
-            Level::Mem => self.p.memory.latency - base,
-        };
         if parallel {
-            lat / self.p.memory.mlp
+            self.stall_parallel[level as usize]
         } else {
-            lat
+            self.stall_serial[level as usize]
         }
     }
 
@@ -503,6 +636,24 @@ impl Machine {
         }
     }
 
+    /// `for_each_line`'s lines as offsets from the first one's.
+    #[inline]
+    fn for_each_line_offset(&self, ps: u64, pe: u64, stride: u64, count: u64, f: &mut impl FnMut(u64)) {
+        let first = ps >> self.line_shift;
+        if stride >= self.line_size() {
+            let mut off = ps;
+            while off < pe {
+                f((off >> self.line_shift) - first);
+                off += stride;
+            }
+        } else {
+            let last = ps + (count - 1) * stride;
+            for l in first..=(last >> self.line_shift) {
+                f(l - first);
+            }
+        }
+    }
+
     /// `count` instruction fetches from one page at offsets `ps, ps+stride, ...` (straight-line
     /// code, each fetch `instr_per_fetch` instructions): the iTLB was consulted by
     /// `translate`; here the lines are fetched through the L1i and a miss stalls the front end
@@ -572,21 +723,42 @@ impl Machine {
         let base = pfn.phys(self.geo) >> self.line_shift;
         let mut stall = 0.0;
         let mut from_memory = 0u64;
-        let mut touch = |m: &mut Machine, l: u64| {
-            let lvl = m.cache_access(cpu, l);
+        let (mut l1_misses, mut llc_loads, mut llc_misses) = (0, 0, 0);
+        let mut count_level = |m: &Machine, lvl: Level| {
             from_memory += (lvl == Level::Mem) as u64;
-            if !write && lvl != Level::L1 {
-                perf.l1d_load_misses += 1;
-                if lvl >= Level::Llc {
-                    perf.llc_loads += 1;
-                    if lvl == Level::Mem {
-                        perf.llc_load_misses += 1;
-                    }
-                }
-            }
+            l1_misses += (lvl != Level::L1) as u64;
+            llc_loads += (lvl >= Level::Llc) as u64;
+            llc_misses += (lvl == Level::Mem) as u64;
             stall += m.stall(lvl, true);
         };
-        self.for_each_line(ps, pe, stride, count, &mut |m: &mut Machine, l: u64| touch(m, base + l));
+        // The page's lines as one run when they qualify (`access_run`), else one by one.
+        let (mut offsets, mut n, mut fits) = ([0u8; 64], 0, true);
+        let first = ps >> self.line_shift;
+        self.for_each_line_offset(ps, pe, stride, count, &mut |o: u64| {
+            // A run holds at most 64 lines, all within 64 lines of its first.
+            if n < 64 && o < 64 {
+                offsets[n] = o as u8;
+            } else {
+                fits = false;
+            }
+            n += 1;
+        });
+        let (mut found, mut before) = ([Level::L1; 64], [Level::L1; 64]);
+        if fits && n >= 2 && self.access_run(cpu, base + first, &offsets[..n], &mut found, &mut before) {
+            for &lvl in &found[..n] {
+                count_level(self, lvl);
+            }
+        } else {
+            self.for_each_line(ps, pe, stride, count, &mut |m: &mut Machine, l: u64| {
+                let lvl = m.cache_access(cpu, base + l);
+                count_level(m, lvl)
+            });
+        }
+        if !write {
+            perf.l1d_load_misses += l1_misses;
+            perf.llc_loads += llc_loads;
+            perf.llc_load_misses += llc_misses;
+        }
         // The lines fetched from memory take their time on the node's channel: no faster than
         // its bandwidth allows once other CPUs' streams (or this one's) fill it.
         if from_memory > 0 {
@@ -600,8 +772,74 @@ impl Machine {
         self.overlap_work(cpu, cycles);
     }
 
+    /// Ask the host to bring into its caches what simulating an access to physical `line`
+    /// from `cpu` will read in its L2 and the LLC (their sets). Changes nothing simulated.
+    #[inline]
+    fn prefetch_line(&self, cpu: usize, line: u64) {
+        self.cpus[cpu].l2.prefetch(line);
+        self.llc.prefetch(line);
+    }
+
+    /// Host-cache hints for an access that `cpu` will make to `vaddr` of `mm` soon (a random
+    /// access pattern knows its next addresses), so that the host's memory latency overlaps
+    /// the accesses before it. `near`: the access is next, and its page-table entry was
+    /// warmed by an earlier call (the entry is read now: the data's line is warmed);
+    /// otherwise the walk's last entry and its line are warmed, and where that entry is is
+    /// remembered for the `near` call that follows. Reads the page tables without setting any
+    /// bit; changes nothing simulated.
+    pub fn warm_access(&mut self, cpu: usize, k: &mut Kernel, mm: MmId, vaddr: u64, near: bool) {
+        let geo = self.geo;
+        let page = vaddr >> geo.page_shift;
+        if near {
+            if let Some(w) = self.warmed.take().filter(|w| (w.mm, w.page) == (mm, page)) {
+                // The entry the earlier call found (its table may have gone since: then no hint).
+                if let crate::kernel::mm_types::FrameData::Table(slot) = k.mem.data[w.table.idx()] {
+                    let e = Entry(k.mem.table_entry(slot, w.idx));
+                    if e.hw_present() {
+                        self.prefetch_line(
+                            cpu,
+                            (e.pfn().phys(geo) + (vaddr & (geo.page_size() - 1))) >> self.line_shift,
+                        );
+                    }
+                }
+                return;
+            }
+        }
+        let mut table = k.mm(mm).pgd;
+        for level in (1..=3).rev() {
+            let e = k.entry(table, geo.table_index(vaddr, level));
+            if !e.hw_present() {
+                return;
+            }
+            if e.huge() {
+                if near && level == 1 {
+                    let sub = geo.table_index(vaddr, 0) as u64;
+                    let phys = ((e.pfn().0 as u64 + sub) << geo.page_shift) + (vaddr & (geo.page_size() - 1));
+                    self.prefetch_line(cpu, phys >> self.line_shift);
+                }
+                return;
+            }
+            table = e.pfn();
+        }
+        let idx = geo.table_index(vaddr, 0);
+        if near {
+            let e = k.entry(table, idx);
+            if e.hw_present() {
+                let phys = (e.pfn().phys(geo)) + (vaddr & (geo.page_size() - 1));
+                self.prefetch_line(cpu, phys >> self.line_shift);
+            }
+            return;
+        }
+        // The walk's read of this entry: the kernel's copy of it, and its line in the caches.
+        if let crate::kernel::mm_types::FrameData::Table(slot) = k.mem.data[table.idx()] {
+            super::assoc::host_prefetch(k.mem.table_entry_mut(slot, idx));
+        }
+        self.prefetch_line(cpu, (table.phys(geo) + idx as u64 * 8) >> self.line_shift);
+        self.warmed = Some(Warmed { mm, page, table, idx });
+    }
+
     /// Where `line` is for `cpu` now, without touching any cache's state.
-    fn probe_level(&self, cpu: usize, line: u64) -> Level {
+    pub(super) fn probe_level(&self, cpu: usize, line: u64) -> Level {
         let c = &self.cpus[cpu];
         if c.l1d.contains(line) {
             Level::L1
@@ -626,6 +864,16 @@ impl Machine {
         let (mut serial, mut mem) = (0.0, 0);
         for l in lines {
             let level = self.probe_level(cpu, l);
+            mem += (level == Level::Mem) as u64;
+            serial += self.stall(level, false);
+        }
+        (serial / self.p.memory.stream_mlp, mem)
+    }
+
+    /// `fetch_bound` of lines found at `levels` (in order).
+    fn levels_fetch_bound(&self, levels: &[Level]) -> (f64, u64) {
+        let (mut serial, mut mem) = (0.0, 0);
+        for &level in levels {
             mem += (level == Level::Mem) as u64;
             serial += self.stall(level, false);
         }
@@ -709,9 +957,27 @@ impl Machine {
                     let first = pfn.phys(self.geo) >> self.line_shift;
                     let lines = first..first + (bytes >> self.line_shift);
                     let rfo = self.p.cost.clear_rfo;
-                    let (fetch, mem) = if rfo { self.fetch_bound(cpu, lines.clone()) } else { (0.0, 0) };
+                    // A small clear (a 4 KiB page): its lines accessed as a run, which also
+                    // tells where each was before (the fetch bound's levels).
+                    let n = lines.end - lines.start;
+                    let (mut found, mut before) = ([Level::L1; 64], [Level::L1; 64]);
+                    let one_pass =
+                        n <= 64 && self.access_run(cpu, first, &RUN_OFFSETS[..n as usize], &mut found, &mut before);
+                    let (fetch, mem) = if one_pass {
+                        if rfo {
+                            self.levels_fetch_bound(&before[..n as usize])
+                        } else {
+                            (0.0, 0)
+                        }
+                    } else if rfo {
+                        self.fetch_bound(cpu, lines.clone())
+                    } else {
+                        (0.0, 0)
+                    };
                     let read = mem << self.line_shift;
-                    if pages > 1 && (target as u64) < pages {
+                    if one_pass {
+                        // Accessed above.
+                    } else if pages > 1 && (target as u64) < pages {
                         // folio_zero_user: subpage by subpage, the faulting one last.
                         let per_page = self.geo.page_size() >> self.line_shift;
                         for k in 0..pages {
@@ -878,7 +1144,7 @@ impl Machine {
             c.l1d.digest(&mut h);
             c.l1i.digest(&mut h);
             c.l2.digest(&mut h);
-            for &s in &c.streams {
+            for &s in c.streams.lines() {
                 h = (h ^ s).wrapping_mul(0x100_0000_01b3);
             }
             h = (h ^ c.walk_debt.to_bits()).wrapping_mul(0x100_0000_01b3);

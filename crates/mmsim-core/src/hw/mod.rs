@@ -4,10 +4,15 @@
 pub mod assoc;
 pub mod machine;
 pub mod perf;
+pub mod prefetch;
 pub mod profile;
 mod shared;
 pub mod tlb;
 
+#[cfg(test)]
+mod assoc_tests;
+#[cfg(test)]
+mod run_tests;
 #[cfg(test)]
 mod shared_tests;
 #[cfg(test)]

@@ -35,6 +35,23 @@ impl Channel {
             }
             self.busy.pop_front();
         }
+        // Booked after everything booked so far (a stream's misses come in time order): the
+        // general case below would append it, or extend the last interval if it ends at `now`.
+        match self.busy.back_mut() {
+            None if need > 0.0 => {
+                self.busy.push_back((now, now + need));
+                return now + need;
+            }
+            Some(last) if last.1 <= now && need > 0.0 => {
+                if last.1 == now {
+                    last.1 = now + need;
+                } else {
+                    self.busy.push_back((now, now + need));
+                }
+                return now + need;
+            }
+            _ => {}
+        }
         let mut i = self.busy.partition_point(|&(_, e)| e <= now);
         let (mut t, mut left, mut done) = (now, need, now);
         while left > 0.0 {

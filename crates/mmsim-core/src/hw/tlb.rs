@@ -27,6 +27,12 @@ pub enum TlbHit {
 const ASID_SHIFT: u32 = 50;
 const SIZE_SHIFT: u32 = 48;
 
+/// Page-size class of a key (`PageSize as u64`).
+#[inline]
+fn key_size(k: u64) -> u64 {
+    (k >> SIZE_SHIFT) & 3
+}
+
 /// Asid of a key.
 #[inline]
 fn key_asid(k: u64) -> u32 {
@@ -46,6 +52,9 @@ pub struct Tlb {
     pub dtlb: [SetAssoc; 3],
     pub stlb: SetAssoc,
     pub stlb_2m: bool,
+    /// Entries of the STLB that map a PMD's range (a lookup of a 4 KiB-only address space
+    /// need not look for one).
+    stlb_pmd: u64,
     /// Paging-structure caches: PML4E (by VA[47:39]), PDPTE (VA[47:30]), PDE (VA[47:21]).
     pub pwc: [SetAssoc; 3],
     /// log2 of the bytes each PageSize maps (the geometry's PAGE_SHIFT, PMD_SHIFT, PUD_SHIFT).
@@ -73,6 +82,7 @@ impl Tlb {
             ],
             stlb: array("tlb.stlb", &s.stlb),
             stlb_2m: s.stlb_2m,
+            stlb_pmd: 0,
             pwc: [
                 array("tlb.pwc_pml4", &s.pwc_pml4),
                 array("tlb.pwc_pdpt", &s.pwc_pdpt),
@@ -95,7 +105,7 @@ impl Tlb {
             }
         }
         for sz in [PageSize::Base, PageSize::Pmd] {
-            if sz == PageSize::Pmd && !self.stlb_2m {
+            if sz == PageSize::Pmd && (!self.stlb_2m || self.stlb_pmd == 0) {
                 continue;
             }
             let k = self.key(asid, sz, vaddr);
@@ -117,14 +127,23 @@ impl Tlb {
         let stlb = size == PageSize::Base || (size == PageSize::Pmd && self.stlb_2m);
         if absent {
             arr.put_absent(k, entry);
-            if stlb {
-                self.stlb.put_absent(k, entry);
-            }
         } else {
             arr.put(k, entry);
-            if stlb {
-                self.stlb.put(k, entry);
-            }
+        }
+        if stlb {
+            self.stlb_put(k, entry, absent);
+        }
+    }
+
+    /// Put a translation in the STLB (`absent`: known not to be there), keeping count of its
+    /// PMD-sized entries.
+    #[inline]
+    fn stlb_put(&mut self, k: u64, entry: u64, absent: bool) {
+        let new_pmd = key_size(k) == PageSize::Pmd as u64 && (absent || !self.stlb.contains(k));
+        let evicted = if absent { self.stlb.put_absent(k, entry) } else { self.stlb.put(k, entry) };
+        self.stlb_pmd += new_pmd as u64;
+        if evicted.is_some_and(|e| key_size(e) == PageSize::Pmd as u64) {
+            self.stlb_pmd -= 1;
         }
     }
 
@@ -136,7 +155,9 @@ impl Tlb {
             self.dtlb[sz as usize].invalidate(k);
             if sz != PageSize::Pud {
                 self.itlb[sz as usize].invalidate(k);
-                self.stlb.invalidate(k);
+                if self.stlb.invalidate(k) && sz == PageSize::Pmd {
+                    self.stlb_pmd -= 1;
+                }
             }
         }
         for (i, shift) in self.pwc_shift.into_iter().enumerate() {
@@ -150,7 +171,13 @@ impl Tlb {
         for a in self.itlb.iter_mut().chain(self.dtlb.iter_mut()).chain(self.pwc.iter_mut()) {
             a.invalidate_if(f);
         }
-        self.stlb.invalidate_if(f);
+        let pmd = std::cell::Cell::new(0);
+        self.stlb.invalidate_if(|k| {
+            let hit = f(k);
+            pmd.set(pmd.get() + (hit && key_size(k) == PageSize::Pmd as u64) as u64);
+            hit
+        });
+        self.stlb_pmd -= pmd.get();
     }
 
     /// Drop everything.
@@ -159,6 +186,7 @@ impl Tlb {
             a.flush();
         }
         self.stlb.flush();
+        self.stlb_pmd = 0;
     }
 
     /// Paging-structure cache lookup at `level` (0 = PML4E, 1 = PDPTE, 2 = PDE): the table
@@ -181,5 +209,41 @@ impl Tlb {
             a.digest(h);
         }
         self.stlb.digest(h);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The count of PMD-sized STLB entries stays exact through fills, evictions, invlpg and
+    /// flushes (a lookup skips the 2 MiB probe on it).
+    #[test]
+    fn the_stlb_counts_its_pmd_entries() {
+        let p = crate::hw::profile::builtin(
+            "default",
+            &[("tlb.stlb.entries".into(), "32".into()), ("tlb.stlb.ways".into(), "4".into())],
+        )
+        .unwrap();
+        let mut t = Tlb::new(&p.tlb, Geometry::X86_64);
+        let mut x = 12345u64;
+        for step in 0..20000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let asid = ((x >> 60) & 3) as u32;
+            let vaddr = ((x >> 20) & 0xff) << 21 | ((x >> 30) & 7) << 12;
+            let size = if (x >> 40) & 1 == 0 { PageSize::Base } else { PageSize::Pmd };
+            match (x >> 41) % 16 {
+                0 => t.invlpg(asid, vaddr),
+                1 if step % 50 == 0 => t.flush_asid(asid),
+                2 if step % 300 == 0 => t.flush_all(),
+                _ => {
+                    let absent = t.lookup(asid, vaddr, false).is_none();
+                    t.fill(asid, vaddr, size, x, false, absent);
+                }
+            }
+            let sets = t.stlb.capacity() / 4;
+            let pmd = (0..sets).flat_map(|s| t.stlb.set_order(s)).filter(|&k| key_size(k) == PageSize::Pmd as u64);
+            assert_eq!(pmd.count() as u64, t.stlb_pmd, "step {step}");
+        }
     }
 }

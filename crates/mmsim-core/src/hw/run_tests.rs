@@ -1,0 +1,66 @@
+//! `Machine::access_run` (a page visit's lines simulated cache by cache) against the same
+//! lines accessed one by one with `cache_access`, from random cache states, on small caches
+//! with and without the streamer: same levels, same state (digest), and the levels the lines
+//! had before the run.
+
+use super::machine::{Level, Machine};
+use super::profile;
+
+fn machine(degree: u32, streams: u32, l2_ways: &str, policy: &str) -> Machine {
+    let p = profile::builtin(
+        "default",
+        &[
+            ("cache.l1d.size".into(), "4K".into()),
+            ("cache.l1d.ways".into(), "1".into()),
+            ("cache.l2.size".into(), "8K".into()),
+            ("cache.l2.ways".into(), l2_ways.into()),
+            ("cache.l2.replacement".into(), policy.into()),
+            ("cache.llc.size".into(), "16K".into()),
+            ("cache.llc.ways".into(), "4".into()),
+            ("cache.prefetch_degree".into(), degree.to_string()),
+            ("cache.prefetch_streams".into(), streams.to_string()),
+        ],
+    )
+    .unwrap();
+    Machine::new(p, 1)
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn a_run_of_lines_is_their_accesses_one_by_one(
+        degree in 0u32..4,
+        streams in 0u32..4,
+        wide_l2 in proptest::bool::ANY,
+        policy in 0usize..3,
+        warm in proptest::collection::vec(0u64..512, 0..400),
+        runs in proptest::collection::vec((0u64..448, proptest::collection::vec(proptest::bool::ANY, 64)), 1..6),
+    ) {
+        let policy = ["lru", "fifo", "random"][policy];
+        let l2_ways = if wide_l2 { "2" } else { "4" };
+        let (mut a, mut b) = (machine(degree, streams, l2_ways, policy), machine(degree, streams, l2_ways, policy));
+        for &l in &warm {
+            a.cache_access(0, l);
+            b.cache_access(0, l);
+        }
+        for (first, pick) in &runs {
+            let offsets: Vec<u8> = (0..64u8).filter(|&o| pick[o as usize]).collect();
+            let before_b: Vec<Level> = offsets.iter().map(|&o| b.probe_level(0, first + o as u64)).collect();
+            let (mut found, mut before) = ([Level::L1; 64], [Level::L1; 64]);
+            if a.access_run(0, *first, &offsets, &mut found, &mut before) {
+                let found_b: Vec<Level> = offsets.iter().map(|&o| b.cache_access(0, first + o as u64)).collect();
+                proptest::prop_assert_eq!(&found[..offsets.len()], &found_b[..]);
+                // Before: where the lines were before the run. (A line's own earlier access in
+                // the same run does not count: the run's lines are distinct.)
+                proptest::prop_assert_eq!(&before[..offsets.len()], &before_b[..]);
+            } else {
+                for &o in &offsets {
+                    a.cache_access(0, first + o as u64);
+                    b.cache_access(0, first + o as u64);
+                }
+            }
+            proptest::prop_assert_eq!(a.digest(), b.digest());
+        }
+    }
+}
