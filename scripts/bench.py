@@ -4,16 +4,18 @@ For each access stream in experiments/bench/ it times `mmsim run` with exact fas
 (the engine's own speed, what a stream no loop repeats gets) and on, and reports simulated
 memory references per second; it times the same access stream natively (native/stream.c) and
 under `valgrind --tool=cachegrind --cache-sim=yes`, in the same run, and prints the ratios.
-Then it times each seed reproduction of `mmsim reproduce` at full scale (fast-forward on, as
-users run them). Wall times only: nothing here is a pass/fail test.
+Then it runs each seed reproduction of `mmsim reproduce` at full scale (fast-forward on, as
+users run them) in a process of its own, and reports its wall time and its peak host memory
+(the child's maximum resident set, from wait4). Nothing here is a pass/fail test.
 
-    scripts/bench.py [--streams NAME,...] [--no-seeds] [--repeats N]
+    scripts/bench.py [--streams NAME,...] [--seeds NAME,...] [--no-seeds] [--repeats N]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -63,10 +65,23 @@ def cachegrind(args: list[str]) -> float | None:
     return timed(lambda: subprocess.run(cmd, check=True, capture_output=True))[0]
 
 
+def reproduce(name: str) -> tuple[float, float]:
+    """Wall time and peak resident set (MB) of `mmsim reproduce NAME` in a child process."""
+    t = time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-m", "mmsim", "reproduce", name], stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(p.pid, 0)
+    secs = time.perf_counter() - t
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode:
+        raise SystemExit(f"bench: mmsim reproduce {name} failed (exit {p.returncode})")
+    return secs, usage.ru_maxrss / 1024
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", default=",".join(STREAMS), help="comma-separated streams to time")
     ap.add_argument("--no-seeds", action="store_true", help="skip the seed reproductions")
+    ap.add_argument("--seeds", default=",".join(EXPERIMENTS), help="comma-separated seed experiments to run")
     ap.add_argument("--repeats", type=int, default=3, help="runs of each timing (the best is kept)")
     args = ap.parse_args()
     rows = []
@@ -105,11 +120,14 @@ def main() -> int:
     for name in names:
         print(f"  {name:<9} {STREAMS[name][1]}")
     if not args.no_seeds:
-        print("\nSeed reproductions (`mmsim reproduce NAME`, full scale, fast-forward on):")
-        for name, exp in EXPERIMENTS.items():
-            secs, _ = timed(exp.run)
-            print(f"  {name:<18} {exp.profile:<13} {secs:8.2f} s wall")
-            rows.append({"experiment": name, "wall_s": secs})
+        print("\nSeed reproductions (`mmsim reproduce NAME`, full scale, fast-forward on, one process each):")
+        print(f"  {'experiment':<18} {'profile':<13} {'wall s':>9} {'peak host MB':>13}")
+        for name in [n for n in args.seeds.split(",") if n]:
+            if name not in EXPERIMENTS:
+                raise SystemExit(f"bench: unknown experiment {name!r} (known: {', '.join(EXPERIMENTS)})")
+            secs, peak_mb = reproduce(name)
+            print(f"  {name:<18} {EXPERIMENTS[name].profile:<13} {secs:9.2f} {peak_mb:13.0f}", flush=True)
+            rows.append({"experiment": name, "wall_s": secs, "peak_host_mb": peak_mb})
     out = ROOT / "target" / "bench.json"
     out.write_text(json.dumps(rows, indent=2))
     print(f"\nresults: {out.relative_to(ROOT)}")

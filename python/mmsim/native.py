@@ -905,7 +905,9 @@ def validate_workload(
         return _result(name, "skip", why, "", [])
     program = list(workload["program"])
 
-    def body(h: Mapping[str, Any]) -> dict[str, Any]:
+    pins = "the workload's own snapshots, from each process's start to its end"
+
+    def once(h: Mapping[str, Any]) -> dict[str, Any]:
         native, native_events, sim = run_both(name, with_baselines(program), h)
         if "error" in sim:
             return _result(name, "fail", f"mmsim cannot run it: {sim['error']}", "", [])
@@ -913,9 +915,39 @@ def validate_workload(
         if isinstance(counters, str):
             return _result(name, "fail", counters, "", [])
         counters += compare_events(native_events, sim.get("events", []))
-        return _verdict(name, "the workload's own snapshots, from each process's start to its end", counters)
+        return _verdict(name, pins, counters)
+
+    def body(h: Mapping[str, Any]) -> dict[str, Any]:
+        r = once(h)
+        # A difference in system-wide counters only may be another process's (this machine's
+        # VM agent mlocks pages now and then): the run is deterministic on both sides (serial
+        # schedule, one CPU), so such a case is run again, up to SYSTEM_RERUNS times, and
+        # passes if a run agrees exactly; it fails, with the first run's reason, if none does.
+        for k in range(SYSTEM_RERUNS):
+            if r["status"] != "fail" or not _system_only(r):
+                break
+            again = once(h)
+            if again["status"] == "pass":
+                again["reason"] = (
+                    f"system-wide counters differed in {k + 1} earlier run(s) ({r['reason']}): another "
+                    "process on the host"
+                )
+                return again
+        return r
 
     return with_pool(name, "", workload.get("knobs") or {}, program, host, body)
+
+
+#: How many times :func:`validate_workload` runs a case again whose only differences are in
+#: system-wide counters, which every process on the host reaches.
+SYSTEM_RERUNS = 2
+
+
+def _system_only(result: Mapping[str, Any]) -> bool:
+    """Does a failed result differ only in system-wide counters (named ``SPAN COUNTER``, where
+    a process's are ``pid N SPAN COUNTER``), never in a task's own counters or events?"""
+    bad = [c for c in result["counters"] if abs(c["kernel"] - c["simulated"]) > c["tolerance"]]
+    return bool(bad) and all(not c["name"].startswith("pid ") for c in bad)
 
 
 def compare_snapshots(

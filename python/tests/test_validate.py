@@ -482,3 +482,43 @@ def test_validate_sizes_the_pool_for_a_case_and_skips_a_pool_in_use():
             held.close()
     assert _pool() == before, "restored after the --host-set too"
     assert r["status"] == "skip" and "in use by another process" in r["reason"], r
+
+
+def test_system_wide_noise_is_run_again_not_tolerated(monkeypatch):
+    """A workload that differs only in a system-wide counter (another process on the host
+    mlocked a page) is run again and passes when a run agrees exactly; one whose difference
+    stays, or reaches a task's own counters, fails: nothing is widened."""
+    from mmsim import native
+
+    def rows(mlocked: int, minflt: int) -> list[dict]:
+        return [
+            {"label": "__begin", "pid": 1, "minflt": 0, "vmstat": {"unevictable_pgs_mlocked": 0}},
+            {"label": "__end", "pid": 1, "minflt": minflt, "vmstat": {"unevictable_pgs_mlocked": mlocked}},
+        ]
+
+    sim = {
+        "snapshots": [
+            {"label": lbl, "pid": 1, "processes": [{"pid": 1, "minflt": 0}], "vmstat": {}}
+            for lbl in ("__begin", "__end")
+        ]
+    }
+    host = {"transparent_hugepage/enabled": "never"}
+    w = {"name": "noise", "program": [{"op": "mmap", "name": "p", "size": "4K"}]}
+
+    def verdict(runs: list[list[dict]]) -> tuple[dict, int]:
+        calls = iter(runs)
+        seen = []
+
+        def run_both(name, program, h):
+            seen.append(1)
+            return next(calls), [], sim
+
+        monkeypatch.setattr(native, "run_both", run_both)
+        return native.validate_workload(w, host), len(seen)
+
+    r, n = verdict([rows(1, 0), rows(0, 0)])
+    assert (r["status"], n) == ("pass", 2) and "another process" in r["reason"]
+    r, n = verdict([rows(1, 0)] * 3)
+    assert (r["status"], n) == ("fail", 3) and "unevictable_pgs_mlocked: kernel 1, mmsim 0" in r["reason"]
+    r, n = verdict([rows(1, 1), rows(0, 0)])
+    assert (r["status"], n) == ("fail", 1)
