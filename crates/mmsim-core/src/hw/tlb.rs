@@ -61,6 +61,10 @@ pub struct Tlb {
     size_shift: [u32; 3],
     /// log2 of the range each paging-structure cache entry covers (PGDIR, PUD, PMD shifts).
     pwc_shift: [u32; 3],
+    /// A bit per address-space id that may have entries here: set by every fill, cleared by
+    /// the flushes. An id whose bit is clear has none, so `flush_asid` skips its scan (the
+    /// scan would remove nothing; the arrays are as they would be either way).
+    maybe_present: Vec<u64>,
 }
 
 impl Tlb {
@@ -88,7 +92,18 @@ impl Tlb {
                 array("tlb.pwc_pdpt", &s.pwc_pdpt),
                 array("tlb.pwc_pde", &s.pwc_pde),
             ],
+            maybe_present: Vec::new(),
         }
+    }
+
+    /// Note that `asid` may have entries now.
+    #[inline(always)]
+    fn mark(&mut self, asid: u32) {
+        let (w, b) = ((asid / 64) as usize, asid % 64);
+        if w >= self.maybe_present.len() {
+            self.maybe_present.resize(w + 1, 0);
+        }
+        self.maybe_present[w] |= 1 << b;
     }
 
     /// Look up a data (or instruction) translation: the L1 arrays of every size, then the
@@ -122,6 +137,7 @@ impl Tlb {
     /// Install a translation after a walk. `absent`: the lookup that started the walk found
     /// no entry for the address (the common case), so the arrays need not be searched again.
     pub fn fill(&mut self, asid: u32, vaddr: u64, size: PageSize, entry: u64, instr: bool, absent: bool) {
+        self.mark(asid);
         let k = self.key(asid, size, vaddr);
         let arr = if instr { &mut self.itlb[(size as usize).min(1)] } else { &mut self.dtlb[size as usize] };
         let stlb = size == PageSize::Base || (size == PageSize::Pmd && self.stlb_2m);
@@ -167,6 +183,11 @@ impl Tlb {
 
     /// Drop every translation of one address space (a CR3 write / INVPCID single-context).
     pub fn flush_asid(&mut self, asid: u32) {
+        let (w, b) = ((asid / 64) as usize, asid % 64);
+        match self.maybe_present.get_mut(w) {
+            Some(bits) if *bits & (1 << b) != 0 => *bits &= !(1 << b),
+            _ => return,
+        }
         let f = |k: u64| key_asid(k) == asid;
         for a in self.itlb.iter_mut().chain(self.dtlb.iter_mut()).chain(self.pwc.iter_mut()) {
             a.invalidate_if(f);
@@ -187,6 +208,7 @@ impl Tlb {
         }
         self.stlb.flush();
         self.stlb_pmd = 0;
+        self.maybe_present.fill(0);
     }
 
     /// Paging-structure cache lookup at `level` (0 = PML4E, 1 = PDPTE, 2 = PDE): the table
@@ -199,6 +221,7 @@ impl Tlb {
 
     #[inline]
     pub fn pwc_put(&mut self, level: usize, asid: u32, vaddr: u64, table_pfn: u64) {
+        self.mark(asid);
         let shift = self.pwc_shift[level];
         self.pwc[level].put(((asid as u64) << ASID_SHIFT) | (vaddr >> shift), table_pfn);
     }
