@@ -86,6 +86,11 @@ def main() -> int:
     args = ap.parse_args()
     rows = []
     names = [s for s in args.streams.split(",") if s]
+    unknown = [s for s in names if s not in STREAMS]
+    if unknown:
+        raise SystemExit(f"bench: unknown stream {unknown[0]!r} (known: {', '.join(STREAMS)})")
+    if names and not STREAM.exists():
+        raise SystemExit(f"bench: {STREAM.relative_to(ROOT)} is not built: run `make bench` (it builds it)")
     print(f"Simulation speed (best of {args.repeats}; refs: the workload's accesses and the page walker's reads):")
     print(
         f"  {'stream':<9} {'refs':>12} {'FF-off s':>9} {'Mrefs/s':>8} {'FF-on s':>8} {'Mrefs/s':>8} "
