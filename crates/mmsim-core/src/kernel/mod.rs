@@ -21,6 +21,7 @@ pub mod mremap;
 pub mod page_alloc;
 pub mod pgtable;
 pub mod ptshare;
+pub mod readahead;
 pub mod shmem;
 pub mod vmstat;
 pub mod walk;
