@@ -61,10 +61,22 @@ pub struct Tlb {
     size_shift: [u32; 3],
     /// log2 of the range each paging-structure cache entry covers (PGDIR, PUD, PMD shifts).
     pwc_shift: [u32; 3],
-    /// A bit per address-space id that may have entries here: set by every fill, cleared by
-    /// the flushes. An id whose bit is clear has none, so `flush_asid` skips its scan (the
-    /// scan would remove nothing; the arrays are as they would be either way).
-    maybe_present: Vec<u64>,
+    /// A bit per bucket of address-space ids (the id modulo 4096) that may have entries
+    /// here: set by every fill, cleared by a flush that leaves no entry of the bucket. An id
+    /// whose bucket's bit is clear has none, so `flush_asid` skips its scan (the scan would
+    /// remove nothing; the arrays are as they would be either way). Fixed size: a fill
+    /// allocates nothing.
+    maybe_present: [u64; PRESENT_WORDS],
+}
+
+/// Words of `Tlb::maybe_present`: 4096 buckets of address-space ids.
+const PRESENT_WORDS: usize = 64;
+
+/// The word and bit of `asid`'s bucket in `Tlb::maybe_present`.
+#[inline(always)]
+fn present_bit(asid: u32) -> (usize, u32) {
+    let bucket = asid as usize % (PRESENT_WORDS * 64);
+    (bucket / 64, (bucket % 64) as u32)
 }
 
 impl Tlb {
@@ -92,17 +104,14 @@ impl Tlb {
                 array("tlb.pwc_pdpt", &s.pwc_pdpt),
                 array("tlb.pwc_pde", &s.pwc_pde),
             ],
-            maybe_present: Vec::new(),
+            maybe_present: [0; PRESENT_WORDS],
         }
     }
 
     /// Note that `asid` may have entries now.
     #[inline(always)]
     fn mark(&mut self, asid: u32) {
-        let (w, b) = ((asid / 64) as usize, asid % 64);
-        if w >= self.maybe_present.len() {
-            self.maybe_present.resize(w + 1, 0);
-        }
+        let (w, b) = present_bit(asid);
         self.maybe_present[w] |= 1 << b;
     }
 
@@ -183,12 +192,19 @@ impl Tlb {
 
     /// Drop every translation of one address space (a CR3 write / INVPCID single-context).
     pub fn flush_asid(&mut self, asid: u32) {
-        let (w, b) = ((asid / 64) as usize, asid % 64);
-        match self.maybe_present.get_mut(w) {
-            Some(bits) if *bits & (1 << b) != 0 => *bits &= !(1 << b),
-            _ => return,
+        let (w, b) = present_bit(asid);
+        if self.maybe_present[w] & (1 << b) == 0 {
+            return;
         }
-        let f = |k: u64| key_asid(k) == asid;
+        // Whether an entry of another id of the same bucket stays (then the bit stays set).
+        let others = std::cell::Cell::new(false);
+        let f = |k: u64| {
+            let a = key_asid(k);
+            if a != asid && present_bit(a) == (w, b) {
+                others.set(true);
+            }
+            a == asid
+        };
         for a in self.itlb.iter_mut().chain(self.dtlb.iter_mut()).chain(self.pwc.iter_mut()) {
             a.invalidate_if(f);
         }
@@ -199,6 +215,9 @@ impl Tlb {
             hit
         });
         self.stlb_pmd -= pmd.get();
+        if !others.get() {
+            self.maybe_present[w] &= !(1 << b);
+        }
     }
 
     /// Drop everything.
@@ -238,6 +257,32 @@ impl Tlb {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// flush_asid's skip is exact: ids that share a presence bucket (4096 apart) keep each
+    /// other's bit, so each flush still finds and removes its own entries; a flush of an id
+    /// with none leaves everything as it was.
+    #[test]
+    fn flush_asid_skips_only_ids_without_entries() {
+        let p = crate::hw::profile::builtin("default", &[]).unwrap();
+        let mut t = Tlb::new(&p.tlb, Geometry::X86_64);
+        let (a, b, c) = (7u32, 7 + 4096, 8u32);
+        for (i, asid) in [a, b].into_iter().enumerate() {
+            t.fill(asid, 0x1000 * (i as u64 + 1), PageSize::Base, 0x42, false, true);
+        }
+        let digest = |t: &Tlb| {
+            let mut h = 0;
+            t.digest(&mut h);
+            h
+        };
+        let before = digest(&t);
+        t.flush_asid(c);
+        assert_eq!(digest(&t), before);
+        t.flush_asid(a);
+        assert!(t.lookup(a, 0x1000, false).is_none());
+        assert!(t.lookup(b, 0x2000, false).is_some(), "b's entry survives a's flush");
+        t.flush_asid(b);
+        assert!(t.lookup(b, 0x2000, false).is_none(), "b's bit stayed set, so its flush scanned");
+    }
 
     /// The count of PMD-sized STLB entries stays exact through fills, evictions, invlpg and
     /// flushes (a lookup skips the 2 MiB probe on it).
