@@ -184,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """``mmsim validate``."""
-    from mmsim.native import SUITE, HostSettings, host_settings, validate_case, validate_workload
+    from mmsim.native import HostSettings, host_settings, validate_case, validate_workload
+    from mmsim.validate_suite import SUITE
     from mmsim.workload import load_workload
 
     if args.random is not None:

@@ -1,0 +1,54 @@
+//! Tags compared with a key LANES ways at a time. A match mask has two bits per way (bits 2i
+//! and 2i + 1 for way i of the group), so the first matching way is `trailing_zeros / 2`. SSE2
+//! (every x86-64) where available, the same results in plain Rust elsewhere.
+
+#[cfg(target_arch = "x86_64")]
+mod imp {
+    use super::super::LANES;
+    use core::arch::x86_64::*;
+
+    /// Ways of the group whose tag is `key`.
+    #[inline(always)]
+    pub fn match_tags(tags: &[u64; LANES], key: u64) -> u32 {
+        // SAFETY: SSE2 is part of x86-64; the loads read the group's 64 bytes.
+        unsafe {
+            let k = _mm_set1_epi64x(key as i64);
+            let p = tags.as_ptr() as *const __m128i;
+            // Equal 32-bit halves, packed to one byte per half: a tag matches where both of its
+            // bytes are set.
+            let e0 = _mm_cmpeq_epi32(_mm_loadu_si128(p), k);
+            let e1 = _mm_cmpeq_epi32(_mm_loadu_si128(p.add(1)), k);
+            let e2 = _mm_cmpeq_epi32(_mm_loadu_si128(p.add(2)), k);
+            let e3 = _mm_cmpeq_epi32(_mm_loadu_si128(p.add(3)), k);
+            let m = _mm_movemask_epi8(_mm_packs_epi16(_mm_packs_epi32(e0, e1), _mm_packs_epi32(e2, e3))) as u32;
+            m & (m >> 1) & 0x5555
+        }
+    }
+
+    /// Bit i set where `bytes[i] == b`.
+    #[inline(always)]
+    pub fn match_bytes(bytes: &[u8; 16], b: u8) -> u32 {
+        // SAFETY: SSE2; the load reads the 16 bytes.
+        unsafe {
+            let x = _mm_loadu_si128(bytes.as_ptr() as *const __m128i);
+            _mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(b as i8))) as u32
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+mod imp {
+    use super::super::LANES;
+
+    #[inline(always)]
+    pub fn match_tags(tags: &[u64; LANES], key: u64) -> u32 {
+        tags.iter().enumerate().fold(0, |m, (i, &t)| m | (((t == key) as u32) << (2 * i)))
+    }
+
+    #[inline(always)]
+    pub fn match_bytes(bytes: &[u8; 16], b: u8) -> u32 {
+        bytes.iter().enumerate().fold(0, |m, (i, &x)| m | (((x == b) as u32) << i))
+    }
+}
+
+pub use imp::{match_bytes, match_tags};

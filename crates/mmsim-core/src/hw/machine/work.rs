@@ -1,0 +1,264 @@
+//! The kernel's work the machine carries out (`Work`, the log a kernel operation leaves):
+//! page clears and copies through the caches or by an offload engine, lock and atomic
+//! cache-line traffic, and TLB flushes and shootdowns (flush_tlb_mm_range, seed 003's
+//! flushes of shared tables), charged to the CPU that did them and to those they reach.
+
+use super::*;
+
+impl Machine {
+    /// `gbps` (bytes per nanosecond) in bytes per cycle of this machine's clock.
+    pub fn bytes_per_cycle(&self, gbps: f64) -> f64 {
+        gbps / self.p.cpu.freq_ghz
+    }
+
+    /// Drop every line of `pages` base pages from `pfn` on from every cache (what
+    /// non-temporal stores or a DMA engine's writes do to the copies CPUs hold).
+    pub fn invalidate_lines(&mut self, pfn: Pfn, pages: u64) {
+        let first = pfn.phys(self.geo) >> self.line_shift;
+        let n = (pages * self.geo.page_size()) >> self.line_shift;
+        let end = first + n;
+        let inval = |c: &mut SetAssoc| {
+            if (n as usize) > c.capacity() {
+                c.invalidate_if(|l| (first..end).contains(&l));
+            } else {
+                for l in first..end {
+                    c.invalidate(l);
+                }
+            }
+        };
+        for cpu in &mut self.cpus {
+            inval(&mut cpu.l1d);
+            inval(&mut cpu.l2);
+        }
+        inval(&mut self.llc);
+    }
+
+    /// Cycles a zeroing engine (`vm/scrub_engine=offload`) takes for `pages` base pages, or
+    /// None when the machine has none or refuses a block this small (the CPU zeroes it).
+    pub fn offload_cycles(&self, pages: u64) -> Option<f64> {
+        let m = &self.p.memory;
+        let bytes = pages * self.geo.page_size();
+        (m.offload_bandwidth > 0.0 && bytes >= m.offload_min)
+            .then(|| bytes as f64 / self.bytes_per_cycle(m.offload_bandwidth))
+    }
+
+    /// Charge a streaming loop to `func`: it runs at its instruction rate (`exec`) unless
+    /// fetching its lines (`fetch`) takes longer; the difference is a back-end stall.
+    fn charge_streaming(&self, cpu: usize, func: &'static str, exec: f64, fetch: f64, perf: &mut PerfCounters) {
+        perf.charge(func, self.exec_cycles(cpu, exec.max(fetch)));
+        perf.stalled_backend += (fetch - exec).max(0.0);
+    }
+
+    /// Charge one piece of the kernel's queued work to `cpu` (and remote CPUs for
+    /// shootdowns) at `clock_base + perf.cycles`, its time now (shared lines are used in time
+    /// order). The interpreter decides when (`Interp::charge_work`).
+    pub fn do_work(&mut self, cpu: usize, k: &mut Kernel, w: Work, perf: &mut PerfCounters, clock_base: f64) {
+        match w {
+            Work::Clear { pfn, pages, chunk, path, target } => {
+                let bytes = pages * self.geo.page_size();
+                let exec = bytes as f64 / self.p.cost.clear_bytes_per_cycle;
+                let func = if path == ClearPath::Kscrubd { "kscrubd" } else { "clear_page_erms" };
+                // One call of at least `clear_streaming_min` bytes streams (no RFO, no fill).
+                let min = self.p.cost.clear_streaming_min;
+                let streaming = min > 0 && chunk * self.geo.page_size() >= min;
+                let nontemporal = streaming
+                    || if path == ClearPath::Kscrubd {
+                        k.knobs.scrub_engine != ScrubEngine::Cpu
+                    } else {
+                        self.p.cost.clear_nontemporal
+                    };
+                let now = clock_base + perf.cycles;
+                if nontemporal {
+                    // Non-temporal stores: no line is fetched or kept; cached copies are
+                    // invalidated; the stores drain through the node's bandwidth.
+                    self.invalidate_lines(pfn, pages);
+                    let drain = self.book_bandwidth(cpu, now, bytes);
+                    self.charge_streaming(cpu, func, exec, drain, perf);
+                } else {
+                    // Temporal stores: every zeroed line passes through this CPU's caches, and
+                    // a line not in them is fetched first (a read for ownership) unless the
+                    // CPU's string stores write whole lines without one (`cost.clear_rfo`).
+                    // The memory traffic: those reads, and the lines' write-back (charged
+                    // now, though it happens when they are evicted).
+                    let first = pfn.phys(self.geo) >> self.line_shift;
+                    let lines = first..first + (bytes >> self.line_shift);
+                    let rfo = self.p.cost.clear_rfo;
+                    // A small clear (a 4 KiB page): its lines accessed as a run, which also
+                    // tells where each was before (the fetch bound's levels).
+                    let n = lines.end - lines.start;
+                    let (mut found, mut before) = ([Level::L1; 64], [Level::L1; 64]);
+                    let one_pass =
+                        n <= 64 && self.access_run(cpu, first, &RUN_OFFSETS[..n as usize], &mut found, &mut before);
+                    let (fetch, mem) = if one_pass {
+                        if rfo {
+                            self.levels_fetch_bound(&before[..n as usize])
+                        } else {
+                            (0.0, 0)
+                        }
+                    } else if rfo {
+                        self.fetch_bound(cpu, lines.clone())
+                    } else {
+                        (0.0, 0)
+                    };
+                    let read = mem << self.line_shift;
+                    if one_pass {
+                        // Accessed above.
+                    } else if pages > 1 && (target as u64) < pages {
+                        // folio_zero_user: subpage by subpage, the faulting one last.
+                        let per_page = self.geo.page_size() >> self.line_shift;
+                        for k in 0..pages {
+                            let sub = crate::kernel::process_huge_page_nth(pages, target as u64, k);
+                            let l0 = lines.start + sub * per_page;
+                            for l in l0..l0 + per_page {
+                                self.cache_access(cpu, l);
+                            }
+                        }
+                    } else {
+                        for l in lines {
+                            self.cache_access(cpu, l);
+                        }
+                    }
+                    let bus = self.book_bandwidth(cpu, now, read + bytes);
+                    self.charge_streaming(cpu, func, exec, fetch.max(bus), perf);
+                }
+            }
+            Work::Copy { dst, src } => {
+                let exec = self.geo.page_size() as f64 / self.p.cost.copy_bytes_per_cycle;
+                let n = self.geo.page_size() >> self.line_shift;
+                let (s0, d0) = (src.phys(self.geo) >> self.line_shift, dst.phys(self.geo) >> self.line_shift);
+                let ((fs, ms), (fd, md)) = (self.fetch_bound(cpu, s0..s0 + n), self.fetch_bound(cpu, d0..d0 + n));
+                let (fetch, read) = (fs + fd, (ms + md) << self.line_shift);
+                let bus = self.book_bandwidth(cpu, clock_base + perf.cycles, read + self.geo.page_size());
+                let fetch = fetch.max(bus);
+                for i in 0..n {
+                    self.cache_access(cpu, s0 + i);
+                    self.cache_access(cpu, d0 + i);
+                }
+                self.charge_streaming(cpu, "copy_page", exec, fetch, perf);
+            }
+            Work::Flush { mm, start, end } => self.flush_range(cpu, k, mm, start, end, perf),
+            Work::FlushMm { mm } => self.flush_range(cpu, k, mm, 0, u64::MAX, perf),
+            Work::FlushShared { table, start, end } => {
+                let mms = k.pt_reach.remove(&table.0);
+                self.flush_shared(cpu, k, mms.as_deref(), start, end, perf);
+                if let Some(m) = mms {
+                    k.pt_reach.insert(table.0, m);
+                }
+            }
+            Work::ZoneLock { pages, func } => {
+                // spin_lock(&zone->lock), move the pages, unlock: held for their work.
+                let now = clock_base + perf.cycles;
+                let hold = pages as f64 * self.p.smp.zone_lock_page;
+                let node = self.numa_node(cpu) as u64;
+                self.atomic_rmw(cpu, ZONE_LOCK_LINE + node, now, hold, 1.0, func, perf);
+            }
+            Work::FaultLock { line, hold, func } => {
+                let now = clock_base + perf.cycles;
+                let hold = if hold { self.p.smp.fault_lock_hold } else { 0.0 };
+                self.fault_lock(cpu, line, now, hold, func, perf);
+            }
+            Work::Atomic { line, func, kind } => {
+                let now = clock_base + perf.cycles;
+                let transfers = if kind == AtomicKind::CmpxchgLoop { 2.0 } else { 1.0 };
+                self.atomic_rmw(cpu, line, now, 0.0, transfers, func, perf);
+            }
+            Work::MmExit { mm } => {
+                // The ASID is retired: its translations leave every CPU, without IPIs
+                // (Linux retires ASIDs lazily on the next switch).
+                for c in &mut self.cpus {
+                    c.tlb.flush_asid(mm);
+                    if c.cur_asid == Some(mm) {
+                        c.cur_asid = None;
+                    }
+                }
+                self.mm_cpus.remove(&mm);
+            }
+        }
+    }
+
+    /// flush_tlb_mm_range: invalidate on every CPU in the mm's cpumask; remote CPUs cost an
+    /// IPI each (native_flush_tlb_multi).
+    fn flush_range(&mut self, cpu: usize, k: &mut Kernel, mm: MmId, start: u64, end: u64, perf: &mut PerfCounters) {
+        let Some(mask) = self.mm_cpus.get(&mm).cloned() else { return };
+        let pages = end.saturating_sub(start) >> self.geo.page_shift;
+        let full = pages > TLB_SINGLE_PAGE_FLUSH_CEILING;
+        for (c, &on) in mask.iter().enumerate() {
+            if !on {
+                continue;
+            }
+            let t = &mut self.cpus[c].tlb;
+            if full {
+                t.flush_asid(mm);
+            } else {
+                let mut a = start & !(self.geo.page_size() - 1);
+                while a < end {
+                    t.invlpg(mm, a);
+                    a += self.geo.page_size();
+                }
+            }
+            let local = if full { self.p.cost.tlb_flush_all } else { self.p.cost.tlb_flush_one * pages as f64 };
+            if c == cpu {
+                k.stat.count(if full { VmEvent::TlbFlushAll } else { VmEvent::TlbFlushOne });
+                perf.charge("flush_tlb_mm_range", local);
+            } else {
+                perf.charge("native_flush_tlb_multi", self.p.smp.shootdown_ipi);
+                self.cpus[c].clock += local;
+            }
+        }
+    }
+
+    /// Seed 003: an entry of a page table several mms share changed: each of `mms` loses its
+    /// translations of [start, end) on every CPU its cpumask names, and each remote CPU takes
+    /// one IPI for all of them. Without the list (the table is no longer shared), every CPU
+    /// is flushed whole, as the seed's patch did for want of a record (flush_tlb_all).
+    fn flush_shared(
+        &mut self,
+        cpu: usize,
+        k: &mut Kernel,
+        mms: Option<&[MmId]>,
+        start: u64,
+        end: u64,
+        perf: &mut PerfCounters,
+    ) {
+        let pages = end.saturating_sub(start) >> self.geo.page_shift;
+        let full = mms.is_none() || pages > TLB_SINGLE_PAGE_FLUSH_CEILING;
+        for c in 0..self.cpus.len() {
+            let mut hit = false;
+            match mms {
+                None => {
+                    self.cpus[c].tlb.flush_all();
+                    hit = true;
+                }
+                Some(list) => {
+                    for &m in list {
+                        if !self.mm_cpus.get(&m).is_some_and(|mask| mask.get(c).copied().unwrap_or(false)) {
+                            continue;
+                        }
+                        hit = true;
+                        let t = &mut self.cpus[c].tlb;
+                        if full {
+                            t.flush_asid(m);
+                        } else {
+                            let mut a = start & !(self.geo.page_size() - 1);
+                            while a < end {
+                                t.invlpg(m, a);
+                                a += self.geo.page_size();
+                            }
+                        }
+                    }
+                }
+            }
+            if !hit {
+                continue;
+            }
+            let local = if full { self.p.cost.tlb_flush_all } else { self.p.cost.tlb_flush_one * pages as f64 };
+            if c == cpu {
+                k.stat.count(if full { VmEvent::TlbFlushAll } else { VmEvent::TlbFlushOne });
+                perf.charge("flush_tlb_mm_range", local);
+            } else {
+                perf.charge("native_flush_tlb_multi", self.p.smp.shootdown_ipi);
+                self.cpus[c].clock += local;
+            }
+        }
+    }
+}

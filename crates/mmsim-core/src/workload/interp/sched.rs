@@ -1,0 +1,198 @@
+//! The scheduler: per-CPU run queues of runnable tasks, each CPU running its current task
+//! until its slice (`sched/base_slice_ns`, ended at a `kernel/hz` tick) is used up and then the
+//! one that ran least recently (`pick_next_task`), sleepers woken when their time comes, and
+//! the load average. `round` advances the CPU that is furthest behind, so CPUs stay in step.
+
+use super::*;
+
+impl Interp {
+    /// `enqueue_task` / `dequeue_task` (kernel/sched/core.c) in one: task `i` is in its CPU's
+    /// runqueue, under its current `last_run`, exactly while it is runnable.
+    pub(super) fn rq_update(&mut self, i: usize) {
+        let (cpu, key, runnable) = (self.tasks[i].cpu, (self.tasks[i].last_run, i), self.tasks[i].runnable());
+        let q = &mut self.rq[cpu];
+        if runnable {
+            if q.insert(key) && q.len() == 1 {
+                self.busy_cpus.insert(cpu);
+            }
+        } else if q.remove(&key) && q.is_empty() {
+            self.busy_cpus.remove(&cpu);
+        }
+    }
+
+    /// Run one quantum of the runnable task whose CPU is furthest behind in time (ties: the
+    /// task that ran least recently); false when nothing can run any more.
+    pub fn round(&mut self) -> bool {
+        // Wake parents whose children have all exited, no earlier than the last exit; each
+        // child is reaped as it finishes (a wait() per child).
+        let mut waiters = std::mem::take(&mut self.waiters);
+        waiters.retain(|&t| self.wait_children(t));
+        self.waiters = waiters;
+        let waiting = !self.waiters.is_empty();
+        let mut best: Option<(f64, u64, usize)> = None;
+        let only = if self.serial {
+            match self.serial_current() {
+                Some(i) => Some(i),
+                None => return false,
+            }
+        } else {
+            None
+        };
+        // The earliest CPU's candidate (ties: the one that ran least recently, then the lower
+        // pid): its current task while its slice lasts, else the task that ran least recently.
+        if let Some(o) = only {
+            let task = &self.tasks[o];
+            if task.runnable() {
+                best = Some((self.machine.cpus[task.cpu].clock, task.last_run, o));
+            }
+        } else {
+            for &c in &self.busy_cpus {
+                let (last_run, i) = self.pick_next_task(c);
+                let key = (self.machine.cpus[c].clock, last_run, i);
+                if best.is_none_or(|b| key.0 < b.0 || (key.0 == b.0 && (key.1, key.2) < (b.1, b.2))) {
+                    best = Some(key);
+                }
+            }
+        }
+        // A sleeper whose time has come (nothing else would run before it) wakes first.
+        let ks = if self.serial { None } else { self.kscrubd_candidate() };
+        let next = [best.map(|b| b.0), ks.map(|k| k.0)].into_iter().flatten().fold(f64::INFINITY, f64::min);
+        let sleeper = match only {
+            Some(o) => (self.tasks[o].state == TaskState::Sleeping).then_some(o),
+            None => {
+                self.sleepers.iter().copied().min_by(|&a, &b| self.tasks[a].wake_at.total_cmp(&self.tasks[b].wake_at))
+            }
+        };
+        if let Some(s) = sleeper.filter(|&s| self.tasks[s].wake_at <= next) {
+            self.wake_sleeper(s);
+            return true;
+        }
+        if let Some((kt, klr)) = ks {
+            if best.is_none_or(|b| kt < b.0 || (kt == b.0 && klr < b.1)) {
+                self.machine.horizon = self.machine.horizon.max(kt);
+                self.run_kscrubd(kt);
+                self.advance_loadavg();
+                return true;
+            }
+        }
+        let Some((horizon, _, t)) = best else {
+            return waiting;
+        };
+        // Every CPU that can run is at or past the chosen one's clock: uses of shared lines
+        // that end before it can no longer be overtaken.
+        self.machine.horizon = self.machine.horizon.max(horizon);
+        self.run_seq += 1;
+        let cpu = self.tasks[t].cpu;
+        if self.rq[cpu].remove(&(self.tasks[t].last_run, t)) && self.rq[cpu].is_empty() {
+            self.busy_cpus.remove(&cpu);
+        }
+        self.tasks[t].last_run = self.run_seq;
+        // A new slice for a task switched in, or for one whose slice ended with nothing else
+        // to run (the tick renews it).
+        if !self.serial && (self.curr[cpu] != Some(t) || self.machine.cpus[cpu].clock >= self.slice_end[cpu]) {
+            self.curr[cpu] = Some(t);
+            self.slice_end[cpu] = self.slice_end_from(self.machine.cpus[cpu].clock);
+        }
+        // A context switch: the outgoing task's outstanding translations complete on its time.
+        match self.machine.cpus[cpu].walk_task {
+            Some(o) if o != t => {
+                let stall = self.machine.drain_translations(cpu, &mut self.tasks[o].perf);
+                self.machine.cpus[cpu].clock += stall;
+            }
+            _ => {}
+        }
+        self.machine.cpus[cpu].walk_task = Some(t);
+        // SMT: while a sibling thread of this CPU's core has a task to run, the two share it.
+        let busy = self.machine.smt_siblings(cpu).any(|s| !self.rq[s].is_empty());
+        self.machine.set_siblings_busy(cpu, busy);
+        // The switch's cost is the incoming task's time, on its CPU's clock too.
+        let before = self.tasks[t].perf.cycles;
+        if let Some(mm) = self.tasks[t].mm {
+            self.machine.switch_mm(cpu, mm, &mut self.tasks[t].perf);
+        }
+        self.quantum_base = before;
+        self.machine.cpus[cpu].time_base = self.machine.cpus[cpu].clock - before;
+        // Keep CPUs in step: run until this CPU passes the next-earliest other busy CPU.
+        let mine = self.machine.cpus[cpu].clock;
+        let mut other = self
+            .busy_cpus
+            .iter()
+            .filter(|&&c| !self.serial && c != cpu)
+            .map(|&c| self.machine.cpus[c].clock)
+            .fold(f64::INFINITY, f64::min);
+        if let Some((kt, _)) = ks.filter(|_| self.kscrubd.cpu != cpu) {
+            other = other.min(kt);
+        }
+        self.time_limit = before + (other - mine).max(0.0) + SLICE_SLACK;
+        // With others waiting on this CPU, the task yields it when its slice ends.
+        if !self.serial && !self.rq[cpu].is_empty() {
+            self.time_limit = self.time_limit.min(before + (self.slice_end[cpu] - mine).max(0.0));
+        }
+        self.run_task(t, QUANTUM);
+        let spent = self.tasks[t].perf.cycles - before;
+        self.machine.cpus[cpu].clock += spent;
+        self.machine.cpus[cpu].busy += spent;
+        if matches!(self.tasks[t].state, TaskState::Exited | TaskState::Killed) {
+            self.tasks[t].exit_clock = self.machine.cpus[cpu].clock;
+        }
+        if self.tasks[t].state == TaskState::Sleeping {
+            let now = self.machine.cpus[cpu].clock;
+            if self.tasks[t].wake_absolute {
+                self.tasks[t].wake_at = self.tasks[t].wake_at.max(now);
+            } else {
+                self.tasks[t].wake_at += now;
+            }
+            self.sleepers.push(t);
+        }
+        self.rq_update(t);
+        self.wakeup_kscrubd(self.machine.cpus[cpu].clock);
+        self.advance_loadavg();
+        self.check_host_memory();
+        true
+    }
+
+    /// `pick_next_task` (kernel/sched/core.c) for `cpu`, as its (last_run, task) key: the
+    /// current task while its slice lasts and it is runnable, else the runnable task that ran
+    /// least recently (round robin: every slice goes to the task that waited longest, as
+    /// EEVDF picks among equal-weight tasks; no vruntime is kept).
+    pub(super) fn pick_next_task(&self, cpu: usize) -> (u64, usize) {
+        if let Some(c) = self.curr[cpu] {
+            let key = (self.tasks[c].last_run, c);
+            if self.machine.cpus[cpu].clock < self.slice_end[cpu] && self.rq[cpu].contains(&key) {
+                return key;
+            }
+        }
+        *self.rq[cpu].first().expect("busy cpus have tasks")
+    }
+
+    /// The CPU clock at which a slice that begins at `clock` ends: the first tick (a multiple
+    /// of 1/HZ) at or after `sched/base_slice_ns` of running.
+    pub(super) fn slice_end_from(&self, clock: f64) -> f64 {
+        let freq = self.machine.p.cpu.freq_ghz * 1e9;
+        let k = &self.kernel.knobs;
+        let slice = k.sched_slice_ns(self.machine.cpus.len()) as f64 * 1e-9 * freq;
+        let tick = freq / f64::from(k.hz);
+        ((clock + slice) / tick).ceil() * tick
+    }
+
+    /// Update the load average up to the scheduler's horizon (the earliest running CPU's time)
+    /// from the tasks runnable now, kscrubd included while it is awake.
+    pub(super) fn advance_loadavg(&mut self) {
+        let secs = self.machine.horizon / (self.machine.p.cpu.freq_ghz * 1e9);
+        let active = self.rq.iter().map(|q| q.len() as u64).sum::<u64>() + self.kscrubd.running as u64;
+        self.loadavg.advance(secs, active);
+    }
+
+    /// A sleeping task's time has come: it runs again, its CPU no earlier than then.
+    pub(super) fn wake_sleeper(&mut self, s: usize) {
+        self.sleepers.retain(|&x| x != s);
+        if self.tasks[s].state != TaskState::Sleeping {
+            return;
+        }
+        let (cpu, at) = (self.tasks[s].cpu, self.tasks[s].wake_at);
+        let c = &mut self.machine.cpus[cpu].clock;
+        *c = c.max(at);
+        self.tasks[s].state = TaskState::Running;
+        self.rq_update(s);
+    }
+}

@@ -1,0 +1,320 @@
+"""The built-in `mmsim validate --suite` cases: each pins one kernel behaviour (THP, the huge
+zero page, COW, partial munmaps, VmPTE layouts, shared memory, hugetlb and its PMD sharing,
+mlock), run on the kernel and in mmsim by :func:`mmsim.native.validate_case`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mmsim.native import HUGETLB_COUNTERS, Case
+
+
+def _w(*ops: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(ops)
+
+
+M = {"op": "mmap", "name": "p", "size": "4M", "align": "2M"}
+HUGE = {"op": "madvise", "region": "p", "advice": "hugepage"}
+NOHUGE = {"op": "madvise", "region": "p", "advice": "nohugepage"}
+B, A = {"op": "snapshot", "label": "before"}, {"op": "snapshot", "label": "after"}
+
+
+def _split_thp_case(name: str, what: str, op: dict[str, Any]) -> Case:
+    """A case that writes a THP, then applies `op` to 4 KiB in its middle (splitting its pmd)."""
+    return Case(
+        name,
+        what,
+        _w(M, HUGE, {"op": "write", "region": "p"}, B, op, A),
+        counters=("RssAnon", "AnonHugePages", "VmPTE"),
+        vmstat=("thp_split_pmd",),
+    )
+
+
+#: A 1 GiB-aligned address far from the runner's mappings (512 GiB; the layout is fixed: ASLR
+#: is off), for regions whose page-table sharing depends on their alignment: Linux shares a
+#: hugetlb PMD table (huge_pmd_share) only for a 1 GiB window inside a shared vma.
+AT_1G = 0x8000000000
+SHARED = ["shared", "anonymous"]
+HUGETLB_SHARED = ["shared", "anonymous", "hugetlb"]
+
+
+def _hugetlb_share_case(name: str, what: str, addr: int) -> Case:
+    """1 GiB of shared hugetlb memory at `addr` (its pool reserved at mmap), written by the
+    parent, then read (one byte per 4 KiB) by 4 children, one after the other. The parent's
+    snapshots bracket its faults (after the mmap's reservation) and the children."""
+    return Case(
+        name,
+        what,
+        _w(
+            {"op": "mmap", "name": "h", "size": "1G", "addr": hex(addr), "fixed": True, "flags": HUGETLB_SHARED},
+            B,
+            {"op": "write", "region": "h"},
+            {"op": "fork", "count": 4, "program": [B, {"op": "read", "region": "h"}, A]},
+            {"op": "wait"},
+            A,
+        ),
+        pids=(1, 2, 3, 4, 5),
+        counters=("minflt", "VmPTE", "HugetlbPages"),
+        vmstat=HUGETLB_COUNTERS,
+        knobs={"vm/nr_hugepages": "512"},
+    )
+
+
+def _munmap_middle_case(
+    name: str,
+    what: str,
+    size: str,
+    flags: list[str],
+    counters: tuple[str, ...],
+    vmstat: tuple[str, ...] = (),
+    knobs: dict[str, str] | None = None,
+) -> Case:
+    """Seed 003's bug report: a shared region at AT_1G written by the parent (value 1); 4
+    children, one after the other, each read it (their tables: their own, or on Linux the
+    parent's PMD tables for hugetlb), munmap 2 MiB at offset 2 MiB, map private anonymous
+    memory there (MAP_FIXED), write a value of their own and read it back, and read the rest
+    of the region (still 1); the parent then reads the whole region (still 1: no child's write
+    reached it)."""
+
+    def child(value: int) -> dict[str, Any]:
+        return {
+            "op": "fork",
+            "program": [
+                B,
+                {"op": "read", "region": "s", "expect": 1},
+                {"op": "munmap", "region": "s", "offset": "2M", "length": "2M"},
+                {"op": "mmap", "name": "q", "size": "2M", "addr": hex(AT_1G + (2 << 20)), "fixed": True},
+                {"op": "write", "region": "q", "value": value},
+                {"op": "read", "region": "q", "expect": value},
+                {"op": "read", "region": "s", "length": "2M", "expect": 1},
+                {"op": "read", "region": "s", "offset": "4M", "expect": 1},
+                A,
+            ],
+        }
+
+    return Case(
+        name,
+        what,
+        _w(
+            {"op": "mmap", "name": "s", "size": size, "addr": hex(AT_1G), "fixed": True, "flags": flags},
+            B,
+            {"op": "write", "region": "s"},
+            *(child(v) for v in (2, 3, 4, 5)),
+            {"op": "wait"},
+            {"op": "read", "region": "s", "expect": 1},
+            A,
+        ),
+        pids=(1, 2, 3, 4, 5),
+        counters=counters,
+        vmstat=vmstat,
+        knobs=dict(knobs or {}),
+    )
+
+
+SUITE = [
+    Case(
+        "anon-4k-read",
+        "a read fault maps the 4 KiB zero page: one fault per page, no RSS, one PTE table per 2 MiB",
+        _w(M, NOHUGE, B, {"op": "read", "region": "p"}, A),
+    ),
+    Case(
+        "anon-4k-write",
+        "a write fault allocates a zeroed 4 KiB page: one fault and 4 kB of RssAnon per page",
+        _w(M, NOHUGE, B, {"op": "write", "region": "p"}, A),
+    ),
+    Case(
+        "thp-read-zero-page",
+        "a read fault of a THP range maps the huge zero page: one fault per 2 MiB, no RSS, a deposited PTE table",
+        _w(M, HUGE, B, {"op": "read", "region": "p"}, A),
+        vmstat=("thp_fault_alloc",),
+        needs={"transparent_hugepage/use_zero_page": "1"},
+    ),
+    Case(
+        "thp-read-no-zero-page",
+        "with use_zero_page 0 a read fault of a THP range allocates a real THP: RSS grows 2 MiB per fault",
+        _w(M, HUGE, B, {"op": "read", "region": "p"}, A),
+        vmstat=("thp_fault_alloc",),
+        needs={"transparent_hugepage/use_zero_page": "0"},
+    ),
+    Case(
+        "thp-write-after-read",
+        "a write to the huge zero page allocates a THP (Linux >= 6.13)",
+        _w(M, HUGE, {"op": "read", "region": "p"}, B, {"op": "write", "region": "p"}, A),
+        vmstat=("thp_fault_alloc",),
+        needs={"transparent_hugepage/use_zero_page": "1"},
+    ),
+    Case(
+        "thp-write",
+        "a write fault of a THP range allocates a THP: one fault per 2 MiB, 2048 kB of AnonHugePages",
+        _w(M, HUGE, B, {"op": "write", "region": "p"}, A),
+        vmstat=("thp_fault_alloc",),
+    ),
+    Case(
+        "cow-4k-after-fork",
+        "fork write-protects private pages; the child's writes copy them (one fault per page)",
+        _w(
+            M,
+            NOHUGE,
+            {"op": "write", "region": "p"},
+            {"op": "fork", "program": [B, {"op": "write", "region": "p", "value": 2}, A]},
+            {"op": "wait"},
+        ),
+        pids=(2,),
+        counters=("minflt", "RssAnon"),
+    ),
+    Case(
+        "cow-thp-after-fork",
+        "a child's write to a THP it shares splits its pmd and copies 4 KiB, not 2 MiB",
+        _w(
+            M,
+            HUGE,
+            {"op": "write", "region": "p"},
+            {"op": "fork", "program": [B, {"op": "write", "region": "p", "length": 1, "value": 2}, A]},
+            {"op": "wait"},
+        ),
+        pids=(2,),
+        counters=("minflt", "RssAnon", "AnonHugePages"),
+    ),
+    _split_thp_case(
+        "munmap-part-of-thp",
+        "munmap of 4 KiB inside a THP splits its pmd (thp_split_pmd) and unmaps one page",
+        {"op": "munmap", "region": "p", "offset": "1M", "length": "4K"},
+    ),
+    _split_thp_case(
+        "mprotect-part-of-thp",
+        "mprotect of 4 KiB inside a THP splits that pmd only",
+        {"op": "mprotect", "region": "p", "offset": "1M", "length": "4K", "prot": "r"},
+    ),
+    _split_thp_case(
+        "dontneed-part-of-thp",
+        "MADV_DONTNEED of 4 KiB inside a THP splits the pmd and zaps one page",
+        {"op": "madvise", "region": "p", "offset": "1M", "length": "4K", "advice": "dontneed"},
+    ),
+    # Aligned so that the 64 KiB fault-around windows do not depend on where ASLR puts it.
+    Case(
+        "shared-anon-across-fork",
+        "a child reading a shared region the parent wrote faults once per 16 pages "
+        "(fault-around maps pages already in the shmem cache)",
+        _w(
+            {"op": "mmap", "name": "s", "size": "16M", "align": "2M", "flags": ["shared", "anonymous"]},
+            {"op": "write", "region": "s"},
+            {"op": "fork", "program": [B, {"op": "read", "region": "s"}, A]},
+            {"op": "wait"},
+        ),
+        pids=(2,),
+        counters=("minflt", "RssShmem"),
+    ),
+    Case(
+        "fork-many-shared",
+        "16 processes (one after the other) reading one 64 MiB shared region each build their own page "
+        "tables: 32 PTE tables (128 kB of VmPTE) and 1024 faults (fault-around) apiece",
+        _w(
+            {"op": "mmap", "name": "s", "size": "64M", "align": "2M", "flags": ["shared", "anonymous"]},
+            {"op": "write", "region": "s"},
+            # One child at a time: children faulting the same shmem pages at once make
+            # fault-around's folio_trylock fail and take extra faults (folio locks are not
+            # modelled).
+            {
+                "op": "loop",
+                "count": 16,
+                "body": [
+                    {"op": "fork", "program": [B, {"op": "read", "region": "s"}, A]},
+                    {"op": "wait"},
+                ],
+            },
+        ),
+        pids=tuple(range(2, 18)),
+        counters=("minflt", "VmPTE", "RssShmem"),
+    ),
+    Case(
+        "vmpte-sparse",
+        "8 pages 1 GiB apart each need their own PTE and PMD tables",
+        _w(
+            {"op": "mmap", "name": "p", "size": "8G", "align": "1G"},
+            NOHUGE,
+            B,
+            {"op": "write", "region": "p", "stride": "1G"},
+            A,
+        ),
+        counters=("minflt", "VmPTE"),
+    ),
+    Case(
+        "vmpte-dense",
+        "64 pages in 64 adjacent 2 MiB slots of a 1 GiB region: 64 PTE tables and its own PMD table",
+        _w(
+            {"op": "mmap", "name": "p", "size": "1G", "align": "1G"},
+            NOHUGE,
+            B,
+            {"op": "write", "region": "p", "length": "128M", "stride": "2M"},
+            A,
+        ),
+        counters=("minflt", "VmPTE"),
+    ),
+    Case(
+        "shmem-2g-16-readers",
+        (
+            "16 processes (one after the other) reading a 2 GiB shared region the parent wrote (1 GiB-aligned), "
+            "one byte per 4 KiB, each build their own page tables: 1,024 PTE, 2 PMD and a PUD table (VmPTE "
+            "+4,108 kB; the first's nr_page_table_pages +1,027) and take 32,768 faults (64 KiB fault-around: the "
+            "host's fault_around_bytes, mirrored; validate does not write it, it is in debugfs)"
+        ),
+        _w(
+            {"op": "mmap", "name": "s", "size": "2G", "addr": hex(AT_1G), "fixed": True, "flags": SHARED},
+            {"op": "write", "region": "s"},
+            {"op": "fork", "count": 16, "program": [B, {"op": "read", "region": "s"}, A]},
+            {"op": "wait"},
+        ),
+        pids=tuple(range(2, 18)),
+        counters=("minflt", "RssShmem", "VmPTE"),
+        vmstat=("nr_page_table_pages",),
+        own_tables=True,
+    ),
+    _hugetlb_share_case(
+        "hugetlb-1g-aligned-share",
+        (
+            "1 GiB of shared hugetlb memory at a 1 GiB-aligned address, reserved at mmap, written by the parent "
+            "(512 faults: HugePages_Free and HugePages_Rsvd -512); 4 children reading it each attach to the "
+            "parent's PMD table (huge_pmd_share) in one fault: VmPTE +8 kB (PUD + shared PMD), HugetlbPages +0"
+        ),
+        AT_1G,
+    ),
+    _hugetlb_share_case(
+        "hugetlb-misaligned",
+        (
+            "the same 1 GiB of shared hugetlb memory 2 MiB past a 1 GiB boundary: no 1 GiB window lies inside the "
+            "vma, so nothing is shared: each child takes 512 faults from the page cache, VmPTE +12 kB (PUD + 2 "
+            "PMD tables), HugetlbPages +1 GiB"
+        ),
+        AT_1G + (2 << 20),
+    ),
+    _munmap_middle_case(
+        "munmap-middle-shmem",
+        (
+            "seed 003's bug report on shmem: 4 children each munmap 2 MiB in the middle of an 8 MiB shared region "
+            "the parent wrote, map private memory there (MAP_FIXED) and write their own value; each reads it "
+            "back and the parent's region stays intact: 640 faults (128 with fault-around, 512 private writes), "
+            "VmPTE +24 kB per child"
+        ),
+        "8M",
+        SHARED,
+        ("minflt", "RssAnon", "RssShmem", "VmPTE"),
+    ),
+    _munmap_middle_case(
+        "munmap-middle-hugetlb",
+        (
+            "seed 003's bug report on 2 GiB of shared hugetlb memory: a child attaches to the parent's two PMD "
+            "tables (2 faults); its munmap of 2 MiB at offset 2 MiB splits the vma, which unshares the first "
+            "1 GiB (hugetlb_split), so it refaults the 511 pages left there (HugetlbPages +1,046,528 kB) and "
+            "keeps the second shared: 1,025 faults, VmPTE +16 kB; no page goes back to the pool"
+        ),
+        "2G",
+        HUGETLB_SHARED,
+        ("minflt", "RssAnon", "VmPTE", "HugetlbPages"),
+        vmstat=HUGETLB_COUNTERS,
+        knobs={"vm/nr_hugepages": "1024"},
+    ),
+]
+
+
+#: Per-process counters compared between consecutive snapshots, and system-wide THP events
+#: compared between pid 1's.
