@@ -68,7 +68,7 @@ $(NATIVE_OUT)/stream: native/stream.c
 	mkdir -p $(NATIVE_OUT)
 	$(CC) -O2 -Wall -Wextra -o $@ $<
 
-$(NATIVE_OUT)/runner: native/runner.c
+$(NATIVE_OUT)/runner: native/runner.c native/runner_report.h
 	mkdir -p $(NATIVE_OUT)
 	$(CC) -O2 -Wall -Wextra -o $@ $<
 

@@ -1,10 +1,11 @@
 """The native runner (``native/runner.c``), compiled on first use.
 
-The runner's C source ships inside the package (``mmsim/runner.c``, in a development
-checkout a symlink to ``native/runner.c``, the one source of truth). :func:`runner_path`
+The runner's C source ships inside the package (``mmsim/runner.c`` and the
+``runner_report.h`` it includes, in a development checkout symlinks to ``native/``, the one
+source of truth). :func:`runner_path`
 compiles it with the system C compiler (``$CC``, else ``cc``, else ``gcc``) into the user's
 cache directory (``$MMSIM_CACHE_DIR``, else ``$XDG_CACHE_HOME/mmsim``, else
-``~/.cache/mmsim``) as ``runner-HASH``, HASH being of the source, the flags and the machine:
+``~/.cache/mmsim``) as ``runner-HASH``, HASH being of the source files, the flags and the machine:
 a changed runner.c is rebuilt, an unchanged one is compiled once. The compiler writes a
 temporary file in the cache directory that is then renamed into place, so two processes
 building at once both end up with a complete runner.
@@ -30,6 +31,8 @@ SOURCES = (
     Path(__file__).resolve().parent / "runner.c",
     Path(__file__).resolve().parents[2] / "native" / "runner.c",
 )
+#: The files of the source (runner.c includes the others), all beside it.
+FILES = ("runner.c", "runner_report.h")
 CFLAGS = ("-O2", "-Wall", "-Wextra")
 HINT = "install a C compiler (e.g. `apt-get install gcc`) or set CC"
 
@@ -73,8 +76,13 @@ def runner_path() -> Path:
     """The runner's executable, compiled from its source into :func:`cache_dir` unless a
     runner of the same source is already there."""
     src = runner_source()
-    code = src.read_bytes()
-    h = hashlib.sha256(code)
+    try:
+        files = {name: (src.parent / name).read_bytes() for name in FILES}
+    except OSError as e:
+        raise _fail(f"its source is incomplete ({e.filename}: {e.strerror})") from None
+    h = hashlib.sha256()
+    for name in FILES:
+        h.update(files[name])
     h.update(" ".join((*CFLAGS, platform.machine())).encode())
     d = cache_dir()
     exe = d / f"runner-{h.hexdigest()[:16]}"
@@ -85,11 +93,12 @@ def runner_path() -> Path:
         d.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise _fail(f"cannot create the cache directory {d}: {e.strerror} (set MMSIM_CACHE_DIR)") from None
-    # Compile the bytes that were hashed (a copy beside the output), not the file, which may
+    # Compile the bytes that were hashed (a copy beside the output), not the files, which may
     # change meanwhile; into a temporary name, renamed into place when complete.
     with tempfile.TemporaryDirectory(dir=d, prefix=".build-") as tmp:
+        for name, code in files.items():
+            (Path(tmp) / name).write_bytes(code)
         c = Path(tmp) / "runner.c"
-        c.write_bytes(code)
         out = Path(tmp) / "runner"
         try:
             p = subprocess.run(

@@ -48,8 +48,9 @@ def test_a_changed_source_is_built_anew(tmp_path, monkeypatch):
     import mmsim.runner_build as rb
 
     monkeypatch.setenv("MMSIM_CACHE_DIR", str(tmp_path / "cache"))
+    for name in rb.FILES:
+        (tmp_path / name).write_bytes((rb.runner_source().parent / name).read_bytes())
     src = tmp_path / "runner.c"
-    src.write_bytes(rb.runner_source().read_bytes())
     monkeypatch.setattr(rb, "SOURCES", (src,))
     first = runner_path()
     src.write_bytes(src.read_bytes() + b"\n/* changed */\n")
