@@ -24,7 +24,7 @@
 
 use super::memory::Slot;
 use super::mm::{vm, Backing, Vma};
-use super::mm_types::{pg, NIL};
+use super::mm_types::{i_mmap_insert, i_mmap_remove, pg, NIL};
 use super::mmap::Errno;
 use super::page_alloc::{gfp, ClearPath};
 use super::pgtable::{self, Entry};
@@ -287,10 +287,7 @@ impl Kernel {
     pub fn hugetlb_file_get(&mut self, f: u32, mm: MmId) {
         let o = self.hfile_mut(f);
         o.refs += 1;
-        match o.mms.iter_mut().find(|e| e.0 == mm) {
-            Some(e) => e.1 += 1,
-            None => o.mms.push((mm, 1)),
-        }
+        i_mmap_insert(&mut o.mms, mm);
     }
 
     /// `fput`: a vma of `mm` no longer maps the file; the last reference evicts it
@@ -299,12 +296,7 @@ impl Kernel {
     pub fn hugetlb_file_put(&mut self, f: u32, mm: MmId) {
         let o = self.hfile_mut(f);
         o.refs -= 1;
-        if let Some(i) = o.mms.iter().position(|e| e.0 == mm) {
-            o.mms[i].1 -= 1;
-            if o.mms[i].1 == 0 {
-                o.mms.remove(i);
-            }
-        }
+        i_mmap_remove(&mut o.mms, mm);
         if o.refs > 0 {
             return;
         }

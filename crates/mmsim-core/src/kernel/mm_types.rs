@@ -157,3 +157,22 @@ impl FrameData {
         }
     }
 }
+
+/// An object's mms (the `i_mmap` tree reduced to what mmsim walks: each mm that maps the
+/// object, with how many of its vmas do): one more vma of `mm`.
+pub fn i_mmap_insert(mms: &mut Vec<(super::MmId, u32)>, mm: super::MmId) {
+    match mms.iter_mut().find(|e| e.0 == mm) {
+        Some(e) => e.1 += 1,
+        None => mms.push((mm, 1)),
+    }
+}
+
+/// One vma of `mm` less in an object's mms; the mm leaves with its last.
+pub fn i_mmap_remove(mms: &mut Vec<(super::MmId, u32)>, mm: super::MmId) {
+    if let Some(i) = mms.iter().position(|e| e.0 == mm) {
+        mms[i].1 -= 1;
+        if mms[i].1 == 0 {
+            mms.remove(i);
+        }
+    }
+}

@@ -2,7 +2,7 @@
 //! page cache holds the pages; every process that inherits the mapping sees the same pages.
 //! Differs from Linux: no swap, no huge shmem (shmem_enabled = never).
 
-use super::mm_types::{pg, NIL};
+use super::mm_types::{i_mmap_insert, i_mmap_remove, pg, NIL};
 use super::page_alloc::{gfp, ClearPath};
 use super::vmstat::VmItem;
 use super::{Kernel, MmId};
@@ -85,10 +85,7 @@ impl Kernel {
     pub fn shmem_get(&mut self, obj: u32, mm: MmId) {
         let o = self.shmem[obj as usize].as_mut().expect("object");
         o.refs += 1;
-        match o.mms.iter_mut().find(|e| e.0 == mm) {
-            Some(e) => e.1 += 1,
-            None => o.mms.push((mm, 1)),
-        }
+        i_mmap_insert(&mut o.mms, mm);
     }
 
     /// `fput` (+ `vma_interval_tree_remove`): a vma of `mm` no longer maps the object; the
@@ -96,12 +93,7 @@ impl Kernel {
     pub fn shmem_put(&mut self, obj: u32, mm: MmId) {
         let o = self.shmem[obj as usize].as_mut().expect("object");
         o.refs -= 1;
-        if let Some(i) = o.mms.iter().position(|e| e.0 == mm) {
-            o.mms[i].1 -= 1;
-            if o.mms[i].1 == 0 {
-                o.mms.remove(i);
-            }
-        }
+        i_mmap_remove(&mut o.mms, mm);
         if o.refs > 0 {
             return;
         }
