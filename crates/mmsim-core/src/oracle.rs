@@ -19,6 +19,9 @@ struct RefVma {
     prot: u32,
     /// Shared object and page offset of `start` in it, or None for private.
     shared: Option<(u32, u64)>,
+    /// A private file mapping: the file's object and the page offset of `start` in it, which
+    /// a page not yet written reads (POSIX: unspecified; Linux: the page cache, until COW).
+    file: Option<(u32, u64)>,
 }
 
 /// One process's memory as POSIX defines it.
@@ -36,6 +39,8 @@ pub struct Oracle {
     spaces: HashMap<u32, RefSpace>,
     objects: HashMap<u32, HashMap<u64, PageContent>>,
     next_obj: u32,
+    /// Named files: name -> object (its pages, as read(2) and shared mappings see them).
+    files: HashMap<String, u32>,
 }
 
 /// Where a page's bytes live in the reference model.
@@ -73,7 +78,45 @@ impl Oracle {
             (self.next_obj, 0)
         });
         let sp = self.spaces.get_mut(&pid).expect("process");
-        sp.vmas.insert(addr, RefVma { end: addr + len, prot, shared });
+        sp.vmas.insert(addr, RefVma { end: addr + len, prot, shared, file: None });
+    }
+
+    /// A file of that name, all zeroes (create: O_TRUNC of a new file).
+    pub fn create_file(&mut self, name: &str) {
+        self.next_obj += 1;
+        self.objects.insert(self.next_obj, HashMap::new());
+        self.files.insert(name.to_string(), self.next_obj);
+    }
+
+    /// write(2) of `value` over [off, off + len) of a file.
+    pub fn file_write(&mut self, name: &str, off: u64, len: u64, value: u8) {
+        let ps = self.geo.page_size();
+        let Some(&o) = self.files.get(name) else { return };
+        let obj = self.objects.get_mut(&o).expect("object");
+        let mut p = off;
+        while p < off + len {
+            let stop = ((p / ps + 1) * ps).min(off + len);
+            let (a, b) = ((p % ps) as usize, (stop - p) as usize + (p % ps) as usize);
+            obj.entry(p / ps).or_default().write(a, b, 1, value, ps as usize);
+            p = stop;
+        }
+    }
+
+    /// The expected contents of page `index` of a file (None = all zero).
+    pub fn file_page(&self, name: &str, index: u64) -> Option<&PageContent> {
+        self.objects.get(self.files.get(name)?)?.get(&index)
+    }
+
+    /// mmap of a file from byte `offset`: shared mappings are the file's pages; private
+    /// ones read them until written.
+    #[allow(clippy::too_many_arguments)]
+    pub fn mmap_file(&mut self, pid: u32, addr: u64, len: u64, prot: u32, shared: bool, name: &str, offset: u64) {
+        self.munmap(pid, addr, len);
+        let o = self.files.get(name).copied().unwrap_or(0);
+        let at = (o, offset / self.geo.page_size());
+        let (shared, file) = if shared { (Some(at), None) } else { (None, Some(at)) };
+        let sp = self.spaces.get_mut(&pid).expect("process");
+        sp.vmas.insert(addr, RefVma { end: addr + len, prot, shared, file });
     }
 
     fn split(sp: &mut RefSpace, at: u64, page_size: u64) {
@@ -86,6 +129,9 @@ impl Oracle {
         let mut hi = v.clone();
         if let Some((o, off)) = hi.shared {
             hi.shared = Some((o, off + (at - s) / page_size));
+        }
+        if let Some((o, off)) = hi.file {
+            hi.file = Some((o, off + (at - s) / page_size));
         }
         sp.vmas.get_mut(&s).expect("vma").end = at;
         sp.vmas.insert(at, hi);
@@ -135,7 +181,7 @@ impl Oracle {
         self.munmap(pid, old, old_len);
         self.munmap(pid, new, new_len);
         let sp = self.spaces.get_mut(&pid).expect("process");
-        sp.vmas.insert(new, RefVma { end: new + new_len, prot: v.prot, shared: v.shared });
+        sp.vmas.insert(new, RefVma { end: new + new_len, prot: v.prot, shared: v.shared, file: v.file });
         sp.private.extend(moved);
     }
 
@@ -192,10 +238,22 @@ impl Oracle {
 
     /// The expected contents of the page at `page` (None = all zero).
     pub fn page(&self, pid: u32, page: u64) -> Option<&PageContent> {
-        match self.home(pid, page)?.0 {
-            Home::Private(p) => self.spaces[&pid].private.get(&p).map(|c| c.as_ref()),
+        let (h, v) = self.home(pid, page)?;
+        match h {
+            Home::Private(p) => match (self.spaces[&pid].private.get(&p), v.file) {
+                (Some(c), _) => Some(c.as_ref()),
+                (None, Some((o, off))) => self.objects.get(&o)?.get(&(off + self.vma_index(pid, page))),
+                (None, None) => None,
+            },
             Home::Shared(o, i) => self.objects.get(&o)?.get(&i),
         }
+    }
+
+    /// The page index of `page` in its vma.
+    fn vma_index(&self, pid: u32, page: u64) -> u64 {
+        let sp = &self.spaces[&pid];
+        let (&s, _) = sp.vmas.range(..=page).next_back().expect("mapped");
+        (page - s) / self.geo.page_size()
     }
 
     /// Store `value` at `start, start+stride, ... < end` within the page at `page`.
@@ -203,8 +261,11 @@ impl Oracle {
         let page_bytes = self.geo.page_size() as usize;
         match self.home(pid, page).map(|h| h.0) {
             Some(Home::Private(p)) => {
+                // A private file page's first write copies the file's page (COW).
+                let from_file =
+                    if self.spaces[&pid].private.contains_key(&p) { None } else { self.page(pid, page).cloned() };
                 let sp = self.spaces.get_mut(&pid).expect("process");
-                let c = sp.private.entry(p).or_default();
+                let c = sp.private.entry(p).or_insert_with(|| Rc::new(from_file.unwrap_or_default()));
                 Rc::make_mut(c).write(start, end, stride, value, page_bytes);
             }
             Some(Home::Shared(o, i)) => {

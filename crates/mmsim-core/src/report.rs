@@ -79,6 +79,8 @@ pub struct ProcessStatus {
     /// "running", "exited" or "killed".
     pub state: String,
     pub minflt: i64,
+    /// maj_flt: faults that read from the block device.
+    pub majflt: i64,
     #[serde(rename = "VmRSS")]
     pub vm_rss: i64,
     #[serde(rename = "VmHWM")]

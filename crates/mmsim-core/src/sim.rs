@@ -277,11 +277,12 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
                 Ok(())
             } else {
                 Err(format!(
-                    "conservation: {} frames still allocated after every process exited",
+                    "conservation: {} frames still allocated after every process exited (page cache {})",
                     it.kernel.mem.nr_pages()
                         - it.kernel.mem.free_pages
                         - it.kernel.mem.reserved
-                        - it.kernel.huge_zero_pages()
+                        - it.kernel.huge_zero_pages(),
+                    it.kernel.stat.items[crate::kernel::vmstat::VmItem::NrFilePages]
                 ))
             }
         });
@@ -345,7 +346,8 @@ fn anon_huge_kb(k: &Kernel, mm: MmId) -> i64 {
 pub fn process_status(k: &Kernel, t: &Task, freq: f64) -> ProcessStatus {
     if let (None, Some(s)) = (t.mm, &t.last_status) {
         let mut s = s.clone();
-        s.perf = perf_metrics(&t.perf, t.page_faults, t.minflt, freq, None);
+        s.perf = perf_metrics(&t.perf, t.page_faults, t.minflt, t.majflt, freq, None);
+        s.majflt = t.majflt;
         return s;
     }
     let mut st = ProcessStatus {
@@ -354,6 +356,7 @@ pub fn process_status(k: &Kernel, t: &Task, freq: f64) -> ProcessStatus {
         ppid: t.ppid,
         state: t.state.name().into(),
         minflt: t.minflt,
+        majflt: t.majflt,
         vm_rss: 0,
         vm_hwm: 0,
         rss_anon: 0,
@@ -363,7 +366,7 @@ pub fn process_status(k: &Kernel, t: &Task, freq: f64) -> ProcessStatus {
         vm_lck: 0,
         anon_huge_pages: 0,
         hugetlb_pages: 0,
-        perf: perf_metrics(&t.perf, t.page_faults, t.minflt, freq, None),
+        perf: perf_metrics(&t.perf, t.page_faults, t.minflt, t.majflt, freq, None),
     };
     if let Some(mm) = t.mm {
         let m = k.mm(mm);
@@ -392,9 +395,10 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
     total.add(&it.kscrubd.perf);
     let faults: i64 = it.tasks.iter().map(|t| t.page_faults).sum();
     let minflt: i64 = it.tasks.iter().map(|t| t.minflt).sum();
+    let majflt: i64 = it.tasks.iter().map(|t| t.majflt).sum();
     let freq = it.machine.p.cpu.freq_ghz * 1e9;
     let elapsed = it.machine.cpus.iter().map(|c| c.clock).fold(0.0, f64::max) / freq;
-    let perf = perf_metrics(&total, faults, minflt, freq, Some(elapsed));
+    let perf = perf_metrics(&total, faults, minflt, majflt, freq, Some(elapsed));
     let profile = Metrics(total.profile.iter().map(|(k, v)| (k.to_string(), v.round())).collect());
     let mut vmstat = Counters::default();
     for (n, v) in k.stat.entries() {
@@ -405,12 +409,22 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
     meminfo.push("MemTotal", ((k.mem.nr_pages() - k.mem.reserved) as i64) * kb_per_page(k));
     meminfo.push("MemFree", items[VmItem::NrFreePages] * kb_per_page(k));
     meminfo.push("AnonPages", items[VmItem::NrAnonPages] * kb_per_page(k));
+    meminfo.push("Buffers", 0);
+    // Cached: the page cache (shmem included) less swap cache and buffers, which mmsim has not.
+    meminfo.push("Cached", items[VmItem::NrFilePages] * kb_per_page(k));
+    meminfo.push("Dirty", items[VmItem::NrDirty] * kb_per_page(k));
+    meminfo.push("Mapped", items[VmItem::NrMapped] * kb_per_page(k));
     meminfo.push("Shmem", items[VmItem::NrShmem] * kb_per_page(k));
     meminfo.push("PageTables", items[VmItem::NrPageTablePages] * kb_per_page(k));
     // Unevictable: mmsim has no unevictable LRU but its mlocked folios.
     meminfo.push("Unevictable", items[VmItem::NrMlock] * kb_per_page(k));
     meminfo.push("Mlocked", items[VmItem::NrMlock] * kb_per_page(k));
     meminfo.push("AnonHugePages", items[VmItem::NrAnonThps] * k.geo.hpage_pmd_nr() as i64 * kb_per_page(k));
+    let thp_kb = k.geo.hpage_pmd_nr() as i64 * kb_per_page(k);
+    meminfo.push("ShmemHugePages", items[VmItem::NrShmemThps] * thp_kb);
+    meminfo.push("ShmemPmdMapped", items[VmItem::NrShmemPmdmapped] * thp_kb);
+    meminfo.push("FileHugePages", items[VmItem::NrFileThps] * thp_kb);
+    meminfo.push("FilePmdMapped", items[VmItem::NrFilePmdmapped] * thp_kb);
     // hugetlb_report_meminfo: page counts, not kB, but for Hugepagesize and Hugetlb.
     let h = &k.hugetlb;
     let hkb = k.geo.hpage_pmd_nr() as i64 * kb_per_page(k);
@@ -446,7 +460,7 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
         cpu: ks.cpu as u32,
         blocks: ks.blocks,
         pages: ks.pages,
-        perf: perf_metrics(&ks.perf, 0, 0, freq, None),
+        perf: perf_metrics(&ks.perf, 0, 0, 0, freq, None),
     }];
     let gbps = it.machine.p.memory.bandwidth;
     let memory = it
@@ -466,11 +480,18 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
 }
 
 /// The perf-stat view of a set of counts (`seconds` only for the whole run).
-pub fn perf_metrics(p: &PerfCounters, faults: i64, minflt: i64, freq: f64, elapsed: Option<f64>) -> Metrics {
+pub fn perf_metrics(
+    p: &PerfCounters,
+    faults: i64,
+    minflt: i64,
+    majflt: i64,
+    freq: f64,
+    elapsed: Option<f64>,
+) -> Metrics {
     let mut m = Metrics::default();
     m.push("page-faults", faults as f64);
     m.push("minor-faults", minflt as f64);
-    m.push("major-faults", 0.0);
+    m.push("major-faults", majflt as f64);
     m.push("cycles", p.cycles.round());
     m.push("instructions", p.instructions.round());
     m.push("task-clock", (p.cycles / freq * 1e3 * 1e3).round() / 1e3);

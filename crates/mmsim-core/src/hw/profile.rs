@@ -117,6 +117,16 @@ pub struct MemorySpec {
     pub offload_min: u64,
 }
 
+/// The block device files live on (ext4's): what a read from it costs.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BlockSpec {
+    /// Nanoseconds from submitting a read to its completion, before the data's transfer.
+    pub read_latency_ns: f64,
+    /// Bytes per nanosecond (GB/s) the device reads at.
+    pub read_bandwidth: f64,
+}
+
 /// Software costs: instructions of the workload's loops and the kernel's paths.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -190,6 +200,7 @@ pub struct Profile {
     pub memory: MemorySpec,
     pub cost: CostSpec,
     pub smp: SmpSpec,
+    pub block: BlockSpec,
 }
 
 impl Profile {

@@ -260,11 +260,22 @@ impl Kernel {
                 self.stat.items[VmItem::NrPageTablePages]
             ));
         }
-        // Shmem page caches.
+        // Page caches: shmem's (NR_SHMEM) and every file's (NR_FILE_PAGES).
+        let mut shmem_refs = 0;
         for o in self.shmem.iter().flatten() {
+            let before = c.cache_refs.len();
             c.cache_refs.extend(o.pages.iter().copied().filter(|&p| p != NIL));
+            if o.is_shmem() {
+                shmem_refs += c.cache_refs.len() - before;
+            }
         }
-        let shmem_refs = c.cache_refs.len();
+        let file_refs = c.cache_refs.len();
+        if file_refs as i64 != self.stat.items[VmItem::NrFilePages] {
+            return Err(format!(
+                "nr_file_pages: recount {file_refs}, kernel says {}",
+                self.stat.items[VmItem::NrFilePages]
+            ));
+        }
         // Shared hugetlb files' page caches.
         for o in self.hugetlb.files.iter().flatten() {
             c.cache_refs.extend(o.pages.iter().copied().filter(|&p| p != NIL));
@@ -279,6 +290,7 @@ impl Kernel {
         // Every frame between the claimed runs is allocated and belongs to a folio; check
         // each folio's counts against the mappings found.
         let mut anon_mapped = 0i64;
+        let mut file_mapped = 0i64;
         let mut anon_thps = 0i64;
         let mut hugetlb_in_use = 0u64;
         let mut pfn = 0u64;
@@ -302,16 +314,20 @@ impl Kernel {
                         p.entire_mapcount
                     ));
                 }
-                let mut refs = pmd + take(&mut c.cache_count, head);
+                let mut refs = pmd;
                 for i in 0..nr as usize {
                     let sp = &self.mem.pages[head + i];
                     let m = take(&mut c.pte_count, head + i);
                     if sp.mapcount != m {
                         return Err(format!("page {:#x}: mapcount {} but {m} ptes map it", head + i, sp.mapcount));
                     }
-                    refs += m;
+                    // The page cache holds a reference per page of a folio.
+                    refs += m + take(&mut c.cache_count, head + i);
                     if sp.test(pg::ANON) && (m > 0 || pmd > 0) {
                         anon_mapped += 1;
+                    }
+                    if p.mapping != NIL && !p.test(pg::HUGETLB) && (m > 0 || pmd > 0) {
+                        file_mapped += 1;
                     }
                 }
                 if pmd > 0 && p.test(pg::ANON) {
@@ -339,6 +355,9 @@ impl Kernel {
                 "nr_anon_pages: recount {anon_mapped}, kernel says {}",
                 self.stat.items[VmItem::NrAnonPages]
             ));
+        }
+        if file_mapped != self.stat.items[VmItem::NrMapped] {
+            return Err(format!("nr_mapped: recount {file_mapped}, kernel says {}", self.stat.items[VmItem::NrMapped]));
         }
         let h = &self.hugetlb;
         if hugetlb_in_use + h.free_huge_pages != h.nr_huge_pages
@@ -478,6 +497,13 @@ impl Kernel {
             } else if level == 1 && e.huge() && self.is_hugetlb_pmd(e) {
                 // A hugetlb page: no deposited table, not in rss.
                 c.pmd_maps.push(e.pfn().0);
+            } else if level == 1 && e.huge() && self.is_file_pmd(e) {
+                // A page-cache folio: no deposited table (x86), in the file or shmem rss.
+                if self.deposited.contains_key(&(table.0, i as u16)) {
+                    return Err(format!("file pmd {:#x}[{i}] has a deposited table", table.0));
+                }
+                c.pmd_maps.push(e.pfn().0);
+                rss[self.mm_counter(e.pfn()) as usize] += self.geo.hpage_pmd_nr() as i64;
             } else if level == 1 && e.huge() {
                 let dep = self
                     .deposited

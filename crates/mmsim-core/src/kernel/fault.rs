@@ -20,6 +20,8 @@ pub enum Access {
 pub enum FaultOutcome {
     /// Handled: the access can be retried (counts as a minor fault).
     Handled,
+    /// Handled after waiting for I/O (VM_FAULT_MAJOR, or a retried fault): a major fault.
+    Major,
     /// No vma or no permission: SIGSEGV (bad_area / access_error).
     Segv,
     /// VM_FAULT_OOM: the page could not be allocated (the task retries or dies).
@@ -57,7 +59,23 @@ impl Kernel {
         if threaded {
             self.work.push(Work::FaultLock { line: lock, hold: false, func: enter });
         }
-        let ret = self.handle_mm_fault(mm, addr, access == Access::Write);
+        let mut ret = self.handle_mm_fault(mm, addr, access == Access::Write);
+        let mut major = false;
+        let mut tries = 0;
+        while ret & vm_fault::RETRY != 0 && tries < 3 {
+            // The fault dropped its lock to wait for I/O or to start readahead: it is done
+            // again (under mmap_lock). After a major fault the retry is FAULT_FLAG_TRIED and
+            // counts as major (mm_account_fault); PGFAULT is counted once, for the fault that
+            // completed.
+            if ret & vm_fault::MAJOR != 0 {
+                self.fault_tried = true;
+                major = true;
+            }
+            ret = self.handle_mm_fault(mm, addr, access == Access::Write);
+            tries += 1;
+        }
+        self.fault_tried = false;
+        major |= ret & vm_fault::MAJOR != 0;
         if threaded {
             // The table the fault filled (it may have allocated it).
             let ptl = self.ptl_line(mm, addr);
@@ -71,6 +89,8 @@ impl Kernel {
             FaultOutcome::Bus
         } else if ret & vm_fault::SIGSEGV != 0 {
             FaultOutcome::Segv
+        } else if major {
+            FaultOutcome::Major
         } else {
             FaultOutcome::Handled
         }

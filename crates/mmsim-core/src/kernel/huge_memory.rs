@@ -193,6 +193,11 @@ impl Kernel {
         0
     }
 
+    /// Whether a huge pmd maps a page-cache folio (not anonymous, not the huge zero folio).
+    pub fn is_file_pmd(&self, e: Entry) -> bool {
+        e.huge() && !self.is_huge_zero_pmd(e) && self.mem.pages[e.pfn().idx()].mapping != super::mm_types::NIL
+    }
+
     /// Whether a pmd entry maps the huge zero folio (is_huge_zero_pmd).
     pub fn is_huge_zero_pmd(&self, e: Entry) -> bool {
         e.huge() && Some(e.pfn()) == self.huge_zero.pfn
@@ -237,6 +242,10 @@ impl Kernel {
     /// `zap_huge_pmd`: unmap a whole huge pmd and free its deposited table.
     pub fn zap_huge_pmd(&mut self, mm: MmId, pmd: Slot) {
         let e = self.entry(pmd.table, pmd.idx);
+        if self.is_file_pmd(e) {
+            self.zap_file_pmd(mm, pmd);
+            return;
+        }
         self.set_entry(pmd.table, pmd.idx, Entry::NONE);
         self.zap_deposited_table(mm, pmd);
         if self.is_huge_zero_pmd(e) {
@@ -257,6 +266,12 @@ impl Kernel {
         let e = self.entry(pmd.table, pmd.idx);
         debug_assert!(e.huge());
         self.stat.count(VmEvent::ThpSplitPmd);
+        if self.is_file_pmd(e) {
+            // __split_huge_pmd_locked of a file pmd: zapped, not remapped by ptes.
+            self.zap_file_pmd(mm, pmd);
+            self.flush_tlb_range(mm, haddr, haddr + self.geo.hpage_pmd_size());
+            return;
+        }
         let table = self.withdraw(pmd);
         if self.is_huge_zero_pmd(e) {
             // __split_huge_zero_page_pmd
@@ -305,6 +320,10 @@ impl Kernel {
     pub fn copy_huge_pmd(&mut self, dst: MmId, src: MmId, vma: &Vma, dpmd: Slot, spmd: Slot) -> Result<(), Errno> {
         let _ = src;
         let e = self.entry(spmd.table, spmd.idx);
+        if !vma.is_anonymous() {
+            // A file pmd is not copied: the child faults it in again.
+            return Ok(());
+        }
         let pgtable = self.pte_alloc_one(Some(dst)).ok_or(Errno::ENOMEM)?;
         if self.is_huge_zero_pmd(e) {
             if self.mm_get_huge_zero_folio(dst).is_none() {

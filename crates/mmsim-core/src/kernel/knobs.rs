@@ -200,6 +200,13 @@ pub struct Knobs {
     /// CONFIG_HZ: the scheduler tick. A slice ends at the first tick after it is used up
     /// (update_deadline runs from the tick; no HRTICK).
     pub hz: u32,
+    /// The block device's `queue/read_ahead_kb` (its bdi's ra_pages in KiB).
+    pub read_ahead_kb: u64,
+    /// The block device's `queue/max_sectors_kb`: the largest request (bdi io_pages), which
+    /// a large read may read ahead up to.
+    pub max_sectors_kb: u64,
+    /// `vm/drop_caches`: the last value written (1: page cache, 2: slab, 3: both).
+    pub drop_caches: u8,
 }
 
 /// `normalized_sysctl_sched_base_slice` (kernel/sched/fair.c, Linux >= 6.15): 0.7 ms.
@@ -257,6 +264,9 @@ impl Default for Knobs {
             pagecache_tree_lock: false,
             sched_base_slice_ns: None,
             hz: 250,
+            read_ahead_kb: 128,
+            max_sectors_kb: 1280,
+            drop_caches: 0,
         }
     }
 }
@@ -299,6 +309,9 @@ const HUGETLB_PMD_SHARE: &str = "kernel/hugetlb_pmd_share";
 const PAGECACHE_LOCK: &str = "kernel/pagecache_lock";
 const SCHED_BASE_SLICE: &str = "sched/base_slice_ns";
 const HZ: &str = "kernel/hz";
+const READ_AHEAD_KB: &str = "block/read_ahead_kb";
+const MAX_SECTORS_KB: &str = "block/max_sectors_kb";
+const DROP_CACHES: &str = "vm/drop_caches";
 
 /// Knobs that stand for a kernel build, patch or boot parameter: they can be set before the
 /// run only.
@@ -475,6 +488,18 @@ const KNOB_TABLE: &[(&str, &str, &str)] = &[
          2.6's O(1) scheduler gave a nice-0 task 100 ms (DEF_TIMESLICE)",
     ),
     (HZ, "100|250|300|1000", "mmsim, before the run only: CONFIG_HZ, the scheduler tick at which a used-up slice ends"),
+    (
+        READ_AHEAD_KB,
+        "0..1048576",
+        "the block device's read_ahead_kb (/sys/block/DEV/queue): the readahead window's limit; a file \
+         takes the value when it is opened (128 is VM_READAHEAD_PAGES' default)",
+    ),
+    (
+        MAX_SECTORS_KB,
+        "4..1048576",
+        "the block device's max_sectors_kb: the largest request, up to which one large read(2) reads ahead",
+    ),
+    (DROP_CACHES, "0|1|2|3", "writing 1 evicts the clean unmapped page cache, 2 shrinks the slab caches, 3 both"),
 ];
 
 impl Knobs {
@@ -591,6 +616,9 @@ impl Knobs {
             PAGECACHE_LOCK => if self.pagecache_tree_lock { "tree_lock" } else { "rcu" }.to_string(),
             SCHED_BASE_SLICE => self.sched_base_slice_ns.map_or_else(|| "auto".to_string(), |v| v.to_string()),
             HZ => self.hz.to_string(),
+            READ_AHEAD_KB => self.read_ahead_kb.to_string(),
+            MAX_SECTORS_KB => self.max_sectors_kb.to_string(),
+            DROP_CACHES => self.drop_caches.to_string(),
             _ => return None,
         })
     }
@@ -767,6 +795,14 @@ impl Knobs {
                     _ => return Err(bad("100, 250, 300 or 1000")),
                 }
             }
+            READ_AHEAD_KB => {
+                self.read_ahead_kb = v.parse().ok().filter(|&n| n <= 1 << 20).ok_or_else(|| bad("0 to 1048576"))?
+            }
+            MAX_SECTORS_KB => {
+                self.max_sectors_kb =
+                    v.parse().ok().filter(|&n| (4..=1 << 20).contains(&n)).ok_or_else(|| bad("4 to 1048576"))?
+            }
+            DROP_CACHES => self.drop_caches = v.parse().ok().filter(|&n| n <= 3).ok_or_else(|| bad("0, 1, 2 or 3"))?,
             _ => {
                 let known: Vec<&str> = Knobs::names().collect();
                 return Err(format!("unknown knob {name:?} (known: {})", known.join(", ")));
@@ -874,6 +910,9 @@ mod tests {
             PAGECACHE_LOCK,
             SCHED_BASE_SLICE,
             HZ,
+            READ_AHEAD_KB,
+            MAX_SECTORS_KB,
+            DROP_CACHES,
         ];
         let listed: Vec<_> = Knobs::names().collect();
         for name in all {

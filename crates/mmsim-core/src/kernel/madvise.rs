@@ -16,6 +16,14 @@ pub enum Advice {
     PopulateRead,
     /// MADV_POPULATE_WRITE: write faults where a page is not mapped writable (breaking COW).
     PopulateWrite,
+    /// MADV_WILLNEED: read a file mapping's range ahead (`vfs_fadvise(WILLNEED)`).
+    WillNeed,
+    /// MADV_SEQUENTIAL / MADV_RANDOM / MADV_NORMAL: VM_SEQ_READ / VM_RAND_READ / neither.
+    Sequential,
+    Random,
+    Normal,
+    /// MADV_COLLAPSE: collapse the range's PMD-aligned parts into THPs now.
+    Collapse,
 }
 
 impl Kernel {
@@ -31,6 +39,9 @@ impl Kernel {
         }
         if matches!(advice, Advice::PopulateRead | Advice::PopulateWrite) {
             return self.madvise_populate(mm, start, end, advice == Advice::PopulateWrite);
+        }
+        if advice == Advice::Collapse {
+            return self.madvise_collapse(mm, start, end);
         }
         // Seed 003: whenever in doubt, unshare (Linux's hugetlb PMD sharing unshares only in
         // the zap below).
@@ -76,7 +87,29 @@ impl Kernel {
                     // madvise_dontneed_single_vma -> zap_page_range_single (reclaim_pt).
                     self.zap_page_range_reclaim_pt(mm, &v, addr, stop);
                 }
-                Advice::PopulateRead | Advice::PopulateWrite => unreachable!("handled by madvise_populate"),
+                Advice::PopulateRead | Advice::PopulateWrite | Advice::Collapse => unreachable!("handled above"),
+                Advice::WillNeed => {
+                    // madvise_willneed: a file's range is read ahead (vfs_fadvise WILLNEED;
+                    // shmem and anonymous memory have nothing to read).
+                    if let super::mm::Backing::File(f) = v.backing {
+                        let off = ((addr - v.start) >> self.geo.page_shift) + v.pgoff;
+                        let shift = self.geo.page_shift;
+                        self.file_fadvise(f, off << shift, stop - addr, super::filemap::Fadvise::WillNeed);
+                    }
+                }
+                Advice::Sequential | Advice::Random | Advice::Normal => {
+                    let newflags = match advice {
+                        Advice::Sequential => (v.flags & !vm::RAND_READ) | vm::SEQ_READ,
+                        Advice::Random => (v.flags & !vm::SEQ_READ) | vm::RAND_READ,
+                        _ => v.flags & !(vm::SEQ_READ | vm::RAND_READ),
+                    };
+                    if newflags != v.flags {
+                        self.split_vma(mm, addr);
+                        self.split_vma(mm, stop);
+                        self.mm_mut(mm).vmas.get_mut(&addr).expect("isolated vma").flags = newflags;
+                        self.vma_merge_around(mm, addr);
+                    }
+                }
                 Advice::HugePage | Advice::NoHugePage => {
                     if v.flags & vm::HUGETLB != 0 {
                         self.hugetlb_split_ok(mm, addr, stop)?;

@@ -126,6 +126,17 @@ impl Kernel {
             if ret & vm_fault::FALLBACK == 0 {
                 return ret;
             }
+        } else if e.present() && e.huge() && !vma.is_anonymous() {
+            // wp_huge_pmd on a page-cache folio: no ->huge_fault, so a write to a read-only
+            // pmd splits it (the pmd is cleared) and the pte path takes the fault.
+            if write && !e.write() {
+                self.__split_huge_pmd(mm, &vma, pmd, addr & self.geo.pmd_mask());
+            } else {
+                self.fault_path = "huge_pmd_set_accessed";
+                let ne = if write { e.with(pgtable::ACCESSED | pgtable::DIRTY) } else { e.with(pgtable::ACCESSED) };
+                self.set_entry(pmd.table, pmd.idx, ne);
+                return 0;
+            }
         } else if e.present() && e.huge() {
             if write && !e.write() {
                 self.fault_path = "do_huge_pmd_wp_page";
@@ -150,6 +161,13 @@ impl Kernel {
     /// `handle_pte_fault`.
     fn handle_pte_fault(&mut self, mm: MmId, vma: &Vma, addr: u64, write: bool, pmd: Slot) -> u32 {
         let pmd_e = self.entry(pmd.table, pmd.idx);
+        if let super::mm::Backing::File(_) = vma.backing {
+            let pte = if pmd_e.none() { Entry::NONE } else { self.entry(pmd_e.pfn(), self.geo.table_index(addr, 0)) };
+            if pte.none() {
+                self.fault_path = "do_fault";
+                return self.do_file_fault(mm, vma, addr, write, pmd);
+            }
+        }
         let pte_table = if pmd_e.none() {
             if vma.is_anonymous() {
                 // do_anonymous_page allocates the table itself.
@@ -227,7 +245,10 @@ impl Kernel {
         let pte = self.entry(slot.table, slot.idx);
         let pfn = pte.pfn();
         if vma.is_shared() {
-            // wp_page_shared: shmem needs no page_mkwrite; make the pte writable.
+            // wp_page_shared: ext4's page_mkwrite dirties the folio (shmem needs none); make
+            // the pte writable.
+            let h = self.head_of(pfn);
+            self.folio_mark_dirty(h);
             self.set_entry(slot.table, slot.idx, maybe_mkwrite(pte.with(pgtable::DIRTY), vma));
             return 0;
         }
@@ -459,6 +480,11 @@ impl Kernel {
                 let pfn = e.pfn();
                 if !e.special() {
                     let c = self.mm_counter(pfn);
+                    if e.has(pgtable::DIRTY) && c == MmCounter::FilePages {
+                        // zap_present_folio_ptes: a dirty pte dirties its page-cache folio.
+                        let h = self.head_of(pfn);
+                        self.folio_mark_dirty(h);
+                    }
                     if !self.sabotage.skip_rss_dec {
                         self.add_rss_at(table, mm, c, -1);
                     }

@@ -28,6 +28,10 @@ pub mod vm {
     pub const LOCKED: u32 = 1 << 13;
     /// VM_HUGETLB: a hugetlbfs mapping (MAP_HUGETLB).
     pub const HUGETLB: u32 = 1 << 14;
+    /// VM_SEQ_READ (MADV_SEQUENTIAL): fault readahead reads `ra_pages` ahead.
+    pub const SEQ_READ: u32 = 1 << 15;
+    /// VM_RAND_READ (MADV_RANDOM): no fault readahead.
+    pub const RAND_READ: u32 = 1 << 16;
     /// The access bits that mprotect changes.
     pub const ACCESS: u32 = READ | WRITE | EXEC;
 }
@@ -55,6 +59,9 @@ pub enum Backing {
     Shmem(u32),
     /// An unlinked hugetlbfs file (MAP_HUGETLB), shared or private.
     Hugetlb(u32),
+    /// A named file (ext4 or tmpfs), shared or private: the open file (`struct file`,
+    /// `Kernel::filps`) the vma holds, whose inode is the page cache it maps.
+    File(u32),
 }
 
 /// `struct vm_area_struct`.

@@ -34,6 +34,12 @@ pub mod pg {
     pub const HUGETLB: u32 = 1 << 12;
     /// HPageRestoreReserve (head page): freeing the folio gives its mapping's reservation back.
     pub const RESTORE_RESERVE: u32 = 1 << 13;
+    /// PG_dirty (head page of a page-cache folio): written since it was last written back.
+    pub const DIRTY: u32 = 1 << 14;
+    /// PG_readahead (head page): reaching this folio starts the next readahead window.
+    pub const READAHEAD: u32 = 1 << 15;
+    /// PG_writeback (head page): the folio's data is on its way to the device.
+    pub const WRITEBACK: u32 = 1 << 16;
 }
 
 /// No frame / end of a list.
@@ -53,7 +59,8 @@ pub struct Page {
     pub order: u8,
     /// Head page frame of a compound page (tail pages), else self.
     pub head: u32,
-    /// `mapping`/`index`: owning shmem object and page index in it (shmem pages).
+    /// `mapping`/`index`: the owning inode (`Kernel::shmem`) and the page's index in it
+    /// (page-cache pages of any file).
     pub mapping: u32,
     pub index: u32,
     /// Free-list links (buddy heads only).

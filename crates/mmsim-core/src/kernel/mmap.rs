@@ -53,6 +53,10 @@ pub struct MmapArgs {
     /// MAP_HUGETLB: huge pages from the hugetlb pool (the length is rounded up to one, the
     /// address is aligned to one, the pages are reserved).
     pub hugetlb: bool,
+    /// A file mapping: the open file (`Kernel::filps`) the vma will hold, and the offset in
+    /// pages it maps from.
+    pub file: Option<u32>,
+    pub pgoff: u64,
 }
 
 impl Kernel {
@@ -75,6 +79,25 @@ impl Kernel {
         // A hugetlb mapping is aligned to its huge page size already.
         let align = if a.hugetlb && a.align <= hsize { 0 } else { a.align };
         let a = MmapArgs { align, ..a };
+        if a.file.is_some()
+            && !a.fixed
+            && a.align > self.geo.page_size()
+            && !self.hint_is_free(mm, a.addr, len, a.align)
+        {
+            // A file is aligned as user space does it: reserve len + align of PROT_NONE
+            // anonymous memory, map the file MAP_FIXED at the aligned address inside, and
+            // unmap the rest of the reservation (the file's offset stays the one asked for).
+            let padded = len.checked_add(a.align).ok_or(Errno::ENOMEM)?;
+            let reserve = MmapArgs { addr: 0, len: padded, align: 0, prot: 0, shared: false, file: None, ..a };
+            let p = self.do_mmap(mm, reserve)?;
+            let start = (p + a.align - 1) & !(a.align - 1);
+            self.do_mmap(mm, MmapArgs { addr: start, len, align: 0, fixed: true, ..a })?;
+            if start > p {
+                self.do_munmap(mm, p, start - p)?;
+            }
+            self.do_munmap(mm, start + len, p + padded - (start + len))?;
+            return Ok(start);
+        }
         if !a.fixed && a.align > self.geo.page_size() && !self.hint_is_free(mm, a.addr, len, a.align) {
             // Over-allocate and trim, as user space aligns.
             let padded = len.checked_add(a.align).ok_or(Errno::ENOMEM)?;
@@ -98,6 +121,8 @@ impl Kernel {
             }
             self.do_munmap(mm, a.addr, len)?;
             a.addr
+        } else if let Some(f) = a.file {
+            self.file_get_unmapped_area(mm, a.addr, len, a.pgoff, f)?
         } else {
             self.get_unmapped_area(mm, a.addr, len, a.shared)?
         };
@@ -105,7 +130,15 @@ impl Kernel {
         if a.dontexpand {
             flags |= vm::DONTEXPAND;
         }
-        let backing = if a.shared {
+        let backing = if let Some(f) = a.file {
+            if a.shared {
+                flags |= vm::SHARED | vm::MAYSHARE;
+            } else if a.prot & vm::WRITE != 0 {
+                flags |= vm::ACCOUNT;
+            }
+            self.vma_file_get(mm, Backing::File(f));
+            Backing::File(f)
+        } else if a.shared {
             flags |= vm::SHARED | vm::MAYSHARE;
             Backing::Shmem(self.shmem_new(len >> self.geo.page_shift, mm))
         } else {
@@ -116,6 +149,7 @@ impl Kernel {
         };
         let pgoff = match backing {
             Backing::Anon => addr >> self.geo.page_shift,
+            Backing::File(_) => a.pgoff,
             _ => 0,
         };
         let vma = Vma { start: addr, end: addr + len, flags, pgoff, backing, anon_vma: None, fork_child: false };
@@ -182,6 +216,11 @@ impl Kernel {
         match b {
             Backing::Shmem(o) => self.shmem_get(o, mm),
             Backing::Hugetlb(f) => self.hugetlb_file_get(f, mm),
+            Backing::File(f) => {
+                self.get_file(f);
+                let obj = self.filp(f).inode;
+                super::mm_types::i_mmap_insert(&mut self.shmem[obj as usize].as_mut().expect("inode").mms, mm);
+            }
             Backing::Anon => {}
         }
     }
@@ -191,6 +230,11 @@ impl Kernel {
         match b {
             Backing::Shmem(o) => self.shmem_put(o, mm),
             Backing::Hugetlb(f) => self.hugetlb_file_put(f, mm),
+            Backing::File(f) => {
+                let obj = self.filp(f).inode;
+                super::mm_types::i_mmap_remove(&mut self.shmem[obj as usize].as_mut().expect("inode").mms, mm);
+                self.fput(f);
+            }
             Backing::Anon => {}
         }
     }
@@ -237,6 +281,29 @@ impl Kernel {
                 // Top-down, an already aligned start is moved up by the padding (MMF_TOPDOWN).
                 let off_sub = p.wrapping_neg() & (self.geo.hpage_pmd_size() - 1);
                 return Ok(if off_sub == 0 { p + self.geo.hpage_pmd_size() } else { p + off_sub });
+            }
+        }
+        self.unmapped_area_topdown(mm, len).ok_or(Errno::ENOMEM)
+    }
+
+    /// `thp_get_unmapped_area` (ext4's `get_unmapped_area`; tmpfs's `shmem_get_unmapped_area`
+    /// aligns only where shmem may be huge, which mmsim's never is): the hint if free; else,
+    /// when the file range [pgoff, pgoff + len) holds a whole PMD-aligned 2 MiB, a place whose
+    /// address is congruent to the file offset modulo 2 MiB (search len + 2 MiB, align inside;
+    /// top-down, an already congruent start moves up by 2 MiB); else top-down.
+    fn file_get_unmapped_area(&self, mm: MmId, hint: u64, len: u64, pgoff: u64, filp: u32) -> Result<u64, Errno> {
+        if self.hint_is_free(mm, hint, len, 0) {
+            return Ok(hint & !(self.geo.page_size() - 1));
+        }
+        let size = self.geo.hpage_pmd_size();
+        let off = pgoff << self.geo.page_shift;
+        let off_end = off + len;
+        let off_align = off.next_multiple_of(size);
+        let ext4 = !self.inode(self.filp(filp).inode).is_shmem();
+        if ext4 && self.has_transparent_hugepage() && off_end > off_align && off_end - off_align >= size {
+            if let Some(p) = len.checked_add(size).and_then(|padded| self.unmapped_area_topdown(mm, padded)) {
+                let off_sub = off.wrapping_sub(p) & (size - 1);
+                return Ok(if off_sub == 0 { p + size } else { p + off_sub });
             }
         }
         self.unmapped_area_topdown(mm, len).ok_or(Errno::ENOMEM)
@@ -302,7 +369,7 @@ impl Kernel {
                 };
                 anon_ok && a.pgoff + ((a.end - a.start) >> geo.page_shift) == b.pgoff
             }
-            (Backing::Shmem(x), Backing::Shmem(y)) => {
+            (Backing::Shmem(x), Backing::Shmem(y)) | (Backing::File(x), Backing::File(y)) => {
                 x == y && a.pgoff + ((a.end - a.start) >> geo.page_shift) == b.pgoff
             }
             _ => false,

@@ -5,10 +5,13 @@
 pub mod check;
 pub mod content;
 pub mod fault;
+pub mod filemap;
+pub mod filemap_fault;
 pub mod fork;
 pub mod huge_memory;
 pub mod huge_zero;
 pub mod hugetlb;
+pub mod khugepaged;
 pub mod knobs;
 pub mod madvise;
 pub mod memory;
@@ -27,6 +30,8 @@ pub mod vmstat;
 pub mod walk;
 
 #[cfg(test)]
+mod filemap_tests;
+#[cfg(test)]
 mod hugetlb_tests;
 #[cfg(test)]
 mod ptshare_tests;
@@ -40,7 +45,7 @@ use mm::{MmCounter, MmStruct};
 use mm_types::{pg, FrameData, ObjTable, NIL};
 use page_alloc::{gfp, Allocated, ClearPath, PhysMem};
 use pgtable::Entry;
-use shmem::ShmemObject;
+use shmem::AddressSpace;
 use vmstat::{VmEvent, VmItem, VmStat};
 
 use crate::units::{Geometry, Pfn};
@@ -59,7 +64,19 @@ pub struct Kernel {
     /// The empty slots of `mms`, the lowest reused first (mmsim's id allocator; Linux
     /// allocates mm_structs from a slab and has no ids).
     free_mm_ids: std::collections::BTreeSet<MmId>,
-    pub shmem: Vec<Option<ShmemObject>>,
+    /// Every inode (`AddressSpace`): shmem objects, tmpfs and ext4 files.
+    pub shmem: Vec<Option<AddressSpace>>,
+    /// Open files (`struct file`), held by file vmas and by system calls in progress.
+    pub filps: Vec<Option<filemap::File>>,
+    /// The directory: file name -> inode (one namespace for every process).
+    pub dentries: std::collections::BTreeMap<String, u32>,
+    /// Pages read from the block device so far (the machine charges the device's time).
+    pub io_read_pages: u64,
+    /// Pages of I/O the current task waited for since the machine last looked (a major
+    /// fault's read, a read(2) of uncached data, fsync).
+    pub io_wait_pages: u64,
+    /// The fault being handled is a retry (FAULT_FLAG_TRIED): it counts as major.
+    pub fault_tried: bool,
     /// The 4 KiB zero page (ZERO_PAGE(0)), a reserved frame.
     pub zero_pfn: Pfn,
     /// The huge zero folio and its refcount (huge_zero_folio, huge_zero_refcount).
@@ -214,6 +231,10 @@ pub mod vm_fault {
     pub const SIGSEGV: u32 = 1 << 2;
     pub const FALLBACK: u32 = 1 << 3;
     pub const NOPAGE: u32 = 1 << 4;
+    /// The fault read the page from the device (filemap_fault found no folio).
+    pub const MAJOR: u32 = 1 << 5;
+    /// The fault dropped its lock to wait for I/O: the arch handler retries it.
+    pub const RETRY: u32 = 1 << 6;
     pub const ERROR: u32 = OOM | SIGBUS | SIGSEGV;
 }
 
@@ -243,6 +264,11 @@ impl Kernel {
             stat: VmStat::default(),
             mms: Vec::new(),
             shmem: Vec::new(),
+            filps: Vec::new(),
+            dentries: Default::default(),
+            io_read_pages: 0,
+            io_wait_pages: 0,
+            fault_tried: false,
             zero_pfn,
             huge_zero: huge_zero::HugeZero::default(),
             hugetlb: hugetlb::Hstate::default(),
@@ -288,6 +314,15 @@ impl Kernel {
         self.sync_knobs();
         if name == "vm/nr_hugepages" {
             self.set_max_huge_pages(self.knobs.nr_hugepages);
+        }
+        if name == "vm/drop_caches" {
+            // drop_caches_sysctl_handler: 1 drops the page cache, 2 the slab (drop_slab).
+            if self.knobs.drop_caches & 1 != 0 {
+                self.drop_caches();
+            }
+            if self.knobs.drop_caches & 2 != 0 {
+                self.shrink_slab();
+            }
         }
         Ok(())
     }
@@ -702,13 +737,14 @@ impl Kernel {
         self.track_mm(head, mm, 1);
     }
 
-    /// `folio_add_anon_rmap_pte` / `folio_add_file_rmap_pte`: one more pte maps `page`.
+    /// `folio_add_anon_rmap_pte` / `folio_add_file_rmap_pte`: one more pte maps `page`
+    /// (NR_ANON_MAPPED or NR_FILE_MAPPED when the page was not mapped before).
     pub fn add_rmap_pte(&mut self, page: Pfn, mm: MmId) {
         let was = self.page_mapped(page);
         self.mem.pages[page.idx()].mapcount += 1;
         let anon = self.mem.pages[page.idx()].test(pg::ANON);
-        if anon && !was {
-            self.stat.mod_item(VmItem::NrAnonPages, 1);
+        if !was {
+            self.stat.mod_item(if anon { VmItem::NrAnonPages } else { VmItem::NrMapped }, 1);
         }
         let h = self.head_of(page);
         self.track_mm(h, mm, 1);
@@ -734,8 +770,8 @@ impl Kernel {
         self.mem.pages[page.idx()].mapcount -= 1;
         debug_assert!(self.mem.pages[page.idx()].mapcount >= 0);
         let anon = self.mem.pages[page.idx()].test(pg::ANON);
-        if anon && !self.page_mapped(page) {
-            self.stat.mod_item(VmItem::NrAnonPages, -1);
+        if !self.page_mapped(page) {
+            self.stat.mod_item(if anon { VmItem::NrAnonPages } else { VmItem::NrMapped }, -1);
         }
         let h = self.head_of(page);
         self.track_mm(h, mm, -1);
@@ -826,7 +862,9 @@ impl Kernel {
     /// True when no frame is referenced except the reserved ones (the end-of-run state).
     pub fn all_free(&self) -> bool {
         let scrubbing = self.mem.scrubbing.map_or(0, |(_, o)| 1u64 << o);
-        self.mem.free_pages + scrubbing + self.mem.reserved + self.huge_zero_pages() + self.hugetlb_pool_pages()
+        // Files outlive their processes: their page cache stays.
+        let cache = self.stat.items[VmItem::NrFilePages] as u64;
+        self.mem.free_pages + scrubbing + self.mem.reserved + self.huge_zero_pages() + self.hugetlb_pool_pages() + cache
             == self.mem.nr_pages()
     }
 

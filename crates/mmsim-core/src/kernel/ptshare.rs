@@ -315,7 +315,7 @@ impl Kernel {
         let mms = match vma.backing {
             Backing::Shmem(obj) => &self.shmem[obj as usize].as_ref()?.mms,
             Backing::Hugetlb(f) => &self.hugetlb.files[f as usize].as_ref()?.mms,
-            Backing::Anon => return None,
+            Backing::Anon | Backing::File(_) => return None,
         };
         let base = addr & !(self.pt_span(tl) - 1);
         let index = vma.linear_page_index(base, self.geo);

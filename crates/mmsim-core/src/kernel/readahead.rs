@@ -21,6 +21,10 @@ pub trait RaMapping {
     /// Add a folio of `order` at `index` (aligned to it) and set PG_readahead on it if
     /// `mark`; false, adding nothing, if any page of its range is cached (-EEXIST).
     fn add_folio(&mut self, index: u64, order: u32, mark: bool) -> bool;
+    /// PAGE_SHIFT.
+    fn page_shift(&self) -> u32 {
+        12
+    }
 }
 
 /// `struct file_ra_state`: one open file's readahead window (`start`, `size` pages, the last
@@ -93,7 +97,7 @@ fn ractl_max_pages(ra: &FileRaState, bdi: Bdi, req: u64) -> u64 {
 /// The last page index of the file, or None for an empty file.
 fn eof_index(m: &impl RaMapping) -> Option<u64> {
     let size = m.i_size();
-    (size > 0).then(|| (size - 1) >> 12)
+    (size > 0).then(|| (size - 1) >> m.page_shift())
 }
 
 /// `page_cache_ra_unbounded`: `nr` pages from `index` in folios of the mapping's minimum
@@ -128,8 +132,10 @@ pub fn do_page_cache_ra(m: &mut impl RaMapping, index: u64, nr: u64, lookahead: 
 pub fn force_page_cache_ra(m: &mut impl RaMapping, ra: &FileRaState, bdi: Bdi, index: u64, nr: u64) {
     let mut nr = nr.min(bdi.io_pages.max(ra.ra_pages));
     let mut index = index;
+    // 2 MiB at a time.
+    let most = (2u64 << 20) >> m.page_shift();
     while nr > 0 {
-        let chunk = nr.min(512);
+        let chunk = nr.min(most);
         do_page_cache_ra(m, index, chunk, 0);
         index += chunk;
         nr -= chunk;
@@ -218,7 +224,7 @@ pub fn page_cache_sync_ra(m: &mut impl RaMapping, ra: &mut FileRaState, bdi: Bdi
         return;
     }
     let max = ractl_max_pages(ra, bdi, req);
-    let sequential = ra.prev_pos.is_some_and(|p| index.wrapping_sub(p >> 12) <= 1);
+    let sequential = ra.prev_pos.is_some_and(|p| index.wrapping_sub(p >> m.page_shift()) <= 1);
     if index == 0 || req > max || sequential {
         ra.start = index;
         ra.size = get_init_ra_size(req, max);

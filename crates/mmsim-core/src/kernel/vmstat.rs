@@ -43,6 +43,14 @@ declare_counters! {
     ThpDeferredSplitPage => "thp_deferred_split_page",
     ThpZeroPageAlloc => "thp_zero_page_alloc",
     ThpZeroPageAllocFailed => "thp_zero_page_alloc_failed",
+    ThpFileAlloc => "thp_file_alloc",
+    ThpFileFallback => "thp_file_fallback",
+    ThpFileMapped => "thp_file_mapped",
+    ThpCollapseAlloc => "thp_collapse_alloc",
+    ThpCollapseAllocFailed => "thp_collapse_alloc_failed",
+    // KiB read from (written to) block devices (submit_bio's count_vm_events).
+    PgpgIn => "pgpgin",
+    PgpgOut => "pgpgout",
     UnevictablePgMlocked => "unevictable_pgs_mlocked",
     UnevictablePgMunlocked => "unevictable_pgs_munlocked",
     AllocStall => "allocstall_normal",
@@ -72,13 +80,22 @@ declare_counters! {
 }
 
 declare_counters! {
-    /// State items (`mod_node_page_state`), in pages unless the name says otherwise.
+    /// State items (`mod_node_page_state`), in pages unless the name says otherwise; THP items
+    /// (`*_transparent_hugepages`, `*_hugepages`, `*_pmdmapped`) count PMD folios, as
+    /// /proc/vmstat prints them (vmstat_item_print_in_thp).
     VmItem, VmItems, VM_ITEM_NAMES;
     NrFreePages => "nr_free_pages",
     NrZeroedFreePages => "mmsim_nr_zeroed_free_pages",
     NrAnonPages => "nr_anon_pages",
     NrAnonThps => "nr_anon_transparent_hugepages",
     NrShmem => "nr_shmem",
+    NrFilePages => "nr_file_pages",
+    NrMapped => "nr_mapped",
+    NrDirty => "nr_dirty",
+    NrFileThps => "nr_file_hugepages",
+    NrShmemThps => "nr_shmem_hugepages",
+    NrFilePmdmapped => "nr_file_pmdmapped",
+    NrShmemPmdmapped => "nr_shmem_pmdmapped",
     NrMlock => "nr_mlock",
     NrHugetlb => "nr_hugetlb",
     NrPageTablePages => "nr_page_table_pages",

@@ -18,6 +18,7 @@ use crate::report::{CheckSummary, Event};
 use crate::units::Pfn;
 
 mod access;
+mod files;
 mod host_memory;
 mod kscrubd;
 #[cfg(test)]
@@ -165,6 +166,8 @@ pub struct Task {
     pub state: TaskState,
     /// min_flt.
     pub minflt: i64,
+    /// maj_flt: faults that waited for the block device (a retried fault counts as major).
+    pub majflt: i64,
     /// Hardware page faults taken (perf's page-faults: every #PF, failed ones included).
     pub page_faults: i64,
     children: Vec<u32>,
@@ -216,6 +219,7 @@ impl Task {
             regions,
             state: TaskState::Running,
             minflt: 0,
+            majflt: 0,
             page_faults: 0,
             children: Vec::new(),
             cursor: Cursor::Idle,
@@ -561,10 +565,23 @@ impl Interp {
         let pid = self.tasks[t].pid;
         let mm = self.tasks[t].mm.expect("running task has an mm");
         match op {
-            Op::Mmap(MmapOp { name, size, align, prot, flags, addr, fixed }) => {
+            Op::Mmap(MmapOp { name, size, align, prot, flags, addr, fixed, file, file_offset }) => {
                 let p = parse_prot(prot).expect("validated");
                 let shared = flags.iter().any(|f| f == "shared");
+                // open(2) for the mapping; the vma holds the file, close(2) follows.
+                let filp = match file.as_deref().map(|f| self.kernel.file_lookup(f)) {
+                    None => None,
+                    Some(Some(obj)) => Some(self.kernel.file_open(obj)),
+                    Some(None) => {
+                        let f = file.as_deref().unwrap_or_default();
+                        self.event(pid, "syscall", format!("mmap {name} ({} bytes): ENOENT (no file {f:?})", size.0));
+                        self.exit_task(t, TaskState::Exited);
+                        return;
+                    }
+                };
                 let args = MmapArgs {
+                    file: filp,
+                    pgoff: file_offset.map_or(0, |o| o.0 >> self.kernel.geo.page_shift),
                     addr: addr.map_or(0, |a| a.0),
                     len: size.0,
                     prot: p,
@@ -574,7 +591,11 @@ impl Interp {
                     dontexpand: flags.iter().any(|f| f == "dontexpand"),
                     hugetlb: flags.iter().any(|f| f == "hugetlb"),
                 };
-                match self.kernel.do_mmap(mm, args) {
+                let r = self.kernel.do_mmap(mm, args);
+                if let Some(f) = filp {
+                    self.kernel.fput(f);
+                }
+                match r {
                     Ok(a) => {
                         // A MAP_HUGETLB region is its huge-page-rounded length, as the kernel
                         // maps it (and the native runner names it).
@@ -592,7 +613,18 @@ impl Interp {
                             } else {
                                 g.page_align(size.0).expect("fits")
                             };
-                            o.mmap(self.tasks[t].tgid, a, len, p, shared);
+                            match file {
+                                Some(f) => o.mmap_file(
+                                    self.tasks[t].tgid,
+                                    a,
+                                    len,
+                                    p,
+                                    shared,
+                                    f,
+                                    file_offset.map_or(0, |x| x.0),
+                                ),
+                                None => o.mmap(self.tasks[t].tgid, a, len, p, shared),
+                            }
                         }
                     }
                     Err(e) => {
@@ -682,6 +714,11 @@ impl Interp {
                     "nohugepage" => Advice::NoHugePage,
                     "populate_read" => Advice::PopulateRead,
                     "populate_write" => Advice::PopulateWrite,
+                    "willneed" => Advice::WillNeed,
+                    "sequential" => Advice::Sequential,
+                    "random" => Advice::Random,
+                    "normal" => Advice::Normal,
+                    "collapse" => Advice::Collapse,
                     _ => Advice::DontNeed,
                 };
                 let end = a.saturating_add(self.kernel.geo.page_align(len).unwrap_or(len));
@@ -841,6 +878,7 @@ impl Interp {
                 self.outputs += 1;
                 self.snapshot_requests.push((label.clone(), pid));
             }
+            Op::Create(_) | Op::Pwrite(_) | Op::Pread(_) | Op::Fadvise(_) | Op::Fsync(_) => self.exec_file_op(t, op),
             Op::Set(SetOp { knob, value }) => {
                 if crate::kernel::knobs::BOOT_ONLY.contains(&knob.as_str()) {
                     self.event(

@@ -2,6 +2,7 @@
 
 pub mod interp;
 pub mod spec;
+pub mod spec_files;
 
 #[cfg(test)]
 mod proptests;

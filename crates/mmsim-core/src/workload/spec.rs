@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
 
+pub use super::spec_files::{check_file_name, file_key, CreateOp, FadviseOp, FsyncOp, PreadOp, PwriteOp};
 use crate::error::Error;
 use crate::units::parse_size;
 
@@ -135,6 +136,11 @@ pub enum Op {
     Fetch(FetchOp),
     Thread(ForkOp),
     Sleep(SleepOp),
+    Create(CreateOp),
+    Pwrite(PwriteOp),
+    Pread(PreadOp),
+    Fadvise(FadviseOp),
+    Fsync(FsyncOp),
 }
 
 /// The `mmap` op.
@@ -153,6 +159,12 @@ pub struct MmapOp {
     pub addr: Option<Size>,
     #[serde(default)]
     pub fixed: bool,
+    /// A file mapping: the file (made by `create`) and the byte offset in it (a multiple of
+    /// the page size) the mapping starts at.
+    #[serde(default)]
+    pub file: Option<String>,
+    #[serde(default)]
+    pub file_offset: Option<Size>,
 }
 
 /// The `munmap` op.
@@ -402,8 +414,8 @@ fn field<'de, T: Deserialize<'de>, D: Deserializer<'de>>(v: serde_json::Value) -
 /// Marks an error message that starts with a field path, so the caller can join the paths.
 const FIELD_MARK: &str = "\u{1}";
 
-const OP_NAMES: &str =
-    "mmap, munmap, mremap, mprotect, madvise, mlock, munlock, read, write, compare, loop, fork, thread, wait, sleep, exit, snapshot, set, atomic, fetch";
+const OP_NAMES: &str = "mmap, munmap, mremap, mprotect, madvise, mlock, munlock, read, write, compare, loop, fork, \
+     thread, wait, sleep, exit, snapshot, set, atomic, fetch, create, pwrite, pread, fadvise, fsync";
 
 impl<'de> Deserialize<'de> for Op {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Op, D::Error> {
@@ -435,6 +447,11 @@ impl<'de> Deserialize<'de> for Op {
             "atomic" => Op::Atomic(field::<AtomicOp, D>(v)?),
             "fetch" => Op::Fetch(field::<FetchOp, D>(v)?),
             "set" => Op::Set(field::<SetOp, D>(v)?),
+            "create" => Op::Create(field::<CreateOp, D>(v)?),
+            "pwrite" => Op::Pwrite(field::<PwriteOp, D>(v)?),
+            "pread" => Op::Pread(field::<PreadOp, D>(v)?),
+            "fadvise" => Op::Fadvise(field::<FadviseOp, D>(v)?),
+            "fsync" => Op::Fsync(field::<FsyncOp, D>(v)?),
             other => {
                 return Err(de::Error::custom(format!(
                     "{FIELD_MARK}op: unknown op {other:?} (expected one of {OP_NAMES})"
@@ -443,6 +460,20 @@ impl<'de> Deserialize<'de> for Op {
         })
     }
 }
+
+/// The `madvise` advice the model takes.
+pub const MADVICE: &[&str] = &[
+    "hugepage",
+    "nohugepage",
+    "dontneed",
+    "populate_read",
+    "populate_write",
+    "willneed",
+    "sequential",
+    "random",
+    "normal",
+    "collapse",
+];
 
 /// Default step inside a `block` of `read` and `write`: one 64-byte line.
 pub const DEFAULT_BLOCK_STRIDE: u64 = 64;
@@ -682,6 +713,13 @@ fn check_pattern(
 /// Validate `ops`, which `depth` loop, fork and thread ops enclose.
 fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -> Result<(), Error> {
     let err = |i: usize, field: &str, msg: String| Error::Workload(format!("{path}[{i}].{field}: {msg}"));
+    let known_file = |names: &Vec<String>, i: usize, field: &str, f: &str| -> Result<(), Error> {
+        if names.contains(&file_key(f)) {
+            Ok(())
+        } else {
+            Err(err(i, field, format!("no file named {f:?} is created before this op")))
+        }
+    };
     let known = |names: &Vec<String>, i: usize, field: &str, r: &str| -> Result<(), Error> {
         if names.iter().any(|n| n == r) {
             Ok(())
@@ -691,7 +729,7 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -
     };
     for (i, op) in ops.iter().enumerate() {
         match op {
-            Op::Mmap(MmapOp { name, size, align, prot, flags, .. }) => {
+            Op::Mmap(MmapOp { name, size, align, prot, flags, file, file_offset, .. }) => {
                 if size.0 == 0 {
                     return Err(err(i, "size", "must be greater than 0".into()));
                 }
@@ -725,8 +763,28 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -
                 if shared != 1 {
                     return Err(err(i, "flags", "exactly one of private and shared is required".into()));
                 }
-                if !flags.iter().any(|f| f == "anonymous") {
-                    return Err(err(i, "flags", "only anonymous mappings are supported (add \"anonymous\")".into()));
+                match file {
+                    Some(f) => {
+                        known_file(names, i, "file", f)?;
+                        if let Some(bad) = flags.iter().find(|f| matches!(f.as_str(), "anonymous" | "hugetlb")) {
+                            return Err(err(i, "flags", format!("{bad:?} does not go with a file")));
+                        }
+                        if file_offset.is_some_and(|o| o.0 % 4096 != 0) {
+                            return Err(err(i, "file_offset", "must be a multiple of the page size (4096)".into()));
+                        }
+                    }
+                    None => {
+                        if file_offset.is_some() {
+                            return Err(err(i, "file_offset", "needs a file".into()));
+                        }
+                        if !flags.iter().any(|f| f == "anonymous") {
+                            return Err(err(
+                                i,
+                                "flags",
+                                "a mapping is of a file (\"file\") or anonymous (add \"anonymous\")".into(),
+                            ));
+                        }
+                    }
                 }
                 names.push(name.clone());
             }
@@ -755,17 +813,8 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -
             }
             Op::Madvise(MadviseOp { region, advice, .. }) => {
                 known(names, i, "region", region)?;
-                if !matches!(
-                    advice.as_str(),
-                    "hugepage" | "nohugepage" | "dontneed" | "populate_read" | "populate_write"
-                ) {
-                    return Err(err(
-                        i,
-                        "advice",
-                        format!(
-                            "{advice:?} is not one of hugepage, nohugepage, dontneed, populate_read, populate_write"
-                        ),
-                    ));
+                if !MADVICE.contains(&advice.as_str()) {
+                    return Err(err(i, "advice", format!("{advice:?} is not one of {}", MADVICE.join(", "))));
                 }
             }
             Op::Read(ReadOp { region, stride, block, block_stride, pattern, count, seed, .. })
@@ -789,6 +838,29 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -
                     return Err(err(i, "stride", "must be greater than 0".into()));
                 }
             }
+            Op::Create(CreateOp { file, size, fs }) => {
+                check_file_name(file).map_err(|m| err(i, "file", m))?;
+                if !matches!(fs.as_str(), "ext4" | "tmpfs") {
+                    return Err(err(i, "fs", format!("{fs:?} is not one of ext4, tmpfs")));
+                }
+                if size.0 > 1 << 47 {
+                    return Err(err(i, "size", "larger than 128 TiB".into()));
+                }
+                names.push(file_key(file));
+            }
+            Op::Pwrite(PwriteOp { file, chunk, .. }) | Op::Pread(PreadOp { file, chunk, .. }) => {
+                known_file(names, i, "file", file)?;
+                if chunk.is_some_and(|c| c.0 == 0 || c.0 > 1 << 30) {
+                    return Err(err(i, "chunk", "must be between 1 byte and 1 GiB".into()));
+                }
+            }
+            Op::Fadvise(FadviseOp { file, advice, .. }) => {
+                known_file(names, i, "file", file)?;
+                if !matches!(advice.as_str(), "dontneed" | "willneed") {
+                    return Err(err(i, "advice", format!("{advice:?} is not one of dontneed, willneed")));
+                }
+            }
+            Op::Fsync(FsyncOp { file }) => known_file(names, i, "file", file)?,
             Op::Loop(_) | Op::Fork(_) | Op::Thread(_) if depth >= MAX_NESTING => {
                 return Err(Error::Workload(format!(
                     "{path}[{i}]: nesting deeper than {MAX_NESTING} levels (loop, fork, thread)"

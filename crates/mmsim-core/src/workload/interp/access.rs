@@ -62,8 +62,13 @@ impl Interp {
             }
             self.charge_work(t);
             match outcome {
-                FaultOutcome::Handled => {
-                    self.tasks[t].minflt += 1;
+                FaultOutcome::Handled | FaultOutcome::Major => {
+                    if outcome == FaultOutcome::Major {
+                        self.tasks[t].majflt += 1;
+                        self.charge_io(t);
+                    } else {
+                        self.tasks[t].minflt += 1;
+                    }
                     handled += 1;
                     if handled > LIVELOCK_FAULTS {
                         // The kernel model said it handled the fault but the access faults
@@ -134,7 +139,7 @@ impl Interp {
         }
     }
 
-    fn mismatch(&mut self, pid: u32, msg: String) {
+    pub(super) fn mismatch(&mut self, pid: u32, msg: String) {
         self.check.mismatches += 1;
         self.event(pid, "mismatch", msg);
     }

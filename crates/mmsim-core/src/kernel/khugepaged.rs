@@ -1,0 +1,173 @@
+//! MADV_COLLAPSE (mm/khugepaged.c `madvise_collapse`, `hpage_collapse_scan_file`,
+//! `collapse_file`, `retract_page_tables`, `collapse_pte_mapped_thp`) for shmem and tmpfs:
+//! the 512 pages of each PMD-aligned range are copied into a new PMD folio that replaces them
+//! in the page cache, and the caller's range is mapped by the pmd. A regular file (ext4) gets
+//! EINVAL, as on a kernel without CONFIG_READ_ONLY_THP_FOR_FS (this machine's 6.18).
+//!
+//! Differs from Linux: the khugepaged thread is not modelled yet, nor is the collapse of
+//! anonymous memory (`collapse_huge_page`): MADV_COLLAPSE of an anonymous range returns
+//! EINVAL here where Linux collapses it.
+
+use super::mm::{vm, Backing, Vma};
+use super::mmap::Errno;
+use super::page_alloc::gfp;
+use super::pgtable::Entry;
+use super::vmstat::VmEvent;
+use super::{Kernel, MmId};
+use crate::units::Pfn;
+
+impl Kernel {
+    /// The inode a vma maps (shmem object or file), if any.
+    pub fn vma_inode(&self, v: &Vma) -> Option<u32> {
+        match v.backing {
+            Backing::Shmem(o) => Some(o),
+            Backing::File(f) => Some(self.filp(f).inode),
+            _ => None,
+        }
+    }
+
+    /// `thp_vma_suitable_order(vma, addr, PMD_ORDER)`: the aligned 2 MiB around `addr` lies in
+    /// the vma and the file offset is congruent to the address.
+    fn thp_vma_suitable_pmd(&self, v: &Vma, addr: u64) -> bool {
+        let hsize = self.geo.hpage_pmd_size();
+        let haddr = addr & !(hsize - 1);
+        let congruent = match v.backing {
+            Backing::Anon => true,
+            _ => ((v.start >> self.geo.page_shift).wrapping_sub(v.pgoff)).is_multiple_of(self.geo.hpage_pmd_nr()),
+        };
+        congruent && haddr >= v.start && haddr + hsize <= v.end
+    }
+
+    /// `madvise_collapse`: every PMD-aligned 2 MiB of [start, end) becomes a THP. EINVAL when
+    /// the vma may not have one (VM_NOHUGEPAGE, hugetlb, no aligned range, a regular file).
+    pub fn madvise_collapse(&mut self, mm: MmId, start: u64, end: u64) -> Result<(), Errno> {
+        let v = self.mm(mm).vma_lookup(start).cloned().ok_or(Errno::ENOMEM)?;
+        let hsize = self.geo.hpage_pmd_size();
+        if !self.has_transparent_hugepage()
+            || v.flags & (vm::NOHUGEPAGE | vm::HUGETLB) != 0
+            || v.end < hsize
+            || !self.thp_vma_suitable_pmd(&v, v.end - hsize)
+        {
+            return Err(Errno::EINVAL);
+        }
+        let Some(obj) = self.vma_inode(&v) else {
+            return Err(Errno::EINVAL);
+        };
+        if !self.inode(obj).is_shmem() {
+            // file_thp_enabled: CONFIG_READ_ONLY_THP_FOR_FS is off.
+            return Err(Errno::EINVAL);
+        }
+        let hstart = start.next_multiple_of(hsize);
+        let hend = end & !(hsize - 1);
+        let mut addr = hstart;
+        let mut result = Ok(());
+        while addr < hend {
+            let Some(v) = self.mm(mm).vma_lookup(addr).cloned() else {
+                return Err(Errno::ENOMEM);
+            };
+            if self.vma_inode(&v) != Some(obj) || !self.thp_vma_suitable_pmd(&v, addr) {
+                result = Err(Errno::EINVAL);
+                addr += hsize;
+                continue;
+            }
+            let index = v.linear_page_index(addr, self.geo);
+            if index + self.geo.hpage_pmd_nr() > self.shmem_size(obj) {
+                // Past i_size: SCAN_FAIL.
+                result = Err(Errno::EINVAL);
+                addr += hsize;
+                continue;
+            }
+            let head = match self.shmem_find_folio(obj, index).map(|p| self.head_of(p)) {
+                Some(h) if self.folio_nr_pages(h) == self.geo.hpage_pmd_nr() => h,
+                _ => match self.collapse_file(obj, index) {
+                    Some(h) => h,
+                    None => return Err(Errno::ENOMEM),
+                },
+            };
+            self.collapse_pte_mapped_thp(mm, &v, addr, head);
+            addr += hsize;
+        }
+        result
+    }
+
+    /// `collapse_file` (shmem): unmap the range's pages from every mapping (try_to_unmap),
+    /// copy them (holes as zeroes) into a new PMD folio (THP_COLLAPSE_ALLOC), put it in their
+    /// place in the page cache, and free the emptied page tables of suitable vmas
+    /// (`retract_page_tables`). None when no PMD folio could be allocated.
+    fn collapse_file(&mut self, obj: u32, index: u64) -> Option<Pfn> {
+        let nr = self.geo.hpage_pmd_nr();
+        let order = self.geo.hpage_pmd_order();
+        let Some(a) = self.alloc_pages(order, gfp::USER | gfp::COMP | gfp::DIRECT_RECLAIM) else {
+            self.stat.count(VmEvent::ThpCollapseAllocFailed);
+            return None;
+        };
+        self.stat.count(VmEvent::ThpCollapseAlloc);
+        self.unmap_mapping_pages(obj, index, nr);
+        for i in 0..nr {
+            match self.shmem_find_folio(obj, index + i) {
+                Some(p) => {
+                    self.copy_page(Pfn(a.pfn.0 + i as u32), p);
+                    let h = self.head_of(p);
+                    self.filemap_remove_folio(obj, h);
+                }
+                None => self.clear_pages(Pfn(a.pfn.0 + i as u32), 1, 1, super::page_alloc::ClearPath::User),
+            }
+        }
+        self.filemap_add_folio(obj, index, a.pfn, order);
+        Some(a.pfn)
+    }
+
+    /// `unmap_mapping_pages` + `retract_page_tables`: zap the ptes mapping pages
+    /// [index, index + nr) of the inode in every mm, and free a PTE table left empty where
+    /// the vma covers the whole aligned 2 MiB.
+    fn unmap_mapping_pages(&mut self, obj: u32, index: u64, nr: u64) {
+        let mms: Vec<MmId> = self.inode(obj).mms.iter().map(|e| e.0).collect();
+        for m in mms {
+            let vmas: Vec<Vma> = self.mm(m).vmas.values().filter(|v| self.vma_inode(v) == Some(obj)).cloned().collect();
+            for v in vmas {
+                let pages = v.len() >> self.geo.page_shift;
+                let (lo, hi) = (index.max(v.pgoff), (index + nr).min(v.pgoff + pages));
+                if lo >= hi {
+                    continue;
+                }
+                let a = v.start + ((lo - v.pgoff) << self.geo.page_shift);
+                let b = v.start + ((hi - v.pgoff) << self.geo.page_shift);
+                self.zap_page_range(m, &v, a, b);
+                if v.anon_vma.is_none() && b - a == self.geo.hpage_pmd_size() && self.thp_vma_suitable_pmd(&v, a) {
+                    self.retract_pte_table(m, a);
+                }
+            }
+        }
+    }
+
+    /// Free the PTE table under `addr`'s pmd if none of its entries is present.
+    fn retract_pte_table(&mut self, mm: MmId, addr: u64) {
+        let Some(pmd) = self.pmd_slot(mm, addr) else { return };
+        let e = self.entry(pmd.table, pmd.idx);
+        if !e.present() || e.huge() || self.pt_is_shared(e.pfn()) {
+            return;
+        }
+        if (0..self.geo.ptrs_per_table()).any(|i| self.entry(e.pfn(), i).present()) {
+            return;
+        }
+        self.set_entry(pmd.table, pmd.idx, Entry::NONE);
+        self.pte_free(Some(mm), e.pfn());
+        self.flush_tlb_range(mm, addr, addr + self.geo.hpage_pmd_size());
+    }
+
+    /// `collapse_pte_mapped_thp(install_pmd)` -> `set_huge_pmd`: map the range by the pmd
+    /// in the caller's mm (its emptied table retracted first).
+    fn collapse_pte_mapped_thp(&mut self, mm: MmId, v: &Vma, addr: u64, head: Pfn) {
+        let Some(pmd) = self.pmd_alloc(mm, addr) else { return };
+        let e = self.entry(pmd.table, pmd.idx);
+        if e.present() && e.huge() {
+            return;
+        }
+        if e.present() {
+            // Pages of the folio mapped by ptes: unmap them, then retract.
+            self.zap_page_range(mm, v, addr, addr + self.geo.hpage_pmd_size());
+            self.retract_pte_table(mm, addr);
+        }
+        let _ = self.do_set_pmd(mm, v, addr, head, pmd, false);
+    }
+}

@@ -1,0 +1,153 @@
+//! The file ops of a program (`create`, `pwrite`, `pread`, `fadvise`, `fsync`): each opens
+//! the file, makes its system calls and closes it, as a program's open/read/close does. The
+//! time a call waits for the block device is charged to the task (`io_schedule`).
+
+use super::{Interp, TaskState};
+use crate::kernel::filemap::Fadvise;
+use crate::kernel::shmem::Fs;
+use crate::workload::spec::*;
+use crate::workload::spec_files::DEFAULT_CHUNK;
+
+impl Interp {
+    /// Run one file op for task `t`.
+    pub(super) fn exec_file_op(&mut self, t: usize, op: &Op) {
+        let pid = self.tasks[t].pid;
+        let file = match op {
+            Op::Create(CreateOp { file, size, fs }) => {
+                let fs = if fs == "tmpfs" { Fs::Tmpfs } else { Fs::Ext4 };
+                match self.kernel.file_create(file, size.0, fs) {
+                    Ok(_) => {
+                        if let Some(o) = self.oracle.as_mut() {
+                            o.create_file(file);
+                        }
+                    }
+                    Err(e) => self.event(pid, "syscall", format!("create {file}: {}", e.name())),
+                }
+                self.charge_syscall(t);
+                self.after_syscall();
+                return;
+            }
+            Op::Pwrite(PwriteOp { file, .. })
+            | Op::Pread(PreadOp { file, .. })
+            | Op::Fadvise(FadviseOp { file, .. })
+            | Op::Fsync(FsyncOp { file }) => file,
+            _ => unreachable!("a file op"),
+        };
+        let Some(obj) = self.kernel.file_lookup(file) else {
+            self.event(pid, "syscall", format!("open {file}: ENOENT"));
+            self.exit_task(t, TaskState::Exited);
+            return;
+        };
+        let filp = self.kernel.file_open(obj);
+        let size = self.kernel.inode(obj).i_size;
+        match op {
+            Op::Pwrite(PwriteOp { offset, length, chunk, value, .. }) => {
+                let len = length.map_or(size.saturating_sub(offset.0), |l| l.0);
+                let chunk = chunk.map_or(DEFAULT_CHUNK, |c| c.0);
+                let value = value.unwrap_or(DEFAULT_VALUE);
+                let mut pos = offset.0;
+                while pos < offset.0 + len {
+                    let n = chunk.min(offset.0 + len - pos);
+                    let done = self.kernel.file_write(filp, pos, n, value);
+                    if let Some(o) = self.oracle.as_mut() {
+                        o.file_write(file, pos, done, value);
+                    }
+                    self.charge_syscall(t);
+                    self.charge_io(t);
+                    if done < n {
+                        self.event(pid, "syscall", format!("pwrite {file}: ENOMEM"));
+                        break;
+                    }
+                    pos += n;
+                }
+            }
+            Op::Pread(PreadOp { offset, length, chunk, expect, .. }) => {
+                let len = length.map_or(size.saturating_sub(offset.0), |l| l.0);
+                let chunk = chunk.map_or(DEFAULT_CHUNK, |c| c.0);
+                let mut pos = offset.0;
+                let mut bad = false;
+                while pos < offset.0 + len {
+                    let n = chunk.min(offset.0 + len - pos);
+                    let (got, ok) = self.kernel.file_read(filp, pos, n, *expect);
+                    self.check_file_read(pid, file, pos, got);
+                    self.charge_syscall(t);
+                    self.charge_io(t);
+                    bad |= !ok;
+                    if got < n {
+                        break;
+                    }
+                    pos += n;
+                }
+                if bad {
+                    let v = expect.unwrap_or(0);
+                    self.check.expect_failures += 1;
+                    self.event(pid, "expect", format!("pread {file}: a byte read is not {v}"));
+                }
+            }
+            Op::Fadvise(FadviseOp { offset, length, advice, .. }) => {
+                let a = if advice == "dontneed" { Fadvise::DontNeed } else { Fadvise::WillNeed };
+                self.kernel.file_fadvise(filp, offset.0, length.map_or(0, |l| l.0), a);
+                self.charge_syscall(t);
+                self.charge_io(t);
+            }
+            Op::Fsync(_) => {
+                self.kernel.file_fsync(filp);
+                self.charge_syscall(t);
+                self.charge_io(t);
+            }
+            _ => unreachable!("a file op"),
+        }
+        self.kernel.fput(filp);
+        self.after_syscall();
+    }
+
+    /// With `--check`: the bytes a read(2) returned are the reference model's.
+    fn check_file_read(&mut self, pid: u32, file: &str, pos: u64, len: u64) {
+        let Some(o) = self.oracle.as_ref() else { return };
+        let ps = self.kernel.geo.page_size();
+        let Some(obj) = self.kernel.file_lookup(file) else { return };
+        let mut p = pos;
+        let mut bad = None;
+        while p < pos + len {
+            let index = p / ps;
+            let stop = ((index + 1) * ps).min(pos + len);
+            let want = o.file_page(file, index);
+            let have = self.kernel.shmem_find_folio(obj, index).and_then(|f| self.kernel.page_content(f));
+            let disk = self.kernel.inode(obj).disk.get(&index);
+            // A hole of a tmpfs file, or an ext4 page the read left uncached, reads as the
+            // device has it.
+            let have = if self.kernel.shmem_find_folio(obj, index).is_some() { have } else { disk };
+            for i in (p % ps) as usize..((stop - 1) % ps) as usize + 1 {
+                let (w, h) = (want.map_or(0, |c| c.get(i)), have.map_or(0, |c| c.get(i)));
+                if w != h {
+                    bad = Some((index * ps + i as u64, w, h));
+                    break;
+                }
+            }
+            if bad.is_some() {
+                break;
+            }
+            p = stop;
+        }
+        self.check.reads_checked += 1;
+        if let Some((at, w, h)) = bad {
+            self.mismatch(pid, format!("pread {file} at byte {at}: read {h}, reference model says {w}"));
+        }
+    }
+
+    /// The block device time task `t` waited for since the last charge (`io_schedule`): the
+    /// device's latency plus the transfer of the pages it read (profile `block`).
+    pub(super) fn charge_io(&mut self, t: usize) {
+        let pages = std::mem::take(&mut self.kernel.io_wait_pages);
+        if pages == 0 {
+            return;
+        }
+        let b = &self.machine.p.block;
+        let bytes = (pages * self.kernel.geo.page_size()) as f64;
+        let ns = b.read_latency_ns + bytes / b.read_bandwidth;
+        let cycles = ns * self.machine.p.cpu.freq_ghz;
+        let cpu = self.tasks[t].cpu;
+        let cost = self.machine.exec_cycles(cpu, cycles);
+        self.tasks[t].perf.charge("io_schedule", cost);
+    }
+}

@@ -1,0 +1,102 @@
+//! The file ops of a workload: `create`, `pwrite`, `pread`, `fadvise`, `fsync` (and the
+//! `file` fields of `mmap`), their fields and their validation. Files are named, one
+//! namespace for every process, as paths are.
+
+use serde::Deserialize;
+
+use super::spec::Size;
+
+/// The `create` op: `open(F, O_CREAT | O_TRUNC)` of a file of `size` bytes on `fs`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CreateOp {
+    pub file: String,
+    pub size: Size,
+    /// `"ext4"` (the default: the file exists on the block device, not cached) or `"tmpfs"`
+    /// (empty and sparse).
+    #[serde(default = "default_fs")]
+    pub fs: String,
+}
+
+fn default_fs() -> String {
+    "ext4".to_string()
+}
+
+/// The `pwrite` op: `write()` calls of `chunk` bytes of `value` from `offset` on.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PwriteOp {
+    pub file: String,
+    #[serde(default)]
+    pub offset: Size,
+    /// Default: to the file's end.
+    #[serde(default)]
+    pub length: Option<Size>,
+    /// Bytes per call (default 4096).
+    #[serde(default)]
+    pub chunk: Option<Size>,
+    /// The byte written (default 1).
+    #[serde(default)]
+    pub value: Option<u8>,
+}
+
+/// The `pread` op: `read()` calls of `chunk` bytes from `offset` on (stopping at the file's
+/// end); with `expect`, every byte read must equal it.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PreadOp {
+    pub file: String,
+    #[serde(default)]
+    pub offset: Size,
+    #[serde(default)]
+    pub length: Option<Size>,
+    #[serde(default)]
+    pub chunk: Option<Size>,
+    #[serde(default)]
+    pub expect: Option<u8>,
+}
+
+/// The `fadvise` op: `posix_fadvise(fd, offset, length, advice)` (length 0 or none: to the
+/// end of the file).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FadviseOp {
+    pub file: String,
+    #[serde(default)]
+    pub offset: Size,
+    #[serde(default)]
+    pub length: Option<Size>,
+    /// `"dontneed"` or `"willneed"`.
+    pub advice: String,
+}
+
+/// The `fsync` op.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FsyncOp {
+    pub file: String,
+}
+
+/// Default bytes per `pread` / `pwrite` call.
+pub const DEFAULT_CHUNK: u64 = 4096;
+
+/// How validation records a file name among the region names (one list; no region name
+/// starts with NUL).
+pub fn file_key(name: &str) -> String {
+    format!("\0file:{name}")
+}
+
+/// Check a file name: `[A-Za-z0-9_.-]`, 1 to 64 characters (what the native runner can use
+/// as a path component).
+pub fn check_file_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name != "."
+        && name != ".."
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{name:?} is not a file name (1 to 64 of A-Z a-z 0-9 _ . -)"))
+    }
+}
