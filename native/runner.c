@@ -1,24 +1,40 @@
 /* mmsim's native runner: executes a workload on the real kernel with real system calls, and
  * reports what the kernel did (per-process faults and /proc/self/status, smaps_rollup, and
- * system-wide /proc/vmstat) at each snapshot, for `mmsim validate`.
+ * system-wide /proc/vmstat and /proc/meminfo) at each snapshot, for `mmsim validate`.
  *
- *   runner OUT_FILE < PROGRAM
+ *   runner OUT_FILE [ext4=DIR] [tmpfs=DIR] < PROGRAM
+ *
+ * OUT_FILE gets the snapshot and event lines (mmsim passes /dev/stdout, a pipe: a file on a
+ * disk or on tmpfs would move the page-cache counters the runner reports). DIR is where the
+ * workload's files of that filesystem live: a directory on an ext4 filesystem, one on a tmpfs.
+ * The runner makes DIR/mmsim-PID (PID its own), puts every file there, and its first process
+ * removes it when it ends (exit, or the end of the program; not when a signal kills it: then
+ * mmsim removes it). A program that creates no file needs neither; a create on a filesystem
+ * with no DIR ends the run with an error. Writing to /proc/sys/vm/drop_caches needs root.
  *
  * PROGRAM is the workload compiled by mmsim (python/mmsim/native.py), one op per line:
  *
- *   mmap NAME SIZE ALIGN PROT FLAGS ADDR FIXED
+ *   mmap NAME SIZE ALIGN PROT FLAGS ADDR FIXED [FILE FILE_OFFSET]
  *                                        PROT: none r rw rx rwx; FLAGS: bit 0 MAP_SHARED
- *                                        (else MAP_PRIVATE), bit 1 MAP_HUGETLB; FIXED: 0 or 1;
- *                                        ADDR: a hint (0: none), the address with FIXED.
- *                                        With MAP_HUGETLB the kernel rounds the length up to
- *                                        2 MiB (the region's size is the rounded one) and
- *                                        ALIGN is done in 2 MiB-rounded sizes
+ *                                        (else MAP_PRIVATE), bit 1 MAP_HUGETLB, bit 2 a mapping
+ *                                        of FILE at FILE_OFFSET (else anonymous; FILE "-");
+ *                                        FIXED: 0 or 1; ADDR: a hint (0: none), the address
+ *                                        with FIXED. With MAP_HUGETLB the kernel rounds the
+ *                                        length up to 2 MiB (the region's size is the rounded
+ *                                        one) and ALIGN is done in 2 MiB-rounded sizes. A file
+ *                                        is opened read-write, mapped and closed; with ALIGN
+ *                                        its place is that of a private anonymous mapping of
+ *                                        SIZE + ALIGN (mapped PROT_NONE, the file mapped over
+ *                                        it MAP_FIXED at the aligned address, the rest unmapped)
  *   munmap NAME OFFSET LENGTH            LENGTH -1: to the region's end
  *   mlock NAME OFFSET LENGTH / munlock NAME OFFSET LENGTH
  *   mremap NAME SIZE FIXED ADDR          mremap(MREMAP_MAYMOVE, with FIXED 1 also
  *                                        MREMAP_FIXED to ADDR); the region moves with it
  *   mprotect NAME OFFSET LENGTH PROT
- *   madvise NAME OFFSET LENGTH ADVICE    ADVICE: hugepage nohugepage dontneed
+ *   madvise NAME OFFSET LENGTH ADVICE    ADVICE: hugepage nohugepage dontneed populate_read
+ *                                        populate_write collapse (MADV_COLLAPSE) willneed
+ *                                        sequential random; a failure is an event
+ *                                        ("madvise NAME ADVICE: EINVAL")
  *   read NAME OFFSET LENGTH STRIDE EXPECT BLOCK BSTRIDE COUNT SEED
  *                                        EXPECT -1: none; BLOCK 0: one byte per step, else
  *                                        BLOCK bytes every BSTRIDE within the page; COUNT -1:
@@ -30,6 +46,29 @@
  *   atomic NAME OFFSET COUNT             COUNT locked adds of 0 to the 8-byte word at OFFSET
  *                                        (a locked read-modify-write that leaves memory as it
  *                                        is, as mmsim's atomic op does)
+ *   create FILE SIZE FS                  FS ext4 or tmpfs. ext4: FILE is created (or truncated)
+ *                                        and SIZE zero bytes written with write() from the
+ *                                        runner's buffer (2 MiB calls), then fsync() and
+ *                                        posix_fadvise(DONTNEED) over the file, until
+ *                                        cachestat (else mincore on a temporary mapping) says
+ *                                        no page is cached (a few tries; if some stay, a
+ *                                        "not-cold" event). tmpfs: created empty, ftruncate
+ *                                        to SIZE (sparse). The name in the other FS's
+ *                                        directory is removed: a name is one file
+ *   pwrite FILE OFFSET LENGTH CHUNK VALUE
+ *                                        pwrite() calls of CHUNK bytes (the last shorter)
+ *                                        from OFFSET, every byte VALUE; LENGTH -1: to the
+ *                                        file's size at the op
+ *   pread FILE OFFSET LENGTH CHUNK EXPECT
+ *                                        pread() calls of CHUNK bytes from OFFSET, until
+ *                                        LENGTH (-1: no limit) or a short read (EOF); EXPECT
+ *                                        -1: none, else the first byte that differs is an
+ *                                        event ("expect": "pread FILE at 0xOFF: expected E,
+ *                                        found V"; one per op, which goes on)
+ *   fadvise FILE OFFSET LENGTH ADVICE    posix_fadvise; ADVICE dontneed or willneed; LENGTH 0:
+ *                                        to the end
+ *   fsync FILE
+ *   drop_caches VALUE                    VALUE written to /proc/sys/vm/drop_caches
  *   loop COUNT ... end
  *   fork COUNT ... end                   each child runs the block, then exits
  *   thread COUNT ... end                 each thread (clone with CLONE_VM | CLONE_THREAD) runs
@@ -37,6 +76,12 @@
  *   wait
  *   exit
  *   snapshot LABEL
+ *
+ * Files are found by name, in the ext4 then the tmpfs directory, by every process and thread
+ * of the run. Each pwrite, pread, fadvise and fsync op opens the file, makes its calls and
+ * closes it (a fresh struct file: readahead state starts anew with each op); a file mapping
+ * opens it, maps it and closes the descriptor. A failed call of a file op is an event
+ * ("syscall": "pread FILE: ENOENT", "fadvise FILE ADVICE: EINVAL") and the op ends there.
  *
  * The serial schedule (mmsim's engine.schedule=serial): a task a fork or thread op creates
  * runs to its end (exit, or a fatal signal) before the op creates the next one, and the op
@@ -46,14 +91,22 @@
  *
  * The runner is invisible: nothing it does for itself shows in a reported count.
  *  - Before the program starts it writes every page of its own private writable memory
- *    (stack, data, bss, heap, thread stacks) and marks it MADV_NOHUGEPAGE, and it allocates
- *    nothing once the program runs (no malloc, no stdio on files: /proc is read with read(2)
- *    into static buffers).
- *  - After a fork both sides write every such page again (breaking copy-on-write at once),
- *    and the faults that takes, with any glibc's fork wrapper took, are the runner's own:
- *    `minflt` and perf's page-faults and minor-faults are reported without them (they are in
- *    `runner_minflt`). RSS and page tables are unchanged by it: a COW break maps a copy where
- *    the shared page was.
+ *    (stack, data, bss, heap, thread stacks, the 2 MiB buffer of file reads and writes)
+ *    and marks it MADV_NOHUGEPAGE, and it allocates nothing once the program runs (no malloc,
+ *    no stdio on files: /proc is read with read(2) into static buffers).
+ *  - It reads a byte of every page of its own file mappings (its text and read-only data,
+ *    libc's, ld.so's) before the program, so that no code it first runs during the program
+ *    faults (minor, or major where the page was no longer cached).
+ *  - After a fork both sides write every such writable page again (breaking copy-on-write at
+ *    once), and the child reads its file mappings again (fork copies no page table entry of
+ *    a file mapping without anonymous pages: vma_needs_copy). The faults that takes, with
+ *    any glibc's fork wrapper took, are the runner's own: `minflt`, `majflt` and perf's
+ *    page-faults, minor-faults and major-faults are reported without them (they are in
+ *    `runner_minflt` and `runner_majflt`). RSS and page tables are unchanged by it: a COW
+ *    break maps a copy where the shared page was, and the child's RssFile is back to what
+ *    its parent had (its own text) before the child's first snapshot.
+ *  - Its output goes to a pipe (see OUT_FILE), and a file it creates is made cold before the
+ *    workload sees it, so the page cache it reports is the workload's.
  *  - minflt is the task's own (getrusage RUSAGE_THREAD), as mmsim counts faults per task.
  *
  * Host state: before the program, the runner reads a 2 MiB-aligned MADV_HUGEPAGE range and
@@ -62,19 +115,22 @@
  * thp_zero_page_alloc does not depend on whether the host had freed it; mmsim then starts
  * with it allocated (python/mmsim/native.py).
  *
- * Every process appends one JSON line per snapshot to OUT_FILE (O_APPEND, so lines from
- * several processes do not interleave). Logical pids follow the order of creation, as the
+ * Every process appends one JSON line per snapshot to OUT_FILE (O_APPEND; one task runs at a
+ * time). Logical pids follow the order of creation, as the
  * simulator numbers its tasks (a counter in shared memory). Alignment is done by mapping
  * size + align and trimming, as posix_memalign-style code does (a free aligned hint is taken
  * as is); mmsim places `align` the same way (kernel/mmap.rs). Reads touch one byte per
  * stride through a volatile pointer, so the compiler cannot elide them.
  *
  * Events are lines too (label "__event", with "kind" and "message" as mmsim's events): a
- * failed mmap ("syscall", "mmap NAME (SIZE bytes): ENOMEM") ends the task, as in mmsim; a task
+ * failed mmap ("syscall", "mmap NAME (SIZE bytes): ENOMEM") ends the task, as in mmsim; a
+ * failed madvise or file op is an event and the task goes on; a task
  * killed by SIGSEGV or SIGBUS ("segfault", with "signal" and "addr") says so from its signal
  * handler, then dies of the signal (no core dump: RLIMIT_CORE is 0); a child killed by any
  * other signal is reported by its parent ("killed"). The runner goes on after a child's death;
- * its first process's death by SIGSEGV or SIGBUS ends the run with that signal.
+ * its first process's death by SIGSEGV or SIGBUS ends the run with that signal. A create
+ * whose file the kernel keeps cached is a "not-cold" event (with "file" and "cached" pages):
+ * the run's counts then depend on the host, and validate says so.
  *
  * The runner re-executes itself once with address-space layout randomisation off
  * (personality ADDR_NO_RANDOMIZE, as `setarch -R` does). Which PMD and PUD tables already
@@ -84,8 +140,10 @@
  * of a workload count the same tables.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <linux/perf_event.h>
 #include <sched.h>
@@ -98,6 +156,7 @@
 #include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -113,6 +172,11 @@
 #define MAX_OWN 128
 /* The default hugetlb page (x86-64's PMD size): MAP_HUGETLB's unit. */
 #define HPAGE (2UL << 20)
+/* The buffer of file reads and writes: CHUNK is at most this (mmsim refuses more). */
+#define IO_BUF (2UL << 20)
+#ifndef SYS_cachestat
+#define SYS_cachestat 451
+#endif
 
 enum kind {
 	MMAP,
@@ -132,6 +196,12 @@ enum kind {
 	WAIT,
 	EXIT,
 	SNAPSHOT,
+	CREATE,
+	PWRITE,
+	PREAD,
+	FADVISE,
+	FSYNC,
+	DROP_CACHES,
 	END
 };
 
@@ -156,6 +226,19 @@ static struct region regions[MAX_REGIONS];
 static int nregions;
 
 static int out_fd;
+
+/* Where the workload's files live: DIR/mmsim-PID of each filesystem ("" where none is given). */
+enum fs { EXT4, TMPFS, NFS };
+static const char *const fs_names[NFS] = {"ext4", "tmpfs"};
+static char fs_dir[NFS][PATH_MAX];
+static pid_t main_pid;
+/* A file's path (sized so that the compiler sees no truncation of "DIR/NAME"). */
+static char path_buf[NFS * PATH_MAX + 512];
+/* File reads and writes go through this buffer (IO_BUF bytes, mapped in main): written before
+ * the program like all of the runner's memory, so that a read() into it takes no fault. Not
+ * in .bss: without ASLR the heap follows .bss in one vma, which 2 MiB more would make wide
+ * enough for a THP where THP is "always" (malloc's first touch of the heap would fault one). */
+static char *io_buf;
 /* One PROT_NONE page, mlocked and munlocked before each snapshot (see drain_mlock_batch). */
 static char *drain_page;
 static volatile long *pid_counter;
@@ -193,8 +276,8 @@ struct task {
 	int nchildren;
 	pid_t children[MAX_CHILDREN];
 	int perf_fd[NEVENTS];
-	long own_faults;
-	long own_before_perf; /* own faults taken before its perf events were opened */
+	long own_faults, own_majflt;
+	long own_before_perf, own_maj_before_perf; /* own faults before its perf events opened */
 };
 static struct task cur = {.pid = 1};
 
@@ -223,6 +306,13 @@ static long task_minflt(void)
 	return ru.ru_minflt;
 }
 
+static long task_majflt(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_THREAD, &ru);
+	return ru.ru_majflt;
+}
+
 static void open_perf(void)
 {
 	for (int i = 0; i < NEVENTS; i++) {
@@ -235,6 +325,7 @@ static void open_perf(void)
 		cur.perf_fd[i] = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
 	}
 	cur.own_before_perf = cur.own_faults;
+	cur.own_maj_before_perf = cur.own_majflt;
 }
 
 static void close_perf(void)
@@ -335,6 +426,30 @@ static struct region *region(const char *name)
 	exit(3);
 }
 
+/* madvise's advice by mmsim's name (see the header). */
+static int advice_of(const char *adv)
+{
+	static const struct {
+		const char *name;
+		int advice;
+	} known[] = {
+		{"hugepage", MADV_HUGEPAGE},
+		{"nohugepage", MADV_NOHUGEPAGE},
+		{"dontneed", MADV_DONTNEED},
+		{"populate_read", 22 /* MADV_POPULATE_READ */},
+		{"populate_write", 23 /* MADV_POPULATE_WRITE */},
+		{"collapse", 25 /* MADV_COLLAPSE */},
+		{"willneed", MADV_WILLNEED},
+		{"sequential", MADV_SEQUENTIAL},
+		{"random", MADV_RANDOM},
+	};
+	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+		if (!strcmp(adv, known[i].name))
+			return known[i].advice;
+	fprintf(stderr, "runner: unknown madvise advice %s\n", adv);
+	exit(3);
+}
+
 static void parse(FILE *f)
 {
 	char line[512], w[32];
@@ -351,7 +466,8 @@ static void parse(FILE *f)
 		if (!strcmp(w, "mmap")) {
 			char prot[8];
 			o->kind = MMAP;
-			sscanf(line, "%*s %63s %lld %lld %7s %lld %lld %lld", o->name, &o->a, &o->b, prot, &o->d, &o->f, &o->g);
+			sscanf(line, "%*s %63s %lld %lld %7s %lld %lld %lld %63s %lld", o->name, &o->a, &o->b, prot, &o->d,
+			       &o->f, &o->g, o->name2, &o->e);
 			o->c = prot_of(prot);
 		} else if (!strcmp(w, "mlock") || !strcmp(w, "munlock")) {
 			o->kind = w[1] == 'l' ? MLOCK : MUNLOCK;
@@ -368,14 +484,45 @@ static void parse(FILE *f)
 			sscanf(line, "%*s %63s %lld %lld %7s", o->name, &o->a, &o->b, prot);
 			o->c = prot_of(prot);
 		} else if (!strcmp(w, "madvise")) {
-			char adv[16];
 			o->kind = MADVISE;
-			sscanf(line, "%*s %63s %lld %lld %15s", o->name, &o->a, &o->b, adv);
-			o->c = !strcmp(adv, "hugepage")	      ? MADV_HUGEPAGE
-			       : !strcmp(adv, "nohugepage")     ? MADV_NOHUGEPAGE
-			       : !strcmp(adv, "populate_read")  ? 22 /* MADV_POPULATE_READ */
-			       : !strcmp(adv, "populate_write") ? 23 /* MADV_POPULATE_WRITE */
-								: MADV_DONTNEED;
+			sscanf(line, "%*s %63s %lld %lld %63s", o->name, &o->a, &o->b, o->name2);
+			o->c = advice_of(o->name2);
+		} else if (!strcmp(w, "create")) {
+			char fs[16] = "";
+			o->kind = CREATE;
+			sscanf(line, "%*s %63s %lld %15s", o->name, &o->a, fs);
+			o->c = !strcmp(fs, "tmpfs") ? TMPFS : EXT4;
+			if (strcmp(fs, fs_names[o->c])) {
+				fprintf(stderr, "runner: create %s: unknown filesystem %s\n", o->name, fs);
+				exit(3);
+			}
+		} else if (!strcmp(w, "pwrite") || !strcmp(w, "pread")) {
+			o->kind = w[1] == 'w' ? PWRITE : PREAD;
+			o->b = -1;
+			o->c = 4096;
+			o->d = w[1] == 'w' ? 1 : -1;
+			sscanf(line, "%*s %63s %lld %lld %lld %lld", o->name, &o->a, &o->b, &o->c, &o->d);
+			if (o->c < 1 || (size_t)o->c > IO_BUF) {
+				fprintf(stderr, "runner: %s %s: CHUNK %lld is not in [1, %lu]\n", w, o->name, o->c, IO_BUF);
+				exit(3);
+			}
+		} else if (!strcmp(w, "fadvise")) {
+			o->kind = FADVISE;
+			sscanf(line, "%*s %63s %lld %lld %63s", o->name, &o->a, &o->b, o->name2);
+			if (!strcmp(o->name2, "dontneed"))
+				o->c = POSIX_FADV_DONTNEED;
+			else if (!strcmp(o->name2, "willneed"))
+				o->c = POSIX_FADV_WILLNEED;
+			else {
+				fprintf(stderr, "runner: fadvise %s: unknown advice %s\n", o->name, o->name2);
+				exit(3);
+			}
+		} else if (!strcmp(w, "fsync")) {
+			o->kind = FSYNC;
+			sscanf(line, "%*s %63s", o->name);
+		} else if (!strcmp(w, "drop_caches")) {
+			o->kind = DROP_CACHES;
+			sscanf(line, "%*s %lld", &o->a);
 		} else if (!strcmp(w, "read") || !strcmp(w, "write")) {
 			o->kind = w[0] == 'r' ? READ : WRITE;
 			o->g = -1;
@@ -445,6 +592,237 @@ static size_t span(struct region *r, long long off, long long len)
 
 static void run(int from, int to);
 
+/* Open a workload's file by name: in the ext4 directory, else the tmpfs one (see the header).
+ * -1 with errno ENOENT where neither has it. */
+static int open_file(const char *name, int flags)
+{
+	for (int i = 0; i < NFS; i++) {
+		if (!fs_dir[i][0])
+			continue;
+		snprintf(path_buf, sizeof path_buf, "%s/%s", fs_dir[i], name);
+		int fd = open(path_buf, flags | O_CLOEXEC);
+		if (fd >= 0 || errno != ENOENT)
+			return fd;
+	}
+	errno = ENOENT;
+	return -1;
+}
+
+/* The pages of a file in the page cache: cachestat(2) (Linux >= 6.5), else mincore(2) on a
+ * temporary mapping (no page of it is touched: no fault, no page table). */
+static long cached_pages(int fd, size_t size)
+{
+	struct {
+		unsigned long long off, len;
+	} range = {0, 0};
+	struct {
+		unsigned long long nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+	} cs;
+	static unsigned char vec[1 << 16];
+	if (syscall(SYS_cachestat, fd, &range, &cs, 0) == 0)
+		return (long)cs.nr_cache;
+	size_t len = (size + 4095) & ~4095UL;
+	if (len == 0)
+		return 0;
+	char *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	long n = 0;
+	for (size_t at = 0; at < len; at += sizeof vec * 4096) {
+		size_t part = len - at < sizeof vec * 4096 ? len - at : sizeof vec * 4096;
+		if (mincore(p + at, part, vec) < 0) {
+			n = -1;
+			break;
+		}
+		for (size_t k = 0; k < part / 4096; k++)
+			n += vec[k] & 1;
+	}
+	munmap(p, len);
+	return n;
+}
+
+/* create FILE SIZE FS (see the header): an ext4 file of zeros on the disk and not cached, a
+ * sparse tmpfs file. */
+static void do_create(const struct op *o)
+{
+	int fs = (int)o->c;
+	if (!fs_dir[fs][0]) {
+		fprintf(stderr, "runner: create %s: no directory for %s files (give %s=DIR)\n", o->name, fs_names[fs],
+			fs_names[fs]);
+		exit(3);
+	}
+	for (int i = 0; i < NFS; i++) {
+		if (i != fs && fs_dir[i][0]) {
+			snprintf(path_buf, sizeof path_buf, "%s/%s", fs_dir[i], o->name);
+			unlink(path_buf);
+		}
+	}
+	snprintf(path_buf, sizeof path_buf, "%s/%s", fs_dir[fs], o->name);
+	int fd = open(path_buf, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		event_fail("create", o->name, NULL, errno);
+		return;
+	}
+	size_t size = (size_t)o->a;
+	if (fs == TMPFS) {
+		if (ftruncate(fd, (off_t)size) < 0)
+			event_fail("create", o->name, NULL, errno);
+		close(fd);
+		return;
+	}
+	memset(io_buf, 0, IO_BUF);
+	for (size_t at = 0; at < size;) {
+		ssize_t n = write(fd, io_buf, size - at < IO_BUF ? size - at : IO_BUF);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			event_fail("create", o->name, NULL, n < 0 ? errno : EIO);
+			close(fd);
+			return;
+		}
+		at += (size_t)n;
+	}
+	if (fsync(fd) < 0) {
+		event_fail("create", o->name, NULL, errno);
+		close(fd);
+		return;
+	}
+	long cached = 0;
+	for (int tries = 0; tries < 8; tries++) {
+		if (tries)
+			usleep(1000U << tries);
+		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+		cached = cached_pages(fd, size);
+		if (cached == 0)
+			break;
+	}
+	close(fd);
+	if (cached != 0)
+		event_not_cold(o->name, cached, (long)((size + 4095) / 4096));
+}
+
+/* pwrite and pread FILE OFFSET LENGTH CHUNK VALUE|EXPECT (see the header). */
+static void do_rw(const struct op *o)
+{
+	const char *call = o->kind == PWRITE ? "pwrite" : "pread";
+	int fd = open_file(o->name, o->kind == PWRITE ? O_WRONLY : O_RDONLY);
+	if (fd < 0) {
+		event_fail(call, o->name, NULL, errno);
+		return;
+	}
+	size_t chunk = (size_t)o->c;
+	long long end = o->b < 0 ? LLONG_MAX : o->a + o->b;
+	if (o->kind == PWRITE) {
+		if (o->b < 0) {
+			struct stat st;
+			end = fstat(fd, &st) == 0 ? (long long)st.st_size : o->a;
+		}
+		memset(io_buf, (int)o->d, chunk);
+	}
+	int failed = 0;
+	for (long long at = o->a; at < end;) {
+		size_t n = end - at < (long long)chunk ? (size_t)(end - at) : chunk;
+		ssize_t got = o->kind == PWRITE ? pwrite(fd, io_buf, n, at) : pread(fd, io_buf, n, at);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			event_fail(call, o->name, NULL, errno);
+			break;
+		}
+		if (o->kind == PREAD && o->d >= 0 && !failed) {
+			for (ssize_t k = 0; k < got; k++) {
+				if ((unsigned char)io_buf[k] != o->d) {
+					event_expect(o->name, (unsigned long long)(at + k), o->d, (unsigned char)io_buf[k]);
+					failed = 1;
+					break;
+				}
+			}
+		}
+		at += got;
+		if ((size_t)got < n) /* EOF (a write does not stop short on a regular file) */
+			break;
+	}
+	close(fd);
+}
+
+/* Write VALUE to /proc/sys/vm/drop_caches (root: mmsim checks it before the run). */
+static void drop_caches(long long value)
+{
+	char v[24];
+	int len = snprintf(v, sizeof v, "%lld", value);
+	int fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, v, (size_t)len) != len)
+		die("/proc/sys/vm/drop_caches (needs root)");
+	close(fd);
+}
+
+/* The mapping of an mmap op (see the header): MAP_FAILED with errno on failure; the region's
+ * size in *sizep. */
+static char *map_region(const struct op *o, size_t *sizep)
+{
+	/* MAP_HUGETLB: the kernel rounds the length up to the huge page (2 MiB) and munmaps
+	 * only at 2 MiB boundaries, so the over-mapping for ALIGN is done in 2 MiB-rounded
+	 * sizes (an ALIGN of 2 MiB or less is the kernel's own). */
+	size_t unit = o->d & 2 ? HPAGE : 4096;
+	size_t size = ((size_t)o->a + unit - 1) & ~(unit - 1), align = o->b > (long long)unit ? (size_t)o->b : 0;
+	int file = (o->d & 4) != 0, fd = -1;
+	int flags = (o->d & 1 ? MAP_SHARED : MAP_PRIVATE) | (file ? 0 : MAP_ANONYMOUS) | (o->d & 2 ? MAP_HUGETLB : 0);
+	int prot = (int)o->c;
+	off_t off = file ? (off_t)o->e : 0;
+	void *hint = (void *)(uintptr_t)o->f;
+	char *p;
+	*sizep = size;
+	if (file && (fd = open_file(o->name2, O_RDWR)) < 0)
+		return MAP_FAILED;
+	if (o->g) { /* MAP_FIXED: exactly there, replacing what was mapped */
+		p = mmap(hint, size, prot, flags | MAP_FIXED, fd, off);
+		align = 0;
+	} else if (o->f && !align) { /* a hint */
+		p = mmap(hint, size, prot, flags, fd, off);
+	} else {
+		p = MAP_FAILED;
+		if (o->f && !(o->f % align)) { /* an aligned hint is taken if free */
+			p = mmap(hint, size, prot, flags, fd, off);
+			if (p != MAP_FAILED && p != (char *)hint) {
+				munmap(p, size);
+				p = MAP_FAILED;
+			} else if (p != MAP_FAILED) {
+				align = 0;
+			}
+		}
+		if (p == MAP_FAILED && (!file || !align)) {
+			p = mmap(NULL, size + align, prot, flags, fd, off);
+		} else if (p == MAP_FAILED) {
+			/* A file's offset stays where it is: reserve SIZE + ALIGN, map the file over
+			 * its aligned part; the trim below unmaps the rest of the reservation. */
+			p = mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+			if (p != MAP_FAILED) {
+				char *a = (char *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+				if (mmap(a, size, prot, flags | MAP_FIXED, fd, off) == MAP_FAILED) {
+					int e = errno;
+					munmap(p, size + align);
+					errno = e;
+					p = MAP_FAILED;
+				}
+			}
+		}
+	}
+	if (fd >= 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+	}
+	if (p != MAP_FAILED && align) {
+		char *a = (char *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+		if (a > p)
+			munmap(p, a - p);
+		if (a + size < p + size + align)
+			munmap(a + size, p + size + align - (a + size));
+		p = a;
+	}
+	return p;
+}
+
 /* splitmix64 (Vigna's public-domain splitmix64.c): mmsim's pattern "random" draws the same. */
 static unsigned long long splitmix64(unsigned long long *state)
 {
@@ -492,7 +870,7 @@ static void do_fork(int at)
 	struct op *o = &ops[at];
 	int first = reserve_pids(o->a);
 	for (long long i = 0; i < o->a; i++) {
-		long before = task_minflt();
+		long before = task_minflt(), before_maj = task_majflt();
 		pid_t p = fork();
 		if (p < 0)
 			die("fork");
@@ -507,12 +885,14 @@ static void do_fork(int at)
 			/* The pid counter is shared memory: fork does not copy its page table entry. */
 			sink += (unsigned long)*pid_counter;
 			cur.own_faults = task_minflt();
+			cur.own_majflt = task_majflt();
 			open_perf();
 			run(at + 1, o->end);
 			_exit(0);
 		}
 		touch_own();
 		cur.own_faults += task_minflt() - before;
+		cur.own_majflt += task_majflt() - before_maj;
 		if (cur.nchildren < MAX_CHILDREN)
 			cur.children[cur.nchildren++] = p;
 		/* Wait for it to end (its mm torn down), leaving it a zombie for `wait` to reap. */
@@ -544,6 +924,7 @@ static int thread_main(void *v)
 	cur.pid = a->pid;
 	cur.nchildren = 0;
 	cur.own_faults = task_minflt();
+	cur.own_majflt = task_majflt();
 	open_perf();
 	run(a->at + 1, ops[a->at].end);
 	close_perf();
@@ -559,7 +940,7 @@ static void do_thread(int at)
 	static struct task saved[MAX_THREAD_DEPTH];
 	char *stack = thread_stacks[thread_level];
 	for (long long i = 0; i < o->a; i++) {
-		long before = task_minflt();
+		long before = task_minflt(), before_maj = task_majflt();
 		struct thread_arg arg = {at, first + (int)i};
 		static volatile pid_t tid_word[MAX_THREAD_DEPTH];
 		saved[thread_level] = cur;
@@ -577,6 +958,7 @@ static void do_thread(int at)
 		thread_level--;
 		cur = saved[thread_level];
 		cur.own_faults += task_minflt() - before;
+		cur.own_majflt += task_majflt() - before_maj;
 	}
 }
 
@@ -586,44 +968,12 @@ static void run(int from, int to)
 		struct op *o = &ops[i];
 		switch (o->kind) {
 		case MMAP: {
-			/* MAP_HUGETLB: the kernel rounds the length up to the huge page (2 MiB) and
-			 * munmaps only at 2 MiB boundaries, so the over-mapping for ALIGN is done in
-			 * 2 MiB-rounded sizes (an ALIGN of 2 MiB or less is the kernel's own). */
-			size_t unit = o->d & 2 ? HPAGE : 4096;
-			size_t size = ((size_t)o->a + unit - 1) & ~(unit - 1), align = o->b > (long long)unit ? (size_t)o->b : 0;
-			int flags = (o->d & 1 ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS | (o->d & 2 ? MAP_HUGETLB : 0);
-			char *p;
-			if (o->g) { /* MAP_FIXED: exactly there, replacing what was mapped */
-				p = mmap((void *)(uintptr_t)o->f, size, (int)o->c, flags | MAP_FIXED, -1, 0);
-				align = 0;
-			} else if (o->f && !align) { /* a hint */
-				p = mmap((void *)(uintptr_t)o->f, size, (int)o->c, flags, -1, 0);
-			} else {
-				p = MAP_FAILED;
-				if (o->f && !(o->f % align)) { /* an aligned hint is taken if free */
-					p = mmap((void *)(uintptr_t)o->f, size, (int)o->c, flags, -1, 0);
-					if (p != MAP_FAILED && p != (char *)(uintptr_t)o->f) {
-						munmap(p, size);
-						p = MAP_FAILED;
-					} else if (p != MAP_FAILED) {
-						align = 0;
-					}
-				}
-				if (p == MAP_FAILED)
-					p = mmap(NULL, size + align, (int)o->c, flags, -1, 0);
-			}
+			size_t size;
+			char *p = map_region(o, &size);
 			if (p == MAP_FAILED) {
 				/* As mmsim: the failure is an event and the task ends. */
 				event_syscall("mmap", o->name, (size_t)o->a, errno);
 				end_task();
-			}
-			if (align) {
-				char *a = (char *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
-				if (a > p)
-					munmap(p, a - p);
-				if (a + size < p + size + align)
-					munmap(a + size, p + size + align - (a + size));
-				p = a;
 			}
 			struct region *r = NULL;
 			for (int k = 0; k < nregions; k++)
@@ -672,9 +1022,37 @@ static void run(int from, int to)
 		}
 		case MADVISE: {
 			struct region *r = region(o->name);
-			madvise(r->addr + o->a, span(r, o->a, o->b), (int)o->c);
+			if (madvise(r->addr + o->a, span(r, o->a, o->b), (int)o->c) < 0)
+				event_fail("madvise", o->name, o->name2, errno);
 			break;
 		}
+		case CREATE:
+			do_create(o);
+			break;
+		case PWRITE:
+		case PREAD:
+			do_rw(o);
+			break;
+		case FADVISE: {
+			int fd = open_file(o->name, O_RDONLY);
+			int err = fd < 0 ? errno : posix_fadvise(fd, o->a, o->b, (int)o->c);
+			if (fd >= 0)
+				close(fd);
+			if (err)
+				event_fail("fadvise", o->name, fd < 0 ? NULL : o->name2, err);
+			break;
+		}
+		case FSYNC: {
+			int fd = open_file(o->name, O_RDONLY);
+			if (fd < 0 || fsync(fd) < 0)
+				event_fail("fsync", o->name, NULL, errno);
+			if (fd >= 0)
+				close(fd);
+			break;
+		}
+		case DROP_CACHES:
+			drop_caches(o->a);
+			break;
 		case READ:
 		case WRITE: {
 			struct region *r = region(o->name);
@@ -769,10 +1147,59 @@ static void hold_huge_zero_folio(void)
 	munmap(p, 2 * huge);
 }
 
+/* Remove the run's directories and the files in them (the first process, as it ends). */
+static void remove_files(void)
+{
+	if (getpid() != main_pid)
+		return;
+	for (int i = 0; i < NFS; i++) {
+		if (!fs_dir[i][0])
+			continue;
+		DIR *d = opendir(fs_dir[i]);
+		struct dirent *e;
+		while (d && (e = readdir(d)) != NULL) {
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+				snprintf(path_buf, sizeof path_buf, "%s/%s", fs_dir[i], e->d_name);
+				unlink(path_buf);
+			}
+		}
+		if (d)
+			closedir(d);
+		rmdir(fs_dir[i]);
+	}
+}
+
+/* ext4=DIR and tmpfs=DIR: the run's directory DIR/mmsim-PID of each (see the header). */
+static void make_dirs(int argc, char **argv)
+{
+	main_pid = getpid();
+	for (int k = 2; k < argc; k++) {
+		int fs = -1;
+		for (int i = 0; i < NFS; i++)
+			if (!strncmp(argv[k], fs_names[i], strlen(fs_names[i])) && argv[k][strlen(fs_names[i])] == '=')
+				fs = i;
+		if (fs < 0) {
+			fprintf(stderr, "runner: %s: expected ext4=DIR or tmpfs=DIR\n", argv[k]);
+			exit(2);
+		}
+		const char *dir = argv[k] + strlen(fs_names[fs]) + 1;
+		if (snprintf(fs_dir[fs], sizeof fs_dir[fs], "%s/mmsim-%d", dir, (int)main_pid) >= (int)sizeof fs_dir[fs]) {
+			fprintf(stderr, "runner: %s: path too long\n", argv[k]);
+			exit(2);
+		}
+	}
+	/* A directory an earlier runner of the same pid left (killed by a signal) goes first. */
+	remove_files();
+	atexit(remove_files);
+	for (int i = 0; i < NFS; i++)
+		if (fs_dir[i][0] && mkdir(fs_dir[i], 0755) < 0)
+			die(fs_dir[i]);
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: runner OUT_FILE < PROGRAM\n");
+	if (argc < 2) {
+		fprintf(stderr, "usage: runner OUT_FILE [ext4=DIR] [tmpfs=DIR] < PROGRAM\n");
 		return 2;
 	}
 	int pers = personality(0xffffffff);
@@ -782,6 +1209,7 @@ int main(int argc, char **argv)
 	out_fd = open(argv[1], O_WRONLY | O_CREAT | O_APPEND | O_TRUNC, 0644);
 	if (out_fd < 0)
 		die(argv[1]);
+	make_dirs(argc, argv);
 	parse(stdin);
 	pid_counter = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (pid_counter == MAP_FAILED)
@@ -792,6 +1220,10 @@ int main(int argc, char **argv)
 		if (thread_stacks[i] == MAP_FAILED)
 			die("mmap thread stack");
 	}
+	io_buf = mmap(NULL, IO_BUF, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (io_buf == MAP_FAILED)
+		die("mmap I/O buffer");
+	madvise(io_buf, IO_BUF, MADV_NOHUGEPAGE);
 	hold_huge_zero_folio();
 	/* Pinned to the CPU it starts on, children and threads too (they inherit it): per-CPU
 	 * batches (the mlock batch above) then fill and drain on one CPU, in program order. The

@@ -1,8 +1,14 @@
 /* The runner's reports (included once, by runner.c, which defines the state they read):
  * snapshots (getrusage, perf counters, /proc/self/status and smaps_rollup, /proc/vmstat and
  * /proc/meminfo, read with read(2) into static buffers after draining this CPU's mlock batch),
- * event lines (a failed syscall, a fatal signal, written from its handler with
- * async-signal-safe formatting) and the address-space map the simulator mirrors. */
+ * event lines (a failed syscall, a failed expect of a file read, a file the kernel kept
+ * cached, a fatal signal, written from its handler with async-signal-safe formatting) and the
+ * address-space map the simulator mirrors.
+ *
+ * A snapshot line has the task's "minflt" and "majflt" (getrusage, the runner's own faults
+ * taken out: see runner.c), /proc/self/status's VmRSS VmHWM RssAnon RssFile RssShmem VmPTE
+ * VmLck HugetlbPages, smaps_rollup's AnonHugePages, and system-wide "vmstat" and "meminfo"
+ * objects (the keys below; a kernel without one has no key) and "perf". */
 
 /* Append ,"KEY":value pairs from a /proc file whose lines are "Key: value kB" or "key value". */
 static int proc_fields(char *buf, size_t cap, const char *path, const char *const *keys, int colon)
@@ -47,7 +53,10 @@ static void snapshot(const char *label)
 {
 	static const char *const meminfo[] = {"MemFree", "AnonPages", "AnonHugePages", "PageTables", "Shmem",
 					      "HugePages_Total", "HugePages_Free", "HugePages_Rsvd", "HugePages_Surp",
-					      "Hugetlb", NULL};
+					      "Hugetlb",
+					      /* The page cache (kB): files, their huge folios and PMD maps. */
+					      "Cached", "Buffers", "Mapped", "Dirty", "FilePmdMapped", "FileHugePages",
+					      "ShmemPmdMapped", "ShmemHugePages", NULL};
 	static const char *const status[] = {"VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem",
 					     "VmPTE", "VmLck", "HugetlbPages", NULL};
 	static const char *const smaps[] = {"AnonHugePages", NULL};
@@ -55,17 +64,24 @@ static void snapshot(const char *label)
 					     "thp_zero_page_alloc", "thp_zero_page_alloc_failed", "nr_page_table_pages",
 					     "nr_anon_pages", "nr_anon_transparent_hugepages", "thp_collapse_alloc",
 					     "unevictable_pgs_mlocked", "unevictable_pgs_munlocked", "nr_mlock",
-					     "nr_hugetlb", NULL};
-	static char buf[8192], vm[2048], mi[1024], pf[1024], un[512];
+					     "nr_hugetlb",
+					     /* The page cache: pages, events, and KiB read from disks. */
+					     "nr_file_pages", "nr_mapped", "nr_shmem", "nr_file_hugepages",
+					     "nr_file_pmdmapped", "nr_shmem_hugepages", "nr_shmem_pmdmapped", "pgmajfault",
+					     "pgpgin", "thp_file_alloc", "thp_file_fallback", "thp_file_mapped", NULL};
+	static char buf[16384], vm[4096], mi[2048], pf[1024], un[512];
 	struct rusage ru;
 	int len, vlen, mlen, plen = 0, ulen = 0;
 	getrusage(RUSAGE_THREAD, &ru);
 	for (int i = 0; i < NEVENTS; i++) {
 		unsigned long long v;
 		if (cur.perf_fd[i] >= 0 && read(cur.perf_fd[i], &v, sizeof v) == sizeof v) {
-			/* The runner's own faults are not the workload's. */
+			/* The runner's own faults are not the workload's (0: page-faults, 1:
+			 * minor-faults, 2: major-faults). */
 			if (i <= 1)
 				v -= (unsigned long long)(cur.own_faults - cur.own_before_perf);
+			if (i == 0 || i == 2)
+				v -= (unsigned long long)(cur.own_majflt - cur.own_maj_before_perf);
 			plen += snprintf(pf + plen, sizeof pf - plen, ",\"%s\":%llu", events[i].name, v);
 		} else {
 			ulen += snprintf(un + ulen, sizeof un - ulen, ",\"%s\"", events[i].name);
@@ -80,8 +96,10 @@ static void snapshot(const char *label)
 		close(fd);
 	}
 	len = snprintf(buf, sizeof buf,
-		       "{\"label\":\"%s\",\"pid\":%d,\"aslr\":%s,\"minflt\":%ld,\"runner_minflt\":%ld,\"majflt\":%ld", label,
-		       cur.pid, aslr ? "true" : "false", ru.ru_minflt - cur.own_faults, cur.own_faults, ru.ru_majflt);
+		       "{\"label\":\"%s\",\"pid\":%d,\"aslr\":%s,\"minflt\":%ld,\"runner_minflt\":%ld,\"majflt\":%ld,"
+		       "\"runner_majflt\":%ld",
+		       label, cur.pid, aslr ? "true" : "false", ru.ru_minflt - cur.own_faults, cur.own_faults,
+		       ru.ru_majflt - cur.own_majflt, cur.own_majflt);
 	len += proc_fields(buf + len, sizeof buf - len, "/proc/self/status", status, 1);
 	len += proc_fields(buf + len, sizeof buf - len, "/proc/self/smaps_rollup", smaps, 1);
 	vlen = proc_fields(vm, sizeof vm, "/proc/vmstat", vmstat, 0);
@@ -100,23 +118,69 @@ static void write_line(const char *buf, size_t len)
 		die("write event");
 }
 
-/* A failed system call of the workload ("syscall": "mmap NAME (SIZE bytes): ENOMEM", as mmsim
- * words it). Names are the workload's: quotes and backslashes are escaped. */
-static void event_syscall(const char *call, const char *name, size_t size, int err)
+/* A workload's name for a JSON string: quotes and backslashes escaped (into esc). */
+static const char *escaped(const char *name, char *esc, size_t cap)
 {
-	static char buf[512], esc[160];
 	size_t k = 0;
-	for (const char *c = name; *c && k + 2 < sizeof esc; c++) {
+	for (const char *c = name; *c && k + 2 < cap; c++) {
 		if (*c == '"' || *c == '\\')
 			esc[k++] = '\\';
 		esc[k++] = *c;
 	}
 	esc[k] = 0;
+	return esc;
+}
+
+/* A failed system call of the workload ("syscall": "mmap NAME (SIZE bytes): ENOMEM", as mmsim
+ * words it). Names are the workload's: quotes and backslashes are escaped. */
+static void event_syscall(const char *call, const char *name, size_t size, int err)
+{
+	static char buf[512], esc[160];
+	escaped(name, esc, sizeof esc);
 	const char *e = strerrorname_np(err);
 	int len = snprintf(buf, sizeof buf,
 			   "{\"label\":\"__event\",\"pid\":%d,\"kind\":\"syscall\",\"errno\":\"%s\","
 			   "\"message\":\"%s %s (%zu bytes): %s\"}\n",
 			   cur.pid, e ? e : "?", call, esc, size, e ? e : "?");
+	write_line(buf, (size_t)len);
+}
+
+/* A failed call of an op that goes on ("syscall": "madvise REGION ADVICE: EINVAL", "pread
+ * FILE: ENOENT", as mmsim words them; `what` NULL: none). */
+static void event_fail(const char *call, const char *name, const char *what, int err)
+{
+	static char buf[512], esc[160], esc2[160];
+	const char *e = strerrorname_np(err);
+	int len = snprintf(buf, sizeof buf,
+			   "{\"label\":\"__event\",\"pid\":%d,\"kind\":\"syscall\",\"errno\":\"%s\","
+			   "\"message\":\"%s %s%s%s: %s\"}\n",
+			   cur.pid, e ? e : "?", call, escaped(name, esc, sizeof esc), what ? " " : "",
+			   what ? escaped(what, esc2, sizeof esc2) : "", e ? e : "?");
+	write_line(buf, (size_t)len);
+}
+
+/* The first byte of a pread op that is not its EXPECT ("expect", as mmsim's failed expects:
+ * "pread FILE at 0xOFFSET: expected E, found V"). */
+static void event_expect(const char *file, unsigned long long at, long long expect, int found)
+{
+	static char buf[512], esc[160];
+	int len = snprintf(buf, sizeof buf,
+			   "{\"label\":\"__event\",\"pid\":%d,\"kind\":\"expect\","
+			   "\"message\":\"pread %s at 0x%llx: expected %lld, found %d\"}\n",
+			   cur.pid, escaped(file, esc, sizeof esc), at, expect, found);
+	write_line(buf, (size_t)len);
+}
+
+/* A created ext4 file of which the kernel kept `cached` of its `pages` in the page cache after
+ * fsync and POSIX_FADV_DONTNEED ("not-cold"): the run's counts then depend on the host. */
+static void event_not_cold(const char *file, long cached, long pages)
+{
+	static char buf[512], esc[160];
+	escaped(file, esc, sizeof esc);
+	int len = snprintf(buf, sizeof buf,
+			   "{\"label\":\"__event\",\"pid\":%d,\"kind\":\"not-cold\",\"file\":\"%s\","
+			   "\"cached\":%ld,\"message\":\"create %s: %ld of its %ld pages stayed in the page cache\"}\n",
+			   cur.pid, esc, cached, esc, cached, pages);
 	write_line(buf, (size_t)len);
 }
 

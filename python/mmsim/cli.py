@@ -6,7 +6,7 @@
     mmsim profiles show NAME [--json | --toml]
     mmsim reproduce [NAME ...] [--list] [--json] [--csv PATH] [--parquet PATH] [--report DIR]
     mmsim sweep SPEC [--processes N] [--json | --csv PATH | --parquet PATH]
-    mmsim validate [WORKLOAD ...] [--suite] [--host-set KNOB=VALUE ...] [--json]
+    mmsim validate [WORKLOAD ...] [--suite] [--host-set KNOB=VALUE ...] [--dir FS=PATH ...] [--json]
     mmsim validate --random N [--seed S] [--save-dir DIR] [--shrink-runs N] [--json]
 
 Exit status: 0 on success; 1 when the run failed (an ``expect`` did not hold, ``--check``
@@ -148,6 +148,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="change a host THP knob or the hugetlb pool (vm/nr_hugepages, vm/nr_overcommit_hugepages) for the "
         "run (needs root; restored on exit)",
     )
+    va.add_argument(
+        "--dir",
+        dest="dirs",
+        action="append",
+        default=[],
+        metavar="FS=PATH",
+        help="where the workloads' files of filesystem FS go (ext4=PATH: a directory on ext4, default the "
+        "repository's target/ or the temporary directory; tmpfs=PATH: one on a tmpfs, default /dev/shm); each run "
+        "works in PATH/mmsim-PID, removed after it",
+    )
     va.add_argument("--json", action="store_true", help="print host settings and cases as JSON")
     va.add_argument(
         "--repeat",
@@ -183,7 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """``mmsim validate``."""
+    """``mmsim validate``: the workloads' files go where ``--dir`` says (mmsim.native.file_dirs)."""
+    from mmsim.native import file_dirs_override, parse_dir_options
+
+    with file_dirs_override(parse_dir_options(args.dirs)):
+        return _validate(args)
+
+
+def _validate(args: argparse.Namespace) -> int:
     from mmsim.native import HostSettings, host_settings, validate_case, validate_workload
     from mmsim.validate_suite import SUITE
     from mmsim.workload import load_workload

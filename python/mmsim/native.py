@@ -3,9 +3,22 @@ what the kernel did with what mmsim predicts (``mmsim validate``).
 
 The runner executes the workload compiled to a line format (:func:`compile_program`) with real
 mmap/munmap/mprotect/madvise/fork/wait and one-byte-per-stride reads and writes, and reports
-at each ``snapshot`` the process's fault count (getrusage), /proc/self/status, smaps_rollup's
-AnonHugePages and system-wide /proc/vmstat counters. Comparisons are of changes between two
-snapshots of one process: a real process's start-up (libc, stack) is not the workload's.
+at each ``snapshot`` the process's fault counts (getrusage), /proc/self/status, smaps_rollup's
+AnonHugePages and system-wide /proc/vmstat and /proc/meminfo counters. Comparisons are of
+changes between two snapshots of one process: a real process's start-up (libc, stack) is not
+the workload's.
+
+Files (the ops create, pwrite, pread, fadvise, fsync, an mmap of a file, and ``set`` of
+``vm/drop_caches``) need, for the filesystems a workload's creates name:
+
+- ``ext4``: a writable directory on an ext4 filesystem. By default the repository's
+  ``target/`` (in a checkout), else :func:`tempfile.gettempdir`, else mmsim's cache directory,
+  the first that is on ext4; ``mmsim validate --dir ext4=PATH`` chooses another.
+- ``tmpfs``: a writable directory on a tmpfs, ``/dev/shm`` by default (``--dir tmpfs=PATH``).
+
+Each run works in a directory of its own, ``DIR/mmsim-PID`` (PID the runner's), removed when the
+run ends, also when it fails. A workload that creates files on a filesystem with no such
+directory is refused (:class:`MmsimError`, naming it). ``set`` of ``vm/drop_caches`` needs root.
 """
 
 from __future__ import annotations
@@ -16,6 +29,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -54,9 +68,91 @@ def parse_size(v: Any) -> int:
 #: The mmap flags the native runner maps with (mmsim's own `dontexpand` has no native form).
 MMAP_FLAGS = ("private", "shared", "anonymous", "hugetlb")
 
+#: madvise advice the native runner knows (native/runner.c's advice_of).
+MADVICE = (
+    "hugepage",
+    "nohugepage",
+    "dontneed",
+    "populate_read",
+    "populate_write",
+    "collapse",
+    "willneed",
+    "sequential",
+    "random",
+)
+
+#: The filesystems a workload's files may be on, and posix_fadvise's advice the runner knows.
+FILESYSTEMS = ("ext4", "tmpfs")
+FADVICE = ("dontneed", "willneed")
+
+#: The runner's buffer of file reads and writes (native/runner.c IO_BUF): a pread or pwrite
+#: call moves at most this many bytes.
+MAX_CHUNK = 2 << 20
+
+#: The ops on a workload's files (besides an mmap with "file"), each naming it in "file".
+FILE_OPS = ("create", "pwrite", "pread", "fadvise", "fsync")
+
+#: The `set` knobs the runner can set during a program (others are the host's: --host-set).
+RUNNER_SETS = ("vm/drop_caches",)
+
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def _file_name(op: Mapping[str, Any]) -> str:
+    """The file an op names, checked: [A-Za-z0-9_.-], not "." or "..", at most 63 bytes."""
+    f = op.get("file")
+    if not isinstance(f, str) or not _NAME.fullmatch(f) or f in (".", "..") or len(f) > 63:
+        raise MmsimError(
+            f"validate: {op.get('op')}: file {f!r}: the native runner takes a name of [A-Za-z0-9_.-] (not . or ..), "
+            "at most 63 characters"
+        )
+    return f
+
+
+def _chunk(op: Mapping[str, Any]) -> int:
+    chunk = parse_size(op.get("chunk", 4096))
+    if not 1 <= chunk <= MAX_CHUNK:
+        raise MmsimError(
+            f"validate: {op['op']} {op.get('file')}: chunk {op.get('chunk')!r}: the native runner reads and writes at "
+            f"most {MAX_CHUNK} bytes (2 MiB) per call, from a buffer of its own"
+        )
+    return chunk
+
+
+def _ops(program: list[Any]) -> Iterator[Mapping[str, Any]]:
+    """Every op of a program, nested ones too."""
+    for op in program:
+        if not isinstance(op, Mapping):
+            continue
+        yield op
+        for key in ("program", "body"):
+            if isinstance(op.get(key), list):
+                yield from _ops(op[key])
+
+
+def file_systems(program: list[Any]) -> set[str]:
+    """The filesystems a program's creates put files on ("ext4" unless "fs" says otherwise)."""
+    return {str(op.get("fs", "ext4")) for op in _ops(program) if op.get("op") == "create"}
+
+
+def sets_drop_caches(program: list[Any]) -> bool:
+    """Does a program write /proc/sys/vm/drop_caches (a `set` op of vm/drop_caches)?"""
+    return any(op.get("op") == "set" and op.get("knob") == "vm/drop_caches" for op in _ops(program))
+
 
 def compile_program(ops: list[Mapping[str, Any]]) -> str:
-    """The runner's line format of a program (see native/runner.c)."""
+    """The runner's line format of a program (see native/runner.c). A file op or file mapping
+    must name a file some create op of the program makes."""
+    created = {op.get("file") for op in _ops(ops) if op.get("op") == "create"}
+    for op in _ops(ops):
+        f = op.get("file") if op.get("op") in (*FILE_OPS, "mmap") else None
+        if f is not None and f not in created:
+            what = f"mmap {op.get('name')}" if op.get("op") == "mmap" else f"{op['op']} {f}"
+            raise MmsimError(f"validate: {what}: no create op of the workload makes the file {f!r}")
+    return "\n".join(x for x in _compile(ops) if x) + "\n"
+
+
+def _compile(ops: list[Mapping[str, Any]]) -> list[str]:
     out: list[str] = []
     for op in ops:
         kind = op["op"]
@@ -64,7 +160,8 @@ def compile_program(ops: list[Mapping[str, Any]]) -> str:
         off = parse_size(op.get("offset", 0))
         length = parse_size(op["length"]) if "length" in op else -1
         if kind == "mmap":
-            flags = op.get("flags", ["private", "anonymous"])
+            file = op.get("file")
+            flags = op.get("flags", ["private"] if file is not None else ["private", "anonymous"])
             if "dontexpand" in flags:
                 raise MmsimError("validate: the native runner cannot map with the dontexpand flag (mmsim's own)")
             unknown = [f for f in flags if f not in MMAP_FLAGS]
@@ -73,19 +170,35 @@ def compile_program(ops: list[Mapping[str, Any]]) -> str:
                     f"validate: mmap {op.get('name')}: flags: {unknown[0]!r} is not a flag the native runner knows "
                     f"({', '.join(MMAP_FLAGS)})"
                 )
-            # Bit 0: MAP_SHARED, bit 1: MAP_HUGETLB (native/runner.c).
+            # Bit 0: MAP_SHARED, bit 1: MAP_HUGETLB, bit 2: a mapping of FILE at FILE_OFFSET, the
+            # two fields after FIXED (native/runner.c).
             bits = (1 if "shared" in flags else 0) | (2 if "hugetlb" in flags else 0)
+            tail = ""
+            if file is not None:
+                bad = [f for f in flags if f in ("anonymous", "hugetlb")]
+                if bad:
+                    raise MmsimError(f"validate: mmap {op.get('name')}: a mapping of file {file!r} cannot be {bad[0]}")
+                bits |= 4
+                tail = f" {_file_name(op)} {parse_size(op.get('file_offset', 0))}"
             out.append(
                 f"mmap {op['name']} {parse_size(op['size'])} {parse_size(op.get('align', 0))} "
-                f"{op.get('prot', 'rw')} {bits} {parse_size(op.get('addr', 0))} {int(bool(op.get('fixed')))}"
+                f"{op.get('prot', 'rw')} {bits} {parse_size(op.get('addr', 0))} {int(bool(op.get('fixed')))}{tail}"
             )
         elif kind == "mremap":
             fixed = bool(op.get("fixed"))
             out.append(f"mremap {region} {parse_size(op['size'])} {int(fixed)} {parse_size(op.get('addr', 0))}")
         elif kind in ("mlock", "munlock"):
             out.append(f"{kind} {region} {off} {length}")
-        elif kind in ("munmap", "mprotect", "madvise"):
-            extra = {"munmap": "", "mprotect": f" {op.get('prot')}", "madvise": f" {op.get('advice')}"}[kind]
+        elif kind == "madvise":
+            advice = op.get("advice")
+            if advice not in MADVICE:
+                raise MmsimError(
+                    f"validate: madvise {region}: advice {advice!r} is not one the native runner knows "
+                    f"({', '.join(MADVICE)})"
+                )
+            out.append(f"madvise {region} {off} {length} {advice}")
+        elif kind in ("munmap", "mprotect"):
+            extra = {"munmap": "", "mprotect": f" {op.get('prot')}"}[kind]
             out.append(f"{kind} {region} {off} {length}{extra}")
         elif kind in ("read", "write"):
             value = op.get("expect", -1) if kind == "read" else op.get("value", 1)
@@ -111,10 +224,36 @@ def compile_program(ops: list[Mapping[str, Any]]) -> str:
             if parse_size(op.get("hold", 0)) > 0:
                 raise MmsimError("validate: the native runner cannot run an atomic op with hold (a spinlock)")
             out.append(f"atomic {region} {off} {op.get('count', 1)}")
+        elif kind == "create":
+            fs = op.get("fs", "ext4")
+            if fs not in FILESYSTEMS:
+                raise MmsimError(f"validate: create {op.get('file')}: fs {fs!r} is not one of {', '.join(FILESYSTEMS)}")
+            out.append(f"create {_file_name(op)} {parse_size(op['size'])} {fs}")
+        elif kind in ("pwrite", "pread"):
+            value = op.get("value", 1) if kind == "pwrite" else op.get("expect")
+            value = -1 if value is None else int(value)
+            if not (0 if kind == "pwrite" else -1) <= value <= 255:
+                raise MmsimError(f"validate: {kind} {op.get('file')}: a byte value is 0 to 255, got {value}")
+            out.append(f"{kind} {_file_name(op)} {off} {length} {_chunk(op)} {value}")
+        elif kind == "fadvise":
+            advice = op.get("advice")
+            if advice not in FADVICE:
+                raise MmsimError(
+                    f"validate: fadvise {op.get('file')}: advice {advice!r} is not one of {', '.join(FADVICE)}"
+                )
+            flen = parse_size(op.get("length", 0))
+            out.append(f"fadvise {_file_name(op)} {off} {flen} {advice}")
+        elif kind == "fsync":
+            out.append(f"fsync {_file_name(op)}")
+        elif kind == "set" and op.get("knob") in RUNNER_SETS:
+            value = str(op.get("value")).strip()
+            if value not in ("1", "2", "3"):
+                raise MmsimError(f"validate: set vm/drop_caches: the value is 1, 2 or 3, got {op.get('value')!r}")
+            out.append(f"drop_caches {value}")
         elif kind in ("loop", "fork", "thread"):
             n = op.get("count", 1)
             out.append(f"{kind} {n}")
-            out.append(compile_program(op.get("body" if kind == "loop" else "program", [])).rstrip("\n"))
+            out.extend(_compile(op.get("body" if kind == "loop" else "program", [])))
             out.append("end")
         elif kind in ("wait", "exit"):
             out.append(kind)
@@ -125,11 +264,15 @@ def compile_program(ops: list[Mapping[str, Any]]) -> str:
             out.append(f"snapshot {label}")
         else:
             raise MmsimError(f"validate: the native runner cannot run the {kind!r} op")
-    return "\n".join(x for x in out if x) + "\n"
+    return out
 
 
 def host_settings() -> dict[str, Any]:
-    """The host's THP settings, page size and hugetlb pool, as sysfs and procfs show them."""
+    """The host's THP settings, page size and hugetlb pool, as sysfs and procfs show them; and
+    for a workload's files, where they go (``file_dirs``: {"ext4": PATH, "tmpfs": PATH}, None
+    for a filesystem with no directory; ``mmsim validate --dir FS=PATH`` chooses them, see
+    :func:`file_dirs`), the ext4 directory's disk's ``read_ahead_kb`` and the tmpfs
+    directory's ``huge=`` mount option (``tmpfs_huge``)."""
 
     def sel(p: Path) -> str | None:
         try:
@@ -163,7 +306,146 @@ def host_settings() -> dict[str, Any]:
     )
     s["fault_around_bytes"] = _fault_around_bytes()
     s["kernel/pt_reclaim"] = _pt_reclaim()
+    # Where a workload's files go (see the module's docstring; `mmsim validate --dir FS=PATH`
+    # overrides), the readahead of the ext4 directory's disk (read_ahead_kb: the ra_pages a
+    # file opened there starts with) and the tmpfs directory's mount option huge=.
+    dirs = file_dirs()
+    s["file_dirs"] = dirs
+    s["read_ahead_kb"] = read_ahead_kb(dirs["ext4"]) if dirs.get("ext4") else None
+    s["max_sectors_kb"] = read_ahead_kb(dirs["ext4"], "max_sectors_kb") if dirs.get("ext4") else None
+    s["tmpfs_huge"] = tmpfs_huge(dirs["tmpfs"]) if dirs.get("tmpfs") else None
     return s
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo path: \\040 and the like are octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _mount_of(path: str | Path) -> tuple[str, str] | None:
+    """The filesystem type and super options of the mount holding `path` (or its nearest existing
+    ancestor), from /proc/self/mountinfo: the mount of the path's device, else the longest
+    mount point above it. None where mountinfo cannot be read."""
+    p = Path(os.path.realpath(path))
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        text = Path("/proc/self/mountinfo").read_text()
+        st = os.stat(p)
+    except OSError:
+        return None
+    dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    by_dev, by_prefix = None, None
+    best = -1
+    for line in text.splitlines():
+        left, sep, right = line.partition(" - ")
+        f, r = left.split(), right.split()
+        if not sep or len(f) < 5 or len(r) < 3:
+            continue
+        info = (r[0], r[2])
+        point = _unescape(f[4])
+        if f[2] == dev and by_dev is None:
+            by_dev = info
+        under = str(p) == point or str(p).startswith(point.rstrip("/") + "/")
+        if under and len(point) >= best:
+            best, by_prefix = len(point), info
+    return by_dev or by_prefix
+
+
+def fs_type(path: str | Path) -> str | None:
+    """The type of the filesystem `path` is on ("ext4", "tmpfs"; None if unknown)."""
+    m = _mount_of(path)
+    return m[0] if m else None
+
+
+def tmpfs_huge(path: str | Path) -> str:
+    """The huge= mount option of the tmpfs `path` is on ("never" without one)."""
+    m = _mount_of(path)
+    opts = dict(o.partition("=")[::2] for o in (m[1] if m else "").split(","))
+    return opts.get("huge") or "never"
+
+
+def read_ahead_kb(path: str | Path, attr: str = "read_ahead_kb") -> int | None:
+    """read_ahead_kb (or another queue attribute, such as max_sectors_kb) of the block device
+    the filesystem of `path` is on (a partition's is its disk's); None where there is none
+    (tmpfs) or sysfs does not say."""
+    try:
+        dev = os.stat(path).st_dev
+        d = Path(os.path.realpath(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}"))
+        if (d / "partition").exists():
+            d = d.parent
+        return int((d / "queue" / attr).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+#: The repository's target/ where mmsim runs from a checkout (None when installed).
+_CHECKOUT = Path(__file__).resolve().parents[2]
+_TARGET = _CHECKOUT / "target" if (_CHECKOUT / "Cargo.toml").is_file() else None
+
+#: Directories given with `mmsim validate --dir FS=PATH` (see :func:`file_dirs_override`).
+_dir_overrides: dict[str, str] = {}
+
+
+def _usable(fs: str, path: str | Path) -> str:
+    """Why `path` cannot hold the workload's `fs` files ("" if it can): it must be a writable
+    directory (or one to create under a writable one) on that filesystem."""
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if not p.is_dir():
+        return f"{path} is not a directory"
+    if not os.access(p, os.W_OK | os.X_OK):
+        return f"{path} is not writable"
+    t = fs_type(path)
+    if t != fs:
+        return f"{path} is on {t or 'a filesystem of unknown type'}, not {fs}"
+    return ""
+
+
+def default_file_dirs() -> dict[str, str | None]:
+    """Where a workload's files go unless `--dir` says: ext4, the repository's ``target/`` (a
+    checkout), else :func:`tempfile.gettempdir`, else mmsim's cache directory, the first on
+    ext4; tmpfs, ``/dev/shm``. None for a filesystem with no such directory."""
+    from mmsim.runner_build import cache_dir
+
+    ext4 = [*([_TARGET] if _TARGET else []), Path(tempfile.gettempdir()), cache_dir()]
+    return {
+        "ext4": next((str(d) for d in ext4 if not _usable("ext4", d)), None),
+        "tmpfs": "/dev/shm" if not _usable("tmpfs", "/dev/shm") else None,
+    }
+
+
+def file_dirs() -> dict[str, str | None]:
+    """The directories of a workload's files now: `--dir`'s, else :func:`default_file_dirs`."""
+    return {**default_file_dirs(), **_dir_overrides}
+
+
+def parse_dir_options(values: list[str]) -> dict[str, str]:
+    """`mmsim validate --dir FS=PATH` options as {FS: PATH}, each checked (:func:`_usable`)."""
+    out: dict[str, str] = {}
+    for v in values:
+        fs, eq, path = v.partition("=")
+        if not eq or fs not in FILESYSTEMS or not path:
+            raise MmsimError(f"validate: --dir expects FS=PATH with FS one of {', '.join(FILESYSTEMS)}, got {v!r}")
+        why = _usable(fs, path)
+        if why:
+            raise MmsimError(f"validate: --dir {v}: {why}")
+        out[fs] = str(Path(path).resolve())
+    return out
+
+
+@contextlib.contextmanager
+def file_dirs_override(dirs: Mapping[str, str]) -> Iterator[None]:
+    """Put the workloads' files of each filesystem in `dirs` ({FS: PATH}, as
+    :func:`parse_dir_options` gives) for the block: :func:`file_dirs` and every run say so."""
+    saved = dict(_dir_overrides)
+    _dir_overrides.update(dirs)
+    try:
+        yield
+    finally:
+        _dir_overrides.clear()
+        _dir_overrides.update(saved)
 
 
 #: The PMD size in kB (x86-64: 2 MiB), the mTHP size the global THP knob stands for.
@@ -273,28 +555,91 @@ def unmirrored(workload: Mapping[str, Any], host: Mapping[str, Any]) -> str:
             f"shmem_enabled is {host['transparent_hugepage/shmem_enabled']} on the host and the workload maps shared "
             "memory; mmsim has no shmem THPs"
         )
+    # tmpfs files get huge folios from their mount's huge= option, or from shmem_enabled=force
+    # (which the check above sees only for a workload with a shared mapping).
+    if "tmpfs" in file_systems(workload.get("program", [])):
+        if host.get("transparent_hugepage/shmem_enabled") == "force":
+            return "shmem_enabled is force on the host and the workload creates tmpfs files; mmsim has no shmem THPs"
+        if host.get("tmpfs_huge") not in (None, "never", "deny"):
+            return (
+                f"the tmpfs directory {(host.get('file_dirs') or {}).get('tmpfs')} is mounted with "
+                f"huge={host['tmpfs_huge']}; mmsim has no shmem THPs (give another with --dir tmpfs=PATH)"
+            )
     return ""
 
 
-def run_native(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Run a workload on the host kernel; returns every snapshot line the runner wrote."""
+def _run_dirs(program: list[Any], dirs: Mapping[str, str | None] | None) -> dict[str, str]:
+    """The directories a program's files go in, for the filesystems it creates files on: `dirs`
+    (default :func:`file_dirs`); none for a filesystem without one is an error naming it."""
+    have = file_dirs() if dirs is None else dict(dirs)
+    out: dict[str, str] = {}
+    for fs in sorted(file_systems(program)):
+        d = have.get(fs)
+        why = _usable(fs, d) if d else f"this host has no {fs} directory mmsim could find"
+        if why:
+            raise MmsimError(
+                f"validate: the workload creates {fs} files and {why}: give a writable directory on {fs} "
+                f"with --dir {fs}=PATH"
+            )
+        Path(d).mkdir(parents=True, exist_ok=True)
+        out[fs] = str(d)
+    return out
+
+
+def _kill_group(p: subprocess.Popen[str]) -> None:
+    """Kill a runner still running and the tasks it forked (its process group), and reap it."""
+    if p.poll() is None:
+        with contextlib.suppress(OSError):
+            os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+
+
+def run_native(workload: Mapping[str, Any], dirs: Mapping[str, str | None] | None = None) -> list[dict[str, Any]]:
+    """Run a workload on the host kernel; returns every snapshot line the runner wrote. Its
+    files go in `dirs` ({FS: PATH}; default :func:`file_dirs`), in a directory of the run's
+    own that is removed after it, also when it fails."""
     runner = runner_path()
-    program = compile_program(workload.get("program", []))
-    with tempfile.TemporaryDirectory() as d:
-        out = Path(d) / "snapshots.jsonl"
-        p = subprocess.run(
-            [str(runner), str(out)], input=program, capture_output=True, text=True, timeout=600, check=False
+    ops = workload.get("program", [])
+    program = compile_program(ops)
+    if sets_drop_caches(ops) and os.geteuid() != 0:
+        raise MmsimError(
+            "validate: the workload's set op of vm/drop_caches writes /proc/sys/vm/drop_caches, which needs root"
         )
-        rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()] if out.exists() else []
-        # The first process killed by SIGSEGV or SIGBUS (it said so, see native/runner.c) ended
-        # the run as the workload did; anything else is the runner's failure.
-        died = -p.returncode in (signal.SIGSEGV, signal.SIGBUS) and any(
-            r["label"] == EVENT and r.get("kind") == "segfault" for r in rows
-        )
-        if p.returncode != 0 and not died:
-            why = p.stderr.strip()[:300] or (f"killed by signal {-p.returncode}" if p.returncode < 0 else "")
-            raise MmsimError(f"validate: native run failed ({p.returncode}): {why}")
-        return rows
+    roots = _run_dirs(ops, dirs)
+    # The lines come through a pipe: an output file would be page cache the runner reports.
+    args = [str(runner), "/dev/stdout", *(f"{fs}={d}" for fs, d in roots.items())]
+    # A session of its own: the runner and its children (a forked task may be running when a
+    # timeout or Ctrl-C ends the run) are killed together before their files are removed.
+    p = subprocess.Popen(
+        args,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = p.communicate(program, timeout=600)
+    except subprocess.TimeoutExpired:
+        _kill_group(p)
+        raise MmsimError("validate: native run took more than 600 s") from None
+    except BaseException:  # Ctrl-C
+        _kill_group(p)
+        raise
+    finally:
+        # The runner removes its directories as its first process ends; not when killed.
+        for d in roots.values():
+            shutil.rmtree(Path(d) / f"mmsim-{p.pid}", ignore_errors=True)
+    rows = [json.loads(line) for line in out.splitlines() if line.strip()]
+    # The first process killed by SIGSEGV or SIGBUS (it said so, see native/runner.c) ended
+    # the run as the workload did; anything else is the runner's failure.
+    died = -p.returncode in (signal.SIGSEGV, signal.SIGBUS) and any(
+        r["label"] == EVENT and r.get("kind") == "segfault" for r in rows
+    )
+    if p.returncode != 0 and not died:
+        why = err.strip()[:300] or (f"killed by signal {-p.returncode}" if p.returncode < 0 else "")
+        raise MmsimError(f"validate: native run failed ({p.returncode}): {why}")
+    return rows
 
 
 @dataclass
@@ -335,6 +680,10 @@ def _host_workload(name: str, program: list[Any], host: Mapping[str, Any]) -> di
         knobs["fault_around_bytes"] = host["fault_around_bytes"]
     if host.get("kernel/pt_reclaim") is not None:
         knobs["kernel/pt_reclaim"] = host["kernel/pt_reclaim"]
+    # The ext4 directory's block device: its readahead window and largest request.
+    for k in ("read_ahead_kb", "max_sectors_kb"):
+        if host.get(k) is not None:
+            knobs[f"block/{k}"] = str(host[k])
     if host.get("transparent_hugepage/use_zero_page") == "1" and host.get("transparent_hugepage/enabled") not in (
         None,
         "never",
@@ -424,16 +773,41 @@ EVENT = "__event"
 
 def _event_key(e: Mapping[str, Any]) -> str | None:
     """What a compared event says, on either side: a task's death by SIGSEGV or SIGBUS (mmsim's
-    kind "segfault" covers both: the message says SIGBUS), a failed mmap with its error, a kill
-    by another signal (SIGKILL: mmsim's OOM killer); None for events the runner does not have."""
+    kind "segfault" covers both: the message says SIGBUS), a failed mmap with its error
+    ("mmap-ENOMEM"), a failed madvise with its advice and error ("madvise-collapse-EINVAL",
+    from "madvise REGION ADVICE: EINVAL"), a failed file op with its error ("pread-ENOENT"), a
+    pread's failed expect ("pread-expect", from "pread FILE at 0xOFFSET: expected E, found V"),
+    a kill by another signal (SIGKILL: mmsim's OOM killer); None for events the runner does
+    not have."""
     kind, msg = e.get("kind"), str(e.get("message", ""))
     if kind == "segfault":
         return str(e.get("signal") or ("SIGBUS" if msg.startswith("SIGBUS") else "SIGSEGV"))
-    if kind == "syscall" and msg.startswith("mmap "):
-        return "mmap-" + msg.rsplit(": ", 1)[-1].strip()
+    if kind == "syscall":
+        head, _, err = msg.rpartition(": ")
+        words, err = head.split(), err.strip()
+        if words[:1] == ["mmap"]:
+            return "mmap-" + err
+        if words[:1] == ["madvise"] and len(words) >= 3:
+            return f"madvise-{words[2]}-{err}"
+        if words[:1] and words[0] in FILE_OPS:
+            return f"{words[0]}-{err}"
+        return None
+    if kind == "expect" and msg.startswith("pread "):
+        # The runner's only expect events (a read op's failed expect ends its run instead).
+        return "pread-expect"
     if kind in ("killed", "oom-kill"):
         return "killed"
     return None
+
+
+def not_cold(events: list[Mapping[str, Any]]) -> str:
+    """Why a native run's counts depend on the host's page cache ("" if they do not): a file
+    the runner created stayed (partly) cached after fsync and POSIX_FADV_DONTNEED (its
+    "not-cold" event, see native/runner.c)."""
+    bad = [e for e in events if e.get("kind") == "not-cold"]
+    if not bad:
+        return ""
+    return "the kernel kept files cached that the runner created cold: " + "; ".join(str(e["message"]) for e in bad)
 
 
 def compare_events(native: list[Mapping[str, Any]], sim: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -507,6 +881,8 @@ def _system(snap: Mapping[str, Any], name: str) -> int:
 
 def _run_case(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, float]) -> dict[str, Any]:
     native, events, sim = run_both(case.name, case.program, host)
+    if not_cold(events):
+        return _result(case.name, "skip", not_cold(events), case.pins, [])
     if "error" in sim:
         return _result(case.name, "fail", f"mmsim cannot run it: {sim['error']}", case.pins, [])
     counters = []
@@ -580,7 +956,37 @@ MLOCK_EVENTS = ("unevictable_pgs_mlocked", "unevictable_pgs_munlocked")
 HUGETLB_COUNTERS = ("HugePages_Free", "HugePages_Rsvd", "HugePages_Surp", "nr_hugetlb")
 
 
-FIELDS = ("minflt", "RssAnon", "RssShmem", "VmPTE", "VmLck", "AnonHugePages", "HugetlbPages")
+#: The per-process counters compared between a process's consecutive snapshots. RssFile counts
+#: the runner's own text too, the same in every snapshot of a process (a forked child maps it
+#: again before its first: native/runner.c), so its changes are the workload's.
+FIELDS = ("minflt", "majflt", "RssAnon", "RssFile", "RssShmem", "VmPTE", "VmLck", "AnonHugePages", "HugetlbPages")
+
+#: The page cache's system-wide counters a native run reports (/proc/vmstat's and
+#: /proc/meminfo's, see native/runner_report.h), shown by `mmsim run --native`. Other processes
+#: on the host move them too (and a DAMON thread evicts cold page cache within seconds here),
+#: so they are not compared by default.
+FILE_COUNTERS = (
+    "pgmajfault",
+    "pgpgin",
+    "nr_file_pages",
+    "nr_mapped",
+    "nr_shmem",
+    "nr_file_hugepages",
+    "nr_file_pmdmapped",
+    "nr_shmem_hugepages",
+    "nr_shmem_pmdmapped",
+    "thp_file_alloc",
+    "thp_file_fallback",
+    "thp_file_mapped",
+    "Cached",
+    "Buffers",
+    "Mapped",
+    "Dirty",
+    "FileHugePages",
+    "FilePmdMapped",
+    "ShmemHugePages",
+    "ShmemPmdMapped",
+)
 
 
 def validate_workload(
@@ -602,6 +1008,8 @@ def validate_workload(
 
     def once(h: Mapping[str, Any]) -> dict[str, Any]:
         native, native_events, sim = run_both(name, with_baselines(program), h)
+        if not_cold(native_events):
+            return _result(name, "skip", not_cold(native_events), pins, [])
         if "error" in sim:
             return _result(name, "fail", f"mmsim cannot run it: {sim['error']}", "", [])
         counters = compare_snapshots(native, sim["snapshots"], events)
@@ -833,6 +1241,7 @@ def with_pool(
 #: Per-process fields of the runner's snapshot lines, as `mmsim run --json` names them.
 PROCESS_FIELDS = (
     "minflt",
+    "majflt",
     "VmRSS",
     "VmHWM",
     "RssAnon",
@@ -893,14 +1302,18 @@ def native_report(workload: Mapping[str, Any]) -> dict[str, Any]:
         "perf_unsupported": unsupported,
         # As mmsim's: a task killed by SIGSEGV or SIGBUS ("segfault"), a failed mmap ("syscall").
         "events": [{"pid": r["pid"], "kind": r["kind"], "message": r["message"]} for r in rows if r["label"] == EVENT],
+        # The workload creates files: the page cache's counters (FILE_COUNTERS) are its too.
+        "files": bool(file_systems(workload.get("program", []))),
         "native": True,
     }
 
 
 def format_native(report: Mapping[str, Any]) -> str:
     """The text of `mmsim run --native`: each snapshot's process (HugetlbPages too where a
-    process has hugetlb pages) and the system's THP events and hugetlb pool counters, as
-    changes since the run's start (pid 1) or the process's first snapshot, then the events."""
+    process has hugetlb pages, majflt and RssFile where they change) and the system's THP
+    events and hugetlb pool counters (and the page cache's, :data:`FILE_COUNTERS`, for a
+    workload with files), as changes since the run's start (pid 1) or the process's first
+    snapshot, then the events."""
     lines = [
         f" Native run of '{report['workload']}' on {report['machine']['host']} "
         f"(THP {report['knobs'].get('transparent_hugepage/enabled')}):",
@@ -915,6 +1328,15 @@ def format_native(report: Mapping[str, Any]) -> str:
     cols = ["minflt", "RssAnon", "VmPTE", "AnonHugePages"]
     if any(s["processes"][0].get("HugetlbPages") for s in report["snapshots"]):
         cols.append("HugetlbPages")
+    # Major faults and RssFile where they changed (a workload's files).
+    seen: dict[int, dict[str, Any]] = {1: base["processes"][0]} if base else {}
+    for f in ("majflt", "RssFile"):
+        if any(
+            s["processes"][0].get(f, 0) != seen.setdefault(s["pid"], s["processes"][0]).get(f, 0)
+            for s in report["snapshots"]
+        ):
+            cols.insert(1 if f == "majflt" else len(cols), f)
+    system_counters = THP_EVENTS + HUGETLB_COUNTERS + (FILE_COUNTERS if report.get("files") else ())
     head = f"  {'snapshot':<16} {'pid':>4} " + " ".join(f"{f:>13}" for f in cols)
     lines += [" Changes since the start (pid 1) or the process's first snapshot (kB for sizes):", head]
     for s in report["snapshots"]:
@@ -923,7 +1345,7 @@ def format_native(report: Mapping[str, Any]) -> str:
         vals = " ".join(f"{p.get(f, 0) - b.get(f, 0):>+13,}" for f in cols)
         system = ""
         if s["pid"] == 1 and base:
-            d = {k: _system(s, k) - _system(base, k) for k in THP_EVENTS + HUGETLB_COUNTERS}
+            d = {k: _system(s, k) - _system(base, k) for k in system_counters}
             changed = ", ".join(f"{k} {v:+}" for k, v in d.items() if v)
             system = f"  {changed}" if changed else ""
         lines.append(f"  {s['label']:<16} {s['pid']:>4} {vals}{system}")

@@ -289,18 +289,18 @@ impl Kernel {
     }
 
     /// `read(2)` of `count` bytes at `pos` (`filemap_read`; tmpfs: `shmem_file_read_iter`,
-    /// which reads holes as zeroes without allocating). Returns the bytes read and whether
-    /// every byte read equals `expect`. The pages the reader waited for are in
-    /// `io_wait_pages`.
-    pub fn file_read(&mut self, filp: u32, pos: u64, count: u64, expect: Option<u8>) -> (u64, bool) {
+    /// which reads holes as zeroes without allocating). Returns the bytes read and the first
+    /// byte read that is not `expect` (its file offset and value). The pages the reader
+    /// waited for are in `io_wait_pages`.
+    pub fn file_read(&mut self, filp: u32, pos: u64, count: u64, expect: Option<u8>) -> (u64, Option<(u64, u8)>) {
         let obj = self.filp(filp).inode;
         let i_size = self.inode(obj).i_size;
         if pos >= i_size || count == 0 {
-            return (0, true);
+            return (0, None);
         }
         let end = (pos + count).min(i_size);
         let ps = self.geo.page_size();
-        let mut ok = true;
+        let mut bad = None;
         let mut p = pos;
         if self.inode(obj).is_shmem() {
             while p < end {
@@ -308,11 +308,15 @@ impl Kernel {
                 let stop = next.min(end);
                 if let Some(v) = expect {
                     let page = self.shmem_find_folio(obj, p / ps);
-                    ok &= self.page_bytes_equal(page, (p % ps) as usize, (stop - p) as usize, v);
+                    if bad.is_none() {
+                        bad = self
+                            .first_byte_not(page, (p % ps) as usize, (stop - p) as usize, v)
+                            .map(|(i, b)| (p - p % ps + i as u64, b));
+                    }
                 }
                 p = stop;
             }
-            return (end - pos, ok);
+            return (end - pos, bad);
         }
         let mut batch = Vec::new();
         while p < end {
@@ -329,7 +333,11 @@ impl Kernel {
                     let stop = stop.min(fend);
                     if let Some(v) = expect {
                         let page = Pfn(head.0 + (p / ps - fi) as u32);
-                        ok &= self.page_bytes_equal(Some(page), (p % ps) as usize, (stop - p) as usize, v);
+                        if bad.is_none() {
+                            bad = self
+                                .first_byte_not(Some(page), (p % ps) as usize, (stop - p) as usize, v)
+                                .map(|(i, b)| (p - p % ps + i as u64, b));
+                        }
                     }
                     p = stop;
                 }
@@ -339,17 +347,18 @@ impl Kernel {
             }
         }
         self.filps[filp as usize].as_mut().expect("file").ra.prev_pos = Some(p);
-        (p - pos, ok)
+        (p - pos, bad)
     }
 
-    /// Whether `len` bytes from `off` of a page (None: a hole, all zeroes) all equal `v`.
-    fn page_bytes_equal(&self, page: Option<Pfn>, off: usize, len: usize, v: u8) -> bool {
+    /// The first of `len` bytes from `off` of a page (None: a hole, all zeroes) that is not
+    /// `v`: its offset in the page and value.
+    fn first_byte_not(&self, page: Option<Pfn>, off: usize, len: usize, v: u8) -> Option<(usize, u8)> {
         let Some(c) = page.and_then(|p| self.page_content(p)) else {
-            return v == 0;
+            return (v != 0).then_some((off, 0));
         };
         match c.uniform() {
-            Some(b) => b == v,
-            None => (off..off + len).all(|i| c.get(i) == v),
+            Some(b) => (b != v).then_some((off, b)),
+            None => (off..off + len).map(|i| (i, c.get(i))).find(|&(_, b)| b != v),
         }
     }
 

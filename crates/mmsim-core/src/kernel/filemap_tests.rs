@@ -91,7 +91,7 @@ fn cold_mapping_read_faults_as_readahead_makes_them() {
 }
 
 /// madvise advice on the cold read: MADV_HUGEPAGE reads PMD folios from the start (31 minor
-/// + 1 major, all PMD-mapped, whatever THP `enabled` says), MADV_RANDOM reads each page alone
+/// faults and 1 major, all PMD-mapped, whatever THP `enabled` says), MADV_RANDOM reads each page alone
 /// (16384 major faults), MADV_NOHUGEPAGE keeps the folios but maps no PMD.
 #[test]
 fn madvise_advice_changes_the_cold_read() {

@@ -65,23 +65,23 @@ impl Interp {
                 let len = length.map_or(size.saturating_sub(offset.0), |l| l.0);
                 let chunk = chunk.map_or(DEFAULT_CHUNK, |c| c.0);
                 let mut pos = offset.0;
-                let mut bad = false;
+                let mut bad = None;
                 while pos < offset.0 + len {
                     let n = chunk.min(offset.0 + len - pos);
-                    let (got, ok) = self.kernel.file_read(filp, pos, n, *expect);
+                    let (got, first_bad) = self.kernel.file_read(filp, pos, n, *expect);
                     self.check_file_read(pid, file, pos, got);
                     self.charge_syscall(t);
                     self.charge_io(t);
-                    bad |= !ok;
+                    bad = bad.or(first_bad);
                     if got < n {
                         break;
                     }
                     pos += n;
                 }
-                if bad {
+                if let Some((at, found)) = bad {
                     let v = expect.unwrap_or(0);
                     self.check.expect_failures += 1;
-                    self.event(pid, "expect", format!("pread {file}: a byte read is not {v}"));
+                    self.event(pid, "expect", format!("pread {file} at {at:#x}: expected {v}, found {found}"));
                 }
             }
             Op::Fadvise(FadviseOp { offset, length, advice, .. }) => {
