@@ -304,8 +304,10 @@ impl Kernel {
         };
         let vma_first = vma.pgoff;
         let vma_last = vma.pgoff + (vma.len() >> self.geo.page_shift) - 1;
-        // The pgoff of the page table's first entry.
-        let table_base = vma.linear_page_index(addr, self.geo) - self.geo.table_index(addr, 0) as u64;
+        // The pgoff the page table's first entry would map (negative when the vma starts
+        // inside the table at a small file offset).
+        let table_base = vma.linear_page_index(addr, self.geo) as i64 - self.geo.table_index(addr, 0) as i64;
+        let ptrs = self.geo.ptrs_per_table() as i64;
         let prot = self.file_pte_prot(vma, obj);
         let mut ret = 0;
         let mut hits = 0u64;
@@ -318,14 +320,14 @@ impl Kernel {
                 && (fi + nr <= file_end || shmem)
                 && fi >= vma_first
                 && fi + nr - 1 <= vma_last
-                && fi >= table_base
-                && fi + nr <= table_base + self.geo.ptrs_per_table() as u64;
+                && fi as i64 >= table_base
+                && (fi + nr) as i64 <= table_base + ptrs;
             if whole {
                 (lo, hi) = (fi, fi + nr - 1);
             }
             for i in lo..=hi {
                 hits += 1;
-                let idx = (i - table_base) as usize;
+                let idx = (i as i64 - table_base) as usize;
                 if !self.entry(table, idx).none() {
                     continue;
                 }
@@ -372,15 +374,16 @@ impl Kernel {
             return vm_fault::OOM;
         };
         let index = vma.linear_page_index(addr, self.geo);
-        let table_base = index - self.geo.table_index(addr, 0) as u64;
+        let table_base = index as i64 - self.geo.table_index(addr, 0) as i64;
+        let ptrs = self.geo.ptrs_per_table() as i64;
         let vma_last = vma.pgoff + (vma.len() >> self.geo.page_shift) - 1;
         let fits = nr > 1
             && !needs_fallback
             && fi >= vma.pgoff
             && fi + nr - 1 <= vma_last
-            && fi >= table_base
-            && fi + nr <= table_base + self.geo.ptrs_per_table() as u64;
-        let (lo, hi) = if fits && (fi..fi + nr).all(|i| self.entry(table, (i - table_base) as usize).none()) {
+            && fi as i64 >= table_base
+            && (fi + nr) as i64 <= table_base + ptrs;
+        let (lo, hi) = if fits && (fi..fi + nr).all(|i| self.entry(table, (i as i64 - table_base) as usize).none()) {
             (fi, fi + nr - 1)
         } else {
             (index, index)
@@ -397,7 +400,7 @@ impl Kernel {
             if write {
                 e = maybe_mkwrite(e, vma);
             }
-            self.set_entry(table, (i - table_base) as usize, e);
+            self.set_entry(table, (i as i64 - table_base) as usize, e);
         }
         self.mlock_vma_folio(head, vma, true);
         let c = if shmem { MmCounter::ShmemPages } else { MmCounter::FilePages };
