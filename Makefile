@@ -68,7 +68,7 @@ $(NATIVE_OUT)/stream: native/stream.c
 	mkdir -p $(NATIVE_OUT)
 	$(CC) -O2 -Wall -Wextra -o $@ $<
 
-$(NATIVE_OUT)/runner: native/runner.c native/runner_report.h
+$(NATIVE_OUT)/runner: native/runner.c native/runner_parse.h native/runner_report.h native/runner_files.h
 	mkdir -p $(NATIVE_OUT)
 	$(CC) -O2 -Wall -Wextra -o $@ $<
 

@@ -494,7 +494,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.max_memory is not None:
         sets.append(("engine.max_memory", args.max_memory))
     if args.native:
-        from mmsim.native import format_native, native_report
+        from mmsim.native_report import format_native, native_report
         from mmsim.workload import load_workload
 
         if sets or args.check:

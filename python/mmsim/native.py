@@ -41,230 +41,34 @@ from pathlib import Path
 from typing import Any
 
 from mmsim._mmsim import MmsimError
+from mmsim.host_files import (  # noqa: F401  (re-exported: mmsim.native is the validate API)
+    default_file_dirs,
+    file_dirs,
+    file_dirs_override,
+    fs_type,
+    parse_dir_options,
+    read_ahead_kb,
+    tmpfs_huge,
+    usable_dir,
+)
 from mmsim.runner_build import runner_path
+from mmsim.runner_program import (  # noqa: F401  (re-exported)
+    FADVICE,
+    FILE_OPS,
+    FILESYSTEMS,
+    MADVICE,
+    MAX_CHUNK,
+    MMAP_FLAGS,
+    RUNNER_SETS,
+    compile_program,
+    file_systems,
+    parse_size,
+    sets_drop_caches,
+)
 
 __all__ = ["Case", "compile_program", "host_settings", "parse_size", "run_native", "validate_case"]
 
 THP = Path("/sys/kernel/mm/transparent_hugepage")
-
-_SIZE = re.compile(r"^\s*(0x[0-9a-fA-F]+|\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
-
-
-def parse_size(v: Any) -> int:
-    """A workload size (``4096``, ``"4K"``, ``"2MiB"``, ``"0x200000"``) in bytes.
-
-    >>> parse_size("2M"), parse_size(4096), parse_size("0x1000")
-    (2097152, 4096, 4096)
-    """
-    if isinstance(v, int):
-        return v
-    m = _SIZE.match(str(v))
-    if not m:
-        raise MmsimError(f"validate: {v!r} is not a size")
-    n = int(m.group(1), 0)
-    return n << (10 * " KMGT".index((m.group(2) or " ").upper()))
-
-
-#: The mmap flags the native runner maps with (mmsim's own `dontexpand` has no native form).
-MMAP_FLAGS = ("private", "shared", "anonymous", "hugetlb")
-
-#: madvise advice the native runner knows (native/runner.c's advice_of).
-MADVICE = (
-    "hugepage",
-    "nohugepage",
-    "dontneed",
-    "populate_read",
-    "populate_write",
-    "collapse",
-    "willneed",
-    "sequential",
-    "random",
-)
-
-#: The filesystems a workload's files may be on, and posix_fadvise's advice the runner knows.
-FILESYSTEMS = ("ext4", "tmpfs")
-FADVICE = ("dontneed", "willneed")
-
-#: The runner's buffer of file reads and writes (native/runner.c IO_BUF): a pread or pwrite
-#: call moves at most this many bytes.
-MAX_CHUNK = 2 << 20
-
-#: The ops on a workload's files (besides an mmap with "file"), each naming it in "file".
-FILE_OPS = ("create", "pwrite", "pread", "fadvise", "fsync")
-
-#: The `set` knobs the runner can set during a program (others are the host's: --host-set).
-RUNNER_SETS = ("vm/drop_caches",)
-
-_NAME = re.compile(r"[A-Za-z0-9_.-]+")
-
-
-def _file_name(op: Mapping[str, Any]) -> str:
-    """The file an op names, checked: [A-Za-z0-9_.-], not "." or "..", at most 63 bytes."""
-    f = op.get("file")
-    if not isinstance(f, str) or not _NAME.fullmatch(f) or f in (".", "..") or len(f) > 63:
-        raise MmsimError(
-            f"validate: {op.get('op')}: file {f!r}: the native runner takes a name of [A-Za-z0-9_.-] (not . or ..), "
-            "at most 63 characters"
-        )
-    return f
-
-
-def _chunk(op: Mapping[str, Any]) -> int:
-    chunk = parse_size(op.get("chunk", 4096))
-    if not 1 <= chunk <= MAX_CHUNK:
-        raise MmsimError(
-            f"validate: {op['op']} {op.get('file')}: chunk {op.get('chunk')!r}: the native runner reads and writes at "
-            f"most {MAX_CHUNK} bytes (2 MiB) per call, from a buffer of its own"
-        )
-    return chunk
-
-
-def _ops(program: list[Any]) -> Iterator[Mapping[str, Any]]:
-    """Every op of a program, nested ones too."""
-    for op in program:
-        if not isinstance(op, Mapping):
-            continue
-        yield op
-        for key in ("program", "body"):
-            if isinstance(op.get(key), list):
-                yield from _ops(op[key])
-
-
-def file_systems(program: list[Any]) -> set[str]:
-    """The filesystems a program's creates put files on ("ext4" unless "fs" says otherwise)."""
-    return {str(op.get("fs", "ext4")) for op in _ops(program) if op.get("op") == "create"}
-
-
-def sets_drop_caches(program: list[Any]) -> bool:
-    """Does a program write /proc/sys/vm/drop_caches (a `set` op of vm/drop_caches)?"""
-    return any(op.get("op") == "set" and op.get("knob") == "vm/drop_caches" for op in _ops(program))
-
-
-def compile_program(ops: list[Mapping[str, Any]]) -> str:
-    """The runner's line format of a program (see native/runner.c). A file op or file mapping
-    must name a file some create op of the program makes."""
-    created = {op.get("file") for op in _ops(ops) if op.get("op") == "create"}
-    for op in _ops(ops):
-        f = op.get("file") if op.get("op") in (*FILE_OPS, "mmap") else None
-        if f is not None and f not in created:
-            what = f"mmap {op.get('name')}" if op.get("op") == "mmap" else f"{op['op']} {f}"
-            raise MmsimError(f"validate: {what}: no create op of the workload makes the file {f!r}")
-    return "\n".join(x for x in _compile(ops) if x) + "\n"
-
-
-def _compile(ops: list[Mapping[str, Any]]) -> list[str]:
-    out: list[str] = []
-    for op in ops:
-        kind = op["op"]
-        region = op.get("region", "")
-        off = parse_size(op.get("offset", 0))
-        length = parse_size(op["length"]) if "length" in op else -1
-        if kind == "mmap":
-            file = op.get("file")
-            flags = op.get("flags", ["private"] if file is not None else ["private", "anonymous"])
-            if "dontexpand" in flags:
-                raise MmsimError("validate: the native runner cannot map with the dontexpand flag (mmsim's own)")
-            unknown = [f for f in flags if f not in MMAP_FLAGS]
-            if unknown:
-                raise MmsimError(
-                    f"validate: mmap {op.get('name')}: flags: {unknown[0]!r} is not a flag the native runner knows "
-                    f"({', '.join(MMAP_FLAGS)})"
-                )
-            # Bit 0: MAP_SHARED, bit 1: MAP_HUGETLB, bit 2: a mapping of FILE at FILE_OFFSET, the
-            # two fields after FIXED (native/runner.c).
-            bits = (1 if "shared" in flags else 0) | (2 if "hugetlb" in flags else 0)
-            tail = ""
-            if file is not None:
-                bad = [f for f in flags if f in ("anonymous", "hugetlb")]
-                if bad:
-                    raise MmsimError(f"validate: mmap {op.get('name')}: a mapping of file {file!r} cannot be {bad[0]}")
-                bits |= 4
-                tail = f" {_file_name(op)} {parse_size(op.get('file_offset', 0))}"
-            out.append(
-                f"mmap {op['name']} {parse_size(op['size'])} {parse_size(op.get('align', 0))} "
-                f"{op.get('prot', 'rw')} {bits} {parse_size(op.get('addr', 0))} {int(bool(op.get('fixed')))}{tail}"
-            )
-        elif kind == "mremap":
-            fixed = bool(op.get("fixed"))
-            out.append(f"mremap {region} {parse_size(op['size'])} {int(fixed)} {parse_size(op.get('addr', 0))}")
-        elif kind in ("mlock", "munlock"):
-            out.append(f"{kind} {region} {off} {length}")
-        elif kind == "madvise":
-            advice = op.get("advice")
-            if advice not in MADVICE:
-                raise MmsimError(
-                    f"validate: madvise {region}: advice {advice!r} is not one the native runner knows "
-                    f"({', '.join(MADVICE)})"
-                )
-            out.append(f"madvise {region} {off} {length} {advice}")
-        elif kind in ("munmap", "mprotect"):
-            extra = {"munmap": "", "mprotect": f" {op.get('prot')}"}[kind]
-            out.append(f"{kind} {region} {off} {length}{extra}")
-        elif kind in ("read", "write"):
-            value = op.get("expect", -1) if kind == "read" else op.get("value", 1)
-            value = -1 if value is None else value
-            block = parse_size(op.get("block", 0))
-            bstride = parse_size(op.get("block_stride", 64))
-            random = op.get("pattern", "sequential") == "random"
-            count, seed = (op["count"], op.get("seed", 0)) if random else (-1, 0)
-            out.append(
-                f"{kind} {region} {off} {length} {parse_size(op.get('stride', 4096))} {value} "
-                f"{block} {bstride} {count} {seed}"
-            )
-        elif kind == "compare":
-            a, b = op["a"], op["b"]
-            expect = op.get("expect")
-            e = -1 if expect is None else int(bool(expect))
-            out.append(
-                f"compare {a['region']} {parse_size(a.get('offset', 0))} "
-                f"{b['region']} {parse_size(b.get('offset', 0))} "
-                f"{parse_size(op['length'])} {parse_size(op.get('stride', 0))} {e}"
-            )
-        elif kind == "atomic":
-            if parse_size(op.get("hold", 0)) > 0:
-                raise MmsimError("validate: the native runner cannot run an atomic op with hold (a spinlock)")
-            out.append(f"atomic {region} {off} {op.get('count', 1)}")
-        elif kind == "create":
-            fs = op.get("fs", "ext4")
-            if fs not in FILESYSTEMS:
-                raise MmsimError(f"validate: create {op.get('file')}: fs {fs!r} is not one of {', '.join(FILESYSTEMS)}")
-            out.append(f"create {_file_name(op)} {parse_size(op['size'])} {fs}")
-        elif kind in ("pwrite", "pread"):
-            value = op.get("value", 1) if kind == "pwrite" else op.get("expect")
-            value = -1 if value is None else int(value)
-            if not (0 if kind == "pwrite" else -1) <= value <= 255:
-                raise MmsimError(f"validate: {kind} {op.get('file')}: a byte value is 0 to 255, got {value}")
-            out.append(f"{kind} {_file_name(op)} {off} {length} {_chunk(op)} {value}")
-        elif kind == "fadvise":
-            advice = op.get("advice")
-            if advice not in FADVICE:
-                raise MmsimError(
-                    f"validate: fadvise {op.get('file')}: advice {advice!r} is not one of {', '.join(FADVICE)}"
-                )
-            flen = parse_size(op.get("length", 0))
-            out.append(f"fadvise {_file_name(op)} {off} {flen} {advice}")
-        elif kind == "fsync":
-            out.append(f"fsync {_file_name(op)}")
-        elif kind == "set" and op.get("knob") in RUNNER_SETS:
-            value = str(op.get("value")).strip()
-            if value not in ("1", "2", "3"):
-                raise MmsimError(f"validate: set vm/drop_caches: the value is 1, 2 or 3, got {op.get('value')!r}")
-            out.append(f"drop_caches {value}")
-        elif kind in ("loop", "fork", "thread"):
-            n = op.get("count", 1)
-            out.append(f"{kind} {n}")
-            out.extend(_compile(op.get("body" if kind == "loop" else "program", [])))
-            out.append("end")
-        elif kind in ("wait", "exit"):
-            out.append(kind)
-        elif kind == "snapshot":
-            label = op["label"]
-            if not re.fullmatch(r"[A-Za-z0-9_.-]+", label):
-                raise MmsimError(f"validate: snapshot label {label!r}: the native runner takes [A-Za-z0-9_.-] only")
-            out.append(f"snapshot {label}")
-        else:
-            raise MmsimError(f"validate: the native runner cannot run the {kind!r} op")
-    return out
 
 
 def host_settings() -> dict[str, Any]:
@@ -315,137 +119,6 @@ def host_settings() -> dict[str, Any]:
     s["max_sectors_kb"] = read_ahead_kb(dirs["ext4"], "max_sectors_kb") if dirs.get("ext4") else None
     s["tmpfs_huge"] = tmpfs_huge(dirs["tmpfs"]) if dirs.get("tmpfs") else None
     return s
-
-
-def _unescape(field: str) -> str:
-    """A mountinfo path: \\040 and the like are octal escapes."""
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
-
-
-def _mount_of(path: str | Path) -> tuple[str, str] | None:
-    """The filesystem type and super options of the mount holding `path` (or its nearest existing
-    ancestor), from /proc/self/mountinfo: the mount of the path's device, else the longest
-    mount point above it. None where mountinfo cannot be read."""
-    p = Path(os.path.realpath(path))
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    try:
-        text = Path("/proc/self/mountinfo").read_text()
-        st = os.stat(p)
-    except OSError:
-        return None
-    dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
-    by_dev, by_prefix = None, None
-    best = -1
-    for line in text.splitlines():
-        left, sep, right = line.partition(" - ")
-        f, r = left.split(), right.split()
-        if not sep or len(f) < 5 or len(r) < 3:
-            continue
-        info = (r[0], r[2])
-        point = _unescape(f[4])
-        if f[2] == dev and by_dev is None:
-            by_dev = info
-        under = str(p) == point or str(p).startswith(point.rstrip("/") + "/")
-        if under and len(point) >= best:
-            best, by_prefix = len(point), info
-    return by_dev or by_prefix
-
-
-def fs_type(path: str | Path) -> str | None:
-    """The type of the filesystem `path` is on ("ext4", "tmpfs"; None if unknown)."""
-    m = _mount_of(path)
-    return m[0] if m else None
-
-
-def tmpfs_huge(path: str | Path) -> str:
-    """The huge= mount option of the tmpfs `path` is on ("never" without one)."""
-    m = _mount_of(path)
-    opts = dict(o.partition("=")[::2] for o in (m[1] if m else "").split(","))
-    return opts.get("huge") or "never"
-
-
-def read_ahead_kb(path: str | Path, attr: str = "read_ahead_kb") -> int | None:
-    """read_ahead_kb (or another queue attribute, such as max_sectors_kb) of the block device
-    the filesystem of `path` is on (a partition's is its disk's); None where there is none
-    (tmpfs) or sysfs does not say."""
-    try:
-        dev = os.stat(path).st_dev
-        d = Path(os.path.realpath(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}"))
-        if (d / "partition").exists():
-            d = d.parent
-        return int((d / "queue" / attr).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-#: The repository's target/ where mmsim runs from a checkout (None when installed).
-_CHECKOUT = Path(__file__).resolve().parents[2]
-_TARGET = _CHECKOUT / "target" if (_CHECKOUT / "Cargo.toml").is_file() else None
-
-#: Directories given with `mmsim validate --dir FS=PATH` (see :func:`file_dirs_override`).
-_dir_overrides: dict[str, str] = {}
-
-
-def _usable(fs: str, path: str | Path) -> str:
-    """Why `path` cannot hold the workload's `fs` files ("" if it can): it must be a writable
-    directory (or one to create under a writable one) on that filesystem."""
-    p = Path(path)
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    if not p.is_dir():
-        return f"{path} is not a directory"
-    if not os.access(p, os.W_OK | os.X_OK):
-        return f"{path} is not writable"
-    t = fs_type(path)
-    if t != fs:
-        return f"{path} is on {t or 'a filesystem of unknown type'}, not {fs}"
-    return ""
-
-
-def default_file_dirs() -> dict[str, str | None]:
-    """Where a workload's files go unless `--dir` says: ext4, the repository's ``target/`` (a
-    checkout), else :func:`tempfile.gettempdir`, else mmsim's cache directory, the first on
-    ext4; tmpfs, ``/dev/shm``. None for a filesystem with no such directory."""
-    from mmsim.runner_build import cache_dir
-
-    ext4 = [*([_TARGET] if _TARGET else []), Path(tempfile.gettempdir()), cache_dir()]
-    return {
-        "ext4": next((str(d) for d in ext4 if not _usable("ext4", d)), None),
-        "tmpfs": "/dev/shm" if not _usable("tmpfs", "/dev/shm") else None,
-    }
-
-
-def file_dirs() -> dict[str, str | None]:
-    """The directories of a workload's files now: `--dir`'s, else :func:`default_file_dirs`."""
-    return {**default_file_dirs(), **_dir_overrides}
-
-
-def parse_dir_options(values: list[str]) -> dict[str, str]:
-    """`mmsim validate --dir FS=PATH` options as {FS: PATH}, each checked (:func:`_usable`)."""
-    out: dict[str, str] = {}
-    for v in values:
-        fs, eq, path = v.partition("=")
-        if not eq or fs not in FILESYSTEMS or not path:
-            raise MmsimError(f"validate: --dir expects FS=PATH with FS one of {', '.join(FILESYSTEMS)}, got {v!r}")
-        why = _usable(fs, path)
-        if why:
-            raise MmsimError(f"validate: --dir {v}: {why}")
-        out[fs] = str(Path(path).resolve())
-    return out
-
-
-@contextlib.contextmanager
-def file_dirs_override(dirs: Mapping[str, str]) -> Iterator[None]:
-    """Put the workloads' files of each filesystem in `dirs` ({FS: PATH}, as
-    :func:`parse_dir_options` gives) for the block: :func:`file_dirs` and every run say so."""
-    saved = dict(_dir_overrides)
-    _dir_overrides.update(dirs)
-    try:
-        yield
-    finally:
-        _dir_overrides.clear()
-        _dir_overrides.update(saved)
 
 
 #: The PMD size in kB (x86-64: 2 MiB), the mTHP size the global THP knob stands for.
@@ -575,7 +248,7 @@ def _run_dirs(program: list[Any], dirs: Mapping[str, str | None] | None) -> dict
     out: dict[str, str] = {}
     for fs in sorted(file_systems(program)):
         d = have.get(fs)
-        why = _usable(fs, d) if d else f"this host has no {fs} directory mmsim could find"
+        why = usable_dir(fs, d) if d else f"this host has no {fs} directory mmsim could find"
         if why:
             raise MmsimError(
                 f"validate: the workload creates {fs} files and {why}: give a writable directory on {fs} "
@@ -1236,119 +909,3 @@ def with_pool(
             return body(now)
         finally:
             settings.__exit__(None, None, None)
-
-
-#: Per-process fields of the runner's snapshot lines, as `mmsim run --json` names them.
-PROCESS_FIELDS = (
-    "minflt",
-    "majflt",
-    "VmRSS",
-    "VmHWM",
-    "RssAnon",
-    "RssFile",
-    "RssShmem",
-    "VmPTE",
-    "VmLck",
-    "AnonHugePages",
-    "HugetlbPages",
-)
-
-
-def native_report(workload: Mapping[str, Any]) -> dict[str, Any]:
-    """Run a workload on the host kernel and report it in `mmsim run --json`'s schema, the part
-    a kernel can tell: each snapshot has ``label``, ``pid``, ``processes`` (the process that
-    took it, from getrusage, /proc/self/status and smaps_rollup), ``perf`` (that process's
-    perf events since it started, those the host supports), and the system-wide ``vmstat``
-    and ``meminfo``. ``baseline`` is pid 1 before the first op; ``perf_unsupported`` lists
-    the perf events the host (a VM without a PMU, say) could not count; ``machine.aslr`` says
-    whether the run's address-space layout was randomised (the runner turns it off so that
-    the page-table pages a run needs do not depend on where its regions landed). The
-    workload's hugetlb pool knobs (:data:`POOL_KNOBS`) are written for the run and restored
-    after it, and ``knobs`` has the host's settings during the run. ``events`` are as
-    mmsim's: a task killed by SIGSEGV or SIGBUS ("segfault"), a failed mmap ("syscall")."""
-    changes = {k: v for k, v in (workload.get("knobs") or {}).items() if k in POOL_KNOBS}
-    with HostSettings(changes, source="run --native: knobs") if changes else contextlib.nullcontext():
-        host = host_settings()
-        rows = run_native(workload)
-    unsupported = sorted({u for r in rows for u in r.get("unsupported", [])})
-
-    def snap(r: dict[str, Any]) -> dict[str, Any]:
-        proc = {"pid": r["pid"], "state": "running", **{f: r.get(f, 0) for f in PROCESS_FIELDS}}
-        perf = dict(r.get("perf", {}))
-        if "task-clock" in perf:
-            # The kernel counts it in ns; perf stat and `mmsim run --json` show ms.
-            perf["task-clock"] = perf["task-clock"] / 1e6
-        return {
-            "label": r["label"],
-            "pid": r["pid"],
-            "perf": perf,
-            "vmstat": r.get("vmstat", {}),
-            "meminfo": r.get("meminfo", {}),
-            "processes": [proc],
-        }
-
-    start = next((r for r in rows if r["label"] == "__start"), None)
-    return {
-        "workload": str(workload.get("name", "workload")),
-        "machine": {
-            "host": f"Linux {host['kernel']}",
-            "page_size": host["page_size"],
-            # The runner turns address-space layout randomisation off (native/runner.c).
-            "aslr": any(r["aslr"] for r in rows if "aslr" in r),
-        },
-        "knobs": {k: v for k, v in host.items() if k.startswith("transparent_hugepage/") or k in POOL_KNOBS},
-        "baseline": snap(start) if start else {},
-        "snapshots": [snap(r) for r in rows if r["label"] not in ("__start", "__maps", EVENT)],
-        "perf_unsupported": unsupported,
-        # As mmsim's: a task killed by SIGSEGV or SIGBUS ("segfault"), a failed mmap ("syscall").
-        "events": [{"pid": r["pid"], "kind": r["kind"], "message": r["message"]} for r in rows if r["label"] == EVENT],
-        # The workload creates files: the page cache's counters (FILE_COUNTERS) are its too.
-        "files": bool(file_systems(workload.get("program", []))),
-        "native": True,
-    }
-
-
-def format_native(report: Mapping[str, Any]) -> str:
-    """The text of `mmsim run --native`: each snapshot's process (HugetlbPages too where a
-    process has hugetlb pages, majflt and RssFile where they change) and the system's THP
-    events and hugetlb pool counters (and the page cache's, :data:`FILE_COUNTERS`, for a
-    workload with files), as changes since the run's start (pid 1) or the process's first
-    snapshot, then the events."""
-    lines = [
-        f" Native run of '{report['workload']}' on {report['machine']['host']} "
-        f"(THP {report['knobs'].get('transparent_hugepage/enabled')}):",
-        "",
-    ]
-    if report["perf_unsupported"]:
-        lines += [f" perf events this host cannot count: {', '.join(report['perf_unsupported'])}", ""]
-    first: dict[int, dict[str, Any]] = {}
-    base = report.get("baseline") or {}
-    if base:
-        first[1] = base
-    cols = ["minflt", "RssAnon", "VmPTE", "AnonHugePages"]
-    if any(s["processes"][0].get("HugetlbPages") for s in report["snapshots"]):
-        cols.append("HugetlbPages")
-    # Major faults and RssFile where they changed (a workload's files).
-    seen: dict[int, dict[str, Any]] = {1: base["processes"][0]} if base else {}
-    for f in ("majflt", "RssFile"):
-        if any(
-            s["processes"][0].get(f, 0) != seen.setdefault(s["pid"], s["processes"][0]).get(f, 0)
-            for s in report["snapshots"]
-        ):
-            cols.insert(1 if f == "majflt" else len(cols), f)
-    system_counters = THP_EVENTS + HUGETLB_COUNTERS + (FILE_COUNTERS if report.get("files") else ())
-    head = f"  {'snapshot':<16} {'pid':>4} " + " ".join(f"{f:>13}" for f in cols)
-    lines += [" Changes since the start (pid 1) or the process's first snapshot (kB for sizes):", head]
-    for s in report["snapshots"]:
-        p = s["processes"][0]
-        b = first.setdefault(s["pid"], s)["processes"][0]
-        vals = " ".join(f"{p.get(f, 0) - b.get(f, 0):>+13,}" for f in cols)
-        system = ""
-        if s["pid"] == 1 and base:
-            d = {k: _system(s, k) - _system(base, k) for k in system_counters}
-            changed = ", ".join(f"{k} {v:+}" for k, v in d.items() if v)
-            system = f"  {changed}" if changed else ""
-        lines.append(f"  {s['label']:<16} {s['pid']:>4} {vals}{system}")
-    if report.get("events"):
-        lines += ["", " Events:"] + [f"  pid {e['pid']:>4} {e['kind']}: {e['message']}" for e in report["events"]]
-    return "\n".join(lines) + "\n"

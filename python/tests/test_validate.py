@@ -372,7 +372,7 @@ def test_hugetlb_counters_mmsim_does_not_report_count_as_zero():
 def test_the_runner_survives_a_fatal_signal_and_reports_it():
     """A task killed by SIGSEGV says so before it dies, the first process too (the run then ends
     with it), and a failed mmap ends its task with an event, as mmsim reports them."""
-    from mmsim.native import native_report
+    from mmsim.native_report import native_report
 
     rep = native_report(
         {
@@ -402,7 +402,7 @@ def test_the_runner_maps_hugetlb_from_a_pool_it_sizes_and_restores():
     stays reserved with its file, a private one's is released), faults from the pool, the file
     freed with its last mapping, a SIGBUS when a copy-on-write finds no unreserved page; the
     host's pool is restored."""
-    from mmsim.native import native_report
+    from mmsim.native_report import native_report
 
     _needs_a_free_pool()
     before = _pool()

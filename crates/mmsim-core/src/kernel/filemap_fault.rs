@@ -221,12 +221,8 @@ impl Kernel {
     /// `do_fault_around`: the fault_around_bytes-aligned window of the faulting page table
     /// around `addr`, clipped to the vma, handed to `filemap_map_pages`.
     fn do_fault_around_file(&mut self, mm: MmId, vma: &Vma, addr: u64, pmd: Slot, filp: u32, obj: u32) -> u32 {
-        let nr = self.knobs.fault_around_bytes >> self.geo.page_shift;
+        let (from, to) = self.fault_around_window(vma, addr);
         let pte_off = self.geo.table_index(addr, 0) as u64;
-        let vma_off = (addr - vma.start) >> self.geo.page_shift;
-        let vma_pages = vma.len() >> self.geo.page_shift;
-        let from = (pte_off & !(nr - 1)).max(pte_off - pte_off.min(vma_off));
-        let to = (from + nr).min(self.geo.ptrs_per_table() as u64).min(pte_off + vma_pages - vma_off) - 1;
         let pgoff = vma.linear_page_index(addr, self.geo);
         self.filemap_map_pages(mm, vma, addr, pmd, filp, obj, pgoff + from - pte_off, pgoff + to - pte_off)
     }

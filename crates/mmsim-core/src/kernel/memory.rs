@@ -364,6 +364,18 @@ impl Kernel {
         self.set_entry(table, idx, e);
     }
 
+    /// `do_fault_around`'s window: the first and last entries of `addr`'s PTE table in the
+    /// fault_around_bytes-aligned block around it, clipped to the vma and the table.
+    pub(super) fn fault_around_window(&self, vma: &Vma, addr: u64) -> (u64, u64) {
+        let nr = self.knobs.fault_around_bytes >> self.geo.page_shift;
+        let pte_off = self.geo.table_index(addr, 0) as u64;
+        let vma_off = (addr - vma.start) >> self.geo.page_shift;
+        let vma_pages = vma.len() >> self.geo.page_shift;
+        let from = (pte_off & !(nr - 1)).max(pte_off - pte_off.min(vma_off));
+        let to = (from + nr).min(self.geo.ptrs_per_table() as u64).min(pte_off + vma_pages - vma_off) - 1;
+        (from, to)
+    }
+
     /// `do_fault_around` + `filemap_map_pages`: map the pages of the aligned window around the
     /// fault (fault_around_bytes, clamped to the vma and the PTE table) that are already in
     /// the page cache and not yet mapped.
@@ -371,12 +383,7 @@ impl Kernel {
         let super::mm::Backing::Shmem(obj) = vma.backing else {
             return;
         };
-        let nr = self.knobs.fault_around_bytes >> self.geo.page_shift;
-        let pte_off = self.geo.table_index(addr, 0) as u64;
-        let vma_off = (addr - vma.start) >> self.geo.page_shift;
-        let vma_pages = vma.len() >> self.geo.page_shift;
-        let from = (pte_off & !(nr - 1)).max(pte_off - pte_off.min(vma_off));
-        let to = (from + nr).min(self.geo.ptrs_per_table() as u64).min(pte_off + vma_pages - vma_off) - 1;
+        let (from, to) = self.fault_around_window(vma, addr);
         let base = addr & self.geo.pmd_mask();
         let mut mapped = 0;
         for i in from..=to {

@@ -1,6 +1,7 @@
 //! Workloads: the JSON format (`spec`) and its interpreter (`interp`).
 
 pub mod interp;
+mod nesting;
 pub mod spec;
 pub mod spec_files;
 

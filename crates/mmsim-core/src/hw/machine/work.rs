@@ -176,6 +176,21 @@ impl Machine {
         }
     }
 
+    /// One CPU's part of a flush: all of `mm`'s translations (`full`), or each page of
+    /// [start, end) (invlpg).
+    fn flush_cpu_tlb(&mut self, c: usize, mm: MmId, start: u64, end: u64, full: bool) {
+        let t = &mut self.cpus[c].tlb;
+        if full {
+            t.flush_asid(mm);
+        } else {
+            let mut a = start & !(self.geo.page_size() - 1);
+            while a < end {
+                t.invlpg(mm, a);
+                a += self.geo.page_size();
+            }
+        }
+    }
+
     /// flush_tlb_mm_range: invalidate on every CPU in the mm's cpumask; remote CPUs cost an
     /// IPI each (native_flush_tlb_multi).
     fn flush_range(&mut self, cpu: usize, k: &mut Kernel, mm: MmId, start: u64, end: u64, perf: &mut PerfCounters) {
@@ -186,16 +201,7 @@ impl Machine {
             if !on {
                 continue;
             }
-            let t = &mut self.cpus[c].tlb;
-            if full {
-                t.flush_asid(mm);
-            } else {
-                let mut a = start & !(self.geo.page_size() - 1);
-                while a < end {
-                    t.invlpg(mm, a);
-                    a += self.geo.page_size();
-                }
-            }
+            self.flush_cpu_tlb(c, mm, start, end, full);
             let local = if full { self.p.cost.tlb_flush_all } else { self.p.cost.tlb_flush_one * pages as f64 };
             if c == cpu {
                 k.stat.count(if full { VmEvent::TlbFlushAll } else { VmEvent::TlbFlushOne });
@@ -235,16 +241,7 @@ impl Machine {
                             continue;
                         }
                         hit = true;
-                        let t = &mut self.cpus[c].tlb;
-                        if full {
-                            t.flush_asid(m);
-                        } else {
-                            let mut a = start & !(self.geo.page_size() - 1);
-                            while a < end {
-                                t.invlpg(m, a);
-                                a += self.geo.page_size();
-                            }
-                        }
+                        self.flush_cpu_tlb(c, m, start, end, full);
                     }
                 }
             }

@@ -1,0 +1,172 @@
+/* The program (included once, by runner.c, which defines `struct op` and the tables): the
+ * line format of the header of runner.c read into `ops`, with the protection and advice
+ * names the workload uses. */
+
+static int prot_of(const char *p)
+{
+	if (!strcmp(p, "none"))
+		return PROT_NONE;
+	if (!strcmp(p, "r"))
+		return PROT_READ;
+	if (!strcmp(p, "rw") || !strcmp(p, "w"))
+		return PROT_READ | PROT_WRITE;
+	if (!strcmp(p, "rx") || !strcmp(p, "x"))
+		return PROT_READ | PROT_EXEC;
+	return PROT_READ | PROT_WRITE | PROT_EXEC;
+}
+
+static struct region *region(const char *name)
+{
+	for (int i = 0; i < nregions; i++)
+		if (!strcmp(regions[i].name, name))
+			return &regions[i];
+	fprintf(stderr, "runner: no region %s\n", name);
+	exit(3);
+}
+
+/* madvise's advice by mmsim's name (see the header). */
+static int advice_of(const char *adv)
+{
+	static const struct {
+		const char *name;
+		int advice;
+	} known[] = {
+		{"hugepage", MADV_HUGEPAGE},
+		{"nohugepage", MADV_NOHUGEPAGE},
+		{"dontneed", MADV_DONTNEED},
+		{"populate_read", 22 /* MADV_POPULATE_READ */},
+		{"populate_write", 23 /* MADV_POPULATE_WRITE */},
+		{"collapse", 25 /* MADV_COLLAPSE */},
+		{"willneed", MADV_WILLNEED},
+		{"sequential", MADV_SEQUENTIAL},
+		{"random", MADV_RANDOM},
+	};
+	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+		if (!strcmp(adv, known[i].name))
+			return known[i].advice;
+	fprintf(stderr, "runner: unknown madvise advice %s\n", adv);
+	exit(3);
+}
+
+static void parse(FILE *f)
+{
+	char line[512], w[32];
+	int stack[64], depth = 0, threads = 0;
+	while (fgets(line, sizeof line, f)) {
+		struct op *o = &ops[nops];
+		memset(o, 0, sizeof *o);
+		if (sscanf(line, "%31s", w) != 1)
+			continue;
+		if (nops >= MAX_OPS - 1) {
+			fprintf(stderr, "runner: program too long (at most %d ops)\n", MAX_OPS - 1);
+			exit(3);
+		}
+		if (!strcmp(w, "mmap")) {
+			char prot[8];
+			o->kind = MMAP;
+			sscanf(line, "%*s %63s %lld %lld %7s %lld %lld %lld %63s %lld", o->name, &o->a, &o->b, prot, &o->d,
+			       &o->f, &o->g, o->name2, &o->e);
+			o->c = prot_of(prot);
+		} else if (!strcmp(w, "mlock") || !strcmp(w, "munlock")) {
+			o->kind = w[1] == 'l' ? MLOCK : MUNLOCK;
+			sscanf(line, "%*s %63s %lld %lld", o->name, &o->a, &o->b);
+		} else if (!strcmp(w, "mremap")) {
+			o->kind = MREMAP;
+			sscanf(line, "%*s %63s %lld %lld %lld", o->name, &o->a, &o->b, &o->c);
+		} else if (!strcmp(w, "munmap")) {
+			o->kind = MUNMAP;
+			sscanf(line, "%*s %63s %lld %lld", o->name, &o->a, &o->b);
+		} else if (!strcmp(w, "mprotect")) {
+			char prot[8];
+			o->kind = MPROTECT;
+			sscanf(line, "%*s %63s %lld %lld %7s", o->name, &o->a, &o->b, prot);
+			o->c = prot_of(prot);
+		} else if (!strcmp(w, "madvise")) {
+			o->kind = MADVISE;
+			sscanf(line, "%*s %63s %lld %lld %63s", o->name, &o->a, &o->b, o->name2);
+			o->c = advice_of(o->name2);
+		} else if (!strcmp(w, "create")) {
+			char fs[16] = "";
+			o->kind = CREATE;
+			sscanf(line, "%*s %63s %lld %15s", o->name, &o->a, fs);
+			o->c = !strcmp(fs, "tmpfs") ? TMPFS : EXT4;
+			if (strcmp(fs, fs_names[o->c])) {
+				fprintf(stderr, "runner: create %s: unknown filesystem %s\n", o->name, fs);
+				exit(3);
+			}
+		} else if (!strcmp(w, "pwrite") || !strcmp(w, "pread")) {
+			o->kind = w[1] == 'w' ? PWRITE : PREAD;
+			o->b = -1;
+			o->c = 4096;
+			o->d = w[1] == 'w' ? 1 : -1;
+			sscanf(line, "%*s %63s %lld %lld %lld %lld", o->name, &o->a, &o->b, &o->c, &o->d);
+			if (o->c < 1 || (size_t)o->c > IO_BUF) {
+				fprintf(stderr, "runner: %s %s: CHUNK %lld is not in [1, %lu]\n", w, o->name, o->c, IO_BUF);
+				exit(3);
+			}
+		} else if (!strcmp(w, "fadvise")) {
+			o->kind = FADVISE;
+			sscanf(line, "%*s %63s %lld %lld %63s", o->name, &o->a, &o->b, o->name2);
+			if (!strcmp(o->name2, "dontneed"))
+				o->c = POSIX_FADV_DONTNEED;
+			else if (!strcmp(o->name2, "willneed"))
+				o->c = POSIX_FADV_WILLNEED;
+			else {
+				fprintf(stderr, "runner: fadvise %s: unknown advice %s\n", o->name, o->name2);
+				exit(3);
+			}
+		} else if (!strcmp(w, "fsync")) {
+			o->kind = FSYNC;
+			sscanf(line, "%*s %63s", o->name);
+		} else if (!strcmp(w, "drop_caches")) {
+			o->kind = DROP_CACHES;
+			sscanf(line, "%*s %lld", &o->a);
+		} else if (!strcmp(w, "read") || !strcmp(w, "write")) {
+			o->kind = w[0] == 'r' ? READ : WRITE;
+			o->g = -1;
+			sscanf(line, "%*s %63s %lld %lld %lld %lld %lld %lld %lld %llu", o->name, &o->a, &o->b, &o->c, &o->d,
+			       &o->e, &o->f, &o->g, &o->h);
+		} else if (!strcmp(w, "compare")) {
+			o->kind = COMPARE;
+			sscanf(line, "%*s %63s %lld %63s %lld %lld %lld %lld", o->name, &o->a, o->name2, &o->b, &o->c, &o->d,
+			       &o->e);
+		} else if (!strcmp(w, "atomic")) {
+			o->kind = ATOMIC;
+			sscanf(line, "%*s %63s %lld %lld", o->name, &o->a, &o->b);
+		} else if (!strcmp(w, "loop") || !strcmp(w, "fork") || !strcmp(w, "thread")) {
+			o->kind = w[0] == 'l' ? LOOP : w[0] == 'f' ? FORK : THREAD;
+			sscanf(line, "%*s %lld", &o->a);
+			if (depth == (int)(sizeof stack / sizeof stack[0])) {
+				fprintf(stderr, "runner: blocks nested deeper than %d\n", depth);
+				exit(3);
+			}
+			if (o->kind == THREAD && ++threads > thread_depth_needed)
+				thread_depth_needed = threads;
+			stack[depth++] = nops;
+		} else if (!strcmp(w, "end")) {
+			o->kind = END;
+			if (depth == 0) {
+				fprintf(stderr, "runner: unbalanced end\n");
+				exit(3);
+			}
+			ops[stack[--depth]].end = nops;
+			if (ops[stack[depth]].kind == THREAD)
+				threads--;
+		} else if (!strcmp(w, "wait")) {
+			o->kind = WAIT;
+		} else if (!strcmp(w, "exit")) {
+			o->kind = EXIT;
+		} else if (!strcmp(w, "snapshot")) {
+			o->kind = SNAPSHOT;
+			sscanf(line, "%*s %63s", o->name);
+		} else {
+			fprintf(stderr, "runner: unknown op %s\n", w);
+			exit(3);
+		}
+		nops++;
+	}
+	if (thread_depth_needed > MAX_THREAD_DEPTH) {
+		fprintf(stderr, "runner: thread ops nested deeper than %d\n", MAX_THREAD_DEPTH);
+		exit(3);
+	}
+}

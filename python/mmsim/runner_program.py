@@ -1,0 +1,230 @@
+"""The native runner's program: a workload compiled to the runner's line format
+(``native/runner.c``), with what the runner can and cannot run refused by name
+(:func:`compile_program`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from mmsim._mmsim import MmsimError
+
+_SIZE = re.compile(r"^\s*(0x[0-9a-fA-F]+|\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
+
+
+def parse_size(v: Any) -> int:
+    """A workload size (``4096``, ``"4K"``, ``"2MiB"``, ``"0x200000"``) in bytes.
+
+    >>> parse_size("2M"), parse_size(4096), parse_size("0x1000")
+    (2097152, 4096, 4096)
+    """
+    if isinstance(v, int):
+        return v
+    m = _SIZE.match(str(v))
+    if not m:
+        raise MmsimError(f"validate: {v!r} is not a size")
+    n = int(m.group(1), 0)
+    return n << (10 * " KMGT".index((m.group(2) or " ").upper()))
+
+
+#: The mmap flags the native runner maps with (mmsim's own `dontexpand` has no native form).
+MMAP_FLAGS = ("private", "shared", "anonymous", "hugetlb")
+
+#: madvise advice the native runner knows (native/runner.c's advice_of).
+MADVICE = (
+    "hugepage",
+    "nohugepage",
+    "dontneed",
+    "populate_read",
+    "populate_write",
+    "collapse",
+    "willneed",
+    "sequential",
+    "random",
+)
+
+#: The filesystems a workload's files may be on, and posix_fadvise's advice the runner knows.
+FILESYSTEMS = ("ext4", "tmpfs")
+FADVICE = ("dontneed", "willneed")
+
+#: The runner's buffer of file reads and writes (native/runner.c IO_BUF): a pread or pwrite
+#: call moves at most this many bytes.
+MAX_CHUNK = 2 << 20
+
+#: The ops on a workload's files (besides an mmap with "file"), each naming it in "file".
+FILE_OPS = ("create", "pwrite", "pread", "fadvise", "fsync")
+
+#: The `set` knobs the runner can set during a program (others are the host's: --host-set).
+RUNNER_SETS = ("vm/drop_caches",)
+
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def _file_name(op: Mapping[str, Any]) -> str:
+    """The file an op names, checked: [A-Za-z0-9_.-], not "." or "..", at most 63 bytes."""
+    f = op.get("file")
+    if not isinstance(f, str) or not _NAME.fullmatch(f) or f in (".", "..") or len(f) > 63:
+        raise MmsimError(
+            f"validate: {op.get('op')}: file {f!r}: the native runner takes a name of [A-Za-z0-9_.-] (not . or ..), "
+            "at most 63 characters"
+        )
+    return f
+
+
+def _chunk(op: Mapping[str, Any]) -> int:
+    chunk = parse_size(op.get("chunk", 4096))
+    if not 1 <= chunk <= MAX_CHUNK:
+        raise MmsimError(
+            f"validate: {op['op']} {op.get('file')}: chunk {op.get('chunk')!r}: the native runner reads and writes at "
+            f"most {MAX_CHUNK} bytes (2 MiB) per call, from a buffer of its own"
+        )
+    return chunk
+
+
+def _ops(program: list[Any]) -> Iterator[Mapping[str, Any]]:
+    """Every op of a program, nested ones too."""
+    for op in program:
+        if not isinstance(op, Mapping):
+            continue
+        yield op
+        for key in ("program", "body"):
+            if isinstance(op.get(key), list):
+                yield from _ops(op[key])
+
+
+def file_systems(program: list[Any]) -> set[str]:
+    """The filesystems a program's creates put files on ("ext4" unless "fs" says otherwise)."""
+    return {str(op.get("fs", "ext4")) for op in _ops(program) if op.get("op") == "create"}
+
+
+def sets_drop_caches(program: list[Any]) -> bool:
+    """Does a program write /proc/sys/vm/drop_caches (a `set` op of vm/drop_caches)?"""
+    return any(op.get("op") == "set" and op.get("knob") == "vm/drop_caches" for op in _ops(program))
+
+
+def compile_program(ops: list[Mapping[str, Any]]) -> str:
+    """The runner's line format of a program (see native/runner.c). A file op or file mapping
+    must name a file some create op of the program makes."""
+    created = {op.get("file") for op in _ops(ops) if op.get("op") == "create"}
+    for op in _ops(ops):
+        f = op.get("file") if op.get("op") in (*FILE_OPS, "mmap") else None
+        if f is not None and f not in created:
+            what = f"mmap {op.get('name')}" if op.get("op") == "mmap" else f"{op['op']} {f}"
+            raise MmsimError(f"validate: {what}: no create op of the workload makes the file {f!r}")
+    return "\n".join(x for x in _compile(ops) if x) + "\n"
+
+
+def _compile(ops: list[Mapping[str, Any]]) -> list[str]:
+    out: list[str] = []
+    for op in ops:
+        kind = op["op"]
+        region = op.get("region", "")
+        off = parse_size(op.get("offset", 0))
+        length = parse_size(op["length"]) if "length" in op else -1
+        if kind == "mmap":
+            file = op.get("file")
+            flags = op.get("flags", ["private"] if file is not None else ["private", "anonymous"])
+            if "dontexpand" in flags:
+                raise MmsimError("validate: the native runner cannot map with the dontexpand flag (mmsim's own)")
+            unknown = [f for f in flags if f not in MMAP_FLAGS]
+            if unknown:
+                raise MmsimError(
+                    f"validate: mmap {op.get('name')}: flags: {unknown[0]!r} is not a flag the native runner knows "
+                    f"({', '.join(MMAP_FLAGS)})"
+                )
+            # Bit 0: MAP_SHARED, bit 1: MAP_HUGETLB, bit 2: a mapping of FILE at FILE_OFFSET, the
+            # two fields after FIXED (native/runner.c).
+            bits = (1 if "shared" in flags else 0) | (2 if "hugetlb" in flags else 0)
+            tail = ""
+            if file is not None:
+                bad = [f for f in flags if f in ("anonymous", "hugetlb")]
+                if bad:
+                    raise MmsimError(f"validate: mmap {op.get('name')}: a mapping of file {file!r} cannot be {bad[0]}")
+                bits |= 4
+                tail = f" {_file_name(op)} {parse_size(op.get('file_offset', 0))}"
+            out.append(
+                f"mmap {op['name']} {parse_size(op['size'])} {parse_size(op.get('align', 0))} "
+                f"{op.get('prot', 'rw')} {bits} {parse_size(op.get('addr', 0))} {int(bool(op.get('fixed')))}{tail}"
+            )
+        elif kind == "mremap":
+            fixed = bool(op.get("fixed"))
+            out.append(f"mremap {region} {parse_size(op['size'])} {int(fixed)} {parse_size(op.get('addr', 0))}")
+        elif kind in ("mlock", "munlock"):
+            out.append(f"{kind} {region} {off} {length}")
+        elif kind == "madvise":
+            advice = op.get("advice")
+            if advice not in MADVICE:
+                raise MmsimError(
+                    f"validate: madvise {region}: advice {advice!r} is not one the native runner knows "
+                    f"({', '.join(MADVICE)})"
+                )
+            out.append(f"madvise {region} {off} {length} {advice}")
+        elif kind in ("munmap", "mprotect"):
+            extra = {"munmap": "", "mprotect": f" {op.get('prot')}"}[kind]
+            out.append(f"{kind} {region} {off} {length}{extra}")
+        elif kind in ("read", "write"):
+            value = op.get("expect", -1) if kind == "read" else op.get("value", 1)
+            value = -1 if value is None else value
+            block = parse_size(op.get("block", 0))
+            bstride = parse_size(op.get("block_stride", 64))
+            random = op.get("pattern", "sequential") == "random"
+            count, seed = (op["count"], op.get("seed", 0)) if random else (-1, 0)
+            out.append(
+                f"{kind} {region} {off} {length} {parse_size(op.get('stride', 4096))} {value} "
+                f"{block} {bstride} {count} {seed}"
+            )
+        elif kind == "compare":
+            a, b = op["a"], op["b"]
+            expect = op.get("expect")
+            e = -1 if expect is None else int(bool(expect))
+            out.append(
+                f"compare {a['region']} {parse_size(a.get('offset', 0))} "
+                f"{b['region']} {parse_size(b.get('offset', 0))} "
+                f"{parse_size(op['length'])} {parse_size(op.get('stride', 0))} {e}"
+            )
+        elif kind == "atomic":
+            if parse_size(op.get("hold", 0)) > 0:
+                raise MmsimError("validate: the native runner cannot run an atomic op with hold (a spinlock)")
+            out.append(f"atomic {region} {off} {op.get('count', 1)}")
+        elif kind == "create":
+            fs = op.get("fs", "ext4")
+            if fs not in FILESYSTEMS:
+                raise MmsimError(f"validate: create {op.get('file')}: fs {fs!r} is not one of {', '.join(FILESYSTEMS)}")
+            out.append(f"create {_file_name(op)} {parse_size(op['size'])} {fs}")
+        elif kind in ("pwrite", "pread"):
+            value = op.get("value", 1) if kind == "pwrite" else op.get("expect")
+            value = -1 if value is None else int(value)
+            if not (0 if kind == "pwrite" else -1) <= value <= 255:
+                raise MmsimError(f"validate: {kind} {op.get('file')}: a byte value is 0 to 255, got {value}")
+            out.append(f"{kind} {_file_name(op)} {off} {length} {_chunk(op)} {value}")
+        elif kind == "fadvise":
+            advice = op.get("advice")
+            if advice not in FADVICE:
+                raise MmsimError(
+                    f"validate: fadvise {op.get('file')}: advice {advice!r} is not one of {', '.join(FADVICE)}"
+                )
+            flen = parse_size(op.get("length", 0))
+            out.append(f"fadvise {_file_name(op)} {off} {flen} {advice}")
+        elif kind == "fsync":
+            out.append(f"fsync {_file_name(op)}")
+        elif kind == "set" and op.get("knob") in RUNNER_SETS:
+            value = str(op.get("value")).strip()
+            if value not in ("1", "2", "3"):
+                raise MmsimError(f"validate: set vm/drop_caches: the value is 1, 2 or 3, got {op.get('value')!r}")
+            out.append(f"drop_caches {value}")
+        elif kind in ("loop", "fork", "thread"):
+            n = op.get("count", 1)
+            out.append(f"{kind} {n}")
+            out.extend(_compile(op.get("body" if kind == "loop" else "program", [])))
+            out.append("end")
+        elif kind in ("wait", "exit"):
+            out.append(kind)
+        elif kind == "snapshot":
+            label = op["label"]
+            if not re.fullmatch(r"[A-Za-z0-9_.-]+", label):
+                raise MmsimError(f"validate: snapshot label {label!r}: the native runner takes [A-Za-z0-9_.-] only")
+            out.append(f"snapshot {label}")
+        else:
+            raise MmsimError(f"validate: the native runner cannot run the {kind!r} op")
+    return out
