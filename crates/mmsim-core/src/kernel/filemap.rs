@@ -10,9 +10,6 @@
 //! and `drop_caches` evict clean unmapped folios in file and index order), no page cache
 //! for directories or metadata (`Buffers` stays 0).
 
-use std::collections::BTreeMap;
-
-use super::content::PageContent;
 use super::mm_types::{pg, FrameData};
 use super::mmap::Errno;
 use super::page_alloc::gfp;
@@ -592,34 +589,24 @@ impl Kernel {
     }
 
     /// Reclaim for an allocation that failed (shrink_lruvec's file LRU, without an LRU):
-    /// evict clean unmapped ext4 folios until `want` pages were freed.
+    /// evict clean unmapped ext4 folios, in file and index order, 2 MiB of indices at a time,
+    /// until `want` pages were freed.
     pub fn shrink_page_cache(&mut self, want: u64) -> u64 {
+        let step = (2u64 << 20) >> self.geo.page_shift;
         let mut freed = 0;
         for obj in 0..self.shmem.len() as u32 {
+            if self.shmem[obj as usize].as_ref().is_none_or(|o| o.is_shmem()) {
+                continue;
+            }
+            let mut i = 0;
+            while freed < want && i < self.shmem_size(obj) {
+                freed += self.invalidate_mapping_pages(obj, i, i + step - 1);
+                i += step;
+            }
             if freed >= want {
                 break;
             }
-            if self.shmem[obj as usize].is_some() {
-                freed += self.invalidate_mapping_pages(obj, 0, u64::MAX);
-            }
         }
         freed
-    }
-
-    /// Files and their cached pages, for reports: (name, fs, i_size, cached pages).
-    pub fn files(&self) -> BTreeMap<String, (Fs, u64, u64)> {
-        self.dentries
-            .iter()
-            .map(|(n, &o)| {
-                let i = self.inode(o);
-                let cached = i.pages.iter().filter(|&&p| p != super::mm_types::NIL).count() as u64;
-                (n.clone(), (i.fs, i.i_size, cached))
-            })
-            .collect()
-    }
-
-    /// The content of a file's page on the device (tests).
-    pub fn disk_page(&self, obj: u32, index: u64) -> Option<&PageContent> {
-        self.inode(obj).disk.get(&index)
     }
 }

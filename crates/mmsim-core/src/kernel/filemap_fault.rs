@@ -60,7 +60,12 @@ impl Kernel {
             if ret & vm_fault::RETRY != 0 {
                 return ret;
             }
-            return ret | self.finish_fault(mm, vma, addr, page, pmd, false, obj);
+            // The fault holds the folio (reclaim for the page table leaves it alone).
+            let head = self.head_of(page);
+            self.folio_get(head);
+            let r = self.finish_fault(mm, vma, addr, page, pmd, false, obj);
+            self.folio_put(head);
+            return ret | r;
         }
         if !vma.is_shared() {
             self.fault_path = "do_cow_fault";
@@ -103,7 +108,10 @@ impl Kernel {
         // ->page_mkwrite (ext4_page_mkwrite) and fault_dirty_shared_page.
         let head = self.head_of(page);
         self.folio_mark_dirty(head);
-        ret | self.finish_fault(mm, vma, addr, page, pmd, true, obj)
+        self.folio_get(head);
+        let r = self.finish_fault(mm, vma, addr, page, pmd, true, obj);
+        self.folio_put(head);
+        ret | r
     }
 
     /// `vma->vm_ops->fault`: `shmem_fault` for tmpfs (the page, allocated on first use),

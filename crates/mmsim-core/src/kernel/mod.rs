@@ -609,7 +609,13 @@ impl Kernel {
             return None;
         }
         self.stat.count(VmEvent::AllocStall);
-        if self.shrink_slab() > 0 {
+        // shrink_node: the slab shrinkers, then the page cache (SWAP_CLUSTER_MAX pages, or the
+        // request's size), when the shrinkers freed nothing.
+        let freed = match self.shrink_slab() {
+            0 => self.shrink_page_cache((1u64 << order).max(32)),
+            n => n,
+        };
+        if freed > 0 {
             // The slow path retries without another fault-injection decision.
             if let Some(a) = self.mem.alloc(order, gfp_flags, false, &mut self.stat) {
                 return Some(a);
