@@ -33,7 +33,7 @@
  *   mprotect NAME OFFSET LENGTH PROT
  *   madvise NAME OFFSET LENGTH ADVICE    ADVICE: hugepage nohugepage dontneed populate_read
  *                                        populate_write collapse (MADV_COLLAPSE) willneed
- *                                        sequential random; a failure is an event
+ *                                        sequential random normal; a failure is an event
  *                                        ("madvise NAME ADVICE: EINVAL")
  *   read NAME OFFSET LENGTH STRIDE EXPECT BLOCK BSTRIDE COUNT SEED
  *                                        EXPECT -1: none; BLOCK 0: one byte per step, else

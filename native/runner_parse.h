@@ -40,6 +40,7 @@ static int advice_of(const char *adv)
 		{"willneed", MADV_WILLNEED},
 		{"sequential", MADV_SEQUENTIAL},
 		{"random", MADV_RANDOM},
+		{"normal", MADV_NORMAL},
 	};
 	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
 		if (!strcmp(adv, known[i].name))

@@ -523,9 +523,41 @@ def _result(name: str, status: str, reason: str, pins: str, counters: list[dict[
     return {"name": name, "status": status, "reason": reason, "pins": pins, "counters": counters}
 
 
+def differs(c: Mapping[str, Any]) -> bool:
+    """Does a compared counter differ: by more than its `tolerance` either way, or, where the
+    kernel's I/O timing allows it (:data:`IO_TIMING_EXCESS`), by more than `kernel_excess`
+    above mmsim's or `kernel_deficit` below it?"""
+    d = c["kernel"] - c["simulated"]
+    hi = max(c["tolerance"], c.get("kernel_excess", 0))
+    lo = -max(c["tolerance"], c.get("kernel_deficit", 0))
+    return not lo <= d <= hi
+
+
+#: What the kernel's I/O timing may add to a process's counters between two snapshots of a
+#: workload that reads a cold ext4 file, one-sided (mmsim's reads complete when submitted, so
+#: it never meets a folio in flight): `filemap_map_pages` skips a folio whose read is still in
+#: flight, so fault-around maps less and a later access takes a minor fault of its own, up to
+#: 16 more (435 to 442 seen on the suite's 64 MiB cold read, against mmsim's exact 435); and a
+#: page fault-around did not map and nothing touched is missing from RssFile, up to 16
+#: windows of `fault_around_bytes` (64 KiB). Major faults stay exact: a fault that waits for a
+#: folio in flight is retried as a minor one (the per-VMA-lock path).
+IO_TIMING_EXCESS = {"minflt": 16}
+IO_TIMING_DEFICIT = {"RssFile": 16 * 64}
+
+
+def reads_cold_files(program: list[Mapping[str, Any]]) -> bool:
+    """Does a program create an ext4 file (cold on the kernel: read from the device)?"""
+    for op in program:
+        if op.get("op") == "create" and op.get("fs", "ext4") == "ext4":
+            return True
+        if reads_cold_files(op.get("program", []) or op.get("body", []) or []):
+            return True
+    return False
+
+
 def _verdict(name: str, pins: str, counters: list[dict[str, Any]]) -> dict[str, Any]:
-    """Pass unless a counter differs by more than its tolerance (the reason names each)."""
-    bad = [c for c in counters if abs(c["kernel"] - c["simulated"]) > c["tolerance"]]
+    """Pass unless a counter differs (:func:`differs`; the reason names each)."""
+    bad = [c for c in counters if differs(c)]
     reason = ", ".join(f"{c['name']}: kernel {c['kernel']}, mmsim {c['simulated']}" for c in bad)
     return _result(name, "fail" if bad else "pass", reason, pins, counters)
 
@@ -685,7 +717,7 @@ def validate_workload(
             return _result(name, "skip", not_cold(native_events), pins, [])
         if "error" in sim:
             return _result(name, "fail", f"mmsim cannot run it: {sim['error']}", "", [])
-        counters = compare_snapshots(native, sim["snapshots"], events)
+        counters = compare_snapshots(native, sim["snapshots"], events, io_timing=reads_cold_files(program))
         if isinstance(counters, str):
             return _result(name, "fail", counters, "", [])
         counters += compare_events(native_events, sim.get("events", []))
@@ -720,7 +752,7 @@ SYSTEM_RERUNS = 2
 def _system_only(result: Mapping[str, Any]) -> bool:
     """Does a failed result differ only in system-wide counters (named ``SPAN COUNTER``, where
     a process's are ``pid N SPAN COUNTER``), never in a task's own counters or events?"""
-    bad = [c for c in result["counters"] if abs(c["kernel"] - c["simulated"]) > c["tolerance"]]
+    bad = [c for c in result["counters"] if differs(c)]
     return bool(bad) and all(not c["name"].startswith("pid ") for c in bad)
 
 
@@ -729,11 +761,14 @@ def compare_snapshots(
     sim: list[dict[str, Any]],
     events: tuple[str, ...] = THP_EVENTS + MLOCK_EVENTS,
     system: tuple[str, ...] = HUGETLB_COUNTERS,
+    io_timing: bool = False,
 ) -> list[dict[str, Any]] | str:
     """Every counter of consecutive snapshots of each process, kernel beside mmsim, and the
     system-wide `events` and `system` counters between pid 1's (a counter mmsim's snapshot
     lacks counts as 0); a string says why they cannot be compared (a process took other
-    snapshots on one side)."""
+    snapshots on one side). With `io_timing` (the workload reads cold files), the process
+    counters carry the one-sided allowances of :data:`IO_TIMING_EXCESS` and
+    :data:`IO_TIMING_DEFICIT`."""
     counters = []
     for pid in sorted({r["pid"] for r in native} | {s["pid"] for s in sim}):
         ns = [r for r in native if r["pid"] == pid]
@@ -745,14 +780,17 @@ def compare_snapshots(
             p1 = {p["pid"]: p for p in s1["processes"]}[pid]
             span = f"{n0['label']}->{n1['label']}"
             for f in FIELDS:
-                counters.append(
-                    {
-                        "name": f"pid {pid} {span} {f}",
-                        "kernel": n1.get(f, 0) - n0.get(f, 0),
-                        "simulated": p1.get(f, 0) - p0.get(f, 0),
-                        "tolerance": 0,
-                    }
-                )
+                c = {
+                    "name": f"pid {pid} {span} {f}",
+                    "kernel": n1.get(f, 0) - n0.get(f, 0),
+                    "simulated": p1.get(f, 0) - p0.get(f, 0),
+                    "tolerance": 0,
+                }
+                if io_timing and f in IO_TIMING_EXCESS:
+                    c["kernel_excess"] = IO_TIMING_EXCESS[f]
+                if io_timing and f in IO_TIMING_DEFICIT:
+                    c["kernel_deficit"] = IO_TIMING_DEFICIT[f]
+                counters.append(c)
             if pid == 1:
                 for v in (*events, *system):
                     counters.append(

@@ -34,6 +34,13 @@ PAGE = 4096
 HPAGE = 2 << 20
 HPAGE_PAGES = HPAGE // PAGE
 MAX_REGION = 16 << 20
+#: At most this many files per workload, each at most MAX_FILE bytes.
+MAX_FILES = 3
+MAX_FILE = 16 << 20
+#: madvise advice for any region, and for file mappings only (MADV_COLLAPSE of anonymous
+#: memory is not modelled: README's deliberate differences).
+ADVICE = ("hugepage", "nohugepage", "dontneed", "willneed", "sequential", "random", "normal")
+FILE_ADVICE = (*ADVICE, "collapse")
 ENABLED = "transparent_hugepage/enabled"
 ZERO_PAGE = "transparent_hugepage/use_zero_page"
 #: The host knobs each case sets, and their values.
@@ -65,11 +72,12 @@ class Region:
     thp: bool  # can hold a THP (at least 2 MiB long)
     whole: bool = True  # one vma: never munmapped, mprotected or madvised in part or whole
     locked: bytearray | None = None  # 1 for each page in a VM_LOCKED vma (None: none ever was)
+    file: str | None = None  # the file it maps (None: anonymous memory)
 
     def copy(self) -> Region:
         """The region as a fork child has it: the same pages, none locked (dup_mmap clears
         VM_LOCKED)."""
-        return Region(self.size, bytearray(self.pages), self.shared, self.thp, self.whole)
+        return Region(self.size, bytearray(self.pages), self.shared, self.thp, self.whole, file=self.file)
 
     def any_locked(self, s: int, e: int) -> bool:
         """Is a page of [s, e) in a locked vma (MADV_DONTNEED there is EINVAL)?"""
@@ -83,8 +91,9 @@ class Region:
         self.locked[s:e] = (b"\x01" if lock else b"\x00") * (e - s)
 
     def remappable(self) -> bool:
-        """A private region still one vma with one protection: mremap takes it whole."""
-        return not self.shared and self.whole and len(set(self.pages)) == 1 and self.pages[0] != UNMAPPED
+        """A private anonymous region still one vma with one protection: mremap takes it whole."""
+        one_prot = len(set(self.pages)) == 1 and self.pages[0] != UNMAPPED
+        return not self.shared and self.file is None and self.whole and one_prot
 
     def remap(self, size: int) -> None:
         """mremap to `size` bytes: the pages keep their protection, new ones take it too."""
@@ -162,6 +171,7 @@ class Checker:
         self.problems: list[str] = []
         self.tasks = 1
         self.touched = 0
+        self.files: dict[str, int] = {}  # name -> size in bytes
 
     def problem(self, path: str, msg: str) -> None:
         self.problems.append(f"{path}: {msg}")
@@ -250,12 +260,19 @@ class Checker:
             if prot not in PROT or op.get("addr") is not None or op.get("fixed"):
                 self.problem(p, "an mmap the generator does not make (prot, addr, fixed)")
                 return
+            file = op.get("file")
+            if file is not None and not self.file_mapping(op, file, size, p):
+                return
             if len(task.regions) >= 60:
                 self.problem(p, "too many regions for the native runner")
             npages = -(-size // PAGE)
-            task.regions[name] = Region(size, bytearray([PROT[prot]]) * npages, "shared" in flags, size >= HPAGE)
+            task.regions[name] = Region(
+                size, bytearray([PROT[prot]]) * npages, "shared" in flags, size >= HPAGE, file=file
+            )
             if task.thread:
                 task.own.add(name)
+        elif kind in FILE_OPS:
+            self.file_op(op, kind, task, p, depth, loop)
         elif kind in ("munmap", "mprotect", "madvise"):
             r = self.region(task, p, op.get("region"))
             if r is None:
@@ -284,7 +301,7 @@ class Checker:
                     for q in pages:
                         if r.pages[q]:
                             r.pages[q] = PROT[op["prot"]]
-                elif op.get("advice") not in ("hugepage", "nohugepage", "dontneed"):
+                elif op.get("advice") not in (FILE_ADVICE if r.file else ADVICE):
                     self.problem(p, f"advice {op.get('advice')!r}")
                 elif op["advice"] == "dontneed" and r.any_locked(ext[0] // PAGE, ext[1] // PAGE):
                     self.problem(p, "dontneed over a locked range (EINVAL)")
@@ -394,6 +411,72 @@ class Checker:
         else:
             self.problem(p, f"an op the generator does not make: {kind!r}")
 
+    def file_mapping(self, op: Mapping[str, Any], file: Any, size: int, p: str) -> bool:
+        """Is a file mmap one the generator makes: of a file created before, at a page-aligned
+        offset, no page past the file's end (SIGBUS), private or shared?"""
+        if file not in self.files:
+            self.problem(p, f"mmap of file {file!r}, not created before")
+            return False
+        try:
+            off = _size(op.get("file_offset", 0))
+        except MmsimError as e:
+            self.problem(p, str(e))
+            return False
+        pages = -(-self.files[file] // PAGE)
+        if off % PAGE or off // PAGE + -(-size // PAGE) > pages:
+            self.problem(p, f"mapping of {file!r} at offset {off} for {size} bytes reaches past its end")
+            return False
+        if op.get("flags") not in (["private"], ["shared"]):
+            self.problem(p, f"file mmap flags {op.get('flags')!r}")
+            return False
+        return True
+
+    def file_op(self, op: Mapping[str, Any], kind: str, task: Task, p: str, depth: int, loop: bool) -> None:
+        """create (by the first task, outside loops, before any use), pwrite and pread inside the
+        file (no write grows it: every task's view of its size stays the creator's), fadvise and
+        fsync."""
+        name = op.get("file")
+        if kind == "create":
+            if depth or loop or task.thread:
+                self.problem(p, "create outside the first task's program")
+            if not isinstance(name, str) or not LABEL.fullmatch(name) or name in self.files:
+                self.problem(p, f"file name {name!r} (or created again)")
+                return
+            if len(self.files) >= MAX_FILES or op.get("fs", "ext4") not in ("ext4", "tmpfs"):
+                self.problem(p, "too many files, or a filesystem other than ext4 and tmpfs")
+                return
+            try:
+                size = _size(op.get("size"))
+            except MmsimError as e:
+                self.problem(p, str(e))
+                return
+            if not 0 <= size <= MAX_FILE:
+                self.problem(p, f"file size {size} outside 0..{MAX_FILE}")
+                return
+            self.files[name] = size
+            return
+        if name not in self.files:
+            self.problem(p, f"{kind} of file {name!r}, not created before")
+            return
+        if kind in ("pwrite", "pread", "fadvise"):
+            try:
+                off = _size(op.get("offset", 0))
+                length = _size(op["length"]) if "length" in op else self.files[name] - off
+                chunk = _size(op.get("chunk", PAGE))
+            except MmsimError as e:
+                self.problem(p, str(e))
+                return
+            if off < 0 or length < 0 or off + length > self.files[name] or chunk <= 0:
+                self.problem(p, f"{kind} of {name!r} at {off} for {length} bytes outside the file")
+            if kind == "fadvise" and op.get("advice") not in ("dontneed", "willneed"):
+                self.problem(p, f"fadvise advice {op.get('advice')!r}")
+            if "expect" in op:
+                self.problem(p, "a pread with expect")
+
+
+#: The file ops (besides mmap's `file`).
+FILE_OPS = ("create", "pwrite", "pread", "fadvise", "fsync")
+
 
 def _state_name(s: int) -> str:
     return {UNMAPPED: "unmapped", NONE: "PROT_NONE", R: "read-only", RW: "read-write"}[s]
@@ -449,6 +532,7 @@ class Generator:
         self.labels = itertools.count()
         self.tasks = 1
         self.touched = 0
+        self.files: dict[str, int] = {}  # name -> size in bytes
 
     # -- the workload and its programs ----------------------------------------------------
 
@@ -526,6 +610,7 @@ class Generator:
             options.append((1.0, lambda: self.loop(task, depth, mult)))
         if (task.children or task.pinned) and not task.thread:
             options.append((2.0, lambda: self.wait(task)))
+        options.extend(self.file_options(task, depth, loop))
         if not options:
             return []
         total = sum(w for w, _ in options)
@@ -535,6 +620,23 @@ class Generator:
             if x < 0:
                 return make()
         return options[-1][1]()
+
+    def file_options(self, task: Task, depth: int, loop: bool) -> list[tuple[float, Callable[[], list[dict]]]]:
+        """The file ops the task may make now, weighted: create (the first task, outside loops),
+        mmap of a file, pwrite, pread, fadvise and fsync."""
+        out: list[tuple[float, Callable[[], list[dict[str, Any]]]]] = []
+        if depth == 0 and not loop and not task.thread and len(self.files) < MAX_FILES:
+            out.append((1.5 if not self.files else 0.3, self.create))
+        sized = [f for f, n in self.files.items() if n > 0]
+        if not sized:
+            return out
+        if not loop and len(task.regions) < 8:
+            out.append((2.5, lambda: self.mmap_file(task, sized)))
+        out.append((0.8, lambda: self.pwrite_pread(sized, write=True)))
+        out.append((0.8, lambda: self.pwrite_pread(sized, write=False)))
+        out.append((0.4, lambda: self.fadvise(sized)))
+        out.append((0.2, lambda: [{"op": "fsync", "file": self.rng.choice(sized)}]))
+        return out
 
     # -- ops ----------------------------------------------------------------------------------
 
@@ -573,6 +675,90 @@ class Generator:
         elif rng.random() < 0.3:
             op["flags"] = ["private", "anonymous"]
         task.regions[name] = Region(size, bytearray([PROT[prot]]) * -(-size // PAGE), shared, size >= HPAGE)
+        if task.thread:
+            task.own.add(name)
+        return [op]
+
+    def create(self) -> list[dict[str, Any]]:
+        """A file on ext4 (cold: on the device, not cached) or tmpfs (empty and sparse), and now
+        and then its first write()s: a tmpfs file filled, an ext4 one cached in part."""
+        rng = self.rng
+        name = f"f{len(self.files)}"
+        fs = rng.choices(("ext4", "tmpfs"), (3, 1))[0]
+        r = rng.random()
+        if r < 0.4:
+            size = HPAGE * rng.randint(1, 8)
+        elif r < 0.9:
+            size = PAGE * rng.randint(1, MAX_FILE // PAGE)
+        else:
+            size = rng.randint(1, 5 * HPAGE)
+        self.files[name] = size
+        ops: list[dict[str, Any]] = [{"op": "create", "file": name, "size": _size_text(rng, size), "fs": fs}]
+        if fs == "tmpfs" and rng.random() < 0.7:
+            ops.append({"op": "pwrite", "file": name, "chunk": rng.choice((PAGE, 1 << 20))})
+        elif fs == "ext4" and rng.random() < 0.2:
+            ops.append(self.pwrite_pread([name], write=True)[0])
+        return ops
+
+    def file_range(self, name: str) -> dict[str, Any]:
+        """offset and length of a byte range inside a file: all of it, page-aligned pieces or
+        any bytes."""
+        rng = self.rng
+        size = self.files[name]
+        x = rng.random()
+        if x < 0.3:
+            return {}
+        if x < 0.7:
+            pages = -(-size // PAGE)
+            s = rng.randrange(pages)
+            e = rng.randint(s + 1, min(pages, s + rng.choice((1, 16, 512, pages))))
+            return {"offset": s * PAGE, "length": min(e * PAGE, size) - s * PAGE}
+        off = rng.randrange(size)
+        return {"offset": off, "length": rng.randint(1, size - off)}
+
+    def pwrite_pread(self, names: list[str], write: bool) -> list[dict[str, Any]]:
+        rng = self.rng
+        name = rng.choice(names)
+        op: dict[str, Any] = {"op": "pwrite" if write else "pread", "file": name, **self.file_range(name)}
+        chunk = rng.choice((None, None, PAGE, 1 << 20, 65536, 100, 12288))
+        if chunk is not None:
+            op["chunk"] = chunk
+        if write and rng.random() < 0.7:
+            op["value"] = rng.randint(0, 255)
+        return [op]
+
+    def fadvise(self, names: list[str]) -> list[dict[str, Any]]:
+        """WILLNEED, or DONTNEED after an fsync (DONTNEED only starts the writeback of dirty
+        folios, and whether it ends before the invalidation is the device's timing)."""
+        rng = self.rng
+        name = rng.choice(names)
+        advice = rng.choice(("dontneed", "willneed"))
+        op = {"op": "fadvise", "file": name, "advice": advice, **self.file_range(name)}
+        return [{"op": "fsync", "file": name}, op] if advice == "dontneed" else [op]
+
+    def mmap_file(self, task: Task, names: list[str]) -> list[dict[str, Any]]:
+        """A private or shared mapping of (part of) a file, never past its end."""
+        rng = self.rng
+        file = rng.choice(names)
+        pages = -(-self.files[file] // PAGE)
+        first = 0 if rng.random() < 0.6 else rng.randrange(pages)
+        if rng.random() < 0.2 and pages - first > HPAGE_PAGES:
+            first = rng.randrange(0, pages - HPAGE_PAGES, HPAGE_PAGES)
+        most = pages - first
+        npages = most if rng.random() < 0.5 else rng.randint(1, most)
+        size = npages * PAGE
+        name = f"r{next(self.names)}"
+        shared = rng.random() < 0.4
+        op: dict[str, Any] = {"op": "mmap", "name": name, "size": _size_text(rng, size), "file": file}
+        if first or rng.random() < 0.2:
+            op["file_offset"] = first * PAGE
+        op["flags"] = ["shared" if shared else "private"]
+        if rng.random() < 0.35:
+            op["align"] = "2M"
+        prot = rng.choices(("rw", "r", "none"), (5, 4, 1))[0]
+        if prot != "rw" or rng.random() < 0.2:
+            op["prot"] = prot
+        task.regions[name] = Region(size, bytearray([PROT[prot]]) * npages, shared, size >= HPAGE, file=file)
         if task.thread:
             task.own.add(name)
         return [op]
@@ -655,7 +841,7 @@ class Generator:
         r = task.regions[name]
         r.whole = False
         s, e = self.page_range(r, r.runs(lambda x: x != UNMAPPED))
-        advice = self.rng.choices(("hugepage", "nohugepage", "dontneed"), (4, 2.5, 3.5))[0]
+        advice = self.rng.choices(FILE_ADVICE, (4, 2.5, 3.5, 0.5, 0.5, 0.5, 0.5, 1.5 if r.file else 0))[0]
         if advice == "dontneed" and r.any_locked(s, e):
             # MADV_DONTNEED refuses a VM_LOCKED vma (EINVAL): advise it instead.
             advice = "hugepage"

@@ -42,6 +42,7 @@ MADVICE = (
     "willneed",
     "sequential",
     "random",
+    "normal",
 )
 
 #: The filesystems a workload's files may be on, and posix_fadvise's advice the runner knows.

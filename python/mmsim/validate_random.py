@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mmsim._mmsim import MmsimError
-from mmsim.native import HUGETLB_COUNTERS, LOCK, host_lock  # one lock for every validate (LOCK re-exported)
+from mmsim.native import HUGETLB_COUNTERS, LOCK, differs, host_lock  # one lock for every validate (LOCK re-exported)
 from mmsim.random_workloads import (
     DEFRAG,
     ENABLED,
@@ -86,7 +86,7 @@ def signature(result: Mapping[str, Any]) -> frozenset[str]:
     (``minflt``, ``thp_fault_alloc``, ...), or the kind of failure when nothing was compared."""
     if result.get("status") != "fail":
         return frozenset()
-    bad = [c for c in result.get("counters", []) if abs(c["kernel"] - c["simulated"]) > c["tolerance"]]
+    bad = [c for c in result.get("counters", []) if differs(c)]
     if bad:
         return frozenset(c["name"].split()[-1] for c in bad)
     reason = re.sub(r"^(validate: |pid \d+: )", "", str(result.get("reason", "")))
@@ -135,13 +135,20 @@ def _op_simplifications(op: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
         yield copy.deepcopy(op["body"])
         if op["count"] > 1:
             yield [{**op, "count": 1}]
+    if kind == "mmap" and "file" in op:
+        # The same region, anonymous (its file may then go).
+        yield [{k: v for k, v in op.items() if k not in ("file", "file_offset", "flags")}]
     if kind == "mmap":
-        for k in ("align", "prot", "flags"):
+        for k in ("align", "prot") if "file" in op else ("align", "prot", "flags"):
             if k in op:
                 yield [{kk: vv for kk, vv in op.items() if kk != k}]
         h = _halve(op["size"], PAGE, page=True)
         if h:
             yield [{**op, "size": h}]
+    if kind in ("pwrite", "pread", "fadvise") and "length" in op:
+        h = _halve(op["length"], 1, page=False)
+        if h:
+            yield [{**op, "length": h}]
     if kind in ("read", "write", "munmap", "mprotect", "madvise", "compare"):
         for k in ("stride", "value"):
             if k in op:

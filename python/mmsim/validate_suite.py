@@ -253,6 +253,64 @@ FILE_CASES = [
         counters=("minflt", "majflt", "RssFile"),
         vmstat=("pgmajfault", "thp_file_mapped", "Mapped"),
     ),
+    Case(
+        "file-mlock-cold",
+        (
+            "mlock populates a cold file mapping through GUP: the fault that waits for the read returns "
+            "VM_FAULT_RETRY and is not counted, and __mm_populate faults the page in again, minor (no major "
+            "fault for the task; pgmajfault +1 system-wide); fault-around maps 16 pages per fault: 32 faults for "
+            "2 MiB read-only; a private writable range is COW-populated page by page (16 for 64 KiB)"
+        ),
+        _w(
+            {"op": "create", "file": "f", "size": "4M"},
+            {"op": "mmap", "name": "m", "size": "2M", "file": "f", "flags": ["private"], "prot": "r"},
+            {"op": "mmap", "name": "w", "size": "64K", "file": "f", "file_offset": "3M", "flags": ["private"]},
+            B,
+            {"op": "mlock", "region": "m"},
+            {"op": "mlock", "region": "w"},
+            A,
+        ),
+        counters=("minflt", "majflt", "RssFile", "RssAnon", "VmLck"),
+        vmstat=("pgmajfault",),
+    ),
+    Case(
+        "file-shared-write-after-fsync",
+        (
+            "writeback write-protects a shared file mapping (folio_mkclean): 64 KiB written through a shared "
+            "ext4 mapping (1 major + 15 faults), fsync'ed, written again: 16 more faults (page_mkwrite)"
+        ),
+        _w(
+            {"op": "create", "file": "f", "size": "64K"},
+            {"op": "mmap", "name": "m", "size": "64K", "file": "f", "flags": ["shared"]},
+            {"op": "write", "region": "m", "value": 5},
+            {"op": "fsync", "file": "f"},
+            B,
+            {"op": "write", "region": "m", "value": 6},
+            A,
+        ),
+        counters=("minflt", "majflt", "RssFile"),
+        vmstat=("pgmajfault",),
+    ),
+    Case(
+        "file-shared-pmd-write-after-fsync",
+        (
+            "the same on PMD-mapped folios (MADV_HUGEPAGE, 4 MiB): a write to the write-protected pmd splits it "
+            "(wp_huge_pmd: no huge_fault on ext4) and the shared fault maps the folio by a writable pmd again "
+            "(do_set_pmd): 2 faults, thp_split_pmd +2, thp_file_mapped +2"
+        ),
+        _w(
+            {"op": "create", "file": "f", "size": "4M"},
+            {"op": "mmap", "name": "m", "size": "4M", "file": "f", "flags": ["shared"], "align": "2M"},
+            {"op": "madvise", "region": "m", "advice": "hugepage"},
+            {"op": "write", "region": "m", "value": 5},
+            {"op": "fsync", "file": "f"},
+            B,
+            {"op": "write", "region": "m", "value": 6},
+            A,
+        ),
+        counters=("minflt", "majflt", "RssFile", "AnonHugePages"),
+        vmstat=("thp_split_pmd", "thp_file_mapped", "FilePmdMapped"),
+    ),
 ]
 
 SUITE = [

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from conftest import run_mmsim
 
+from mmsim import random_workloads as vr_files
 from mmsim import validate_random as vr
 from mmsim.workload import run_workload
 
@@ -48,6 +49,7 @@ def test_generated_workloads_are_valid_safe_and_varied():
     kinds: Counter[str] = Counter()
     knobs: Counter[tuple[str, str]] = Counter()
     sizes, aligns, prots, advice, patterns = Counter(), Counter(), Counter(), Counter(), Counter()
+    files: Counter[str] = Counter()
     for seed in SEEDS:
         w = vr.generate_case(seed, 0).workload
         assert vr.check_workload(w) == [], (seed, w)
@@ -58,6 +60,11 @@ def test_generated_workloads_are_valid_safe_and_varied():
             knobs[k, v] += 1
         for op in _walk(w["program"]):
             kinds[op["op"]] += 1
+            if op["op"] == "mmap" and "file" in op:
+                files["file"] += 1
+                files["shared"] += op["flags"] == ["shared"]
+            if op["op"] == "create":
+                files[op["fs"]] += 1
             if op["op"] == "mmap":
                 size = vr._size(op["size"])
                 assert 4096 <= -(-size // 4096) * 4096 <= 16 << 20
@@ -73,10 +80,12 @@ def test_generated_workloads_are_valid_safe_and_varied():
     ops = {"mmap", "munmap", "mremap", "mprotect", "madvise", "read", "write", "compare", "atomic", "loop", "fork"}
     ops |= {"wait", "mlock", "munlock"}
     ops |= {"snapshot", "exit"} | ({"thread"} if vr.THREADS else set())
+    ops |= {"create", "pwrite", "pread", "fadvise", "fsync"}
     assert set(kinds) == ops, kinds
     assert len(knobs) == sum(len(v) for v in vr.KNOBS.values()) == 10, knobs
     assert min(sizes.values()) > 20 and set(aligns) >= {"None", "2M", "4K"} and set(prots) == {"rw", "r", "none"}
-    assert set(advice) == {"hugepage", "nohugepage", "dontneed"}
+    assert set(advice) == set(vr_files.FILE_ADVICE)
+    assert kinds["mmap"] > 100 and files["file"] > 30 and files["shared"] > 10 and files["tmpfs"] > 10, files
     assert set(patterns) == {"plain", "random", "block"}, patterns
 
 

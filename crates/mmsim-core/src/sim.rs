@@ -323,7 +323,8 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
     })
 }
 
-/// PMD-mapped anonymous THPs of one mm (smaps AnonHugePages), in kB.
+/// PMD-mapped anonymous THPs of one mm (smaps AnonHugePages; page-cache and shmem PMDs are
+/// FilePmdMapped / ShmemPmdMapped), in kB.
 fn anon_huge_kb(k: &Kernel, mm: MmId) -> i64 {
     let mut n = 0;
     let vmas: Vec<(u64, u64)> = k.mm(mm).vmas.values().map(|v| (v.start, v.end)).collect();
@@ -332,7 +333,7 @@ fn anon_huge_kb(k: &Kernel, mm: MmId) -> i64 {
         while a + k.geo.hpage_pmd_size() <= e {
             if let Some(slot) = k.pmd_slot(mm, a) {
                 let en = k.entry(slot.table, slot.idx);
-                if en.present() && en.huge() && !k.is_huge_zero_pmd(en) && !k.is_hugetlb_pmd(en) {
+                if en.present() && en.huge() && !k.is_huge_zero_pmd(en) && !k.is_hugetlb_pmd(en) && !k.is_file_pmd(en) {
                     n += 1;
                 }
             }

@@ -262,7 +262,27 @@ impl Kernel {
         }
         // Page caches: shmem's (NR_SHMEM) and every file's (NR_FILE_PAGES).
         let mut shmem_refs = 0;
-        for o in self.shmem.iter().flatten() {
+        for (obj, o) in self.shmem.iter().enumerate() {
+            let Some(o) = o else { continue };
+            // Each slot holds a page of a folio of this inode, at the folio's index.
+            for (i, &p) in o.pages.iter().enumerate().filter(|e| *e.1 != NIL) {
+                if p as u64 >= n {
+                    continue;
+                }
+                let head = self.mem.pages[p as usize].head;
+                let h = &self.mem.pages[head as usize];
+                if h.refcount <= 0 {
+                    // A free frame: the reference counts below report it.
+                    continue;
+                }
+                if h.mapping != obj as u32 || h.index as u64 + (p - head) as u64 != i as u64 {
+                    return Err(format!(
+                        "page cache of inode {obj}, index {i}: frame {p:#x} is of folio {head:#x} (mapping {}, \
+                         index {})",
+                        h.mapping, h.index
+                    ));
+                }
+            }
             let before = c.cache_refs.len();
             c.cache_refs.extend(o.pages.iter().copied().filter(|&p| p != NIL));
             if o.is_shmem() {

@@ -484,6 +484,8 @@ impl Kernel {
                     };
                 }
                 self.mem.pages[head.idx()].clear(pg::DIRTY);
+                // folio_clear_dirty_for_io: a mapped folio is write-protected first.
+                self.folio_mkclean(obj, head, fi, nr);
                 self.stat.mod_item(VmItem::NrDirty, -(nr as i64));
                 self.stat.count_n(VmEvent::PgpgOut, (nr * self.geo.page_size() / 1024) as i64);
                 written.push(head);
@@ -527,6 +529,12 @@ impl Kernel {
             if fi >= start && fi + nr - 1 <= end && !busy {
                 self.filemap_remove_folio(obj, head);
                 evicted += nr;
+            }
+            if fi + nr <= i {
+                // A slot holding a page of another index: a bug, reported, not a hang.
+                self.report_bug(format!("page cache of inode {obj}, index {i}: frame {:#x} is of index {fi}", p.0));
+                i += 1;
+                continue;
             }
             i = fi + nr;
         }

@@ -293,7 +293,12 @@ impl Kernel {
             if pe.none() && fnr >= self.geo.hpage_pmd_nr() && self.do_set_pmd(mm, vma, addr, first, pmd, false) == 0 {
                 return vm_fault::NOPAGE;
             }
-            match self.pte_alloc(mm, pmd) {
+            // next_uptodate_folio holds the folio (folio_try_get): the reclaim the table's
+            // allocation may run cannot evict it.
+            self.folio_get(first);
+            let t = self.pte_alloc(mm, pmd);
+            self.folio_put(first);
+            match t {
                 Some(t) => t,
                 None => return vm_fault::OOM,
             }
@@ -493,4 +498,62 @@ impl Kernel {
         self.file_remove_rmap_pmd(head, mm);
         self.folio_put(head);
     }
+}
+
+impl Kernel {
+    /// `folio_mkclean` (mm/rmap.c, called by `folio_clear_dirty_for_io` when writeback takes a
+    /// folio): write-protect and clean every writable pte or pmd that maps folio `head`
+    /// (index `fi` of inode `obj`) in a shared mapping, so that the next write faults
+    /// (`do_wp_page` -> `page_mkwrite`) and dirties the folio again. Walks the inode's mms
+    /// and their vmas of the inode (`i_mmap` at mm granularity); private mappings map the
+    /// page-cache folio read-only already.
+    pub(super) fn folio_mkclean(&mut self, obj: u32, head: Pfn, fi: u64, nr: u64) {
+        let mms: Vec<MmId> = self.inode(obj).mms.iter().map(|e| e.0).collect();
+        let shift = self.geo.page_shift;
+        for m in mms {
+            let vmas: Vec<Vma> =
+                self.mm(m).vmas.values().filter(|v| v.is_shared() && self.vma_inode(v) == Some(obj)).cloned().collect();
+            for v in vmas {
+                let pages = v.len() >> shift;
+                let (lo, hi) = (fi.max(v.pgoff), (fi + nr).min(v.pgoff + pages));
+                let mut flushed = None::<(u64, u64)>;
+                let mut i = lo;
+                while i < hi {
+                    let addr = v.start + ((i - v.pgoff) << shift);
+                    let Some(pmd) = self.pmd_slot(m, addr) else {
+                        i += 1;
+                        continue;
+                    };
+                    let pe = self.entry(pmd.table, pmd.idx);
+                    let mut step = 1;
+                    if pe.present() && pe.huge() {
+                        // A PMD mapping of the folio (page_vma_mapped_walk's pmd case).
+                        step = self.geo.hpage_pmd_nr() - (i - fi) % self.geo.hpage_pmd_nr();
+                        if pe.pfn() == head && (pe.write() || pe.has(pgtable::DIRTY)) {
+                            self.set_entry(pmd.table, pmd.idx, pe.without(pgtable::RW).without(pgtable::DIRTY));
+                            let base = addr & self.geo.pmd_mask();
+                            flushed = Some(span(flushed, base, base + self.geo.hpage_pmd_size()));
+                        }
+                    } else if pe.present() {
+                        let idx = self.geo.table_index(addr, 0);
+                        let e = self.entry(pe.pfn(), idx);
+                        let page = Pfn(head.0 + (i - fi) as u32);
+                        if e.present() && e.pfn() == page && (e.write() || e.has(pgtable::DIRTY)) {
+                            self.set_entry(pe.pfn(), idx, e.without(pgtable::RW).without(pgtable::DIRTY));
+                            flushed = Some(span(flushed, addr, addr + self.geo.page_size()));
+                        }
+                    }
+                    i += step;
+                }
+                if let Some((a, b)) = flushed {
+                    self.flush_tlb_range(m, a, b);
+                }
+            }
+        }
+    }
+}
+
+/// The union of a span and [a, b).
+fn span(s: Option<(u64, u64)>, a: u64, b: u64) -> (u64, u64) {
+    s.map_or((a, b), |(x, y)| (x.min(a), y.max(b)))
 }

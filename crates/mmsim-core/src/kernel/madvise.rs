@@ -157,9 +157,7 @@ impl Kernel {
                     addr += self.geo.page_size();
                     continue;
                 }
-                self.gup_faults += 1;
-                self.stat.count(super::vmstat::VmEvent::PgFault);
-                let ret = self.handle_mm_fault(mm, addr, write);
+                let ret = self.faultin_page(mm, addr, write);
                 if ret & super::vm_fault::OOM != 0 {
                     return Err(Errno::ENOMEM);
                 }

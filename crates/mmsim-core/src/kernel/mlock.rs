@@ -210,9 +210,7 @@ impl Kernel {
         let mut a = start;
         while a < end {
             if !self.follow_page_ok(mm, a, write) {
-                self.gup_faults += 1;
-                self.stat.count(VmEvent::PgFault);
-                let ret = self.handle_mm_fault(mm, a, write);
+                let ret = self.faultin_page(mm, a, write);
                 if ret & super::vm_fault::ERROR != 0 {
                     return false;
                 }
@@ -221,6 +219,28 @@ impl Kernel {
             a += self.geo.page_size();
         }
         true
+    }
+
+    /// `faultin_page` and `mm_account_fault` for GUP (no regs: no perf event): a fault that
+    /// returns VM_FAULT_RETRY (it dropped the lock to wait for I/O) is not counted, and the
+    /// caller faults the page in again as a fresh fault, as `__mm_populate` and
+    /// `faultin_page_range` do after -EBUSY (not FAULT_FLAG_TRIED: minor once the I/O is
+    /// done). A completed fault counts in pgfault and in `gup_faults` or, when major,
+    /// `gup_major_faults`. After three retries of one page the fault is taken as done.
+    pub(super) fn faultin_page(&mut self, mm: MmId, addr: u64, write: bool) -> u32 {
+        let mut ret = self.handle_mm_fault(mm, addr, write);
+        let mut tries = 0;
+        while ret & super::vm_fault::RETRY != 0 && tries < 3 {
+            ret = self.handle_mm_fault(mm, addr, write);
+            tries += 1;
+        }
+        self.stat.count(VmEvent::PgFault);
+        if ret & super::vm_fault::MAJOR != 0 {
+            self.gup_major_faults += 1;
+        } else {
+            self.gup_faults += 1;
+        }
+        ret
     }
 
     /// `follow_page_mask`: `addr` is mapped, writable if `write` (a huge pmd covers it whole).

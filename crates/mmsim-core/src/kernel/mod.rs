@@ -107,6 +107,8 @@ pub struct Kernel {
     /// Faults `__get_user_pages` took for the current system call (mlock's, mprotect's and
     /// mremap's populate): the process layer adds them to the task's min_flt and clears this.
     pub gup_faults: u64,
+    /// Major faults `__get_user_pages` took (see `faultin_page`).
+    pub gup_major_faults: u64,
     next_anon_vma: u32,
     /// An mm chosen by the OOM killer that the process layer must kill.
     pub oom_victim: Option<MmId>,
@@ -279,6 +281,7 @@ impl Kernel {
             deposited: HashMap::new(),
             mlock_count: HashMap::new(),
             gup_faults: 0,
+            gup_major_faults: 0,
             pt_reach: HashMap::new(),
             mremap_source: false,
             free_mm_ids: Default::default(),

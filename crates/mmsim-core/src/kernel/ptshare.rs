@@ -477,6 +477,11 @@ impl Kernel {
     /// shareable vma, the child's entries point at the parent's tables wherever the vma covers
     /// a table's whole range, the highest level first. Err on a table allocation failure.
     pub fn pt_copy_range(&mut self, dst: MmId, src: MmId, vma: &Vma) -> Result<(), super::mmap::Errno> {
+        if vma.flags & super::mm::vm::LOCKED != 0 {
+            // The child's vma is not VM_LOCKED (dup_mmap): the flags differ, so the sibling
+            // rule says no; the child refaults (nothing to copy: no anon_vma).
+            return Ok(());
+        }
         let mut addr = vma.start;
         while addr < vma.end {
             let mut step = self.geo.hpage_pmd_size();

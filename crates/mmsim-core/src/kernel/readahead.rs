@@ -150,6 +150,10 @@ pub fn force_page_cache_ra(m: &mut impl RaMapping, ra: &FileRaState, bdi: Bdi, i
 /// minimum-order folios (`do_page_cache_ra`).
 pub fn page_cache_ra_order(m: &mut impl RaMapping, ra: &mut FileRaState, index: u64) {
     let Some(eof) = eof_index(m) else { return };
+    if ra.size == 0 {
+        // An empty window (a zero ra_pages reached through a caller's arithmetic): nothing.
+        return;
+    }
     let start = index;
     let limit = eof.min(start + ra.size - 1);
     let mark = start + ra.size - ra.async_size;

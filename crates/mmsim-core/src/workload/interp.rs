@@ -946,9 +946,12 @@ impl Interp {
     /// The faults `__get_user_pages` took in the system call just made (a populate): min_flt
     /// and the handler's time, no exception and no perf event.
     fn charge_gup_faults(&mut self, t: usize) {
-        let faults = std::mem::take(&mut self.kernel.gup_faults);
+        let minor = std::mem::take(&mut self.kernel.gup_faults);
+        let major = std::mem::take(&mut self.kernel.gup_major_faults);
+        let faults = minor + major;
         if faults > 0 {
-            self.tasks[t].minflt += faults as i64;
+            self.tasks[t].minflt += minor as i64;
+            self.tasks[t].majflt += major as i64;
             let cpu = self.tasks[t].cpu;
             let c = self.machine.exec_cycles(cpu, self.machine.p.cost.fault_handler * faults as f64);
             self.tasks[t].perf.charge("__get_user_pages", c);

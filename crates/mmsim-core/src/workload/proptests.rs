@@ -83,7 +83,9 @@ fn syscall_op(sizes: &[u64]) -> impl Strategy<Value = Value> {
             }),
         3 => (range(sizes), prop_oneof![4 => Just("r"), 4 => Just("rw"), 2 => Just("rx"), 1 => Just("rwx"), 1 => Just("none")])
             .prop_map(|((r, o, l), p)| json!({"op":"mprotect","region":r,"offset":o*4096,"length":l*4096,"prot":p})),
-        3 => (range(sizes), prop_oneof![Just("hugepage"), Just("nohugepage"), Just("dontneed")])
+        3 => (range(sizes), prop_oneof![4 => Just("hugepage"), 2 => Just("nohugepage"), 4 => Just("dontneed"),
+                1 => Just("willneed"), 1 => Just("sequential"), 1 => Just("random"), 1 => Just("normal"),
+                1 => Just("collapse")])
             .prop_map(|((r, o, l), a)| json!({"op":"madvise","region":r,"offset":o*4096,"length":l*4096,"advice":a})),
         2 => (range(sizes), range(sizes))
             .prop_map(|((a, o, l), (b, p, _))| json!({"op":"compare","a":{"region":a,"offset":o*4096},"b":{"region":b,"offset":p*4096},"length":l*4096})),
@@ -92,8 +94,39 @@ fn syscall_op(sizes: &[u64]) -> impl Strategy<Value = Value> {
     ]
 }
 
+/// The workload's files: an ext4 file, "fe", and a tmpfs file, "ft".
+const FILES: [&str; 2] = ["fe", "ft"];
+
+/// read() and write() calls, fadvise, fsync, and drop_caches, on the workload's files: ranges
+/// in pages of up to 1600 (past the end of a file too: a write there grows it).
+fn file_op() -> impl Strategy<Value = Value> {
+    (
+        prop::sample::select(FILES.to_vec()),
+        prop_oneof![3 => 0u64..1, 3 => 0u64..600, 1 => Just(511u64), 1 => 1000u64..1600],
+        1u64..700,
+        0u64..4096,
+        prop_oneof![Just(4096u64), Just(1 << 20), Just(65536), Just(100), Just(12288)],
+        1u8..255,
+        0u8..12,
+    )
+        .prop_map(|(f, page, pages, b, chunk, value, kind)| {
+            // Unaligned offsets and lengths now and then.
+            let off = page * 4096 + if b % 4 == 0 { b } else { 0 };
+            let len = pages * 4096 - if b % 8 == 1 { b } else { 0 };
+            match kind {
+                0..=3 => json!({"op":"pwrite","file":f,"offset":off,"length":len,"chunk":chunk,"value":value}),
+                4..=7 => json!({"op":"pread","file":f,"offset":off,"length":len,"chunk":chunk}),
+                8 => json!({"op":"fadvise","file":f,"offset":off,"length":len,"advice":"dontneed"}),
+                9 => json!({"op":"fadvise","file":f,"offset":off,"length":if b % 3 == 0 { 0 } else { len },
+                            "advice":"willneed"}),
+                10 => json!({"op":"fsync","file":f}),
+                _ => json!({"op":"set","knob":"vm/drop_caches","value":1 + b % 3}),
+            }
+        })
+}
+
 fn leaf_op(sizes: &[u64]) -> impl Strategy<Value = Value> {
-    prop_oneof![3 => access_op(sizes), 2 => syscall_op(sizes)]
+    prop_oneof![3 => access_op(sizes), 2 => syscall_op(sizes), 1 => file_op()]
 }
 
 /// Byte-by-byte reads of every region: what a process can see, checked in full.
@@ -145,15 +178,32 @@ fn workload() -> impl Strategy<Value = Value> {
     );
     // Seed 003's shared page tables (the fixed rules: the reference model must see nothing).
     let share = prop_oneof![3 => Just("off"), 2 => Just("pte"), 1 => Just("pmd"), 1 => Just("pte,pmd,pud")];
-    (mmaps, knobs, hzp, zero, share).prop_flat_map(
+    // The files and their mappings (regions r3 and r4): the mapping's pages, its first page
+    // in the file, shared or private, 2 MiB-aligned or not, and the file's pages beyond the
+    // mapping's end (a shortfall now and then: a page past the end of the file is SIGBUS),
+    // and its last page partial or not; the readahead and fault-around knobs.
+    let fmaps = prop::collection::vec(
+        (
+            prop::sample::select(SIZES.to_vec()),
+            prop_oneof![3 => Just(0u64), 1 => Just(1), 1 => Just(512)],
+            any::<bool>(),
+            any::<bool>(),
+            prop_oneof![3 => Just(0i64), 1 => Just(3), 1 => Just(600), 1 => Just(-300)],
+            0u64..2,
+        ),
+        2,
+    );
+    let io =
+        (prop_oneof![Just(128u64), Just(8192), Just(0), Just(16)], prop_oneof![3 => Just(65536u64), 1 => Just(4096)]);
+    (mmaps, knobs, hzp, zero, (share, fmaps, io)).prop_flat_map(
         |(
             mm,
             (en, zp, fmo, every, mem, cpus),
             (kind, alloc, rc, wp),
             (start, stop, merge, engine, ioa, iof, locks),
-            share,
+            (share, fm, (ra, fab)),
         )| {
-            let sizes: Vec<u64> = mm.iter().map(|m| m.0).collect();
+            let sizes: Vec<u64> = mm.iter().map(|m| m.0).chain(fm.iter().map(|m| m.0)).collect();
             prop::collection::vec(op(&sizes), 1..30).prop_map(move |body| {
                 let mut prog: Vec<Value> = mm
                     .iter()
@@ -167,8 +217,25 @@ fn workload() -> impl Strategy<Value = Value> {
                         m
                     })
                     .collect();
+                for (i, &(pages, first, shared, aligned, extra, partial)) in fm.iter().enumerate() {
+                    let file_pages = (first as i64 + pages as i64 + extra).max(1) as u64;
+                    let size = file_pages * 4096 - partial * 1000;
+                    let fs = ["ext4", "tmpfs"][i];
+                    prog.push(json!({"op":"create","file":FILES[i],"size":size,"fs":fs}));
+                    if i == 1 {
+                        // A tmpfs file is created empty: give it content.
+                        prog.push(json!({"op":"pwrite","file":FILES[i],"length":size,"chunk":65536,"value":7}));
+                    }
+                    let mut m = json!({"op":"mmap","name":format!("r{}", mm.len() + i),"size":pages*4096,
+                        "file":FILES[i],"file_offset":first*4096,
+                        "flags":[if shared {"shared"} else {"private"}]});
+                    if aligned {
+                        m["align"] = json!("2M");
+                    }
+                    prog.push(m);
+                }
                 prog.extend(body);
-                prog.extend(verify(mm.len()));
+                prog.extend(verify(mm.len() + fm.len()));
                 json!({"name":"random","machine":{"memory":mem,"cpus":cpus},
                    "knobs":{"transparent_hugepage/enabled":en,"transparent_hugepage/use_zero_page":zp,
                             "fail_page_alloc/min_order":fmo,"fail_page_alloc/every":every,
@@ -178,7 +245,8 @@ fn workload() -> impl Strategy<Value = Value> {
                             "transparent_hugepage/huge_zero_page_wp":wp,
                             "vm/scrub_start":start,"vm/scrub_stop":stop,"vm/scrub_merge":merge,
                             "vm/scrub_engine":engine,"init_on_alloc":ioa,"init_on_free":iof,
-                            "kernel/fault_locking":locks,"vm/ptshare":share},
+                            "kernel/fault_locking":locks,"vm/ptshare":share,
+                            "block/read_ahead_kb":ra,"fault_around_bytes":fab},
                    "program":prog})
             })
         },
@@ -199,12 +267,22 @@ static READS: AtomicU64 = AtomicU64::new(0);
 static FORKS: AtomicU64 = AtomicU64::new(0);
 static STEPS: AtomicU64 = AtomicU64::new(0);
 static INVARIANT_CHECKS: AtomicU64 = AtomicU64::new(0);
+/// File-side events the campaign reached: major faults, pages read from the device, PMD-sized
+/// file folios allocated, tmpfs collapses.
+static MAJOR: AtomicU64 = AtomicU64::new(0);
+static PGPGIN: AtomicU64 = AtomicU64::new(0);
+static FILE_THP: AtomicU64 = AtomicU64::new(0);
+static COLLAPSES: AtomicU64 = AtomicU64::new(0);
 static COMBOS: std::sync::Mutex<std::collections::BTreeSet<String>> =
     std::sync::Mutex::new(std::collections::BTreeSet::new());
 
 /// Run one generated workload; Err describes a divergence or invariant violation.
 pub fn check_workload(w: &Value, sabotage: Sabotage) -> Result<(), String> {
     let text = w.to_string();
+    if let Ok(path) = std::env::var("MMSIM_FUZZ_TRACE") {
+        // The workload about to run (a hang or a crash leaves it behind).
+        let _ = std::fs::write(path, &text);
+    }
     let spec = parse_workload(&text).map_err(|e| format!("{e}\n{text}"))?;
     let opts = RunOptions {
         check: true,
@@ -218,6 +296,11 @@ pub fn check_workload(w: &Value, sabotage: Sabotage) -> Result<(), String> {
     FORKS.fetch_add(r.processes.len() as u64 - 1, Ordering::Relaxed);
     STEPS.fetch_add(r.engine.steps, Ordering::Relaxed);
     INVARIANT_CHECKS.fetch_add(r.check.invariant_checks, Ordering::Relaxed);
+    for (counter, name) in
+        [(&MAJOR, "pgmajfault"), (&PGPGIN, "pgpgin"), (&FILE_THP, "thp_file_alloc"), (&COLLAPSES, "thp_collapse_alloc")]
+    {
+        counter.fetch_add(r.vmstat.get(name).unwrap_or(0).max(0) as u64, Ordering::Relaxed);
+    }
     let combo: Vec<String> = w["knobs"].as_object().map_or(Vec::new(), |k| k.values().map(|v| v.to_string()).collect());
     COMBOS.lock().expect("combos").insert(combo.join(" "));
     let bad: Vec<_> = r.events.iter().filter(|e| e.kind == "mismatch" || e.kind == "invariant").collect();
@@ -254,6 +337,7 @@ fn the_generator_exercises_reads_and_forks() {
     }
     assert!(READS.load(Ordering::Relaxed) > 10_000, "reads checked: {}", READS.load(Ordering::Relaxed));
     assert!(FORKS.load(Ordering::Relaxed) > 20, "forks: {}", FORKS.load(Ordering::Relaxed));
+    assert!(MAJOR.load(Ordering::Relaxed) > 20, "major faults: {}", MAJOR.load(Ordering::Relaxed));
 }
 
 /// The checkers catch a broken kernel: each sabotage is found within a bounded number of
@@ -294,13 +378,18 @@ fn fuzz_campaign() {
     let combos = COMBOS.lock().expect("combos").len();
     println!(
         "fuzz campaign (seed {}): {} workloads, {} operations, {} reads checked, {} invariant checks, {} processes \
-         forked, {} policy combinations, {} failures",
+         forked, {} major faults, {} kB read from the device, {} PMD file folios, {} collapses, {} policy \
+         combinations, {} failures",
         fuzz_seed(),
         fuzz_cases(),
         STEPS.load(Ordering::Relaxed),
         READS.load(Ordering::Relaxed),
         INVARIANT_CHECKS.load(Ordering::Relaxed),
         FORKS.load(Ordering::Relaxed),
+        MAJOR.load(Ordering::Relaxed),
+        PGPGIN.load(Ordering::Relaxed),
+        FILE_THP.load(Ordering::Relaxed),
+        COLLAPSES.load(Ordering::Relaxed),
         combos,
         u32::from(result.is_err())
     );
@@ -434,5 +523,33 @@ proptest! {
         if let Ok(p) = crate::hw::profile::builtin("default", &[(path, value)]) {
             let _ = crate::hw::machine::Machine::new(p, 1);
         }
+    }
+}
+
+/// Replay one workload (MMSIM_FUZZ_REPLAY=FILE: a failure `make fuzz` printed, or the
+/// MMSIM_FUZZ_TRACE file a hang left) with the reference model and the invariants after every
+/// step.
+#[test]
+#[ignore = "replays MMSIM_FUZZ_REPLAY"]
+fn fuzz_replay() {
+    let path = std::env::var("MMSIM_FUZZ_REPLAY").expect("MMSIM_FUZZ_REPLAY=FILE");
+    let w: Value = serde_json::from_str(&std::fs::read_to_string(path).expect("readable")).expect("JSON");
+    check_workload(&w, Sabotage::default()).unwrap();
+}
+
+/// Workloads the fuzz campaigns found a bug with, each fixed: they stay clean.
+/// `fault_around_reclaim`: the PTE table that fault-around allocated ran reclaim, which
+/// evicted the folio about to be mapped (a 20 MiB machine with file mappings).
+/// `ptshare_mlocked_fork`: fork shared the PTE table of an mlocked shared vma with the child,
+/// whose vma is not locked; the last user to unmap the pages was the child, which does not
+/// munlock them (freed while mlocked). The sibling rule's "same flags" now holds at fork too.
+#[test]
+fn fuzz_regressions_stay_fixed() {
+    for (name, text) in [
+        ("fault_around_reclaim", include_str!("fuzz_regressions/fault_around_reclaim.json")),
+        ("ptshare_mlocked_fork", include_str!("fuzz_regressions/ptshare_mlocked_fork.json")),
+    ] {
+        let w: Value = serde_json::from_str(text).expect("JSON");
+        check_workload(&w, Sabotage::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
 }
