@@ -25,7 +25,7 @@ from typing import Any
 
 from mmsim._mmsim import MmsimError
 from mmsim.native import HUGETLB_COUNTERS, LOCK, differs, host_lock  # one lock for every validate (LOCK re-exported)
-from mmsim.random_workloads import (
+from mmsim.random_checker import (
     DEFRAG,
     ENABLED,
     KNOBS,
@@ -36,13 +36,12 @@ from mmsim.random_workloads import (
     SHRINK_RUNS,
     THREADS,
     ZERO_PAGE,
-    GeneratedCase,
     _size,
     check_workload,
     count_ops,
-    generate_case,
     parse_error,
 )
+from mmsim.random_workloads import GeneratedCase, generate_case
 
 __all__ = [
     "DEFRAG",

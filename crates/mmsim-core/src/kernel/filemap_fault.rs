@@ -53,19 +53,7 @@ impl Kernel {
                     return r;
                 }
             }
-            let (page, ret) = match self.vm_ops_fault(vma, addr, filp, obj) {
-                Ok(x) => x,
-                Err(r) => return r,
-            };
-            if ret & vm_fault::RETRY != 0 {
-                return ret;
-            }
-            // The fault holds the folio (reclaim for the page table leaves it alone).
-            let head = self.head_of(page);
-            self.folio_get(head);
-            let r = self.finish_fault(mm, vma, addr, page, pmd, false, obj);
-            self.folio_put(head);
-            return ret | r;
+            return self.fault_and_finish(mm, vma, addr, pmd, filp, obj, false);
         }
         if !vma.is_shared() {
             self.fault_path = "do_cow_fault";
@@ -98,6 +86,14 @@ impl Kernel {
             return ret;
         }
         self.fault_path = "do_shared_fault";
+        self.fault_and_finish(mm, vma, addr, pmd, filp, obj, true)
+    }
+
+    /// `__do_fault` + `finish_fault` of `do_read_fault` and `do_shared_fault`: the page from
+    /// `->fault`, held while it is mapped (reclaim for the page table leaves it alone); a
+    /// shared write dirties it first (`->page_mkwrite`, `fault_dirty_shared_page`).
+    #[allow(clippy::too_many_arguments)]
+    fn fault_and_finish(&mut self, mm: MmId, vma: &Vma, addr: u64, pmd: Slot, filp: u32, obj: u32, write: bool) -> u32 {
         let (page, ret) = match self.vm_ops_fault(vma, addr, filp, obj) {
             Ok(x) => x,
             Err(r) => return r,
@@ -105,11 +101,12 @@ impl Kernel {
         if ret & vm_fault::RETRY != 0 {
             return ret;
         }
-        // ->page_mkwrite (ext4_page_mkwrite) and fault_dirty_shared_page.
         let head = self.head_of(page);
-        self.folio_mark_dirty(head);
+        if write {
+            self.folio_mark_dirty(head);
+        }
         self.folio_get(head);
-        let r = self.finish_fault(mm, vma, addr, page, pmd, true, obj);
+        let r = self.finish_fault(mm, vma, addr, page, pmd, write, obj);
         self.folio_put(head);
         ret | r
     }
@@ -508,46 +505,42 @@ impl Kernel {
     /// and their vmas of the inode (`i_mmap` at mm granularity); private mappings map the
     /// page-cache folio read-only already.
     pub(super) fn folio_mkclean(&mut self, obj: u32, head: Pfn, fi: u64, nr: u64) {
-        let mms: Vec<MmId> = self.inode(obj).mms.iter().map(|e| e.0).collect();
         let shift = self.geo.page_shift;
-        for m in mms {
-            let vmas: Vec<Vma> =
-                self.mm(m).vmas.values().filter(|v| v.is_shared() && self.vma_inode(v) == Some(obj)).cloned().collect();
-            for v in vmas {
-                let pages = v.len() >> shift;
-                let (lo, hi) = (fi.max(v.pgoff), (fi + nr).min(v.pgoff + pages));
-                let mut flushed = None::<(u64, u64)>;
-                let mut i = lo;
-                while i < hi {
-                    let addr = v.start + ((i - v.pgoff) << shift);
-                    let Some(pmd) = self.pmd_slot(m, addr) else {
-                        i += 1;
-                        continue;
-                    };
-                    let pe = self.entry(pmd.table, pmd.idx);
-                    let mut step = 1;
-                    if pe.present() && pe.huge() {
-                        // A PMD mapping of the folio (page_vma_mapped_walk's pmd case).
-                        step = self.geo.hpage_pmd_nr() - (i - fi) % self.geo.hpage_pmd_nr();
-                        if pe.pfn() == head && (pe.write() || pe.has(pgtable::DIRTY)) {
-                            self.set_entry(pmd.table, pmd.idx, pe.without(pgtable::RW).without(pgtable::DIRTY));
-                            let base = addr & self.geo.pmd_mask();
-                            flushed = Some(span(flushed, base, base + self.geo.hpage_pmd_size()));
-                        }
-                    } else if pe.present() {
-                        let idx = self.geo.table_index(addr, 0);
-                        let e = self.entry(pe.pfn(), idx);
-                        let page = Pfn(head.0 + (i - fi) as u32);
-                        if e.present() && e.pfn() == page && (e.write() || e.has(pgtable::DIRTY)) {
-                            self.set_entry(pe.pfn(), idx, e.without(pgtable::RW).without(pgtable::DIRTY));
-                            flushed = Some(span(flushed, addr, addr + self.geo.page_size()));
-                        }
+        for (m, v, lo, hi) in self.i_mmap_range(obj, fi, nr) {
+            if !v.is_shared() {
+                continue;
+            }
+            let mut flushed = None::<(u64, u64)>;
+            let mut i = lo;
+            while i < hi {
+                let addr = v.start + ((i - v.pgoff) << shift);
+                let Some(pmd) = self.pmd_slot(m, addr) else {
+                    i += 1;
+                    continue;
+                };
+                let pe = self.entry(pmd.table, pmd.idx);
+                let mut step = 1;
+                if pe.present() && pe.huge() {
+                    // A PMD mapping of the folio (page_vma_mapped_walk's pmd case).
+                    step = self.geo.hpage_pmd_nr() - (i - fi) % self.geo.hpage_pmd_nr();
+                    if pe.pfn() == head && (pe.write() || pe.has(pgtable::DIRTY)) {
+                        self.set_entry(pmd.table, pmd.idx, pe.without(pgtable::RW).without(pgtable::DIRTY));
+                        let base = addr & self.geo.pmd_mask();
+                        flushed = Some(span(flushed, base, base + self.geo.hpage_pmd_size()));
                     }
-                    i += step;
+                } else if pe.present() {
+                    let idx = self.geo.table_index(addr, 0);
+                    let e = self.entry(pe.pfn(), idx);
+                    let page = Pfn(head.0 + (i - fi) as u32);
+                    if e.present() && e.pfn() == page && (e.write() || e.has(pgtable::DIRTY)) {
+                        self.set_entry(pe.pfn(), idx, e.without(pgtable::RW).without(pgtable::DIRTY));
+                        flushed = Some(span(flushed, addr, addr + self.geo.page_size()));
+                    }
                 }
-                if let Some((a, b)) = flushed {
-                    self.flush_tlb_range(m, a, b);
-                }
+                i += step;
+            }
+            if let Some((a, b)) = flushed {
+                self.flush_tlb_range(m, a, b);
             }
         }
     }

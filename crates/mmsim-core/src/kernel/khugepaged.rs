@@ -121,23 +121,30 @@ impl Kernel {
     /// [index, index + nr) of the inode in every mm, and free a PTE table left empty where
     /// the vma covers the whole aligned 2 MiB.
     fn unmap_mapping_pages(&mut self, obj: u32, index: u64, nr: u64) {
-        let mms: Vec<MmId> = self.inode(obj).mms.iter().map(|e| e.0).collect();
-        for m in mms {
-            let vmas: Vec<Vma> = self.mm(m).vmas.values().filter(|v| self.vma_inode(v) == Some(obj)).cloned().collect();
-            for v in vmas {
+        for (m, v, lo, hi) in self.i_mmap_range(obj, index, nr) {
+            let a = v.start + ((lo - v.pgoff) << self.geo.page_shift);
+            let b = v.start + ((hi - v.pgoff) << self.geo.page_shift);
+            self.zap_page_range(m, &v, a, b);
+            if v.anon_vma.is_none() && b - a == self.geo.hpage_pmd_size() && self.thp_vma_suitable_pmd(&v, a) {
+                self.retract_pte_table(m, a);
+            }
+        }
+    }
+
+    /// `vma_interval_tree_foreach` over the inode's `i_mmap` for pages [index, index + nr):
+    /// each mm and vma of the inode that maps some of them, with the indices [lo, hi) it maps.
+    pub(super) fn i_mmap_range(&self, obj: u32, index: u64, nr: u64) -> Vec<(MmId, Vma, u64, u64)> {
+        let mut out = Vec::new();
+        for &(m, _) in &self.inode(obj).mms {
+            for v in self.mm(m).vmas.values().filter(|v| self.vma_inode(v) == Some(obj)) {
                 let pages = v.len() >> self.geo.page_shift;
                 let (lo, hi) = (index.max(v.pgoff), (index + nr).min(v.pgoff + pages));
-                if lo >= hi {
-                    continue;
-                }
-                let a = v.start + ((lo - v.pgoff) << self.geo.page_shift);
-                let b = v.start + ((hi - v.pgoff) << self.geo.page_shift);
-                self.zap_page_range(m, &v, a, b);
-                if v.anon_vma.is_none() && b - a == self.geo.hpage_pmd_size() && self.thp_vma_suitable_pmd(&v, a) {
-                    self.retract_pte_table(m, a);
+                if lo < hi {
+                    out.push((m, v.clone(), lo, hi));
                 }
             }
         }
+        out
     }
 
     /// Free the PTE table under `addr`'s pmd if none of its entries is present.

@@ -1,0 +1,509 @@
+"""The safety model of ``mmsim validate --random``'s workloads: what each process has mapped,
+page by page, and :func:`check_workload`, which walks a workload's op tree as the processes run
+it and names every reason it is not safe to run natively (an access to unmapped or protected
+memory, a region changed under a thread that uses it, a file used before it is created or
+mapped past its end, more than :data:`MAX_TASKS` tasks or :data:`MAX_TOUCHED` bytes touched).
+The generator (:mod:`mmsim.random_workloads`) emits only what this model accepts, and the
+shrinker (:mod:`mmsim.validate_random`) runs only the variants it accepts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mmsim._mmsim import MmsimError
+
+#: Generate `thread` ops (the native runner runs them once it supports CLONE_VM tasks).
+THREADS = True
+#: At most this many tasks (processes and threads, the first included) per workload.
+MAX_TASKS = 8
+#: At most this many bytes touched per workload, all tasks and loop iterations together (a
+#: touched 2 MiB range of a region that can hold a THP counts 2 MiB).
+MAX_TOUCHED = 512 << 20
+#: Runs of the kernel and mmsim a shrink may take per failure.
+SHRINK_RUNS = 300
+
+PAGE = 4096
+HPAGE = 2 << 20
+HPAGE_PAGES = HPAGE // PAGE
+MAX_REGION = 16 << 20
+#: At most this many files per workload, each at most MAX_FILE bytes.
+MAX_FILES = 3
+MAX_FILE = 16 << 20
+#: madvise advice for any region, and for file mappings only (MADV_COLLAPSE of anonymous
+#: memory is not modelled: README's deliberate differences).
+ADVICE = ("hugepage", "nohugepage", "dontneed", "willneed", "sequential", "random", "normal")
+FILE_ADVICE = (*ADVICE, "collapse")
+ENABLED = "transparent_hugepage/enabled"
+ZERO_PAGE = "transparent_hugepage/use_zero_page"
+#: The host knobs each case sets, and their values.
+DEFRAG = "transparent_hugepage/defrag"
+KNOBS = {
+    ENABLED: ("always", "madvise", "never"),
+    ZERO_PAGE: ("0", "1"),
+    DEFRAG: ("always", "defer", "defer+madvise", "madvise", "never"),
+}
+LABEL = re.compile(r"[A-Za-z0-9_.-]+")
+
+# A page's state in the model: unmapped, or mapped with a protection.
+UNMAPPED, NONE, R, RW = 0, 1, 2, 3
+PROT = {"none": NONE, "r": R, "rw": RW}
+
+
+# --------------------------------------------------------------------------------------------
+# The model: what each process has mapped, page by page
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Region:
+    """One named mapping as a process sees it: the state of each of its pages."""
+
+    size: int  # bytes, as the workload gives it (mmsim's default lengths end here)
+    pages: bytearray
+    shared: bool
+    thp: bool  # can hold a THP (at least 2 MiB long)
+    whole: bool = True  # one vma: never munmapped, mprotected or madvised in part or whole
+    locked: bytearray | None = None  # 1 for each page in a VM_LOCKED vma (None: none ever was)
+    file: str | None = None  # the file it maps (None: anonymous memory)
+
+    def copy(self) -> Region:
+        """The region as a fork child has it: the same pages, none locked (dup_mmap clears
+        VM_LOCKED)."""
+        return Region(self.size, bytearray(self.pages), self.shared, self.thp, self.whole, file=self.file)
+
+    def any_locked(self, s: int, e: int) -> bool:
+        """Is a page of [s, e) in a locked vma (MADV_DONTNEED there is EINVAL)?"""
+        return self.locked is not None and any(self.locked[s:e])
+
+    def set_locked(self, s: int, e: int, lock: bool) -> None:
+        if self.locked is None:
+            if not lock:
+                return
+            self.locked = bytearray(len(self.pages))
+        self.locked[s:e] = (b"\x01" if lock else b"\x00") * (e - s)
+
+    def remappable(self) -> bool:
+        """A private anonymous region still one vma with one protection: mremap takes it whole."""
+        one_prot = len(set(self.pages)) == 1 and self.pages[0] != UNMAPPED
+        return not self.shared and self.file is None and self.whole and one_prot
+
+    def remap(self, size: int) -> None:
+        """mremap to `size` bytes: the pages keep their protection, new ones take it too."""
+        self.pages = bytearray([self.pages[0]]) * -(-size // PAGE)
+        self.locked = None
+        self.size = size
+        self.thp = size >= HPAGE
+
+    def runs(self, ok: Callable[[int], bool]) -> list[tuple[int, int]]:
+        """Maximal runs [start, end) of pages whose state satisfies `ok`."""
+        out, start = [], None
+        for i, s in enumerate(self.pages):
+            if ok(s):
+                if start is None:
+                    start = i
+            elif start is not None:
+                out.append((start, i))
+                start = None
+        if start is not None:
+            out.append((start, len(self.pages)))
+        return out
+
+
+@dataclass
+class Task:
+    """The generator's and checker's view of one task: its regions by name."""
+
+    regions: dict[str, Region]
+    thread: bool = False
+    own: set[str] = field(default_factory=set)  # regions a thread mapped itself
+    pinned: set[str] = field(default_factory=set)  # shared with running threads: no munmap/mprotect
+    children: bool = False  # created tasks not waited for yet
+
+    def fork(self) -> Task:
+        return Task({k: r.copy() for k, r in self.regions.items()})
+
+    def spawn_thread(self) -> Task:
+        self.pinned |= set(self.regions)
+        return Task(dict(self.regions), thread=True)
+
+    def may_change(self, name: str) -> bool:
+        """May this task munmap or mprotect the region (no thread of its mm uses it)?"""
+        return name not in self.pinned and (not self.thread or name in self.own)
+
+
+def _size(v: Any) -> int:
+    from mmsim.native import parse_size
+
+    return parse_size(v)
+
+
+def touched_pages(offset: int, length: int, stride: int) -> list[int]:
+    """The pages a read or write of one byte every `stride` bytes touches."""
+    if length <= 0:
+        return []
+    last = offset + (length - 1) // stride * stride
+    if stride <= PAGE:
+        return list(range(offset // PAGE, last // PAGE + 1))
+    return sorted({(offset + k * stride) // PAGE for k in range((length - 1) // stride + 1)})
+
+
+def _touched_bytes(region: Region, pages: list[int]) -> int:
+    if region.thp:
+        return len({p // HPAGE_PAGES for p in pages}) * HPAGE
+    return len(pages) * PAGE
+
+
+class Checker:
+    """Walks a workload's op tree the way the processes run it and collects every problem:
+    a region used before it is mapped or after it is gone, an access to unmapped or protected
+    memory, mprotect or madvise over a hole, a thread changing mappings others use, too many
+    tasks or bytes touched."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self.tasks = 1
+        self.touched = 0
+        self.files: dict[str, int] = {}  # name -> size in bytes
+
+    def problem(self, path: str, msg: str) -> None:
+        self.problems.append(f"{path}: {msg}")
+
+    def region(self, task: Task, path: str, name: Any) -> Region | None:
+        r = task.regions.get(name) if isinstance(name, str) else None
+        if r is None:
+            self.problem(path, f"region {name!r} is not mapped in this task")
+        return r
+
+    def extent(self, r: Region, op: Mapping[str, Any], path: str, *, aligned: bool) -> tuple[int, int] | None:
+        """The byte range [offset, end) an op with `offset` and `length` covers."""
+        try:
+            off = _size(op.get("offset", 0))
+            length = _size(op["length"]) if "length" in op else None
+        except MmsimError as e:
+            self.problem(path, str(e))
+            return None
+        if off < 0 or off >= r.size or (length is not None and length <= 0):
+            self.problem(path, f"range offset {off} length {length} is outside the region ({r.size} bytes)")
+            return None
+        if aligned:
+            if off % PAGE:
+                self.problem(path, f"offset {off} is not page-aligned")
+                return None
+            end = len(r.pages) * PAGE if length is None else off + -(-length // PAGE) * PAGE
+        else:
+            if length is None and r.size % PAGE:
+                # The runner's region ends at the next page boundary, mmsim's at `size`.
+                self.problem(path, "a default length on a region whose size is not a page multiple")
+                return None
+            end = r.size if length is None else off + length
+        if end > len(r.pages) * PAGE or (not aligned and end > r.size):
+            self.problem(path, f"range offset {off} length {length} is outside the region ({r.size} bytes)")
+            return None
+        return off, end
+
+    def access(self, task: Task, r: Region, path: str, pages: list[int], need: int, mult: int, count: bool) -> None:
+        bad = [p for p in pages if r.pages[p] < need or (need == R and r.pages[p] not in (R, RW))]
+        if bad:
+            what = "read" if need == R else "written"
+            self.problem(path, f"page {bad[0]} would be {what} but is {_state_name(r.pages[bad[0]])}")
+        if count:
+            self.touched += mult * _touched_bytes(r, pages)
+
+    def walk(
+        self, ops: Any, task: Task, path: str, mult: int = 1, depth: int = 0, count: bool = True, loop: bool = False
+    ) -> None:
+        if not isinstance(ops, list):
+            self.problem(path, "not a list of ops")
+            return
+        for i, op in enumerate(ops):
+            p = f"{path}[{i}]"
+            if not isinstance(op, Mapping):
+                self.problem(p, "not an op")
+                continue
+            kind = op.get("op")
+            if kind == "exit":
+                if task.pinned:
+                    self.problem(p, "exit while threads run")
+                return
+            self.op(op, kind, task, p, mult, depth, count, loop)
+        if task.pinned and not loop:
+            self.problem(path, "the task ends before waiting for its threads")
+
+    def op(self, op: Mapping[str, Any], kind: Any, task: Task, p: str, mult: int, depth: int, count: bool, loop: bool):
+        if kind == "mmap":
+            name = op.get("name")
+            if not isinstance(name, str) or not LABEL.fullmatch(name) or len(name) > 60:
+                self.problem(p, f"region name {name!r}")
+                return
+            if loop:
+                self.problem(p, "mmap inside a loop")
+            if name in task.regions or (task.thread and name in task.pinned):
+                self.problem(p, f"region {name!r} is mapped again")
+            try:
+                size = _size(op.get("size", 0))
+            except MmsimError as e:
+                self.problem(p, str(e))
+                return
+            if not 0 < size <= MAX_REGION:
+                self.problem(p, f"size {size} outside 1..{MAX_REGION}")
+                return
+            prot = op.get("prot", "rw")
+            flags = op.get("flags", ["private", "anonymous"])
+            if prot not in PROT or op.get("addr") is not None or op.get("fixed"):
+                self.problem(p, "an mmap the generator does not make (prot, addr, fixed)")
+                return
+            file = op.get("file")
+            if file is not None and not self.file_mapping(op, file, size, p):
+                return
+            if len(task.regions) >= 60:
+                self.problem(p, "too many regions for the native runner")
+            npages = -(-size // PAGE)
+            task.regions[name] = Region(
+                size, bytearray([PROT[prot]]) * npages, "shared" in flags, size >= HPAGE, file=file
+            )
+            if task.thread:
+                task.own.add(name)
+        elif kind in FILE_OPS:
+            self.file_op(op, kind, task, p, depth, loop)
+        elif kind in ("munmap", "mprotect", "madvise"):
+            r = self.region(task, p, op.get("region"))
+            if r is None:
+                return
+            if not any(r.pages):
+                self.problem(p, f"region {op.get('region')!r} was unmapped")
+                return
+            ext = self.extent(r, op, p, aligned=True)
+            if ext is None:
+                return
+            pages = range(ext[0] // PAGE, ext[1] // PAGE)
+            r.whole = False
+            if kind != "madvise" and not task.may_change(op["region"]):
+                self.problem(p, f"{kind} of a region a thread of this process may use")
+            if kind == "munmap":
+                for q in pages:
+                    r.pages[q] = UNMAPPED
+                r.set_locked(ext[0] // PAGE, ext[1] // PAGE, False)
+            else:
+                if any(r.pages[q] == UNMAPPED for q in pages):
+                    self.problem(p, f"{kind} over a hole")
+                if kind == "mprotect":
+                    if op.get("prot") not in PROT:
+                        self.problem(p, f"prot {op.get('prot')!r}")
+                        return
+                    for q in pages:
+                        if r.pages[q]:
+                            r.pages[q] = PROT[op["prot"]]
+                elif op.get("advice") not in (FILE_ADVICE if r.file else ADVICE):
+                    self.problem(p, f"advice {op.get('advice')!r}")
+                elif op["advice"] == "dontneed" and r.any_locked(ext[0] // PAGE, ext[1] // PAGE):
+                    self.problem(p, "dontneed over a locked range (EINVAL)")
+        elif kind in ("mlock", "munlock"):
+            r = self.region(task, p, op.get("region"))
+            if r is None:
+                return
+            ext = self.extent(r, op, p, aligned=True)
+            if ext is None:
+                return
+            r.whole = False
+            if kind == "mlock" and any(r.pages[q] in (UNMAPPED, NONE) for q in range(ext[0] // PAGE, ext[1] // PAGE)):
+                self.problem(p, "mlock over a hole or PROT_NONE (ENOMEM)")
+            r.set_locked(ext[0] // PAGE, ext[1] // PAGE, kind == "mlock")
+            if kind == "mlock" and count:
+                # The populate faults in every accessible page of the range.
+                self.touched += mult * _touched_bytes(r, list(range(ext[0] // PAGE, ext[1] // PAGE)))
+        elif kind == "mremap":
+            r = self.region(task, p, op.get("region"))
+            if r is None:
+                return
+            if not r.remappable() or not task.may_change(op["region"]) or op.get("fixed") or "addr" in op:
+                self.problem(p, "an mremap the generator does not make (a shared, split or used region; fixed)")
+                return
+            try:
+                size = _size(op.get("size", 0))
+            except MmsimError as e:
+                self.problem(p, str(e))
+                return
+            if not 0 < size <= MAX_REGION:
+                self.problem(p, f"size {size} outside 1..{MAX_REGION}")
+                return
+            r.remap(size)
+        elif kind in ("read", "write"):
+            r = self.region(task, p, op.get("region"))
+            if r is None:
+                return
+            ext = self.extent(r, op, p, aligned=False)
+            stride = _size(op.get("stride", PAGE))
+            if ext is None or stride <= 0:
+                return
+            steps = op.get("count", 0) if op.get("pattern") == "random" else (ext[1] - ext[0]) // stride
+            if not isinstance(steps, int) or steps > 1 << 22:
+                self.problem(p, "more than 4M accesses")
+                return
+            # Every slot's page (a random op's or a block's pages are among them).
+            pages = touched_pages(ext[0], ext[1] - ext[0], stride)
+            self.access(task, r, p, pages, R if kind == "read" else RW, mult, count)
+            if "expect" in op:
+                self.problem(p, "a read with expect")
+        elif kind == "compare":
+            a, b = op.get("a") or {}, op.get("b") or {}
+            ra, rb = self.region(task, p, a.get("region")), self.region(task, p, b.get("region"))
+            if ra is None or rb is None:
+                return
+            length = _size(op.get("length", 0))
+            stride = _size(op.get("stride", 1))
+            oa, ob = _size(a.get("offset", 0)), _size(b.get("offset", 0))
+            if length <= 0 or oa + length > ra.size or ob + length > rb.size or "expect" in op:
+                self.problem(p, "compare outside its regions (or with expect)")
+                return
+            self.access(task, ra, p, touched_pages(oa, length, stride), R, mult, count)
+            self.access(task, rb, p, touched_pages(ob, length, stride), R, mult, count)
+        elif kind == "atomic":
+            r = self.region(task, p, op.get("region"))
+            if r is None:
+                return
+            off = _size(op.get("offset", 0)) & ~7
+            if off + 8 > r.size or op.get("hold"):
+                self.problem(p, "atomic outside the region (or with hold)")
+                return
+            self.access(task, r, p, [off // PAGE], RW, mult, count)
+        elif kind == "loop":
+            n = op.get("count")
+            if not isinstance(n, int) or not 1 <= n <= 8:
+                self.problem(p, f"loop count {n!r}")
+                return
+            if loop:
+                self.problem(p, "a loop inside a loop")
+            # An iteration's changes to mappings repeat identically: two iterations show
+            # every state the body can meet.
+            self.walk(op.get("body"), task, f"{p}.body", mult * n, depth, count, loop=True)
+            if n > 1:
+                self.walk(op.get("body"), task, f"{p}.body", mult * n, depth, False, loop=True)
+        elif kind in ("fork", "thread"):
+            n = op.get("count", 1)
+            if not isinstance(n, int) or not 1 <= n <= 3:
+                self.problem(p, f"{kind} count {n!r}")
+                return
+            if task.thread:
+                self.problem(p, f"{kind} in a thread")
+            if kind == "thread" and loop:
+                self.problem(p, "thread inside a loop")
+            if count:
+                self.tasks += mult * n
+            child = task.fork() if kind == "fork" else task.spawn_thread()
+            task.children = True
+            self.walk(op.get("program", []), child, f"{p}.program", mult * n, depth + 1, count)
+        elif kind == "wait":
+            if task.thread:
+                self.problem(p, "wait in a thread")
+            task.pinned.clear()
+            task.children = False
+        elif kind == "snapshot":
+            if not isinstance(op.get("label"), str) or not LABEL.fullmatch(op["label"]):
+                self.problem(p, f"snapshot label {op.get('label')!r}")
+        else:
+            self.problem(p, f"an op the generator does not make: {kind!r}")
+
+    def file_mapping(self, op: Mapping[str, Any], file: Any, size: int, p: str) -> bool:
+        """Is a file mmap one the generator makes: of a file created before, at a page-aligned
+        offset, no page past the file's end (SIGBUS), private or shared?"""
+        if file not in self.files:
+            self.problem(p, f"mmap of file {file!r}, not created before")
+            return False
+        try:
+            off = _size(op.get("file_offset", 0))
+        except MmsimError as e:
+            self.problem(p, str(e))
+            return False
+        pages = -(-self.files[file] // PAGE)
+        if off % PAGE or off // PAGE + -(-size // PAGE) > pages:
+            self.problem(p, f"mapping of {file!r} at offset {off} for {size} bytes reaches past its end")
+            return False
+        if op.get("flags") not in (["private"], ["shared"]):
+            self.problem(p, f"file mmap flags {op.get('flags')!r}")
+            return False
+        return True
+
+    def file_op(self, op: Mapping[str, Any], kind: str, task: Task, p: str, depth: int, loop: bool) -> None:
+        """create (by the first task, outside loops, before any use), pwrite and pread inside the
+        file (no write grows it: every task's view of its size stays the creator's), fadvise and
+        fsync."""
+        name = op.get("file")
+        if kind == "create":
+            if depth or loop or task.thread:
+                self.problem(p, "create outside the first task's program")
+            if not isinstance(name, str) or not LABEL.fullmatch(name) or name in self.files:
+                self.problem(p, f"file name {name!r} (or created again)")
+                return
+            if len(self.files) >= MAX_FILES or op.get("fs", "ext4") not in ("ext4", "tmpfs"):
+                self.problem(p, "too many files, or a filesystem other than ext4 and tmpfs")
+                return
+            try:
+                size = _size(op.get("size"))
+            except MmsimError as e:
+                self.problem(p, str(e))
+                return
+            if not 0 <= size <= MAX_FILE:
+                self.problem(p, f"file size {size} outside 0..{MAX_FILE}")
+                return
+            self.files[name] = size
+            return
+        if name not in self.files:
+            self.problem(p, f"{kind} of file {name!r}, not created before")
+            return
+        if kind in ("pwrite", "pread", "fadvise"):
+            try:
+                off = _size(op.get("offset", 0))
+                length = _size(op["length"]) if "length" in op else self.files[name] - off
+                chunk = _size(op.get("chunk", PAGE))
+            except MmsimError as e:
+                self.problem(p, str(e))
+                return
+            if off < 0 or length < 0 or off + length > self.files[name] or chunk <= 0:
+                self.problem(p, f"{kind} of {name!r} at {off} for {length} bytes outside the file")
+            if kind == "fadvise" and op.get("advice") not in ("dontneed", "willneed"):
+                self.problem(p, f"fadvise advice {op.get('advice')!r}")
+            if "expect" in op:
+                self.problem(p, "a pread with expect")
+
+
+#: The file ops (besides mmap's `file`).
+FILE_OPS = ("create", "pwrite", "pread", "fadvise", "fsync")
+
+
+def _state_name(s: int) -> str:
+    return {UNMAPPED: "unmapped", NONE: "PROT_NONE", R: "read-only", RW: "read-write"}[s]
+
+
+def check_workload(workload: Mapping[str, Any]) -> list[str]:
+    """Every reason the workload is not safe to run natively (empty when it is)."""
+    c = Checker()
+    c.walk(workload.get("program"), Task({}), "program")
+    if c.tasks > MAX_TASKS:
+        c.problems.append(f"{c.tasks} tasks (at most {MAX_TASKS})")
+    if c.touched > MAX_TOUCHED:
+        c.problems.append(f"{c.touched >> 20} MiB touched (at most {MAX_TOUCHED >> 20})")
+    return c.problems
+
+
+def parse_error(workload: Mapping[str, Any]) -> str | None:
+    """mmsim's parser's error about the workload, or None when it accepts it. (The run stops
+    after its first operation on a small machine: only the parse is wanted.)"""
+    from mmsim.workload import run_workload
+
+    w = {**workload, "machine": {"memory": "64M"}}
+    try:
+        run_workload(w, sets={"engine.max_ops": 1})
+    except MmsimError as e:
+        if str(e).startswith("limit:"):
+            return None
+        return str(e)
+    return None
+
+
+def count_ops(ops: list[Mapping[str, Any]]) -> int:
+    """Ops in a program, those in fork, thread and loop bodies included."""
+    return sum(1 + count_ops(op.get("program", []) or op.get("body", [])) for op in ops)
