@@ -545,6 +545,16 @@ IO_TIMING_EXCESS = {"minflt": 16}
 IO_TIMING_DEFICIT = {"RssFile": 16 * 64}
 
 
+def with_io_timing(counter: dict[str, Any], field: str) -> dict[str, Any]:
+    """A process counter of a workload that reads cold files, with its one-sided I/O-timing
+    allowance (:data:`IO_TIMING_EXCESS`, :data:`IO_TIMING_DEFICIT`) if it has one."""
+    if field in IO_TIMING_EXCESS:
+        counter["kernel_excess"] = IO_TIMING_EXCESS[field]
+    if field in IO_TIMING_DEFICIT:
+        counter["kernel_deficit"] = IO_TIMING_DEFICIT[field]
+    return counter
+
+
 def reads_cold_files(program: list[Mapping[str, Any]]) -> bool:
     """Does a program create an ext4 file (cold on the kernel: read from the device)?"""
     for op in program:
@@ -592,6 +602,7 @@ def _run_case(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, float
         return _result(case.name, "fail", f"mmsim cannot run it: {sim['error']}", case.pins, [])
     counters = []
     tol = {**case.tolerance, **tolerance}
+    io = reads_cold_files(case.program)
     for pid in case.pids:
         nb, na = _snap(native, "before", pid), _snap(native, "after", pid)
         sb = next((s for s in sim["snapshots"] if s["label"] == "before" and s["pid"] == pid), None)
@@ -601,14 +612,13 @@ def _run_case(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, float
         sp = {p["pid"]: p for p in sb["processes"]}[pid], {p["pid"]: p for p in sa["processes"]}[pid]
         for c in case.counters:
             k = f"{c}" if len(case.pids) == 1 else f"pid {pid} {c}"
-            counters.append(
-                {
-                    "name": k,
-                    "kernel": na.get(c, 0) - nb.get(c, 0),
-                    "simulated": sp[1].get(c, 0) - sp[0].get(c, 0),
-                    "tolerance": tol.get(c, 0),
-                }
-            )
+            counter = {
+                "name": k,
+                "kernel": na.get(c, 0) - nb.get(c, 0),
+                "simulated": sp[1].get(c, 0) - sp[0].get(c, 0),
+                "tolerance": tol.get(c, 0),
+            }
+            counters.append(with_io_timing(counter, c) if io else counter)
         if pid == case.pids[0]:
             for v in case.vmstat:
                 counters.append(
@@ -786,11 +796,7 @@ def compare_snapshots(
                     "simulated": p1.get(f, 0) - p0.get(f, 0),
                     "tolerance": 0,
                 }
-                if io_timing and f in IO_TIMING_EXCESS:
-                    c["kernel_excess"] = IO_TIMING_EXCESS[f]
-                if io_timing and f in IO_TIMING_DEFICIT:
-                    c["kernel_deficit"] = IO_TIMING_DEFICIT[f]
-                counters.append(c)
+                counters.append(with_io_timing(c, f) if io_timing else c)
             if pid == 1:
                 for v in (*events, *system):
                     counters.append(
