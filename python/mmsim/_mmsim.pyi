@@ -6,6 +6,9 @@ class MmsimError(ValueError):
 def run(workload_json: str, sets: list[tuple[str, str]] = ..., check: bool = ...) -> str:
     """Run a workload given as JSON text; returns the report as JSON text."""
 
+def check_workload(workload_json: str) -> None:
+    """Check a workload given as JSON text as ``run`` would, without running it."""
+
 def knobs() -> str:
     """Every knob as a JSON list of ``{name, default, values, help}``."""
 

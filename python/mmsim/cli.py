@@ -22,7 +22,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from mmsim import __version__
+from mmsim import __version__, _mmsim
 from mmsim._mmsim import MmsimError
 from mmsim.knobs import format_knobs, knobs
 from mmsim.report import format_report
@@ -218,6 +218,13 @@ def _validate(args: argparse.Namespace) -> int:
             raise MmsimError(f"validate: --host-set expects KNOB=VALUE, got {hs!r}")
         changes[k] = v
     workloads = [load_workload(w) for w in args.workloads]
+    for path, w in zip(args.workloads, workloads, strict=True):
+        # The engine's checks first: a malformed op is an error naming its field, before
+        # anything runs on the kernel.
+        try:
+            _mmsim.check_workload(json.dumps(w))
+        except MmsimError as e:
+            raise MmsimError(f"{path}: {e}") from None
     cases = []
     with HostSettings(changes):
         host = host_settings()

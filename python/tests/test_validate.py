@@ -72,6 +72,12 @@ def test_validate_refuses_unknown_host_knobs_and_bad_input(write_workload):
     )
     e = run_mmsim("validate", w)
     assert e.returncode == 2 and "cannot run the 'set' op" in e.stderr, e.stderr
+    # A malformed op is refused by the engine's checks before anything runs, naming its field
+    # (it was a traceback from the runner's compiler).
+    w = write_workload("label.json", {"program": [{"op": "snapshot", "name": "a"}]})
+    e = run_mmsim("validate", w)
+    assert e.returncode == 2 and "program[0].name: unknown field" in e.stderr, e.stderr
+    assert "Traceback" not in e.stderr
 
 
 VALIDATE_DIR = Path(__file__).resolve().parents[2] / "experiments" / "validate"

@@ -214,6 +214,28 @@ impl Oracle {
         sp.private.retain(|&p, _| p < addr || p >= end);
     }
 
+    /// GUP with FOLL_WRITE (mlock's or MADV_POPULATE_WRITE's populate of a private writable
+    /// mapping) over [addr, end): each private file page not yet copied becomes a private
+    /// copy of the file's page as it is now, so later writes to the file no longer show
+    /// through (POSIX leaves this unspecified; Linux breaks COW there).
+    pub fn break_cow(&mut self, pid: u32, addr: u64, end: u64) {
+        let ps = self.geo.page_size();
+        let mut p = addr;
+        while p < end {
+            let copy = match self.home(pid, p) {
+                Some((Home::Private(_), v)) if v.file.is_some() && v.prot & vm::WRITE != 0 => {
+                    let sp = &self.spaces[&pid];
+                    (!sp.private.contains_key(&p)).then(|| self.page(pid, p).cloned().unwrap_or_default())
+                }
+                _ => None,
+            };
+            if let Some(c) = copy {
+                self.spaces.get_mut(&pid).expect("process").private.insert(p, Rc::new(c));
+            }
+            p += ps;
+        }
+    }
+
     fn home(&self, pid: u32, page: u64) -> Option<(Home, &RefVma)> {
         let sp = self.spaces.get(&pid)?;
         let (&s, v) = sp.vmas.range(..=page).next_back()?;

@@ -92,6 +92,12 @@ fn profile_text(name: &str) -> PyResult<String> {
     mmsim_core::api::profile_text(name).map_err(to_py)
 }
 
+/// Check a workload (JSON text) as `run` would, without running it: an error names the field.
+#[pyfunction]
+fn check_workload(workload_json: &str) -> PyResult<()> {
+    mmsim_core::workload::spec::parse_workload(workload_json).map(|_| ()).map_err(to_py)
+}
+
 /// The engine's version.
 #[pyfunction]
 fn version() -> &'static str {
@@ -101,6 +107,7 @@ fn version() -> &'static str {
 #[pymodule]
 fn _mmsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(check_workload, m)?)?;
     m.add_function(wrap_pyfunction!(knobs, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;

@@ -331,21 +331,31 @@ impl Kernel {
             if whole {
                 (lo, hi) = (fi, fi + nr - 1);
             }
+            // set_pte_range per run of none ptes: each run is one folio_add_file_rmap_ptes,
+            // which mlocks the folio (VM_LOCKED) only when the run maps all of it.
+            let mut run = 0;
             for i in lo..=hi {
                 hits += 1;
                 let idx = (i as i64 - table_base) as usize;
                 if !self.entry(table, idx).none() {
+                    if run == nr {
+                        self.mlock_vma_folio(h, vma, true);
+                    }
+                    run = 0;
                     continue;
                 }
                 let page = Pfn(h.0 + (i - fi) as u32);
                 self.folio_get(h);
                 self.add_rmap_pte(page, mm);
-                self.mlock_vma_folio(h, vma, true);
                 self.set_entry(table, idx, Entry::new(page, prot));
                 mapped += 1;
+                run += 1;
                 if i == vma.linear_page_index(addr, self.geo) {
                     ret = vm_fault::NOPAGE;
                 }
+            }
+            if run == nr {
+                self.mlock_vma_folio(h, vma, true);
             }
             index = fi + nr;
             head = self.next_uptodate_folio(obj, &mut index, end);
@@ -408,7 +418,11 @@ impl Kernel {
             }
             self.set_entry(table, (i as i64 - table_base) as usize, e);
         }
-        self.mlock_vma_folio(head, vma, true);
+        // folio_add_file_rmap_ptes mlocks (VM_LOCKED) a folio it maps whole, not a page of a
+        // large one (Linux 6.18: `folio_nr_pages(folio) == nr_pages`).
+        if hi - lo + 1 == nr {
+            self.mlock_vma_folio(head, vma, true);
+        }
         let c = if shmem { MmCounter::ShmemPages } else { MmCounter::FilePages };
         self.add_rss_at(table, mm, c, (hi - lo + 1) as i64);
         0

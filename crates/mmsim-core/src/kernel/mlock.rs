@@ -207,16 +207,23 @@ impl Kernel {
     /// perf event). False if a fault failed (OOM).
     pub(super) fn populate_vma_page_range(&mut self, mm: MmId, v: &Vma, start: u64, end: u64) -> bool {
         let write = v.flags & (vm::WRITE | vm::SHARED) == vm::WRITE;
+        let cow_file = write && matches!(v.backing, super::mm::Backing::File(_));
         let mut a = start;
         while a < end {
             if !self.follow_page_ok(mm, a, write) {
                 let ret = self.faultin_page(mm, a, write);
                 if ret & super::vm_fault::ERROR != 0 {
+                    if cow_file && a > start {
+                        self.gup_cow_ranges.push((start, a));
+                    }
                     return false;
                 }
                 continue;
             }
             a += self.geo.page_size();
+        }
+        if cow_file {
+            self.gup_cow_ranges.push((start, end));
         }
         true
     }

@@ -109,6 +109,11 @@ pub struct Kernel {
     pub gup_faults: u64,
     /// Major faults `__get_user_pages` took (see `faultin_page`).
     pub gup_major_faults: u64,
+    /// Ranges of private writable file mappings that `populate_vma_page_range` faulted in
+    /// for write in the current system call (FOLL_WRITE breaks COW: from then on they hold
+    /// private copies, which later writes to the file do not reach). The process layer
+    /// tells the reference model and clears this.
+    pub gup_cow_ranges: Vec<(u64, u64)>,
     next_anon_vma: u32,
     /// An mm chosen by the OOM killer that the process layer must kill.
     pub oom_victim: Option<MmId>,
@@ -282,6 +287,7 @@ impl Kernel {
             mlock_count: HashMap::new(),
             gup_faults: 0,
             gup_major_faults: 0,
+            gup_cow_ranges: Vec::new(),
             pt_reach: HashMap::new(),
             mremap_source: false,
             free_mm_ids: Default::default(),

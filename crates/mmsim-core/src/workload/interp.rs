@@ -948,6 +948,12 @@ impl Interp {
     fn charge_gup_faults(&mut self, t: usize) {
         let minor = std::mem::take(&mut self.kernel.gup_faults);
         let major = std::mem::take(&mut self.kernel.gup_major_faults);
+        let cow = std::mem::take(&mut self.kernel.gup_cow_ranges);
+        if let Some(o) = self.oracle.as_mut() {
+            for (s, e) in cow {
+                o.break_cow(self.tasks[t].tgid, s, e);
+            }
+        }
         let faults = minor + major;
         if faults > 0 {
             self.tasks[t].minflt += minor as i64;

@@ -181,7 +181,8 @@ fn workload() -> impl Strategy<Value = Value> {
     // The files and their mappings (regions r3 and r4): the mapping's pages, its first page
     // in the file, shared or private, 2 MiB-aligned or not, and the file's pages beyond the
     // mapping's end (a shortfall now and then: a page past the end of the file is SIGBUS),
-    // and its last page partial or not; the readahead and fault-around knobs.
+    // its last page partial or not, and MADV_HUGEPAGE on the mapping or not; the readahead
+    // and fault-around knobs.
     let fmaps = prop::collection::vec(
         (
             prop::sample::select(SIZES.to_vec()),
@@ -190,6 +191,7 @@ fn workload() -> impl Strategy<Value = Value> {
             any::<bool>(),
             prop_oneof![3 => Just(0i64), 1 => Just(3), 1 => Just(600), 1 => Just(-300)],
             0u64..2,
+            prop_oneof![2 => Just(false), 1 => Just(true)],
         ),
         2,
     );
@@ -217,7 +219,7 @@ fn workload() -> impl Strategy<Value = Value> {
                         m
                     })
                     .collect();
-                for (i, &(pages, first, shared, aligned, extra, partial)) in fm.iter().enumerate() {
+                for (i, &(pages, first, shared, aligned, extra, partial, huge)) in fm.iter().enumerate() {
                     let file_pages = (first as i64 + pages as i64 + extra).max(1) as u64;
                     let size = file_pages * 4096 - partial * 1000;
                     let fs = ["ext4", "tmpfs"][i];
@@ -233,6 +235,13 @@ fn workload() -> impl Strategy<Value = Value> {
                         m["align"] = json!("2M");
                     }
                     prog.push(m);
+                    if huge {
+                        // Right after the mmap, as a program asking for PMD folios does:
+                        // MADV_HUGEPAGE on ext4 (readahead at PMD order, file PMD mappings),
+                        // MADV_COLLAPSE on tmpfs (collapse_file, ShmemPmdMapped).
+                        let advice = ["hugepage", "collapse"][i];
+                        prog.push(json!({"op":"madvise","region":format!("r{}", mm.len() + i),"advice":advice}));
+                    }
                 }
                 prog.extend(body);
                 prog.extend(verify(mm.len() + fm.len()));
@@ -267,8 +276,8 @@ static READS: AtomicU64 = AtomicU64::new(0);
 static FORKS: AtomicU64 = AtomicU64::new(0);
 static STEPS: AtomicU64 = AtomicU64::new(0);
 static INVARIANT_CHECKS: AtomicU64 = AtomicU64::new(0);
-/// File-side events the campaign reached: major faults, pages read from the device, PMD-sized
-/// file folios allocated, tmpfs collapses.
+/// File-side events the campaign reached: major faults, pages read from the device, PMD
+/// mappings of file folios (`do_set_pmd`), collapses.
 static MAJOR: AtomicU64 = AtomicU64::new(0);
 static PGPGIN: AtomicU64 = AtomicU64::new(0);
 static FILE_THP: AtomicU64 = AtomicU64::new(0);
@@ -296,9 +305,12 @@ pub fn check_workload(w: &Value, sabotage: Sabotage) -> Result<(), String> {
     FORKS.fetch_add(r.processes.len() as u64 - 1, Ordering::Relaxed);
     STEPS.fetch_add(r.engine.steps, Ordering::Relaxed);
     INVARIANT_CHECKS.fetch_add(r.check.invariant_checks, Ordering::Relaxed);
-    for (counter, name) in
-        [(&MAJOR, "pgmajfault"), (&PGPGIN, "pgpgin"), (&FILE_THP, "thp_file_alloc"), (&COLLAPSES, "thp_collapse_alloc")]
-    {
+    for (counter, name) in [
+        (&MAJOR, "pgmajfault"),
+        (&PGPGIN, "pgpgin"),
+        (&FILE_THP, "thp_file_mapped"),
+        (&COLLAPSES, "thp_collapse_alloc"),
+    ] {
         counter.fetch_add(r.vmstat.get(name).unwrap_or(0).max(0) as u64, Ordering::Relaxed);
     }
     let combo: Vec<String> = w["knobs"].as_object().map_or(Vec::new(), |k| k.values().map(|v| v.to_string()).collect());
@@ -378,7 +390,7 @@ fn fuzz_campaign() {
     let combos = COMBOS.lock().expect("combos").len();
     println!(
         "fuzz campaign (seed {}): {} workloads, {} operations, {} reads checked, {} invariant checks, {} processes \
-         forked, {} major faults, {} kB read from the device, {} PMD file folios, {} collapses, {} policy \
+         forked, {} major faults, {} kB read from the device, {} file PMD mappings, {} collapses, {} policy \
          combinations, {} failures",
         fuzz_seed(),
         fuzz_cases(),
@@ -548,6 +560,8 @@ fn fuzz_regressions_stay_fixed() {
     for (name, text) in [
         ("fault_around_reclaim", include_str!("fuzz_regressions/fault_around_reclaim.json")),
         ("ptshare_mlocked_fork", include_str!("fuzz_regressions/ptshare_mlocked_fork.json")),
+        ("mlock_breaks_file_cow", include_str!("fuzz_regressions/mlock_breaks_file_cow.json")),
+        ("mlock_fault_around_large_folio", include_str!("fuzz_regressions/mlock_fault_around_large_folio.json")),
     ] {
         let w: Value = serde_json::from_str(text).expect("JSON");
         check_workload(&w, Sabotage::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
