@@ -119,6 +119,13 @@ def compile_program(ops: list[Mapping[str, Any]]) -> str:
 def _compile(ops: list[Mapping[str, Any]]) -> list[str]:
     out: list[str] = []
     for op in ops:
+        if op["op"] == "exec":
+            # The ELF loader's mapping of the text, as the engine makes it (ExecOp::to_mmap).
+            e = op
+            op = {"op": "mmap", "name": e["name"], "size": e["text_size"], "file": e["file"], "file_offset": 0}
+            op |= {"flags": ["private"], "prot": "rx"} | {k: v for k, v in e.items() if k in ("align", "addr")}
+            if "addr" in e:
+                op["fixed"] = True
         kind = op["op"]
         region = op.get("region", "")
         off = parse_size(op.get("offset", 0))

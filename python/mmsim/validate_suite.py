@@ -254,6 +254,24 @@ FILE_CASES = [
         vmstat=("pgmajfault", "thp_file_mapped", "Mapped"),
     ),
     Case(
+        "file-exec-text-hugepage",
+        (
+            "text mapped by the exec op (the ELF loader's private r-x mapping at 2 MiB alignment) with "
+            "MADV_HUGEPAGE: 6.18's readahead reads PMD folios, and a read of the 4 MiB takes 2 faults (1 major), "
+            "each range mapped by one pmd (thp_file_mapped +2, FilePmdMapped +4096 kB, RssFile +4096 kB)"
+        ),
+        _w(
+            {"op": "create", "file": "f", "size": "4M"},
+            {"op": "exec", "file": "f", "name": "text", "text_size": "4M", "align": "2M"},
+            {"op": "madvise", "region": "text", "advice": "hugepage"},
+            B,
+            {"op": "read", "region": "text"},
+            A,
+        ),
+        counters=("minflt", "majflt", "RssFile"),
+        vmstat=("thp_file_mapped", "FilePmdMapped", "pgmajfault"),
+    ),
+    Case(
         "file-mlock-cold",
         (
             "mlock populates a cold file mapping through GUP: the fault that waits for the read returns "

@@ -508,7 +508,7 @@ impl Kernel {
 
     /// `mapping_try_invalidate` over indices [start, end]: evict the clean, unmapped folios
     /// that lie wholly inside (dirty, mapped and shmem folios stay).
-    fn invalidate_mapping_pages(&mut self, obj: u32, start: u64, end: u64) -> u64 {
+    pub(super) fn invalidate_mapping_pages(&mut self, obj: u32, start: u64, end: u64) -> u64 {
         if self.inode(obj).is_shmem() {
             return 0;
         }

@@ -23,7 +23,7 @@ const MMAP_LOTSAMISS: u32 = 100;
 
 impl Kernel {
     /// The open file and inode of a file vma.
-    fn vma_file(&self, vma: &Vma) -> (u32, u32) {
+    pub(super) fn vma_file(&self, vma: &Vma) -> (u32, u32) {
         let Backing::File(f) = vma.backing else { unreachable!("a file vma") };
         (f, self.filp(f).inode)
     }
@@ -31,7 +31,7 @@ impl Kernel {
     /// The protection of a file pte: `vm_page_prot`, write-protected in a shared writable
     /// ext4 mapping until the first write reports the page dirty (`vma_wants_writenotify`:
     /// ext4 has `page_mkwrite`; shmem has none and maps writable at once).
-    fn file_pte_prot(&self, vma: &Vma, obj: u32) -> u64 {
+    pub(super) fn file_pte_prot(&self, vma: &Vma, obj: u32) -> u64 {
         let p = vm_page_prot(vma);
         if self.inode(obj).is_shmem() {
             p
@@ -47,6 +47,12 @@ impl Kernel {
         let (filp, obj) = self.vma_file(vma);
         if !write {
             self.fault_path = "do_read_fault";
+            if self.knobs.file_text == super::knobs::FileText::Seed && !vma.is_shared() {
+                // Seed 004: a page of a range this mm holds a text copy of.
+                if let Some(r) = self.seed_text_map_page(mm, vma, addr, pmd) {
+                    return r;
+                }
+            }
             if self.knobs.fault_around_bytes >> self.geo.page_shift > 1 {
                 let r = self.do_fault_around_file(mm, vma, addr, pmd, filp, obj);
                 if r != 0 {
@@ -469,7 +475,7 @@ impl Kernel {
         let nr = self.geo.hpage_pmd_nr();
         let e = self.mem.pages[head.idx()].entire_mapcount;
         if e == 0 {
-            let shmem = self.mem.pages[head.idx()].test(pg::SHMEM);
+            let shmem = self.mem.pages[head.idx()].test(pg::SHMEM | pg::TEXT_COPY);
             let item = if shmem { VmItem::NrShmemPmdmapped } else { VmItem::NrFilePmdmapped };
             self.stat.mod_item(item, 1);
             let newly = (0..nr as u32).filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount == 0).count();
@@ -485,7 +491,7 @@ impl Kernel {
         let e = self.mem.pages[head.idx()].entire_mapcount - 1;
         self.mem.pages[head.idx()].entire_mapcount = e;
         if e == 0 {
-            let shmem = self.mem.pages[head.idx()].test(pg::SHMEM);
+            let shmem = self.mem.pages[head.idx()].test(pg::SHMEM | pg::TEXT_COPY);
             let item = if shmem { VmItem::NrShmemPmdmapped } else { VmItem::NrFilePmdmapped };
             self.stat.mod_item(item, -1);
             let gone = (0..nr as u32).filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount == 0).count();

@@ -11,7 +11,7 @@ use crate::workload::spec::parse_workload;
 
 /// Run `program` with this machine's vda (read_ahead_kb 8192, max_sectors_kb 4096) and THP
 /// `never`, plus `knobs`; with the reference model and the invariants after every op.
-fn run(program: Value, knobs: Value) -> Report {
+pub(super) fn run(program: Value, knobs: Value) -> Report {
     let mut k = json!({"block/read_ahead_kb": "8192", "block/max_sectors_kb": "4096",
                        "transparent_hugepage/enabled": "never"});
     for (n, v) in knobs.as_object().expect("knobs") {
@@ -32,7 +32,7 @@ fn snap<'a>(r: &'a Report, label: &str) -> &'a Snapshot {
 
 /// Change of a process field (`minflt`, `majflt`, `RssFile`, ...) or, for pid 0, of a
 /// system-wide /proc/meminfo or /proc/vmstat counter, between two snapshots.
-fn delta(r: &Report, a: &str, b: &str, pid: u32, name: &str) -> i64 {
+pub(super) fn delta(r: &Report, a: &str, b: &str, pid: u32, name: &str) -> i64 {
     let get = |s: &Snapshot| -> i64 {
         if pid == 0 {
             let m = s.meminfo.0.iter().chain(s.vmstat.0.iter()).find(|(k, _)| k == name);

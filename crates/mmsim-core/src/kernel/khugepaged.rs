@@ -28,7 +28,7 @@ impl Kernel {
 
     /// `thp_vma_suitable_order(vma, addr, PMD_ORDER)`: the aligned 2 MiB around `addr` lies in
     /// the vma and the file offset is congruent to the address.
-    fn thp_vma_suitable_pmd(&self, v: &Vma, addr: u64) -> bool {
+    pub(super) fn thp_vma_suitable_pmd(&self, v: &Vma, addr: u64) -> bool {
         let hsize = self.geo.hpage_pmd_size();
         let haddr = addr & !(hsize - 1);
         let congruent = match v.backing {

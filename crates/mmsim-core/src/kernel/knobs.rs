@@ -62,6 +62,19 @@ pub enum HzpWp {
     Seed,
 }
 
+/// `transparent_hugepage/file_text` (mmsim's name): how read-only executable private file
+/// mappings get PMD pages (seed 004 and what Linux did instead).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileText {
+    /// Linux 6.18 without CONFIG_READ_ONLY_THP_FOR_FS: 4 KiB pages, plus the large folios
+    /// readahead builds (PMD order for a VM_HUGEPAGE mapping).
+    Off,
+    /// Seed 004's 2018 prototype: the first fault in a PMD-aligned range allocates a PMD page
+    /// outside the page cache, reads the range into it and maps it by the pmd.
+    Seed,
+}
+
 /// `transparent_hugepage/hzp_refcount`: how the huge zero page's refcount is taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -152,6 +165,7 @@ pub struct Knobs {
     pub hzp_kind: HzpKind,
     pub hzp_wp: HzpWp,
     pub hzp_refcount: HzpRefcount,
+    pub file_text: FileText,
     pub pcp_batch: PcpBatch,
     /// `/proc/sys/kernel/pid_max` (kernel/pid.c `pid_max`): fork and clone fail with EAGAIN
     /// once pids 1..pid_max-1 are all in use.
@@ -245,6 +259,7 @@ impl Default for Knobs {
             hzp_kind: HzpKind::Hzp,
             hzp_wp: HzpWp::Today,
             hzp_refcount: HzpRefcount::PerMm,
+            file_text: FileText::Off,
             pcp_batch: PcpBatch::Auto,
             pid_max: PID_MAX_DEFAULT,
             pt_reclaim: true,
@@ -290,6 +305,7 @@ const HZP_ALLOC: &str = "transparent_hugepage/huge_zero_page_alloc";
 const HZP_KIND: &str = "transparent_hugepage/huge_zero_page";
 const HZP_WP: &str = "transparent_hugepage/huge_zero_page_wp";
 const HZP_REFCOUNT: &str = "transparent_hugepage/hzp_refcount";
+const FILE_TEXT: &str = "transparent_hugepage/file_text";
 const PCP_BATCH: &str = "page_alloc/pcp_batch";
 const PID_MAX: &str = "kernel/pid_max";
 const PT_RECLAIM: &str = "kernel/pt_reclaim";
@@ -318,6 +334,7 @@ const DROP_CACHES: &str = "vm/drop_caches";
 pub const BOOT_ONLY: &[&str] = &[
     HZP_ALLOC,
     HZP_REFCOUNT,
+    FILE_TEXT,
     PCP_BATCH,
     PT_RECLAIM,
     INIT_ON_ALLOC,
@@ -366,6 +383,13 @@ const KNOB_TABLE: &[(&str, &str, &str)] = &[
         "global|per_mm",
         "mmsim, before the run only: every huge zero pmd takes the global refcount (before seed 001), or each mm \
          takes it once and drops it at exit (MMF_HUGE_ZERO_FOLIO, Linux >= 4.9)",
+    ),
+    (
+        FILE_TEXT,
+        "off|seed",
+        "mmsim, before the run only: PMD pages for read-only executable private file mappings: none beyond the page cache's \
+         large folios (Linux 6.18), or seed 004's prototype (a private PMD page per mapping, read from the \
+         file on the first fault in an aligned 2 MiB range; counted in ShmemPmdMapped)",
     ),
     (
         HZP_WP,
@@ -563,6 +587,11 @@ impl Knobs {
                 HzpWp::Seed => "seed",
             }
             .to_string(),
+            FILE_TEXT => match self.file_text {
+                FileText::Off => "off",
+                FileText::Seed => "seed",
+            }
+            .to_string(),
             HZP_REFCOUNT => match self.hzp_refcount {
                 HzpRefcount::Global => "global",
                 HzpRefcount::PerMm => "per_mm",
@@ -682,6 +711,13 @@ impl Knobs {
                     "today" => HzpWp::Today,
                     "seed" => HzpWp::Seed,
                     _ => return Err(bad("today or seed")),
+                }
+            }
+            FILE_TEXT => {
+                self.file_text = match v {
+                    "off" => FileText::Off,
+                    "seed" => FileText::Seed,
+                    _ => return Err(bad("off or seed")),
                 }
             }
             HZP_REFCOUNT => {
@@ -891,6 +927,7 @@ mod tests {
             HZP_KIND,
             HZP_WP,
             HZP_REFCOUNT,
+            FILE_TEXT,
             PCP_BATCH,
             PID_MAX,
             PT_RECLAIM,

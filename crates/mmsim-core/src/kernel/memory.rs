@@ -114,6 +114,18 @@ impl Kernel {
             return vm_fault::OOM;
         };
         let e = self.entry(pmd.table, pmd.idx);
+        // Seed 004's prototype: a PMD page of its own for a text range's first fault.
+        if e.none()
+            && !write
+            && self.knobs.file_text == super::knobs::FileText::Seed
+            && self.seed_text_eligible(&vma, addr)
+        {
+            self.fault_path = "do_seed_text_pmd";
+            let ret = self.do_seed_text_pmd(mm, &vma, addr, pmd);
+            if ret & vm_fault::FALLBACK == 0 {
+                return ret;
+            }
+        }
         if e.none() && self.thp_vma_allowable(&vma, addr) {
             self.fault_path = "do_huge_pmd_anonymous_page";
             let ret = self.do_huge_pmd_anonymous_page(mm, &vma, addr, write, pmd);

@@ -40,6 +40,9 @@ pub mod pg {
     pub const READAHEAD: u32 = 1 << 15;
     /// PG_writeback (head page): the folio's data is on its way to the device.
     pub const WRITEBACK: u32 = 1 << 16;
+    /// Seed 004's text copy (every page): a PMD page read from a file for one mapping, not in
+    /// the page cache; accounted as 2018's kernels accounted a swap-backed file THP (shmem).
+    pub const TEXT_COPY: u32 = 1 << 17;
 }
 
 /// No frame / end of a list.

@@ -26,6 +26,7 @@ pub mod pgtable;
 pub mod ptshare;
 pub mod readahead;
 pub mod shmem;
+pub mod text_thp;
 pub mod vmstat;
 pub mod walk;
 
@@ -37,6 +38,8 @@ mod hugetlb_tests;
 mod ptshare_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod text_thp_tests;
 
 use std::collections::HashMap;
 
@@ -109,6 +112,9 @@ pub struct Kernel {
     pub gup_faults: u64,
     /// Major faults `__get_user_pages` took (see `faultin_page`).
     pub gup_major_faults: u64,
+    /// Seed 004's text copies (`transparent_hugepage/file_text=seed`): (mm, inode, first
+    /// index of the aligned range) -> the PMD page read for that mm (`kernel/text_thp.rs`).
+    pub text_copies: HashMap<(MmId, u32, u64), Pfn>,
     /// Ranges of private writable file mappings that `populate_vma_page_range` faulted in
     /// for write in the current system call (FOLL_WRITE breaks COW: from then on they hold
     /// private copies, which later writes to the file do not reach). The process layer
@@ -287,6 +293,7 @@ impl Kernel {
             mlock_count: HashMap::new(),
             gup_faults: 0,
             gup_major_faults: 0,
+            text_copies: HashMap::new(),
             gup_cow_ranges: Vec::new(),
             pt_reach: HashMap::new(),
             mremap_source: false,
@@ -709,6 +716,9 @@ impl Kernel {
         if is_head {
             self.folio_mms.remove(&head.0);
         }
+        if self.mem.pages[head.idx()].test(pg::TEXT_COPY) {
+            self.text_copy_free(head);
+        }
         let order = if is_head { order } else { 0 };
         self.free_pages_ok(head, order);
         if order == 0 {
@@ -822,7 +832,7 @@ impl Kernel {
 
     /// rss counter a page is accounted under (mm_counter).
     pub fn mm_counter(&self, page: Pfn) -> MmCounter {
-        if self.mem.pages[page.idx()].test(pg::SHMEM) {
+        if self.mem.pages[page.idx()].test(pg::SHMEM | pg::TEXT_COPY) {
             MmCounter::ShmemPages
         } else if self.mem.pages[page.idx()].test(pg::ANON) {
             MmCounter::AnonPages

@@ -460,6 +460,7 @@ impl Interp {
             if matches!(
                 op,
                 Op::Mmap(_)
+                    | Op::Exec(_)
                     | Op::Munmap(_)
                     | Op::Mremap(_)
                     | Op::Mlock(_)
@@ -565,6 +566,8 @@ impl Interp {
         let pid = self.tasks[t].pid;
         let mm = self.tasks[t].mm.expect("running task has an mm");
         match op {
+            // The ELF loader's mmap of the text segment.
+            Op::Exec(e) => self.exec_op(t, &Op::Mmap(e.to_mmap())),
             Op::Mmap(MmapOp { name, size, align, prot, flags, addr, fixed, file, file_offset }) => {
                 let p = parse_prot(prot).expect("validated");
                 let shared = flags.iter().any(|f| f == "shared");

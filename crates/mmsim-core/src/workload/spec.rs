@@ -143,6 +143,40 @@ pub enum Op {
     Pread(PreadOp),
     Fadvise(FadviseOp),
     Fsync(FsyncOp),
+    Exec(ExecOp),
+}
+
+/// The `exec` op: map a file's text as the ELF loader maps a PT_LOAD segment of `R E`
+/// (`load_elf_binary` -> `elf_map`): private, read-only and executable, from file offset 0,
+/// at the segment's alignment (`p_align`; ET_DYN's load_bias is rounded to it), or at a fixed
+/// `addr` (ET_EXEC's p_vaddr, MAP_FIXED_NOREPLACE).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ExecOp {
+    pub file: String,
+    pub name: String,
+    pub text_size: Size,
+    #[serde(default)]
+    pub align: Option<Size>,
+    #[serde(default)]
+    pub addr: Option<Size>,
+}
+
+impl ExecOp {
+    /// The mmap the loader makes.
+    pub fn to_mmap(&self) -> MmapOp {
+        MmapOp {
+            name: self.name.clone(),
+            size: self.text_size,
+            align: self.align,
+            prot: "rx".into(),
+            flags: vec!["private".into()],
+            addr: self.addr,
+            fixed: self.addr.is_some(),
+            file: Some(self.file.clone()),
+            file_offset: Some(Size(0)),
+        }
+    }
 }
 
 /// The `mmap` op.
@@ -417,7 +451,7 @@ fn field<'de, T: Deserialize<'de>, D: Deserializer<'de>>(v: serde_json::Value) -
 const FIELD_MARK: &str = "\u{1}";
 
 const OP_NAMES: &str = "mmap, munmap, mremap, mprotect, madvise, mlock, munlock, read, write, compare, loop, fork, \
-     thread, wait, sleep, exit, snapshot, set, atomic, fetch, create, pwrite, pread, fadvise, fsync";
+     thread, wait, sleep, exit, snapshot, set, atomic, fetch, create, pwrite, pread, fadvise, fsync, exec";
 
 impl<'de> Deserialize<'de> for Op {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Op, D::Error> {
@@ -454,6 +488,7 @@ impl<'de> Deserialize<'de> for Op {
             "pread" => Op::Pread(field::<PreadOp, D>(v)?),
             "fadvise" => Op::Fadvise(field::<FadviseOp, D>(v)?),
             "fsync" => Op::Fsync(field::<FsyncOp, D>(v)?),
+            "exec" => Op::Exec(field::<ExecOp, D>(v)?),
             other => {
                 return Err(de::Error::custom(format!(
                     "{FIELD_MARK}op: unknown op {other:?} (expected one of {OP_NAMES})"
@@ -663,6 +698,21 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -
                             ));
                         }
                     }
+                }
+                names.push(name.clone());
+            }
+            Op::Exec(ExecOp { file, name, text_size, align, addr }) => {
+                known_file(names, i, "file", file)?;
+                if text_size.0 == 0 || text_size.0 > 1 << 47 {
+                    return Err(err(i, "text_size", "must be between 1 byte and 128 TiB".into()));
+                }
+                if let Some(a) = align {
+                    if !a.0.is_power_of_two() || a.0 < 4096 {
+                        return Err(err(i, "align", "must be a power of two of at least 4096".into()));
+                    }
+                }
+                if addr.is_some_and(|x| x.0 % 4096 != 0) {
+                    return Err(err(i, "addr", "must be a multiple of the page size (4096)".into()));
                 }
                 names.push(name.clone());
             }
