@@ -172,6 +172,18 @@ class Checker:
     def problem(self, path: str, msg: str) -> None:
         self.problems.append(f"{path}: {msg}")
 
+    def region_size(self, path: str, op: Mapping[str, Any]) -> int | None:
+        """An mmap's or mremap's `size`, or None (a problem noted) if it is not 1..MAX_REGION."""
+        try:
+            size = _size(op.get("size", 0))
+        except MmsimError as e:
+            self.problem(path, str(e))
+            return None
+        if not 0 < size <= MAX_REGION:
+            self.problem(path, f"size {size} outside 1..{MAX_REGION}")
+            return None
+        return size
+
     def region(self, task: Task, path: str, name: Any) -> Region | None:
         r = task.regions.get(name) if isinstance(name, str) else None
         if r is None:
@@ -243,13 +255,8 @@ class Checker:
                 self.problem(p, "mmap inside a loop")
             if name in task.regions or (task.thread and name in task.pinned):
                 self.problem(p, f"region {name!r} is mapped again")
-            try:
-                size = _size(op.get("size", 0))
-            except MmsimError as e:
-                self.problem(p, str(e))
-                return
-            if not 0 < size <= MAX_REGION:
-                self.problem(p, f"size {size} outside 1..{MAX_REGION}")
+            size = self.region_size(p, op)
+            if size is None:
                 return
             prot = op.get("prot", "rw")
             flags = op.get("flags", ["private", "anonymous"])
@@ -322,13 +329,8 @@ class Checker:
             if not r.remappable() or not task.may_change(op["region"]) or op.get("fixed") or "addr" in op:
                 self.problem(p, "an mremap the generator does not make (a shared, split or used region; fixed)")
                 return
-            try:
-                size = _size(op.get("size", 0))
-            except MmsimError as e:
-                self.problem(p, str(e))
-                return
-            if not 0 < size <= MAX_REGION:
-                self.problem(p, f"size {size} outside 1..{MAX_REGION}")
+            size = self.region_size(p, op)
+            if size is None:
                 return
             r.remap(size)
         elif kind in ("read", "write"):

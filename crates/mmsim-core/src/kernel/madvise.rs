@@ -152,25 +152,14 @@ impl Kernel {
                 return Err(Errno::EINVAL);
             }
             let stop = v.end.min(end);
-            // A write populate of a private file mapping breaks COW (see `gup_cow_ranges`).
-            let cow_file = write && !v.is_shared() && matches!(v.backing, super::mm::Backing::File(_));
-            let from = addr;
-            while addr < stop {
-                if self.follow_page_ok(mm, addr, write) {
-                    addr += self.geo.page_size();
-                    continue;
+            self.get_user_pages(mm, &v, addr, stop, write).map_err(|ret| {
+                if ret & super::vm_fault::OOM != 0 {
+                    Errno::ENOMEM
+                } else {
+                    Errno::EFAULT
                 }
-                let ret = self.faultin_page(mm, addr, write);
-                if ret & super::vm_fault::ERROR != 0 {
-                    if cow_file && addr > from {
-                        self.gup_cow_ranges.push((from, addr));
-                    }
-                    return Err(if ret & super::vm_fault::OOM != 0 { Errno::ENOMEM } else { Errno::EFAULT });
-                }
-            }
-            if cow_file {
-                self.gup_cow_ranges.push((from, stop));
-            }
+            })?;
+            addr = stop;
         }
         Ok(())
     }

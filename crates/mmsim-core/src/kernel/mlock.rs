@@ -200,32 +200,38 @@ impl Kernel {
         Ok(())
     }
 
-    /// `populate_vma_page_range` -> `__get_user_pages`: fault in every page of [start, end)
-    /// (inside `v`) that is not mapped as the access needs: a write where the vma is private
-    /// and writable (breaking COW), a read elsewhere. Each fault counts in vmstat's pgfault
-    /// and in `gup_faults` (the caller adds them to the task's min_flt: GUP faults raise no
-    /// perf event). False if a fault failed (OOM).
+    /// `populate_vma_page_range`: `__get_user_pages` over [start, end) (inside `v`) with a
+    /// write where the vma is private and writable (breaking COW), a read elsewhere. False if
+    /// a fault failed (OOM, SIGBUS).
     pub(super) fn populate_vma_page_range(&mut self, mm: MmId, v: &Vma, start: u64, end: u64) -> bool {
         let write = v.flags & (vm::WRITE | vm::SHARED) == vm::WRITE;
-        let cow_file = write && matches!(v.backing, super::mm::Backing::File(_));
+        self.get_user_pages(mm, v, start, end, write).is_ok()
+    }
+
+    /// `__get_user_pages`: fault in every page of [start, end) (inside `v`) that is not mapped
+    /// as the access needs. Each fault counts in vmstat's pgfault and in `gup_faults` (the
+    /// caller adds them to the task's min_flt: GUP faults raise no perf event). A write to a
+    /// private file mapping breaks COW: the part done goes to `gup_cow_ranges`. Err with the
+    /// VM_FAULT_* bits of the first fault that failed.
+    pub(super) fn get_user_pages(&mut self, mm: MmId, v: &Vma, start: u64, end: u64, write: bool) -> Result<(), u32> {
+        let cow_file = write && !v.is_shared() && matches!(v.backing, super::mm::Backing::File(_));
         let mut a = start;
+        let mut result = Ok(());
         while a < end {
             if !self.follow_page_ok(mm, a, write) {
                 let ret = self.faultin_page(mm, a, write);
                 if ret & super::vm_fault::ERROR != 0 {
-                    if cow_file && a > start {
-                        self.gup_cow_ranges.push((start, a));
-                    }
-                    return false;
+                    result = Err(ret);
+                    break;
                 }
                 continue;
             }
             a += self.geo.page_size();
         }
-        if cow_file {
-            self.gup_cow_ranges.push((start, end));
+        if cow_file && a > start {
+            self.gup_cow_ranges.push((start, a));
         }
-        true
+        result
     }
 
     /// `faultin_page` and `mm_account_fault` for GUP (no regs: no perf event): a fault that

@@ -87,13 +87,6 @@ impl Kernel {
             p.index = (start + i) as u32;
         }
         self.invalidate_mapping_pages(obj, start, start + nr - 1);
-        let e = self.entry(pmd.table, pmd.idx);
-        if !e.none() {
-            // The read slept and reclaim or another thread filled the pmd (not reached: the
-            // simulated fault holds the lock throughout).
-            self.folio_put(head);
-            return 0;
-        }
         let r = self.do_set_pmd(mm, vma, addr, head, pmd, false);
         self.folio_put(head);
         if r != 0 {

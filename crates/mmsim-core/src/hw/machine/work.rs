@@ -202,14 +202,21 @@ impl Machine {
                 continue;
             }
             self.flush_cpu_tlb(c, mm, start, end, full);
-            let local = if full { self.p.cost.tlb_flush_all } else { self.p.cost.tlb_flush_one * pages as f64 };
-            if c == cpu {
-                k.stat.count(if full { VmEvent::TlbFlushAll } else { VmEvent::TlbFlushOne });
-                perf.charge("flush_tlb_mm_range", local);
-            } else {
-                perf.charge("native_flush_tlb_multi", self.p.smp.shootdown_ipi);
-                self.cpus[c].clock += local;
-            }
+            self.charge_flush(cpu, c, k, full, pages, perf);
+        }
+    }
+
+    /// The cost of CPU `c`'s flush of `pages` pages (or all, if `full`) for a flush started on
+    /// `cpu`: counted and charged there when local, an IPI to `cpu` and the flush's time on
+    /// `c`'s clock when remote.
+    fn charge_flush(&mut self, cpu: usize, c: usize, k: &mut Kernel, full: bool, pages: u64, perf: &mut PerfCounters) {
+        let local = if full { self.p.cost.tlb_flush_all } else { self.p.cost.tlb_flush_one * pages as f64 };
+        if c == cpu {
+            k.stat.count(if full { VmEvent::TlbFlushAll } else { VmEvent::TlbFlushOne });
+            perf.charge("flush_tlb_mm_range", local);
+        } else {
+            perf.charge("native_flush_tlb_multi", self.p.smp.shootdown_ipi);
+            self.cpus[c].clock += local;
         }
     }
 
@@ -245,16 +252,8 @@ impl Machine {
                     }
                 }
             }
-            if !hit {
-                continue;
-            }
-            let local = if full { self.p.cost.tlb_flush_all } else { self.p.cost.tlb_flush_one * pages as f64 };
-            if c == cpu {
-                k.stat.count(if full { VmEvent::TlbFlushAll } else { VmEvent::TlbFlushOne });
-                perf.charge("flush_tlb_mm_range", local);
-            } else {
-                perf.charge("native_flush_tlb_multi", self.p.smp.shootdown_ipi);
-                self.cpus[c].clock += local;
+            if hit {
+                self.charge_flush(cpu, c, k, full, pages, perf);
             }
         }
     }
