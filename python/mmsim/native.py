@@ -583,8 +583,27 @@ def validate_case(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, f
     if why:
         return _result(case.name, "skip", why, case.pins, [])
     return with_pool(
-        case.name, case.pins, case.knobs, case.program, host, lambda h: _run_case(case, h, tolerance or {})
+        case.name, case.pins, case.knobs, case.program, host, lambda h: _run_case_again(case, h, tolerance)
     )
+
+
+def _run_case_again(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, float] | None) -> dict[str, Any]:
+    """Run a case; run it again, up to SYSTEM_RERUNS times, while it differs only in the
+    system-wide counters of its `vmstat` (every process on the host reaches them: another
+    process's disk reads move pgpgin), and pass it if a run agrees exactly."""
+    first = _run_case(case, host, tolerance or {})
+    r = first
+    for k in range(SYSTEM_RERUNS):
+        bad = [c["name"] for c in r["counters"] if differs(c)]
+        if r["status"] != "fail" or not bad or not all(n in case.vmstat for n in bad):
+            break
+        r = _run_case(case, host, tolerance or {})
+        if r["status"] == "pass":
+            r["reason"] = (
+                f"system-wide counters differed in {k + 1} earlier run(s) ({first['reason']}): another "
+                "process on the host"
+            )
+    return r
 
 
 def _system(snap: Mapping[str, Any], name: str) -> int:

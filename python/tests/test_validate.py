@@ -530,3 +530,45 @@ def test_system_wide_noise_is_run_again_not_tolerated(monkeypatch):
     assert (r["status"], n) == ("fail", 3) and "unevictable_pgs_mlocked: kernel 1, mmsim 0" in r["reason"]
     r, n = verdict([rows(1, 1), rows(0, 0)])
     assert (r["status"], n) == ("fail", 1)
+
+
+def test_a_suite_case_differing_only_in_system_counters_runs_again(monkeypatch):
+    """A suite case whose only difference is a system-wide `vmstat` counter (another process's
+    disk reads moved pgpgin) runs again and passes if a run agrees exactly; a difference that
+    stays fails, and one in the process's own counters fails at once."""
+    from mmsim import native
+
+    def rows(pgpgin: int, minflt: int) -> list[dict]:
+        return [
+            {"label": "before", "pid": 1, "minflt": 0, "vmstat": {"pgpgin": 0}},
+            {"label": "after", "pid": 1, "minflt": minflt, "vmstat": {"pgpgin": pgpgin}},
+        ]
+
+    sim = {
+        "snapshots": [
+            {"label": lbl, "pid": 1, "processes": [{"pid": 1, "minflt": 0}], "vmstat": {"pgpgin": 0}}
+            for lbl in ("before", "after")
+        ]
+    }
+    case = native.Case(
+        "noise", "pins", [{"op": "mmap", "name": "p", "size": "4K"}], counters=("minflt",), vmstat=("pgpgin",)
+    )
+    host = {"transparent_hugepage/enabled": "never"}
+
+    def verdict(runs: list[list[dict]]) -> tuple[dict, int]:
+        calls = iter(runs)
+        seen = []
+
+        def run_both(name, program, h):
+            seen.append(1)
+            return next(calls), [], sim
+
+        monkeypatch.setattr(native, "run_both", run_both)
+        return native.validate_case(case, host), len(seen)
+
+    r, n = verdict([rows(32, 0), rows(0, 0)])
+    assert (r["status"], n) == ("pass", 2) and "another process" in r["reason"]
+    r, n = verdict([rows(32, 0)] * 3)
+    assert (r["status"], n) == ("fail", 3) and "pgpgin: kernel 32, mmsim 0" in r["reason"]
+    r, n = verdict([rows(32, 1), rows(0, 0)])
+    assert (r["status"], n) == ("fail", 1)
