@@ -439,7 +439,9 @@ static char *map_region(const struct op *o, size_t *sizep)
 	void *hint = (void *)(uintptr_t)o->f;
 	char *p;
 	*sizep = size;
-	if (file && (fd = open_file(o->name2, O_RDWR)) < 0)
+	/* O_RDWR only where a shared mapping may be made writable: a private mapping of a file
+	 * opened read-only leaves it eligible for read-only file THP (file_thp_enabled). */
+	if (file && (fd = open_file(o->name2, o->d & 1 ? O_RDWR : O_RDONLY)) < 0)
 		return MAP_FAILED;
 	if (o->g) { /* MAP_FIXED: exactly there, replacing what was mapped */
 		p = mmap(hint, size, prot, flags | MAP_FIXED, fd, off);

@@ -139,10 +139,23 @@ pub struct KthreadStatus {
     pub running: bool,
     /// The CPU it last ran on.
     pub cpu: u32,
-    /// Blocks and base pages it zeroed.
+    /// Blocks and base pages it zeroed (kscrubd; 0 for khugepaged).
     pub blocks: u64,
     pub pages: u64,
     pub perf: Metrics,
+    /// khugepaged's sysfs counts and its scan's results (only khugepaged has them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub khugepaged: Option<KhugepagedStatus>,
+}
+
+/// khugepaged's counts: sysfs `transparent_hugepage/khugepaged/pages_collapsed` and
+/// `full_scans`, its wake-ups, and how many ranges each SCAN_* result ended.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct KhugepagedStatus {
+    pub pages_collapsed: u64,
+    pub full_scans: u64,
+    pub wakeups: u64,
+    pub scan_results: std::collections::BTreeMap<String, u64>,
 }
 
 /// Something a process ran into: a segmentation fault, a failed system call, an OOM kill, an

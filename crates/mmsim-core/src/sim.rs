@@ -394,6 +394,7 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
     }
     // System-wide, as `perf stat -a` counts: kernel threads too.
     total.add(&it.kscrubd.perf);
+    total.add(&it.khugepaged.perf);
     let faults: i64 = it.tasks.iter().map(|t| t.page_faults).sum();
     let minflt: i64 = it.tasks.iter().map(|t| t.minflt).sum();
     let majflt: i64 = it.tasks.iter().map(|t| t.majflt).sum();
@@ -455,14 +456,33 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
         })
         .collect();
     let ks = &it.kscrubd;
-    let kthreads = vec![crate::report::KthreadStatus {
+    let mut kthreads = vec![crate::report::KthreadStatus {
         name: "kscrubd".into(),
         running: ks.running,
         cpu: ks.cpu as u32,
         blocks: ks.blocks,
         pages: ks.pages,
         perf: perf_metrics(&ks.perf, 0, 0, 0, freq, None),
+        khugepaged: None,
     }];
+    if k.knobs.file_text == crate::kernel::knobs::FileText::Khugepaged {
+        let kh = &it.khugepaged;
+        let state = &k.khugepaged;
+        kthreads.push(crate::report::KthreadStatus {
+            name: "khugepaged".into(),
+            running: kh.ready_at.is_some() && !kh.sleeping,
+            cpu: kh.cpu as u32,
+            blocks: 0,
+            pages: 0,
+            perf: perf_metrics(&kh.perf, 0, 0, 0, freq, None),
+            khugepaged: Some(crate::report::KhugepagedStatus {
+                pages_collapsed: state.pages_collapsed,
+                full_scans: state.full_scans,
+                wakeups: kh.wakeups,
+                scan_results: state.results.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+            }),
+        });
+    }
     let gbps = it.machine.p.memory.bandwidth;
     let memory = it
         .machine

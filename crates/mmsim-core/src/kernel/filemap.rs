@@ -31,6 +31,20 @@ pub struct File {
     pub ra: FileRaState,
     pub refs: u32,
     pub random: bool,
+    /// How it was opened: its share of the inode's `i_writecount`.
+    pub mode: FMode,
+}
+
+/// The open mode of a file as `i_writecount` sees it (include/linux/fs.h): a writer counts
+/// +1 (`get_write_access`), an executable being run -1 (`exe_file_deny_write_access`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FMode {
+    /// O_RDONLY.
+    Read,
+    /// O_WRONLY or O_RDWR (FMODE_WRITE).
+    Write,
+    /// The file of an `exec`: read, and writers are refused with ETXTBSY while it is open.
+    Exec,
 }
 
 /// `posix_fadvise` advice the model implements.
@@ -132,16 +146,30 @@ impl Kernel {
     }
 
     /// `do_filp_open`: a new open file of the inode (`file_ra_state_init`: the device's
-    /// ra_pages, nothing read).
-    pub fn file_open(&mut self, obj: u32) -> u32 {
+    /// ra_pages, nothing read). A writer of a file being executed, or an exec of a file open
+    /// for write, gets ETXTBSY (`get_write_access`, `exe_file_deny_write_access`).
+    pub fn file_open(&mut self, obj: u32, mode: FMode) -> Result<u32, Errno> {
+        let wc = &mut self.inode_mut(obj).i_writecount;
+        match mode {
+            FMode::Read => {}
+            FMode::Write if *wc < 0 => return Err(Errno::ETXTBSY),
+            FMode::Write => *wc += 1,
+            FMode::Exec if *wc > 0 => return Err(Errno::ETXTBSY),
+            FMode::Exec => *wc -= 1,
+        }
         self.inode_mut(obj).refs += 1;
-        let f = File { inode: obj, ra: FileRaState::new(self.bdi().ra_pages), refs: 1, random: false };
+        let f = File { inode: obj, ra: FileRaState::new(self.bdi().ra_pages), refs: 1, random: false, mode };
         if let Some(i) = self.filps.iter().position(|s| s.is_none()) {
             self.filps[i] = Some(f);
-            return i as u32;
+            return Ok(i as u32);
         }
         self.filps.push(Some(f));
-        (self.filps.len() - 1) as u32
+        Ok((self.filps.len() - 1) as u32)
+    }
+
+    /// `inode_is_open_for_write`: some open file of the inode may write it.
+    pub fn inode_is_open_for_write(&self, obj: u32) -> bool {
+        self.inode(obj).i_writecount > 0
     }
 
     /// `get_file`.
@@ -154,8 +182,14 @@ impl Kernel {
         let f = self.filps[filp as usize].as_mut().expect("file");
         f.refs -= 1;
         if f.refs == 0 {
-            let obj = f.inode;
+            let (obj, mode) = (f.inode, f.mode);
             self.filps[filp as usize] = None;
+            // put_write_access / exe_file_allow_write_access.
+            match mode {
+                FMode::Read => {}
+                FMode::Write => self.inode_mut(obj).i_writecount -= 1,
+                FMode::Exec => self.inode_mut(obj).i_writecount += 1,
+            }
             self.iput(obj);
         }
     }

@@ -86,6 +86,10 @@ impl Kernel {
         }
         let hw = self.mm(child).rss_total();
         self.mm_mut(child).hiwater_rss = hw;
+        if self.khugepaged_registered(parent) {
+            // dup_mmap's khugepaged_fork: the child of a registered mm is registered.
+            self.khugepaged_register(child);
+        }
         Some(child)
     }
 
@@ -125,6 +129,7 @@ impl Kernel {
         }
         self.mm_mut(mm).vmas.clear();
         self.mm_put_huge_zero_folio(mm);
+        self.khugepaged_exit(mm);
         if self.mm(mm).pgtables_bytes != 0 {
             let b = self.mm(mm).pgtables_bytes;
             self.report_bug(format!("exit_mmap: {b} bytes of page tables still accounted (mm_pgtables_bytes)"));

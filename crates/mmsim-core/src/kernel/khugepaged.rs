@@ -1,13 +1,15 @@
 //! MADV_COLLAPSE (mm/khugepaged.c `madvise_collapse`, `hpage_collapse_scan_file`,
-//! `collapse_file`, `retract_page_tables`, `collapse_pte_mapped_thp`) for shmem and tmpfs:
-//! the 512 pages of each PMD-aligned range are copied into a new PMD folio that replaces them
-//! in the page cache, and the caller's range is mapped by the pmd. A regular file (ext4) gets
-//! EINVAL, as on a kernel without CONFIG_READ_ONLY_THP_FOR_FS (this machine's 6.18).
+//! `collapse_file`, `retract_page_tables`, `collapse_pte_mapped_thp`) for shmem, tmpfs and,
+//! with CONFIG_READ_ONLY_THP_FOR_FS (`file_text=khugepaged`), regular files nobody has open
+//! for write: the 512 pages of each PMD-aligned range are copied into a new PMD folio that
+//! replaces them in the page cache, and the caller's range is mapped by the pmd. A regular
+//! file (ext4) without the option gets EINVAL, as on this machine's 6.18. The khugepaged
+//! thread's scan is in kernel/khugepaged_scan.rs.
 //!
-//! Differs from Linux: the khugepaged thread is not modelled yet, nor is the collapse of
-//! anonymous memory (`collapse_huge_page`): MADV_COLLAPSE of an anonymous range returns
-//! EINVAL here where Linux collapses it.
+//! Differs from Linux: the collapse of anonymous memory (`collapse_huge_page`) is not
+//! modelled: MADV_COLLAPSE of an anonymous range returns EINVAL here where Linux collapses it.
 
+use super::khugepaged_scan::ScanResult;
 use super::mm::{vm, Backing, Vma};
 use super::mmap::Errno;
 use super::page_alloc::gfp;
@@ -53,8 +55,9 @@ impl Kernel {
         let Some(obj) = self.vma_inode(&v) else {
             return Err(Errno::EINVAL);
         };
-        if !self.inode(obj).is_shmem() {
-            // file_thp_enabled: CONFIG_READ_ONLY_THP_FOR_FS is off.
+        // A regular file: TVA_FORCED_COLLAPSE's file_thp_enabled (the option, no writer).
+        let shmem = self.inode(obj).is_shmem();
+        if !shmem && !self.thp_vma_allowable_file(&v, true) {
             return Err(Errno::EINVAL);
         }
         let hstart = start.next_multiple_of(hsize);
@@ -65,7 +68,10 @@ impl Kernel {
             let Some(v) = self.mm(mm).vma_lookup(addr).cloned() else {
                 return Err(Errno::ENOMEM);
             };
-            if self.vma_inode(&v) != Some(obj) || !self.thp_vma_suitable_pmd(&v, addr) {
+            if self.vma_inode(&v) != Some(obj)
+                || !self.thp_vma_suitable_pmd(&v, addr)
+                || (!shmem && !self.thp_vma_allowable_file(&v, true))
+            {
                 result = Err(Errno::EINVAL);
                 addr += hsize;
                 continue;
@@ -77,14 +83,29 @@ impl Kernel {
                 addr += hsize;
                 continue;
             }
+            if !shmem {
+                let (filp, _) = self.vma_file(&v);
+                match self.hpage_collapse_scan_file(filp, obj, index, false) {
+                    ScanResult::AllocHugePageFail => return Err(Errno::ENOMEM),
+                    ScanResult::Succeed | ScanResult::PteMappedHugepage => {}
+                    _ => result = Err(Errno::EINVAL),
+                }
+            }
             let head = match self.shmem_find_folio(obj, index).map(|p| self.head_of(p)) {
                 Some(h) if self.folio_nr_pages(h) == self.geo.hpage_pmd_nr() => h,
+                _ if !shmem => {
+                    addr += hsize;
+                    continue;
+                }
                 _ => match self.collapse_file(obj, index) {
                     Some(h) => h,
                     None => return Err(Errno::ENOMEM),
                 },
             };
-            self.collapse_pte_mapped_thp(mm, &v, addr, head);
+            match self.collapse_pte_mapped_thp(mm, &v, addr, head, true) {
+                ScanResult::Succeed | ScanResult::PmdMapped => {}
+                _ => result = Err(Errno::EINVAL),
+            }
             addr += hsize;
         }
         result
@@ -102,33 +123,22 @@ impl Kernel {
             return None;
         };
         self.stat.count(VmEvent::ThpCollapseAlloc);
-        self.unmap_mapping_pages(obj, index, nr);
         for i in 0..nr {
             match self.shmem_find_folio(obj, index + i) {
                 Some(p) => {
-                    self.copy_page(Pfn(a.pfn.0 + i as u32), p);
                     let h = self.head_of(p);
+                    // try_to_unmap: every mapping of the old page goes (a private mapping's
+                    // own copies stay).
+                    self.try_to_unmap_file_folio(obj, h);
+                    self.copy_page(Pfn(a.pfn.0 + i as u32), p);
                     self.filemap_remove_folio(obj, h);
                 }
                 None => self.clear_pages(Pfn(a.pfn.0 + i as u32), 1, 1, super::page_alloc::ClearPath::User),
             }
         }
         self.filemap_add_folio(obj, index, a.pfn, order);
+        self.retract_page_tables(obj, index);
         Some(a.pfn)
-    }
-
-    /// `unmap_mapping_pages` + `retract_page_tables`: zap the ptes mapping pages
-    /// [index, index + nr) of the inode in every mm, and free a PTE table left empty where
-    /// the vma covers the whole aligned 2 MiB.
-    fn unmap_mapping_pages(&mut self, obj: u32, index: u64, nr: u64) {
-        for (m, v, lo, hi) in self.i_mmap_range(obj, index, nr) {
-            let a = v.start + ((lo - v.pgoff) << self.geo.page_shift);
-            let b = v.start + ((hi - v.pgoff) << self.geo.page_shift);
-            self.zap_page_range(m, &v, a, b);
-            if v.anon_vma.is_none() && b - a == self.geo.hpage_pmd_size() && self.thp_vma_suitable_pmd(&v, a) {
-                self.retract_pte_table(m, a);
-            }
-        }
     }
 
     /// `vma_interval_tree_foreach` over the inode's `i_mmap` for pages [index, index + nr):
@@ -148,7 +158,7 @@ impl Kernel {
     }
 
     /// Free the PTE table under `addr`'s pmd if none of its entries is present.
-    fn retract_pte_table(&mut self, mm: MmId, addr: u64) {
+    pub(super) fn retract_pte_table(&mut self, mm: MmId, addr: u64) {
         let Some(pmd) = self.pmd_slot(mm, addr) else { return };
         let e = self.entry(pmd.table, pmd.idx);
         if !e.present() || e.huge() || self.pt_is_shared(e.pfn()) {
@@ -160,21 +170,5 @@ impl Kernel {
         self.set_entry(pmd.table, pmd.idx, Entry::NONE);
         self.pte_free(Some(mm), e.pfn());
         self.flush_tlb_range(mm, addr, addr + self.geo.hpage_pmd_size());
-    }
-
-    /// `collapse_pte_mapped_thp(install_pmd)` -> `set_huge_pmd`: map the range by the pmd
-    /// in the caller's mm (its emptied table retracted first).
-    fn collapse_pte_mapped_thp(&mut self, mm: MmId, v: &Vma, addr: u64, head: Pfn) {
-        let Some(pmd) = self.pmd_alloc(mm, addr) else { return };
-        let e = self.entry(pmd.table, pmd.idx);
-        if e.present() && e.huge() {
-            return;
-        }
-        if e.present() {
-            // Pages of the folio mapped by ptes: unmap them, then retract.
-            self.zap_page_range(mm, v, addr, addr + self.geo.hpage_pmd_size());
-            self.retract_pte_table(mm, addr);
-        }
-        let _ = self.do_set_pmd(mm, v, addr, head, pmd, false);
     }
 }

@@ -73,6 +73,9 @@ pub enum FileText {
     /// Seed 004's 2018 prototype: the first fault in a PMD-aligned range allocates a PMD page
     /// outside the page cache, reads the range into it and maps it by the pmd.
     Seed,
+    /// CONFIG_READ_ONLY_THP_FOR_FS: khugepaged (and MADV_COLLAPSE) collapse the page cache of
+    /// files nobody has open for write into PMD folios, which later faults map by the pmd.
+    Khugepaged,
 }
 
 /// `transparent_hugepage/hzp_refcount`: how the huge zero page's refcount is taken.
@@ -166,6 +169,8 @@ pub struct Knobs {
     pub hzp_wp: HzpWp,
     pub hzp_refcount: HzpRefcount,
     pub file_text: FileText,
+    /// `transparent_hugepage/khugepaged/*`.
+    pub khugepaged: super::knobs_khugepaged::KhugepagedKnobs,
     pub pcp_batch: PcpBatch,
     /// `/proc/sys/kernel/pid_max` (kernel/pid.c `pid_max`): fork and clone fail with EAGAIN
     /// once pids 1..pid_max-1 are all in use.
@@ -260,6 +265,7 @@ impl Default for Knobs {
             hzp_wp: HzpWp::Today,
             hzp_refcount: HzpRefcount::PerMm,
             file_text: FileText::Off,
+            khugepaged: Default::default(),
             pcp_batch: PcpBatch::Auto,
             pid_max: PID_MAX_DEFAULT,
             pt_reclaim: true,
@@ -386,10 +392,12 @@ const KNOB_TABLE: &[(&str, &str, &str)] = &[
     ),
     (
         FILE_TEXT,
-        "off|seed",
+        "off|seed|khugepaged",
         "mmsim, before the run only: PMD pages for read-only executable private file mappings: none beyond the page cache's \
-         large folios (Linux 6.18), or seed 004's prototype (a private PMD page per mapping, read from the \
-         file on the first fault in an aligned 2 MiB range; counted in ShmemPmdMapped)",
+         large folios (Linux 6.18), seed 004's prototype (a private PMD page per mapping, read from the \
+         file on the first fault in an aligned 2 MiB range; counted in ShmemPmdMapped), or \
+         CONFIG_READ_ONLY_THP_FOR_FS (khugepaged and MADV_COLLAPSE collapse the page cache of a file nobody \
+         has open for write into PMD folios that later faults map)",
     ),
     (
         HZP_WP,
@@ -530,8 +538,7 @@ impl Knobs {
     /// Every knob with its default and meaning.
     pub fn describe() -> Vec<KnobInfo> {
         let d = Knobs::default();
-        KNOB_TABLE
-            .iter()
+        Self::table()
             .map(|&(name, values, help)| KnobInfo {
                 name,
                 default: d.get(name).expect("table names are knobs"),
@@ -543,11 +550,19 @@ impl Knobs {
 
     /// Names of every knob.
     pub fn names() -> impl Iterator<Item = &'static str> {
-        KNOB_TABLE.iter().map(|k| k.0)
+        Self::table().map(|k| k.0)
+    }
+
+    /// Every knob's (name, accepted values, meaning): the table, then khugepaged's.
+    fn table() -> impl Iterator<Item = &'static (&'static str, &'static str, &'static str)> {
+        KNOB_TABLE.iter().chain(super::knobs_khugepaged::TABLE)
     }
 
     /// The value of a knob as sysfs would print it.
     pub fn get(&self, name: &str) -> Option<String> {
+        if let Some(v) = self.khugepaged.get(name) {
+            return Some(v);
+        }
         Some(match name {
             THP_ENABLED => match self.thp_enabled {
                 ThpEnabled::Always => "always",
@@ -590,6 +605,7 @@ impl Knobs {
             FILE_TEXT => match self.file_text {
                 FileText::Off => "off",
                 FileText::Seed => "seed",
+                FileText::Khugepaged => "khugepaged",
             }
             .to_string(),
             HZP_REFCOUNT => match self.hzp_refcount {
@@ -657,6 +673,9 @@ impl Knobs {
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
         let v = value.trim();
         let bad = |accepted: &str| format!("knob {name}: invalid value {v:?} (expected {accepted})");
+        if let Some(r) = self.khugepaged.set(name, v) {
+            return r;
+        }
         match name {
             THP_ENABLED => {
                 self.thp_enabled = match v {
@@ -717,7 +736,8 @@ impl Knobs {
                 self.file_text = match v {
                     "off" => FileText::Off,
                     "seed" => FileText::Seed,
-                    _ => return Err(bad("off or seed")),
+                    "khugepaged" => FileText::Khugepaged,
+                    _ => return Err(bad("off, seed or khugepaged")),
                 }
             }
             HZP_REFCOUNT => {
@@ -951,7 +971,9 @@ mod tests {
             MAX_SECTORS_KB,
             DROP_CACHES,
         ];
-        let listed: Vec<_> = Knobs::names().collect();
+        let mut listed: Vec<_> = Knobs::names().collect();
+        // khugepaged's own table (knobs_khugepaged.rs tests it).
+        listed.retain(|n| !n.starts_with("transparent_hugepage/khugepaged/"));
         for name in all {
             assert!(listed.contains(&name), "{name} missing from `mmsim knobs`");
         }

@@ -124,6 +124,10 @@ impl Kernel {
                         self.mm_mut(mm).vmas.get_mut(&addr).expect("isolated vma").flags = newflags;
                         self.vma_merge_around(mm, addr);
                     }
+                    if advice == Advice::HugePage {
+                        // hugepage_madvise's khugepaged_enter_vma.
+                        self.khugepaged_enter_vma(mm, addr);
+                    }
                 }
             }
             addr = stop;

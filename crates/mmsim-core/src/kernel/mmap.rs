@@ -20,6 +20,8 @@ pub enum Errno {
     EEXIST,
     /// mremap of an address no vma maps, or of a range past its vma's end.
     EFAULT,
+    /// A write open of a file being executed, or an exec of a file open for write.
+    ETXTBSY,
 }
 
 impl Errno {
@@ -30,6 +32,7 @@ impl Errno {
             Errno::EACCES => "EACCES",
             Errno::EEXIST => "EEXIST",
             Errno::EFAULT => "EFAULT",
+            Errno::ETXTBSY => "ETXTBSY",
         }
     }
 }
@@ -155,6 +158,10 @@ impl Kernel {
         let vma = Vma { start: addr, end: addr + len, flags, pgoff, backing, anon_vma: None, fork_child: false };
         self.mm_mut(mm).vmas.insert(addr, vma);
         self.vma_merge_around(mm, addr);
+        if matches!(backing, Backing::File(_)) {
+            // __mmap_new_vma's khugepaged_enter_vma (READ_ONLY_THP_FOR_FS).
+            self.khugepaged_enter_vma(mm, addr);
+        }
         Ok(addr)
     }
 

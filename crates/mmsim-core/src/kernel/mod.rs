@@ -12,7 +12,9 @@ pub mod huge_memory;
 pub mod huge_zero;
 pub mod hugetlb;
 pub mod khugepaged;
+pub mod khugepaged_scan;
 pub mod knobs;
+pub mod knobs_khugepaged;
 pub mod madvise;
 pub mod memory;
 pub mod mlock;
@@ -34,6 +36,8 @@ pub mod walk;
 mod filemap_tests;
 #[cfg(test)]
 mod hugetlb_tests;
+#[cfg(test)]
+mod khugepaged_tests;
 #[cfg(test)]
 mod ptshare_tests;
 #[cfg(test)]
@@ -115,6 +119,8 @@ pub struct Kernel {
     /// Seed 004's text copies (`transparent_hugepage/file_text=seed`): (mm, inode, first
     /// index of the aligned range) -> the PMD page read for that mm (`kernel/text_thp.rs`).
     pub text_copies: HashMap<(MmId, u32, u64), Pfn>,
+    /// khugepaged's registered mms, cursor and counts (`file_text=khugepaged`).
+    pub khugepaged: khugepaged_scan::KhugepagedState,
     /// Ranges of private writable file mappings that `populate_vma_page_range` faulted in
     /// for write in the current system call (FOLL_WRITE breaks COW: from then on they hold
     /// private copies, which later writes to the file do not reach). The process layer
@@ -294,6 +300,7 @@ impl Kernel {
             gup_faults: 0,
             gup_major_faults: 0,
             text_copies: HashMap::new(),
+            khugepaged: Default::default(),
             gup_cow_ranges: Vec::new(),
             pt_reach: HashMap::new(),
             mremap_source: false,

@@ -47,6 +47,8 @@ pub struct AddressSpace {
     /// The device's copy of each page written back that is not all zeroes (ext4; a page
     /// absent here reads as zeroes from the device).
     pub disk: HashMap<u64, PageContent>,
+    /// `i_writecount`: open files that may write it (> 0), or executions denying writers (< 0).
+    pub i_writecount: i32,
 }
 
 impl AddressSpace {
@@ -59,6 +61,7 @@ impl AddressSpace {
             fs,
             i_size,
             disk: HashMap::new(),
+            i_writecount: 0,
         }
     }
 

@@ -48,6 +48,7 @@ declare_counters! {
     ThpFileMapped => "thp_file_mapped",
     ThpCollapseAlloc => "thp_collapse_alloc",
     ThpCollapseAllocFailed => "thp_collapse_alloc_failed",
+    ThpScanExceedNonePte => "thp_scan_exceed_none_pte",
     // KiB read from (written to) block devices (submit_bio's count_vm_events).
     PgpgIn => "pgpgin",
     PgpgOut => "pgpgout",

@@ -10,6 +10,7 @@ use crate::hw::machine::{Machine, Translation};
 use crate::hw::perf::PerfCounters;
 use crate::kernel::content::PageContent;
 use crate::kernel::fault::{Access, FaultOutcome};
+use crate::kernel::filemap::FMode;
 use crate::kernel::madvise::Advice;
 use crate::kernel::mmap::{Errno, MmapArgs};
 use crate::kernel::{Kernel, MmId, Work};
@@ -18,8 +19,10 @@ use crate::report::{CheckSummary, Event};
 use crate::units::Pfn;
 
 mod access;
+mod fast_forward;
 mod files;
 mod host_memory;
+mod khugepaged;
 mod kscrubd;
 #[cfg(test)]
 mod kscrubd_tests;
@@ -32,6 +35,7 @@ mod serial_tests;
 
 pub use host_memory::HostUsage;
 use host_memory::*;
+pub use khugepaged::Khugepaged;
 pub use kscrubd::{Kscrubd, LoadAvg};
 
 /// Pages a task touches (or syscalls it makes) before the scheduler moves on.
@@ -323,6 +327,8 @@ pub struct Interp {
     checks_since_recount: u64,
     /// Seed 002's kscrubd kernel thread.
     pub kscrubd: Kscrubd,
+    /// khugepaged (`transparent_hugepage/file_text=khugepaged`).
+    pub khugepaged: Khugepaged,
     /// The load average (`avenrun`), in simulated time.
     pub loadavg: LoadAvg,
     /// Tasks in a `sleep` op (indices).
@@ -388,6 +394,7 @@ impl Interp {
             hw_bytes: 0,
             checks_since_recount: 0,
             kscrubd: Kscrubd::default(),
+            khugepaged: Khugepaged::default(),
             loadavg: LoadAvg::default(),
             sleepers: Vec::new(),
         };
@@ -504,54 +511,6 @@ impl Interp {
         }
     }
 
-    /// At the end of a loop iteration: if the iterations since the mark started from exactly
-    /// the state they ended in (caches, TLBs, every vmstat counter, no fault, one task
-    /// running), every later span of as many iterations would repeat them: add their counts
-    /// at once (exact fast-forward).
-    fn iteration_boundary(&mut self, t: usize) {
-        let others = self.busy_cpus.iter().any(|&c| self.rq[c].iter().any(|&(_, i)| i != t))
-            || self.kscrubd.running
-            || !self.sleepers.is_empty();
-        if others || !self.fast_forward {
-            self.tasks[t].frames.last_mut().expect("frame").mark = None;
-            return;
-        }
-        let faults = self.kernel.stat.events[crate::kernel::vmstat::VmEvent::PgFault] + self.tasks[t].page_faults;
-        let steps = self.steps;
-        let f = self.tasks[t].frames.last().expect("frame");
-        // Short iterations are compared in spans of several (the digest costs more than a few
-        // steps): a state that repeats after K iterations repeats every K iterations after.
-        if f.mark.as_ref().is_some_and(|m| steps - m.steps < FAST_FORWARD_MIN_STEPS) {
-            return;
-        }
-        let digest = self.machine.digest();
-        let kernel = self
-            .kernel
-            .stat
-            .entries()
-            .iter()
-            .fold(0xcbf2_9ce4_8422_2325u64, |h, (_, v)| (h ^ *v as u64).wrapping_mul(0x100_0000_01b3));
-        let perf = self.tasks[t].perf.clone();
-        let f = self.tasks[t].frames.last_mut().expect("frame");
-        if let Some(m) = f.mark.take() {
-            if m.digest == digest && m.faults == faults && m.kernel == kernel && m.outputs == self.outputs {
-                // The last K iterations left everything as they found it: skip whole spans of K.
-                let k = m.remaining - f.remaining;
-                let spans = f.remaining / k;
-                f.remaining -= spans * k;
-                // The skipped cycles reach the CPU clock with the rest of this quantum's.
-                let delta = perf.minus(&m.perf).scaled(spans);
-                self.tasks[t].perf.add(&delta);
-                self.fast_forwarded += spans * k;
-                self.fast_forward_steps += (steps - m.steps) * spans;
-                return;
-            }
-        }
-        let f = self.tasks[t].frames.last_mut().expect("frame");
-        let outputs = self.outputs;
-        f.mark = Some(IterMark { digest, perf, faults, kernel, steps, outputs, remaining: f.remaining });
-    }
-
     fn region(&self, t: usize, name: &str) -> (u64, u64) {
         *self.tasks[t].regions.get(name).expect("validated: region mapped before use")
     }
@@ -562,81 +521,91 @@ impl Interp {
         (base.saturating_add(offset), len)
     }
 
+    /// An mmap op (or an exec's text mapping, `exec`): open(2) of its file, mmap(2), close(2).
+    fn mmap_op(&mut self, t: usize, op: &MmapOp, exec: bool) {
+        let pid = self.tasks[t].pid;
+        let mm = self.tasks[t].mm.expect("running task has an mm");
+        let MmapOp { name, size, align, prot, flags, addr, fixed, file, file_offset } = op;
+        let p = parse_prot(prot).expect("validated");
+        let shared = flags.iter().any(|f| f == "shared");
+        // The runner opens a file O_RDWR for a shared mapping (an mprotect may make it
+        // writable), O_RDONLY for a private one; the ELF loader denies writers.
+        let mode = match (exec, shared) {
+            (true, _) => FMode::Exec,
+            (false, true) => FMode::Write,
+            (false, false) => FMode::Read,
+        };
+        // open(2) for the mapping; the vma holds the file, close(2) follows.
+        let filp = match file.as_deref().map(|f| self.kernel.file_lookup(f)) {
+            None => None,
+            Some(Some(obj)) => match self.kernel.file_open(obj, mode) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    self.event(pid, "syscall", format!("mmap {name} ({} bytes): {}", size.0, e.name()));
+                    self.exit_task(t, TaskState::Exited);
+                    return;
+                }
+            },
+            Some(None) => {
+                let f = file.as_deref().unwrap_or_default();
+                self.event(pid, "syscall", format!("mmap {name} ({} bytes): ENOENT (no file {f:?})", size.0));
+                self.exit_task(t, TaskState::Exited);
+                return;
+            }
+        };
+        let args = MmapArgs {
+            file: filp,
+            pgoff: file_offset.map_or(0, |o| o.0 >> self.kernel.geo.page_shift),
+            addr: addr.map_or(0, |a| a.0),
+            len: size.0,
+            prot: p,
+            shared,
+            fixed: *fixed,
+            align: align.map_or(0, |a| a.0),
+            dontexpand: flags.iter().any(|f| f == "dontexpand"),
+            hugetlb: flags.iter().any(|f| f == "hugetlb"),
+        };
+        let r = self.kernel.do_mmap(mm, args);
+        if let Some(f) = filp {
+            self.kernel.fput(f);
+        }
+        match r {
+            Ok(a) => {
+                // A MAP_HUGETLB region is its huge-page-rounded length, as the kernel
+                // maps it (and the native runner names it).
+                let len = if args.hugetlb { size.0.next_multiple_of(self.kernel.geo.hpage_pmd_size()) } else { size.0 };
+                self.tasks[t].regions.insert(name.clone(), (a, len));
+                if let Some(o) = self.oracle.as_mut() {
+                    // The mapping's length: pages, or huge pages for MAP_HUGETLB.
+                    let g = self.kernel.geo;
+                    let len = if args.hugetlb {
+                        size.0.next_multiple_of(g.hpage_pmd_size())
+                    } else {
+                        g.page_align(size.0).expect("fits")
+                    };
+                    match file {
+                        Some(f) => {
+                            o.mmap_file(self.tasks[t].tgid, a, len, p, shared, f, file_offset.map_or(0, |x| x.0))
+                        }
+                        None => o.mmap(self.tasks[t].tgid, a, len, p, shared),
+                    }
+                }
+            }
+            Err(e) => {
+                self.event(pid, "syscall", format!("mmap {name} ({} bytes): {}", size.0, e.name()));
+                self.exit_task(t, TaskState::Exited);
+            }
+        }
+        self.after_syscall();
+    }
+
     fn exec_op(&mut self, t: usize, op: &Op) {
         let pid = self.tasks[t].pid;
         let mm = self.tasks[t].mm.expect("running task has an mm");
         match op {
             // The ELF loader's mmap of the text segment.
-            Op::Exec(e) => self.exec_op(t, &Op::Mmap(e.to_mmap())),
-            Op::Mmap(MmapOp { name, size, align, prot, flags, addr, fixed, file, file_offset }) => {
-                let p = parse_prot(prot).expect("validated");
-                let shared = flags.iter().any(|f| f == "shared");
-                // open(2) for the mapping; the vma holds the file, close(2) follows.
-                let filp = match file.as_deref().map(|f| self.kernel.file_lookup(f)) {
-                    None => None,
-                    Some(Some(obj)) => Some(self.kernel.file_open(obj)),
-                    Some(None) => {
-                        let f = file.as_deref().unwrap_or_default();
-                        self.event(pid, "syscall", format!("mmap {name} ({} bytes): ENOENT (no file {f:?})", size.0));
-                        self.exit_task(t, TaskState::Exited);
-                        return;
-                    }
-                };
-                let args = MmapArgs {
-                    file: filp,
-                    pgoff: file_offset.map_or(0, |o| o.0 >> self.kernel.geo.page_shift),
-                    addr: addr.map_or(0, |a| a.0),
-                    len: size.0,
-                    prot: p,
-                    shared,
-                    fixed: *fixed,
-                    align: align.map_or(0, |a| a.0),
-                    dontexpand: flags.iter().any(|f| f == "dontexpand"),
-                    hugetlb: flags.iter().any(|f| f == "hugetlb"),
-                };
-                let r = self.kernel.do_mmap(mm, args);
-                if let Some(f) = filp {
-                    self.kernel.fput(f);
-                }
-                match r {
-                    Ok(a) => {
-                        // A MAP_HUGETLB region is its huge-page-rounded length, as the kernel
-                        // maps it (and the native runner names it).
-                        let len = if args.hugetlb {
-                            size.0.next_multiple_of(self.kernel.geo.hpage_pmd_size())
-                        } else {
-                            size.0
-                        };
-                        self.tasks[t].regions.insert(name.clone(), (a, len));
-                        if let Some(o) = self.oracle.as_mut() {
-                            // The mapping's length: pages, or huge pages for MAP_HUGETLB.
-                            let g = self.kernel.geo;
-                            let len = if args.hugetlb {
-                                size.0.next_multiple_of(g.hpage_pmd_size())
-                            } else {
-                                g.page_align(size.0).expect("fits")
-                            };
-                            match file {
-                                Some(f) => o.mmap_file(
-                                    self.tasks[t].tgid,
-                                    a,
-                                    len,
-                                    p,
-                                    shared,
-                                    f,
-                                    file_offset.map_or(0, |x| x.0),
-                                ),
-                                None => o.mmap(self.tasks[t].tgid, a, len, p, shared),
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        self.event(pid, "syscall", format!("mmap {name} ({} bytes): {}", size.0, e.name()));
-                        self.exit_task(t, TaskState::Exited);
-                    }
-                }
-                self.after_syscall();
-            }
+            Op::Exec(e) => self.mmap_op(t, &e.to_mmap(), true),
+            Op::Mmap(m) => self.mmap_op(t, m, false),
             Op::Munmap(MunmapOp { region, offset, length }) => {
                 let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
                 if len > 0 {
@@ -894,6 +863,8 @@ impl Interp {
                 } else if knob == "vm/scrub_start" && self.kernel.knobs.scrub_start.is_some() {
                     // The seed's scrub_start_handler wakes kscrubd.
                     self.kernel.mem.scrub_wake = true;
+                } else if khugepaged::KHUGEPAGED_WAKE_KNOBS.contains(&knob.as_str()) {
+                    self.kernel.khugepaged.wake = true;
                 }
             }
         }

@@ -3,7 +3,7 @@
 //! time a call waits for the block device is charged to the task (`io_schedule`).
 
 use super::{Interp, TaskState};
-use crate::kernel::filemap::Fadvise;
+use crate::kernel::filemap::{FMode, Fadvise};
 use crate::kernel::shmem::Fs;
 use crate::workload::spec::*;
 use crate::workload::spec_files::DEFAULT_CHUNK;
@@ -38,7 +38,18 @@ impl Interp {
             self.exit_task(t, TaskState::Exited);
             return;
         };
-        let filp = self.kernel.file_open(obj);
+        let mode = if matches!(op, Op::Pwrite(_)) { FMode::Write } else { FMode::Read };
+        let filp = match self.kernel.file_open(obj, mode) {
+            Ok(f) => f,
+            Err(e) => {
+                // ETXTBSY: a write open of a file being executed.
+                let call = if mode == FMode::Write { "pwrite" } else { "open" };
+                self.event(pid, "syscall", format!("{call} {file}: {}", e.name()));
+                self.charge_syscall(t);
+                self.after_syscall();
+                return;
+            }
+        };
         let size = self.kernel.inode(obj).i_size;
         match op {
             Op::Pwrite(PwriteOp { offset, length, chunk, value, .. }) => {

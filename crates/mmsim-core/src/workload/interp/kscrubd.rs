@@ -115,7 +115,7 @@ impl Interp {
 
     /// "The most idle cpu" (seed 002), deterministically: the fewest runnable tasks, then the
     /// least time used (the lowest clock), then the lowest number.
-    fn most_idle_cpu(&self) -> usize {
+    pub(super) fn most_idle_cpu(&self) -> usize {
         (0..self.machine.cpus.len())
             .min_by(|&a, &b| {
                 let ka = (self.rq[a].len(), self.machine.cpus[a].clock);

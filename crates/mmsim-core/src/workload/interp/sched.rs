@@ -5,6 +5,13 @@
 
 use super::*;
 
+/// The interpreter's kernel threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kthread {
+    Kscrubd,
+    Khugepaged,
+}
+
 impl Interp {
     /// `enqueue_task` / `dequeue_task` (kernel/sched/core.c) in one: task `i` is in its CPU's
     /// runqueue, under its current `last_run`, exactly while it is runnable.
@@ -55,7 +62,7 @@ impl Interp {
             }
         }
         // A sleeper whose time has come (nothing else would run before it) wakes first.
-        let ks = if self.serial { None } else { self.kscrubd_candidate() };
+        let ks = if self.serial { None } else { self.kthread_candidate() };
         let next = [best.map(|b| b.0), ks.map(|k| k.0)].into_iter().flatten().fold(f64::INFINITY, f64::min);
         let sleeper = match only {
             Some(o) => (self.tasks[o].state == TaskState::Sleeping).then_some(o),
@@ -67,10 +74,13 @@ impl Interp {
             self.wake_sleeper(s);
             return true;
         }
-        if let Some((kt, klr)) = ks {
+        if let Some((kt, klr, which, _)) = ks {
             if best.is_none_or(|b| kt < b.0 || (kt == b.0 && klr < b.1)) {
                 self.machine.horizon = self.machine.horizon.max(kt);
-                self.run_kscrubd(kt);
+                match which {
+                    Kthread::Kscrubd => self.run_kscrubd(kt),
+                    Kthread::Khugepaged => self.run_khugepaged(kt),
+                }
                 self.advance_loadavg();
                 return true;
             }
@@ -120,8 +130,16 @@ impl Interp {
             .filter(|&&c| !self.serial && c != cpu)
             .map(|&c| self.machine.cpus[c].clock)
             .fold(f64::INFINITY, f64::min);
-        if let Some((kt, _)) = ks.filter(|_| self.kscrubd.cpu != cpu) {
-            other = other.min(kt);
+        for (kt, kcpu) in [
+            self.kscrubd_candidate().map(|k| (k.0, self.kscrubd.cpu)),
+            self.khugepaged_candidate().map(|k| (k.0, self.khugepaged.cpu)),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if !self.serial && kcpu != cpu {
+                other = other.min(kt);
+            }
         }
         self.time_limit = before + (other - mine).max(0.0) + SLICE_SLACK;
         // With others waiting on this CPU, the task yields it when its slice ends.
@@ -146,9 +164,21 @@ impl Interp {
         }
         self.rq_update(t);
         self.wakeup_kscrubd(self.machine.cpus[cpu].clock);
+        self.wakeup_khugepaged(self.machine.cpus[cpu].clock);
         self.advance_loadavg();
         self.check_host_memory();
         true
+    }
+
+    /// The kernel thread that would run first (kscrubd, then khugepaged on a tie): its time,
+    /// scheduling key, which, and its CPU.
+    fn kthread_candidate(&self) -> Option<(f64, u64, Kthread, usize)> {
+        let a = self.kscrubd_candidate().map(|(t, lr)| (t, lr, Kthread::Kscrubd, self.kscrubd.cpu));
+        let b = self.khugepaged_candidate().map(|(t, lr)| (t, lr, Kthread::Khugepaged, self.khugepaged.cpu));
+        match (a, b) {
+            (Some(a), Some(b)) => Some(if (b.0, b.1) < (a.0, a.1) { b } else { a }),
+            (a, b) => a.or(b),
+        }
     }
 
     /// `pick_next_task` (kernel/sched/core.c) for `cpu`, as its (last_run, task) key: the
@@ -179,7 +209,9 @@ impl Interp {
     /// from the tasks runnable now, kscrubd included while it is awake.
     pub(super) fn advance_loadavg(&mut self) {
         let secs = self.machine.horizon / (self.machine.p.cpu.freq_ghz * 1e9);
-        let active = self.rq.iter().map(|q| q.len() as u64).sum::<u64>() + self.kscrubd.running as u64;
+        let khugepaged = self.khugepaged.ready_at.is_some() && !self.khugepaged.sleeping;
+        let active =
+            self.rq.iter().map(|q| q.len() as u64).sum::<u64>() + self.kscrubd.running as u64 + khugepaged as u64;
         self.loadavg.advance(secs, active);
     }
 
