@@ -111,6 +111,25 @@
  * thp_zero_page_alloc does not depend on whether the host had freed it; mmsim then starts
  * with it allocated (python/mmsim/native.py).
  *
+ * Split TLB entries: a CPU caches a 2 MiB mapping's translation as one TLB entry, so a write
+ * fault that makes a read-only huge entry writable (hugetlb_wp or do_huge_pmd_wp_page
+ * reusing the folio after the fork's child ended: no TLB flush, as x86 relies on the faulting
+ * access dropping the stale entry) is the only fault there, as mmsim counts it. In a virtual
+ * machine whose memory the host maps with 4 KiB pages (a KVM guest, Firecracker's), the CPU
+ * caches each 4 KiB piece of a huge mapping it touched as an entry of its own, the fault
+ * drops only the one it hit, and every other piece still cached read-only (read before, or
+ * walked speculatively ahead of the writes) takes a spurious write fault: a private hugetlb
+ * mapping of 8 MiB read and then written after a fork took 80 to 220 minor faults instead of
+ * 4, varying with what the TLB held. The runner tests for it before the program
+ * (probe_split_tlb: a THP, or else a hugetlb page, written, forked, read and written again
+ * takes 1 fault where the CPU caches it whole, about 500 where it splits it). Only where it
+ * splits, the runner maps FLUSH_PAGES pages of its own (MAP_SHARED: they never merge with a
+ * workload's mapping; each forked child writes them too) and, after each access of a write
+ * or atomic op that faulted, flushes its TLB (flush_tlb: an mprotect of those pages to
+ * read-only, a range above x86's tlb_single_page_flush_ceiling, 33 by default, so a flush
+ * of the whole address space, and back), which drops the stale pieces as the fault drops
+ * the whole entry elsewhere. The flush changes no page, table or fault count.
+ *
  * Every process appends one JSON line per snapshot to OUT_FILE (O_APPEND; one task runs at a
  * time). Logical pids follow the order of creation, as the
  * simulator numbers its tasks (a counter in shared memory). Alignment is done by mapping
@@ -170,6 +189,8 @@
 #define HPAGE (2UL << 20)
 /* The buffer of file reads and writes: CHUNK is at most this (mmsim refuses more). */
 #define IO_BUF (2UL << 20)
+/* Pages whose mprotect flushes the whole TLB: more than x86's tlb_single_page_flush_ceiling. */
+#define FLUSH_PAGES 64
 #ifndef SYS_cachestat
 #define SYS_cachestat 451
 #endif
@@ -237,6 +258,9 @@ static char path_buf[NFS * PATH_MAX + 512];
 static char *io_buf;
 /* One PROT_NONE page, mlocked and munlocked before each snapshot (see drain_mlock_batch). */
 static char *drain_page;
+/* FLUSH_PAGES pages (MAP_SHARED), mapped only where the TLB splits huge pages (see the header
+ * and flush_tlb); NULL elsewhere. */
+static char *flush_pages;
 static volatile long *pid_counter;
 static volatile unsigned long sink;
 /* The layout is randomised (set once in main; forked children inherit the personality). */
@@ -307,6 +331,88 @@ static long task_majflt(void)
 	struct rusage ru;
 	getrusage(RUSAGE_THREAD, &ru);
 	return ru.ru_majflt;
+}
+
+static long task_faults(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_THREAD, &ru);
+	return ru.ru_minflt + ru.ru_majflt;
+}
+
+/* Flush this task's TLB where the CPU splits huge pages (see the header): the pages go
+ * read-only (their ptes change: a flush of more than the ceiling, so of everything) and
+ * writable again (an upgrade: no flush, no fault). */
+static void flush_tlb(void)
+{
+	if (flush_pages == NULL)
+		return;
+	mprotect(flush_pages, FLUSH_PAGES * 4096UL, PROT_READ);
+	mprotect(flush_pages, FLUSH_PAGES * 4096UL, PROT_READ | PROT_WRITE);
+}
+
+/* Map them in this process's page table (a forked child: fork copies no pte of a shared
+ * mapping), so that its mprotect changes them. */
+static void touch_flush_pages(void)
+{
+	if (flush_pages != NULL)
+		for (size_t i = 0; i < FLUSH_PAGES * 4096UL; i += 4096)
+			((volatile char *)flush_pages)[i] = 1;
+}
+
+/* Whether the CPU caches a huge mapping in 4 KiB pieces (see the header): a 2 MiB page is
+ * written (1 fault: it is one pmd mapping; else -1, no test), write-protected by a fork whose
+ * child exits at once, read, and written again: 1 fault (the reuse) where its translation is
+ * one TLB entry (0), more where each piece read is one (1). */
+static int probe_split_tlb(char *a)
+{
+	size_t huge = 2UL << 20;
+	long before = task_faults();
+	for (size_t i = 0; i < huge; i += 4096)
+		((volatile char *)a)[i] = 1;
+	if (task_faults() - before != 1)
+		return -1;
+	pid_t p = fork();
+	if (p < 0)
+		return -1;
+	if (p == 0)
+		_exit(0);
+	while (waitpid(p, NULL, 0) < 0 && errno == EINTR)
+		;
+	for (size_t i = 0; i < huge; i += 4096)
+		sink += ((volatile char *)a)[i];
+	before = task_faults();
+	for (size_t i = 0; i < huge; i += 4096)
+		((volatile char *)a)[i] = 2;
+	return task_faults() - before > 1;
+}
+
+/* Test with a THP (MADV_HUGEPAGE), else a hugetlb page (where the pool has one); where the
+ * TLB splits them, map the flush pages. */
+static void setup_tlb_flush(void)
+{
+	size_t huge = 2UL << 20;
+	int split = -1;
+	char *p = mmap(NULL, 2 * huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p != MAP_FAILED) {
+		char *a = (char *)(((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1));
+		if (madvise(a, huge, MADV_HUGEPAGE) == 0)
+			split = probe_split_tlb(a);
+		munmap(p, 2 * huge);
+	}
+	if (split < 0) {
+		p = mmap(NULL, huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+		if (p != MAP_FAILED) {
+			split = probe_split_tlb(p);
+			munmap(p, huge);
+		}
+	}
+	if (split <= 0)
+		return;
+	flush_pages = mmap(NULL, FLUSH_PAGES * 4096UL, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (flush_pages == MAP_FAILED)
+		flush_pages = NULL;
+	touch_flush_pages();
 }
 
 static void open_perf(void)
@@ -509,6 +615,9 @@ static void access_block(const struct op *o, struct region *r, size_t at)
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	size_t end = o->e > 0 ? at + (size_t)o->e : at + 1, step = o->e > 0 && o->f > 0 ? (size_t)o->f : 1;
 	size_t page_end = (at / page + 1) * page;
+	/* Where the TLB splits huge pages, a write that faulted is followed by a flush (see the
+	 * header). */
+	long before = flush_pages != NULL && o->kind == WRITE ? task_faults() : 0;
 	if (end > page_end)
 		end = page_end;
 	for (size_t k = at; k < end; k += step) {
@@ -524,6 +633,8 @@ static void access_block(const struct op *o, struct region *r, size_t at)
 			}
 		}
 	}
+	if (flush_pages != NULL && o->kind == WRITE && task_faults() != before)
+		flush_tlb();
 }
 
 /* The next `n` logical pids, as mmsim numbers the tasks of one fork or thread op. */
@@ -551,6 +662,7 @@ static void do_fork(int at)
 			close_perf();
 			read_own();
 			touch_own();
+			touch_flush_pages();
 			/* The pid counter is shared memory: fork does not copy its page table entry. */
 			sink += (unsigned long)*pid_counter;
 			cur.own_faults = task_minflt();
@@ -762,8 +874,11 @@ static void run(int from, int to)
 		case ATOMIC: {
 			struct region *r = region(o->name);
 			volatile long long *word = (volatile long long *)(r->addr + (o->a & ~7LL));
+			long before = flush_pages != NULL ? task_faults() : 0;
 			for (long long k = 0; k < o->b; k++)
 				__asm__ volatile("lock addq $0, %0" : "+m"(*word) : : "memory", "cc");
+			if (flush_pages != NULL && task_faults() != before)
+				flush_tlb();
 			break;
 		}
 		case LOOP:
@@ -855,6 +970,7 @@ int main(int argc, char **argv)
 		CPU_SET(cpu, &set);
 		sched_setaffinity(0, sizeof set, &set);
 	}
+	setup_tlb_flush();
 	drain_page = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (drain_page == MAP_FAILED)
 		drain_page = NULL;
