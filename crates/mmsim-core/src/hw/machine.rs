@@ -271,11 +271,18 @@ impl Machine {
     /// stays ahead of its loads.
     #[inline]
     pub fn cache_access(&mut self, cpu: usize, line: u64) -> Level {
-        let Machine { cpus, llc, prefetch_degree, prefetch_shift, .. } = self;
-        let c = &mut cpus[cpu];
-        if c.l1d.access(line) {
+        if self.cpus[cpu].l1d.access(line) {
             return Level::L1;
         }
+        self.l2_access(cpu, line)
+    }
+
+    /// An L1 miss (data or code) at the L2 and below, through the L2 streamer, which watches
+    /// the L1D's and the L1I's requests alike (Intel's optimization manual: "monitored read
+    /// requests include L1 DCache requests ... and L1 ICache requests for code fetch").
+    fn l2_access(&mut self, cpu: usize, line: u64) -> Level {
+        let Machine { cpus, llc, prefetch_degree, prefetch_shift, .. } = self;
+        let c = &mut cpus[cpu];
         let stream = c.streams.observe(line);
         // A line that continues a stream was most likely just prefetched into the L2.
         let in_l2 = if stream { c.l2.access_likely_mru(line) } else { c.l2.access(line) };
@@ -603,19 +610,13 @@ impl Machine {
         stall
     }
 
-    /// An instruction fetch of one line through `cpu`'s L1i, then the unified L2 and the LLC.
+    /// An instruction fetch of one line through `cpu`'s L1i, then the unified L2 (its streamer) and the LLC.
     #[inline]
     pub fn icache_access(&mut self, cpu: usize, line: u64) -> Level {
-        let c = &mut self.cpus[cpu];
-        if c.l1i.access(line) {
-            Level::L1
-        } else if c.l2.access(line) {
-            Level::L2
-        } else if self.llc.access(line) {
-            Level::Llc
-        } else {
-            Level::Mem
+        if self.cpus[cpu].l1i.access(line) {
+            return Level::L1;
         }
+        self.l2_access(cpu, line)
     }
 
     /// Call `f` with each line (index within the page) that `count` accesses at offsets
