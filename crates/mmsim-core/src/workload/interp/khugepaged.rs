@@ -72,18 +72,7 @@ impl Interp {
     /// awake, a workload task is alive, and its time has come or its CPU has nothing else.
     pub(super) fn khugepaged_candidate(&self) -> Option<(f64, u64)> {
         let k = &self.khugepaged;
-        let at = k.ready_at?;
-        if self.tasks.iter().all(|t| matches!(t.state, TaskState::Exited | TaskState::Killed)) {
-            return None;
-        }
-        let clock = self.machine.cpus[k.cpu].clock;
-        if clock >= at {
-            Some((clock, k.last_run))
-        } else if self.rq[k.cpu].is_empty() {
-            Some((at, k.last_run))
-        } else {
-            None
-        }
+        self.kthread_ready(k.cpu, k.ready_at?, k.last_run)
     }
 
     /// One step of khugepaged: one `khugepaged_scan_mm_slot` call (a file range at most) and
@@ -101,13 +90,7 @@ impl Interp {
             self.khugepaged.pass = ScanPass::default();
         }
         let cpu = self.khugepaged.cpu;
-        let start = self.machine.cpus[cpu].clock.max(at);
-        self.machine.cpus[cpu].clock = start;
-        if let Some(o) = self.machine.cpus[cpu].walk_task.take() {
-            let stall = self.machine.drain_translations(cpu, &mut self.tasks[o].perf);
-            self.machine.cpus[cpu].clock += stall;
-        }
-        self.kernel.cur_cpu = cpu;
+        self.kthread_switch_in(cpu, at);
         let mut pass = self.khugepaged.pass;
         let step = self.kernel.khugepaged_scan_step(&mut pass);
         self.khugepaged.pass = pass;

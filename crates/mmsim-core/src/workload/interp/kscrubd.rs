@@ -130,17 +130,10 @@ impl Interp {
     /// task to run meanwhile (the CPU idles until the engine is done).
     pub(super) fn kscrubd_candidate(&self) -> Option<(f64, u64)> {
         let k = &self.kscrubd;
-        if !k.running || self.tasks.iter().all(|t| matches!(t.state, TaskState::Exited | TaskState::Killed)) {
+        if !k.running {
             return None;
         }
-        let clock = self.machine.cpus[k.cpu].clock;
-        if clock >= k.ready_at {
-            Some((clock, k.last_run))
-        } else if self.rq[k.cpu].is_empty() {
-            Some((k.ready_at, k.last_run))
-        } else {
-            None
-        }
+        self.kthread_ready(k.cpu, k.ready_at, k.last_run)
     }
 
     /// One step of kscrubd (`scrub_pgdat`'s loop, one block a step, with its `cond_resched`):
@@ -151,14 +144,7 @@ impl Interp {
         self.run_seq += 1;
         self.kscrubd.last_run = self.run_seq;
         let cpu = self.kscrubd.cpu;
-        let start = self.machine.cpus[cpu].clock.max(at);
-        self.machine.cpus[cpu].clock = start;
-        // A context switch: the task it preempts completes its outstanding translations.
-        if let Some(o) = self.machine.cpus[cpu].walk_task.take() {
-            let stall = self.machine.drain_translations(cpu, &mut self.tasks[o].perf);
-            self.machine.cpus[cpu].clock += stall;
-        }
-        self.kernel.cur_cpu = cpu;
+        self.kthread_switch_in(cpu, at);
         self.kernel.mem.end_zero_page();
         let block = if self.kscrubd_load_high() {
             self.kernel.stat.count(VmEvent::KscrubdLoadSkip);

@@ -62,7 +62,9 @@ impl Interp {
             }
         }
         // A sleeper whose time has come (nothing else would run before it) wakes first.
-        let ks = if self.serial { None } else { self.kthread_candidate() };
+        // The kernel threads that could run, and when (none on the serial schedule).
+        let kthreads = if self.serial { [None, None] } else { self.kthread_candidates() };
+        let ks = kthreads.into_iter().flatten().reduce(|a, b| if (b.0, b.1) < (a.0, a.1) { b } else { a });
         let next = [best.map(|b| b.0), ks.map(|k| k.0)].into_iter().flatten().fold(f64::INFINITY, f64::min);
         let sleeper = match only {
             Some(o) => (self.tasks[o].state == TaskState::Sleeping).then_some(o),
@@ -130,14 +132,8 @@ impl Interp {
             .filter(|&&c| !self.serial && c != cpu)
             .map(|&c| self.machine.cpus[c].clock)
             .fold(f64::INFINITY, f64::min);
-        for (kt, kcpu) in [
-            self.kscrubd_candidate().map(|k| (k.0, self.kscrubd.cpu)),
-            self.khugepaged_candidate().map(|k| (k.0, self.khugepaged.cpu)),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            if !self.serial && kcpu != cpu {
+        for (kt, _, _, kcpu) in kthreads.into_iter().flatten() {
+            if kcpu != cpu {
                 other = other.min(kt);
             }
         }
@@ -170,15 +166,42 @@ impl Interp {
         true
     }
 
-    /// The kernel thread that would run first (kscrubd, then khugepaged on a tie): its time,
-    /// scheduling key, which, and its CPU.
-    fn kthread_candidate(&self) -> Option<(f64, u64, Kthread, usize)> {
-        let a = self.kscrubd_candidate().map(|(t, lr)| (t, lr, Kthread::Kscrubd, self.kscrubd.cpu));
-        let b = self.khugepaged_candidate().map(|(t, lr)| (t, lr, Kthread::Khugepaged, self.khugepaged.cpu));
-        match (a, b) {
-            (Some(a), Some(b)) => Some(if (b.0, b.1) < (a.0, a.1) { b } else { a }),
-            (a, b) => a.or(b),
+    /// When an awake kernel thread of `cpu` that may run from `ready_at` runs, and its key:
+    /// not once every workload task has ended; at its CPU's clock if that has passed
+    /// `ready_at`, at `ready_at` if the CPU has nothing else to run meanwhile, else not yet.
+    pub(super) fn kthread_ready(&self, cpu: usize, ready_at: f64, last_run: u64) -> Option<(f64, u64)> {
+        if self.tasks.iter().all(|t| matches!(t.state, TaskState::Exited | TaskState::Killed)) {
+            return None;
         }
+        let clock = self.machine.cpus[cpu].clock;
+        if clock >= ready_at {
+            Some((clock, last_run))
+        } else if self.rq[cpu].is_empty() {
+            Some((ready_at, last_run))
+        } else {
+            None
+        }
+    }
+
+    /// A kernel thread starts a step on `cpu` at `at` (or its clock, if later): the task it
+    /// preempts completes its outstanding translations first.
+    pub(super) fn kthread_switch_in(&mut self, cpu: usize, at: f64) {
+        let start = self.machine.cpus[cpu].clock.max(at);
+        self.machine.cpus[cpu].clock = start;
+        if let Some(o) = self.machine.cpus[cpu].walk_task.take() {
+            let stall = self.machine.drain_translations(cpu, &mut self.tasks[o].perf);
+            self.machine.cpus[cpu].clock += stall;
+        }
+        self.kernel.cur_cpu = cpu;
+    }
+
+    /// Each kernel thread that could run (kscrubd, khugepaged): its time, scheduling key,
+    /// which, and its CPU. The earliest runs first, kscrubd on a tie.
+    fn kthread_candidates(&self) -> [Option<(f64, u64, Kthread, usize)>; 2] {
+        [
+            self.kscrubd_candidate().map(|(t, lr)| (t, lr, Kthread::Kscrubd, self.kscrubd.cpu)),
+            self.khugepaged_candidate().map(|(t, lr)| (t, lr, Kthread::Khugepaged, self.khugepaged.cpu)),
+        ]
     }
 
     /// `pick_next_task` (kernel/sched/core.c) for `cpu`, as its (last_run, task) key: the
