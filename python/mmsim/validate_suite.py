@@ -204,6 +204,26 @@ FILE_CASES = [
         vmstat=("thp_collapse_alloc", "ShmemPmdMapped", "thp_file_mapped"),
     ),
     Case(
+        "collapse-tmpfs-text",
+        (
+            "MADV_COLLAPSE on program text in tmpfs (the exec op's private r-x mapping, 2 MiB-aligned): "
+            "collapse_file puts 2 PMD folios in the file's page cache (thp_collapse_alloc +2) and the text is "
+            "mapped by its pmds (ShmemPmdMapped +4096 kB); no copy, RssShmem unchanged, no fault"
+        ),
+        _w(
+            {"op": "create", "file": "t", "size": 0, "fs": "tmpfs"},
+            {"op": "pwrite", "file": "t", "length": "4M", "chunk": "1M"},
+            {"op": "exec", "file": "t", "name": "text", "text_size": "4M", "align": "2M"},
+            {"op": "read", "region": "text"},
+            B,
+            {"op": "madvise", "region": "text", "advice": "collapse"},
+            {"op": "read", "region": "text"},
+            A,
+        ),
+        counters=("minflt", "RssShmem", "RssFile"),
+        vmstat=("thp_collapse_alloc", "ShmemPmdMapped", "thp_file_mapped"),
+    ),
+    Case(
         "file-pmd-cow",
         (
             "a write to a private writable mapping of a PMD-mapped file folio: the pmd is zapped, not split "
