@@ -1,6 +1,7 @@
 """The ``mmsim`` command.
 
-    mmsim run WORKLOAD [--set KNOB=VALUE ...] [--check] [--json] [--max-ops N] [--max-memory SIZE] [--native]
+    mmsim run WORKLOAD [--set KNOB=VALUE ...] [--check] [--json] [--sample UNITS[:WARMUP]] [--max-ops N]
+              [--max-memory SIZE] [--native]
     mmsim knobs [--json]
     mmsim profiles [--json]
     mmsim profiles show NAME [--json | --toml]
@@ -63,6 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--json", action="store_true", help="print the report as JSON")
     run.add_argument("--max-ops", metavar="N", help="stop the run after N simulated operations (default 10^9)")
+    run.add_argument(
+        "--sample",
+        metavar="UNITS[:WARMUP]",
+        help="SMARTS-style sampling of loops: after each change of kernel state, WARMUP iterations (default 1) "
+        "warm the TLBs and caches, UNITS iterations (at least 2) are measured, and the rest are added as their "
+        "mean with a 95%% confidence interval per counter (faults and kernel counts stay exact)",
+    )
     run.add_argument(
         "--max-memory", metavar="SIZE", help="largest simulated memory a workload may ask for (default 256G)"
     )
@@ -504,6 +512,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         sets.append(("engine.max_ops", args.max_ops))
     if args.max_memory is not None:
         sets.append(("engine.max_memory", args.max_memory))
+    if getattr(args, "sample", None) is not None:
+        sets.append(("engine.sample", args.sample))
     if args.native:
         from mmsim.native_report import format_native, native_report
         from mmsim.workload import load_workload

@@ -91,12 +91,27 @@ def _perf_lines(report: Mapping[str, Any]) -> list[str]:
         lines.append(f"{format_number(float(perf['task-clock'])):>18} msec task-clock")
     names = [n for n in FIRST_EVENTS if n in perf]
     names += [n for n in perf if n not in FIRST_EVENTS and n not in NOT_ROWS]
+    sampling = report.get("sampling") or {}
+    ci = sampling.get("ci95") or {}
     for name in names:
         row = f"{format_number(perf[name]):>18}      {name}"
         note = _perf_note(name, perf)
-        lines.append(f"{row:<56}# {note}" if note else row)
+        row = f"{row:<56}# {note}" if note else row
+        lines.append(row + _ci_note(ci.get(name), perf[name], len(row)))
     if "seconds" in perf:
-        lines += ["", f"{perf['seconds']:>18.9f} seconds time elapsed"]
+        lines += [
+            "",
+            f"{perf['seconds']:>18.9f} seconds time elapsed" + _ci_note(ci.get("seconds"), perf["seconds"], 92),
+        ]
+    if sampling:
+        lines += [
+            "",
+            f" Sampled (--sample {sampling['units']}:{sampling['warmup']}):"
+            f" {format_number(sampling['extrapolated_iterations'])} loop iterations"
+            f" ({format_number(sampling['extrapolated_steps'])} steps) added as the mean of"
+            f" {format_number(sampling['units_measured'])} measured units in {sampling['extrapolations']}"
+            " extrapolation(s); ( +- x% ) is the 95% confidence interval. Faults and kernel counters are exact.",
+        ]
     engine = report.get("engine") or {}
     if engine.get("fast_forwarded_iterations"):
         lines += [
@@ -106,6 +121,14 @@ def _perf_lines(report: Mapping[str, Any]) -> list[str]:
             " iteration's state and counts exactly; `--set engine.fast_forward=0` simulates them one by one.",
         ]
     return lines
+
+
+def _ci_note(half: float | None, value: float, width: int) -> str:
+    """perf stat -r's ``( +- 0.12% )`` column: a sampled counter's 95% half-width."""
+    if half is None:
+        return ""
+    pct = 100.0 * half / value if value else 0.0
+    return " " * max(2, 94 - width) + f"( +- {pct:5.2f}% )"
 
 
 def _perf_note(name: str, perf: Mapping[str, Any]) -> str:

@@ -84,6 +84,8 @@ class Result(Snapshot):
         self.events: list[dict[str, Any]] = list(report.get("events", []))
         self.check: dict[str, Any] = dict(report.get("check", {}))
         self.engine: dict[str, Any] = dict(report.get("engine", {}))
+        #: With ``sample``: the extrapolation and ``ci95``, each counter's 95% half-width.
+        self.sampling: dict[str, Any] | None = report.get("sampling")
         self.failed: bool = bool(report.get("failed", False))
 
     def snapshot(self, label: str) -> Snapshot:

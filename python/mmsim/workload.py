@@ -158,7 +158,14 @@ def resolve(workload: Any, machine: Any = None, knobs: Sets = None) -> tuple[dic
     return d, sets
 
 
-def run(workload: Any, machine: Any = None, knobs: Sets = None, check: bool = False, sets: Sets = None) -> Any:
+def run(
+    workload: Any,
+    machine: Any = None,
+    knobs: Sets = None,
+    check: bool = False,
+    sets: Sets = None,
+    sample: str | None = None,
+) -> Any:
     """Run a workload on the simulator.
 
     Parameters
@@ -174,6 +181,9 @@ def run(workload: Any, machine: Any = None, knobs: Sets = None, check: bool = Fa
         Run the reference model beside the simulator and verify every read.
     sets : mapping or pairs, optional
         Further ``--set`` pairs (``hw.PATH``, ``engine.*``).
+    sample : str, optional
+        ``"UNITS[:WARMUP]"``: sample loops as ``mmsim run --sample`` does (``engine.sample``);
+        ``Result.sampling`` then has the 95% interval of each extrapolated counter.
 
     Returns
     -------
@@ -203,6 +213,8 @@ def run(workload: Any, machine: Any = None, knobs: Sets = None, check: bool = Fa
 
     d, pairs = resolve(workload, machine, knobs)
     pairs += _knob_sets(sets)
+    if sample is not None:
+        pairs.append(("engine.sample", str(sample)))
     return Result(json.loads(run_json(d, pairs, check)))
 
 

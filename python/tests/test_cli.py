@@ -118,6 +118,50 @@ def test_run_json_has_the_report_schema():
     assert report["knobs"]["transparent_hugepage/use_zero_page"] == "1"
 
 
+def _looped_text(tmp_path: Path) -> Path:
+    """A 16 MiB text run 12 times, random reads after each 2 MiB (seed 004's shape, small)."""
+    body = []
+    for i in range(8):
+        body.append({"op": "fetch", "region": "text", "offset": i << 21, "length": 1 << 21})
+        body.append({"op": "read", "region": "data", "pattern": "random", "stride": 64, "count": 5000, "seed": i})
+    w = {
+        "name": "looped-text",
+        "machine": {"profile": "desktop-2018", "memory": "1G"},
+        "program": [
+            {"op": "create", "file": "t", "size": "16M"},
+            {"op": "exec", "file": "t", "name": "text", "text_size": "16M", "align": "2M"},
+            {"op": "mmap", "name": "data", "size": 42240},
+            {"op": "write", "region": "data"},
+            {"op": "loop", "count": 12, "body": body},
+        ],
+    }
+    path = tmp_path / "looped-text.json"
+    path.write_text(json.dumps(w))
+    return path
+
+
+def test_run_sample_prints_intervals_and_agrees_with_the_full_run(tmp_path):
+    w = _looped_text(tmp_path)
+    rnd = ["--set", "hw.cache.llc.replacement=random", "--set", "hw.cache.l2.replacement=random"]
+    r = run_mmsim("run", str(w), "--sample", "4:1", *rnd)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^ +[\d,]+ +cycles +\( \+- +\d+\.\d\d% \)$", r.stdout, re.M), r.stdout
+    assert "Sampled (--sample 4:1): 6 loop iterations" in r.stdout
+    sampled = run_mmsim("run", "--json", str(w), "--sample", "4:1", *rnd).json()
+    full = run_mmsim("run", "--json", str(w), "--set", "engine.fast_forward=0", *rnd).json()
+    assert "sampling" not in full
+    s = sampled["sampling"]
+    assert s["extrapolated_iterations"] == 6 and s["units_measured"] == 4
+    assert sampled["vmstat"] == full["vmstat"] and sampled["perf"]["page-faults"] == full["perf"]["page-faults"]
+    for name, half in s["ci95"].items():
+        assert abs(sampled["perf"][name] - full["perf"][name]) <= half + 1e-3 * max(1, half), name
+
+
+def test_run_sample_refuses_a_bad_spec(tmp_path):
+    r = run_mmsim("run", str(_looped_text(tmp_path)), "--sample", "1")
+    assert_one_line_error(r, "engine.sample", "at least 2 units")
+
+
 def test_seed_000_huge_zero_page_keeps_rss():
     snap, proc, start = after_read(run_mmsim("run", "--json", HZP_RSS).json())
     assert proc["minflt"] == 100

@@ -191,6 +191,23 @@ pub struct EngineStats {
     pub events_dropped: u64,
 }
 
+/// What `engine.sample` did (`mmsim run --sample`): the extrapolated loop iterations, and a
+/// 95% confidence interval (half-width) for each extrapolated counter of `perf`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SamplingReport {
+    /// Units measured per extrapolation, and warm-up iterations before them.
+    pub units: u32,
+    pub warmup: u32,
+    pub units_measured: u64,
+    pub extrapolations: u64,
+    pub extrapolated_iterations: u64,
+    pub extrapolated_steps: u64,
+    /// Half-widths of the 95% intervals, by `perf` name (page faults and every kernel count
+    /// are exact and have none). `seconds` and `task-clock` take the interval of all tasks'
+    /// cycles, an upper bound when tasks ran in parallel.
+    pub ci95: Metrics,
+}
+
 /// The whole run: what `mmsim run --json` prints.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Report {
@@ -209,6 +226,9 @@ pub struct Report {
     pub events: Vec<Event>,
     pub check: CheckSummary,
     pub engine: EngineStats,
+    /// Present when the run sampled its loops (`engine.sample`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<SamplingReport>,
     /// True when the run should exit non-zero (an expect failed or the check found a mismatch).
     pub failed: bool,
 }

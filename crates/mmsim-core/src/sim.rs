@@ -29,6 +29,8 @@ pub struct RunOptions {
     pub sabotage: crate::kernel::Sabotage,
     /// Exact fast-forward of repeating loop iterations (default on).
     pub fast_forward: Option<bool>,
+    /// `engine.sample=UNITS[:WARMUP]`: sample loop iterations (SMARTS) instead.
+    pub sample: Option<crate::workload::interp::SampleSpec>,
     /// Largest simulated memory (bytes) a run may have (None = DEFAULT_MAX_MEMORY): each
     /// simulated GiB takes about 15 MB of the host's memory (frame metadata and contents).
     pub max_memory: Option<u64>,
@@ -148,6 +150,7 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
                     "--set {k}={v}: expected {}",
                     match name {
                         "fast_forward" => "0 or 1",
+                        "sample" => "UNITS[:WARMUP] (UNITS at least 2), or 0 for no sampling",
                         "schedule" => "parallel or serial",
                         _ => "a positive integer",
                     }
@@ -169,6 +172,15 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
                         _ => return Err(bad()),
                     })
                 }
+                "sample" => {
+                    opts.sample = if v == "0" {
+                        None
+                    } else {
+                        Some(crate::workload::interp::SampleSpec::parse(v).map_err(|e| {
+                            Error::Knob(format!("--set {k}={v}: {e} (expected UNITS[:WARMUP], e.g. 10:1)"))
+                        })?)
+                    }
+                }
                 "max_ops" => opts.max_steps = Some(v.parse().map_err(|_| bad())?),
                 "max_host_memory" => {
                     opts.max_host_memory =
@@ -184,8 +196,8 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
                 }
                 _ => {
                     return Err(Error::Knob(format!(
-                        "--set {k}: unknown engine option (known: engine.fast_forward, engine.max_ops, \
-                         engine.max_memory, engine.max_host_memory, engine.schedule)"
+                        "--set {k}: unknown engine option (known: engine.fast_forward, engine.sample, \
+                         engine.max_ops, engine.max_memory, engine.max_host_memory, engine.schedule)"
                     )))
                 }
             }
@@ -229,6 +241,7 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
     let mut it = Interp::new(kernel, machine, w.program.clone(), first_cpu, opts.check).map_err(Error::Limit)?;
     it.check_invariants_each_op = opts.invariants_each_op;
     it.fast_forward = opts.fast_forward.unwrap_or(true);
+    it.sample = opts.sample;
     it.max_steps = opts.max_steps.unwrap_or(DEFAULT_MAX_OPS);
     it.serial = opts.serial.unwrap_or(false);
     it.max_host_memory = host_limit;
@@ -319,8 +332,33 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
             fast_forwarded_steps: it.fast_forward_steps,
             events_dropped: it.events_dropped,
         },
+        sampling: it.sample.map(|spec| sampling_report(&it, spec)),
         failed,
     })
+}
+
+/// The report's `sampling`: what was extrapolated, and each counter's 95% half-width.
+fn sampling_report(it: &Interp, spec: crate::workload::interp::SampleSpec) -> crate::report::SamplingReport {
+    let st = &it.sampling;
+    let mut ci95 = Metrics::default();
+    let freq = it.machine.p.cpu.freq_ghz * 1e9;
+    let cycles = st.ci_sq.iter().find(|e| e.0 == "cycles").map_or(0.0, |e| e.1.sqrt());
+    for (name, sq) in &st.ci_sq {
+        ci95.push(name, sq.sqrt().round());
+        if *name == "instructions" {
+            ci95.push("task-clock", (cycles / freq * 1e6).round() / 1e3);
+            ci95.push("seconds", (cycles / freq * 1e6).round() / 1e6);
+        }
+    }
+    crate::report::SamplingReport {
+        units: spec.units,
+        warmup: spec.warmup,
+        units_measured: st.units_measured,
+        extrapolations: st.extrapolations,
+        extrapolated_iterations: st.extrapolated_iterations,
+        extrapolated_steps: st.extrapolated_steps,
+        ci95,
+    }
 }
 
 /// PMD-mapped anonymous THPs of one mm (smaps AnonHugePages; page-cache and shmem PMDs are

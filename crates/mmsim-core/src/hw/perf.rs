@@ -93,6 +93,58 @@ impl PerfCounters {
         }
     }
 
+    /// `self` (the counts of `iters` iterations) scaled to `n` iterations, integer counts
+    /// rounded (a sampled loop's extrapolation).
+    pub fn extrapolated(&self, iters: u64, n: u64) -> PerfCounters {
+        let f = n as f64 / iters as f64;
+        let u = |v: u64| (v as f64 * f).round() as u64;
+        PerfCounters {
+            cycles: self.cycles * f,
+            instructions: self.instructions * f,
+            stalled_backend: self.stalled_backend * f,
+            stalled_frontend: self.stalled_frontend * f,
+            dtlb_loads: u(self.dtlb_loads),
+            dtlb_load_misses: u(self.dtlb_load_misses),
+            dtlb_stores: u(self.dtlb_stores),
+            dtlb_store_misses: u(self.dtlb_store_misses),
+            itlb_loads: u(self.itlb_loads),
+            itlb_load_misses: u(self.itlb_load_misses),
+            l1d_loads: u(self.l1d_loads),
+            l1d_load_misses: u(self.l1d_load_misses),
+            l1i_load_misses: u(self.l1i_load_misses),
+            llc_loads: u(self.llc_loads),
+            llc_load_misses: u(self.llc_load_misses),
+            page_walks: u(self.page_walks),
+            page_walk_cycles: self.page_walk_cycles * f,
+            mem_refs: u(self.mem_refs),
+            profile: self.profile.iter().map(|(k, v)| (*k, v * f)).collect(),
+        }
+    }
+
+    /// The counts under their `perf stat` names (as `sim::perf_metrics` reports them).
+    pub fn fields(&self) -> [(&'static str, f64); 18] {
+        [
+            ("cycles", self.cycles),
+            ("instructions", self.instructions),
+            ("dTLB-loads", self.dtlb_loads as f64),
+            ("dTLB-load-misses", self.dtlb_load_misses as f64),
+            ("dTLB-stores", self.dtlb_stores as f64),
+            ("dTLB-store-misses", self.dtlb_store_misses as f64),
+            ("iTLB-loads", self.itlb_loads as f64),
+            ("iTLB-load-misses", self.itlb_load_misses as f64),
+            ("L1-dcache-loads", self.l1d_loads as f64),
+            ("L1-dcache-load-misses", self.l1d_load_misses as f64),
+            ("L1-icache-load-misses", self.l1i_load_misses as f64),
+            ("LLC-loads", self.llc_loads as f64),
+            ("LLC-load-misses", self.llc_load_misses as f64),
+            ("page-walks", self.page_walks as f64),
+            ("page-walk-cycles", self.page_walk_cycles),
+            ("stalled-cycles-frontend", self.stalled_frontend),
+            ("stalled-cycles-backend", self.stalled_backend),
+            ("memory-references", self.mem_refs as f64),
+        ]
+    }
+
     /// self - o, field by field (a phase between two snapshots).
     pub fn minus(&self, o: &PerfCounters) -> PerfCounters {
         PerfCounters {

@@ -29,6 +29,9 @@ mod kscrubd_tests;
 #[cfg(test)]
 mod limit_tests;
 mod process;
+mod sample;
+#[cfg(test)]
+mod sample_tests;
 mod sched;
 #[cfg(test)]
 mod serial_tests;
@@ -37,6 +40,7 @@ pub use host_memory::HostUsage;
 use host_memory::*;
 pub use khugepaged::Khugepaged;
 pub use kscrubd::{Kscrubd, LoadAvg};
+pub use sample::{student_t95, SampleSpec, SamplingStats};
 
 /// Pages a task touches (or syscalls it makes) before the scheduler moves on.
 pub const QUANTUM: u64 = 64;
@@ -74,6 +78,8 @@ struct Frame {
     remaining: u64,
     /// The state when the current iteration began (loops long enough to fast-forward).
     mark: Option<IterMark>,
+    /// `engine.sample`: the loop's warm-up, units and extrapolation.
+    sample: Option<Box<sample::SampleState>>,
 }
 
 /// What a loop iteration started from: if the next one starts from the same state, every
@@ -219,7 +225,7 @@ impl Task {
             tgid,
             ppid,
             mm: Some(mm),
-            frames: vec![Frame { ops, pc: 0, remaining: 0, mark: None }],
+            frames: vec![Frame { ops, pc: 0, remaining: 0, mark: None, sample: None }],
             regions,
             state: TaskState::Running,
             minflt: 0,
@@ -282,6 +288,10 @@ pub struct Interp {
     pub fast_forward_steps: u64,
     /// Whether loops may be fast-forwarded.
     pub fast_forward: bool,
+    /// `engine.sample`: loops are sampled (and not fast-forwarded).
+    pub sample: Option<SampleSpec>,
+    /// What sampling did, and its confidence intervals.
+    pub sampling: SamplingStats,
     pub max_steps: u64,
     /// `engine.schedule=serial` (mmsim's own): a task created by a fork or thread op runs to
     /// its end before the next task of its batch, and the batch before its creator goes on.
@@ -376,6 +386,8 @@ impl Interp {
             outputs: 0,
             fast_forward_steps: 0,
             fast_forward: true,
+            sample: None,
+            sampling: SamplingStats::default(),
             max_steps: u64::MAX,
             serial: false,
             serial_stack: Vec::new(),
@@ -808,6 +820,7 @@ impl Interp {
                         pc: 0,
                         remaining: count - 1,
                         mark: None,
+                        sample: None,
                     });
                 }
             }

@@ -9,6 +9,9 @@ impl Interp {
     /// running), every later span of as many iterations would repeat them: add their counts
     /// at once (exact fast-forward).
     pub(super) fn iteration_boundary(&mut self, t: usize) {
+        if let Some(spec) = self.sample {
+            return self.sample_boundary(t, spec);
+        }
         let others = self.busy_cpus.iter().any(|&c| self.rq[c].iter().any(|&(_, i)| i != t))
             || self.kscrubd.running
             || (self.khugepaged.ready_at.is_some() && !self.khugepaged.sleeping)
@@ -26,12 +29,7 @@ impl Interp {
             return;
         }
         let digest = self.machine.digest();
-        let kernel = self
-            .kernel
-            .stat
-            .entries()
-            .iter()
-            .fold(0xcbf2_9ce4_8422_2325u64, |h, (_, v)| (h ^ *v as u64).wrapping_mul(0x100_0000_01b3));
+        let kernel = self.kernel_digest();
         let perf = self.tasks[t].perf.clone();
         // A sleeping khugepaged's wake-up, and the task's time now.
         let wake =
