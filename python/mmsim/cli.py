@@ -488,7 +488,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             pub = "-" if r["published"] is None else _num(r["published"])
             q = ratio(r)
             qs = "-" if q is None else f"{q:.2f}"
-            print(f"  {r['config']:<26} {r['metric']:<30} {pub:>18} {_num(r['simulated']):>18} {qs:>8}  {r['unit']}")
+            ci = f"  (+- {_num(r['ci95'])})" if r.get("ci95") else ""
+            print(
+                f"  {r['config']:<26} {r['metric']:<30} {pub:>18} {_num(r['simulated']):>18} {qs:>8}  {r['unit']}{ci}"
+            )
         print()
     print(f"({time.monotonic() - t0:.1f} s)", file=sys.stderr)
     return 0

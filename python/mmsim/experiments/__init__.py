@@ -1,5 +1,5 @@
 """The seeds' experiments, reproduced at their own parameters (``mmsim reproduce``): one
-module per seed (``hzp`` for seeds 000 and 001, ``prezero`` for 002, ``ptshare`` for 003)
+module per seed (``hzp`` for seeds 000 and 001, ``prezero`` for 002, ``ptshare`` for 003, ``textthp`` for 004)
 over a small core (``core``: the experiment, its rows, the ratio).
 """
 
@@ -31,6 +31,7 @@ from mmsim.experiments.prezero import (
     run_prezero_init,
 )
 from mmsim.experiments.ptshare import PTSHARE_EXPERIMENTS
+from mmsim.experiments.textthp import TEXT_THP
 
 __all__ = [
     "CACHELINES_KNOBS",
@@ -151,6 +152,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             ],
         ),
         *PTSHARE_EXPERIMENTS,
+        TEXT_THP,
     ]
 }
 
