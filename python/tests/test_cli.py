@@ -520,6 +520,7 @@ def test_reproduce_lists_and_runs_hzp_rss() -> None:
         "ptshare-arith",
         "ptshare-munmap",
         "ptshare-oltp",
+        "text-thp",
     ]
     out = run_mmsim("reproduce", "hzp-rss", "--json").json()
     (e,) = out["experiments"]
