@@ -551,27 +551,15 @@ pub fn perf_metrics(
     m.push("page-faults", faults as f64);
     m.push("minor-faults", minflt as f64);
     m.push("major-faults", majflt as f64);
-    m.push("cycles", p.cycles.round());
-    m.push("instructions", p.instructions.round());
-    m.push("task-clock", (p.cycles / freq * 1e3 * 1e3).round() / 1e3);
-    if let Some(e) = elapsed {
-        m.push("seconds", (e * 1e6).round() / 1e6);
+    // perf stat's order: task-clock and the elapsed time after the instructions.
+    for (name, v) in p.fields() {
+        m.push(name, v.round());
+        if name == "instructions" {
+            m.push("task-clock", (p.cycles / freq * 1e3 * 1e3).round() / 1e3);
+            if let Some(e) = elapsed {
+                m.push("seconds", (e * 1e6).round() / 1e6);
+            }
+        }
     }
-    m.push("dTLB-loads", p.dtlb_loads as f64);
-    m.push("dTLB-load-misses", p.dtlb_load_misses as f64);
-    m.push("dTLB-stores", p.dtlb_stores as f64);
-    m.push("dTLB-store-misses", p.dtlb_store_misses as f64);
-    m.push("iTLB-loads", p.itlb_loads as f64);
-    m.push("iTLB-load-misses", p.itlb_load_misses as f64);
-    m.push("L1-dcache-loads", p.l1d_loads as f64);
-    m.push("L1-dcache-load-misses", p.l1d_load_misses as f64);
-    m.push("L1-icache-load-misses", p.l1i_load_misses as f64);
-    m.push("LLC-loads", p.llc_loads as f64);
-    m.push("LLC-load-misses", p.llc_load_misses as f64);
-    m.push("page-walks", p.page_walks as f64);
-    m.push("page-walk-cycles", p.page_walk_cycles.round());
-    m.push("stalled-cycles-frontend", p.stalled_frontend.round());
-    m.push("stalled-cycles-backend", p.stalled_backend.round());
-    m.push("memory-references", p.mem_refs as f64);
     m
 }

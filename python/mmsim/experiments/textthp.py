@@ -61,8 +61,6 @@ PUBLISHED: dict[str, tuple[float, float | None]] = {
     "LLC-load-misses": (24.0e6, 6.7e6),
 }
 PUBLISHED_SHMEM_PMD_KB = 471_040
-#: Which of the published figures the workload is derived from.
-INPUTS = ("instructions",)
 
 #: 6.18 desktop defaults for what the seed's kernel (4.x) did not have: THP madvise (the seed's
 #: machine ran "always" for anonymous memory; its text under 4 KiB was not THP either way).

@@ -121,7 +121,7 @@ impl PerfCounters {
         }
     }
 
-    /// The counts under their `perf stat` names (as `sim::perf_metrics` reports them).
+    /// The counts under their `perf stat` names, in the order `sim::perf_metrics` reports them.
     pub fn fields(&self) -> [(&'static str, f64); 18] {
         [
             ("cycles", self.cycles),

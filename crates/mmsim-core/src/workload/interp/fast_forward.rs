@@ -12,11 +12,7 @@ impl Interp {
         if let Some(spec) = self.sample {
             return self.sample_boundary(t, spec);
         }
-        let others = self.busy_cpus.iter().any(|&c| self.rq[c].iter().any(|&(_, i)| i != t))
-            || self.kscrubd.running
-            || (self.khugepaged.ready_at.is_some() && !self.khugepaged.sleeping)
-            || !self.sleepers.is_empty();
-        if others || !self.fast_forward {
+        if !self.runs_alone(t) || !self.fast_forward {
             self.tasks[t].frames.last_mut().expect("frame").mark = None;
             return;
         }
@@ -31,21 +27,15 @@ impl Interp {
         let digest = self.machine.digest();
         let kernel = self.kernel_digest();
         let perf = self.tasks[t].perf.clone();
-        // A sleeping khugepaged's wake-up, and the task's time now.
-        let wake =
-            self.khugepaged.ready_at.map(|at| (at, self.machine.cpus[self.tasks[t].cpu].time_base + perf.cycles));
+        let room = f.mark.as_ref().map_or(u64::MAX, |m| self.spans_before_wake(t, perf.cycles - m.perf.cycles));
         let f = self.tasks[t].frames.last_mut().expect("frame");
         if let Some(m) = f.mark.take() {
             if m.digest == digest && m.faults == faults && m.kernel == kernel && m.outputs == self.outputs {
                 // The last K iterations left everything as they found it: skip whole spans of K.
                 let k = m.remaining - f.remaining;
-                let mut spans = f.remaining / k;
-                // A sleeping khugepaged: skip no span that would end at or past its wake-up
-                // (it then runs where it would have without the skip, at a quantum's end).
-                if let Some((at, now)) = wake {
-                    let room = ((at - now) / (perf.cycles - m.perf.cycles)).floor();
-                    spans = spans.min(if room > 1.0 { room as u64 - 1 } else { 0 });
-                }
+                // A sleeping khugepaged runs where it would have without the skip, at a
+                // quantum's end.
+                let spans = (f.remaining / k).min(room);
                 if spans == 0 {
                     f.mark = None;
                     return;
@@ -62,5 +52,28 @@ impl Interp {
         let f = self.tasks[t].frames.last_mut().expect("frame");
         let outputs = self.outputs;
         f.mark = Some(IterMark { digest, perf, faults, kernel, steps, outputs, remaining: f.remaining });
+    }
+
+    /// Whether task `t` runs alone: no other task runnable on any CPU, none sleeping, no
+    /// kernel thread awake. Only then may its loop iterations be skipped (fast-forward or
+    /// sampling): the others would otherwise run on beside a task that is no longer there.
+    pub(super) fn runs_alone(&self, t: usize) -> bool {
+        !(self.busy_cpus.iter().any(|&c| self.rq[c].iter().any(|&(_, i)| i != t))
+            || self.kscrubd.running
+            || (self.khugepaged.ready_at.is_some() && !self.khugepaged.sleeping)
+            || !self.sleepers.is_empty())
+    }
+
+    /// How many spans of `span_cycles` task `t` may skip: none that would end at or past a
+    /// sleeping khugepaged's wake-up (all of them without one).
+    pub(super) fn spans_before_wake(&self, t: usize, span_cycles: f64) -> u64 {
+        let Some(at) = self.khugepaged.ready_at else { return u64::MAX };
+        let now = self.machine.cpus[self.tasks[t].cpu].time_base + self.tasks[t].perf.cycles;
+        let room = ((at - now) / span_cycles).floor();
+        if room > 1.0 {
+            room as u64 - 1
+        } else {
+            0
+        }
     }
 }

@@ -97,14 +97,10 @@ impl Interp {
             steps: self.steps,
             remaining: self.tasks[t].frames.last().expect("frame").remaining,
         };
-        // Another task running (on any CPU), a sleeping one or a running kernel thread: the
-        // units measured them beside this task, which a skip of this task alone would change
-        // (the others would run on without it, sharing the LLC and memory with nobody).
-        let others = self.busy_cpus.iter().any(|&c| self.rq[c].iter().any(|&(_, i)| i != t))
-            || !self.sleepers.is_empty()
-            || self.kscrubd.running
-            || (self.khugepaged.ready_at.is_some() && !self.khugepaged.sleeping);
-        let wake = self.khugepaged.ready_at.map(|at| (at, self.machine.cpus[self.tasks[t].cpu].time_base));
+        // Another task running, a sleeping one or a running kernel thread: the units measured
+        // them beside this task, which a skip of this task alone would change (the others
+        // would run on without it, sharing the LLC and memory with nobody).
+        let alone = self.runs_alone(t);
         let f = self.tasks[t].frames.last_mut().expect("frame");
         let st = f
             .sample
@@ -117,7 +113,7 @@ impl Interp {
             st.start = Some(s);
             return;
         }
-        let neutral = s.faults == now.faults && s.kernel == now.kernel && s.outputs == now.outputs && !others;
+        let neutral = s.faults == now.faults && s.kernel == now.kernel && s.outputs == now.outputs && alone;
         if !neutral {
             st.warm_left = spec.warmup;
             st.units.clear();
@@ -131,25 +127,21 @@ impl Interp {
             return;
         }
         let units = std::mem::take(&mut st.units);
+        st.start = Some(now);
+        let remaining = f.remaining;
         let iters: u64 = units.iter().map(|u| u.1).sum();
         let steps: u64 = units.iter().map(|u| u.2).sum();
         let mut total = PerfCounters::default();
         for u in &units {
             total.add(&u.0);
         }
-        let mut n = f.remaining;
         // A sleeping khugepaged: extrapolate no iteration that would end at or past its
         // wake-up (it then runs where it would have, and the units start again after it).
-        if let Some((at, base)) = wake {
-            let per_iter = total.cycles / iters as f64;
-            let room = ((at - base - now.perf.cycles) / per_iter).floor();
-            n = n.min(if room > 1.0 { room as u64 - 1 } else { 0 });
-        }
-        st.start = Some(now);
+        let n = remaining.min(self.spans_before_wake(t, total.cycles / iters as f64));
         if n == 0 {
             return;
         }
-        f.remaining -= n;
+        self.tasks[t].frames.last_mut().expect("frame").remaining -= n;
         self.tasks[t].perf.add(&total.extrapolated(iters, n));
         self.sampling.units_measured += units.len() as u64;
         self.sampling.extrapolations += 1;
@@ -158,11 +150,10 @@ impl Interp {
         // The half-width of n iterations at the units' per-iteration rates.
         let k = units.len() as f64;
         let tq = student_t95(units.len() as u64 - 1);
-        let rates: Vec<Vec<(&'static str, f64)>> =
-            units.iter().map(|u| u.0.fields().into_iter().map(|(m, v)| (m, v / u.1 as f64)).collect()).collect();
-        for (i, &(name, _)) in rates[0].iter().enumerate() {
-            let mean = rates.iter().map(|r| r[i].1).sum::<f64>() / k;
-            let var = rates.iter().map(|r| (r[i].1 - mean).powi(2)).sum::<f64>() / (k - 1.0);
+        let rates: Vec<_> = units.iter().map(|u| u.0.fields().map(|(_, v)| v / u.1 as f64)).collect();
+        for (i, (name, _)) in total.fields().into_iter().enumerate() {
+            let mean = rates.iter().map(|r| r[i]).sum::<f64>() / k;
+            let var = rates.iter().map(|r| (r[i] - mean).powi(2)).sum::<f64>() / (k - 1.0);
             let half = tq * n as f64 * (var / k).sqrt();
             match self.sampling.ci_sq.iter_mut().find(|e| e.0 == name) {
                 Some(e) => e.1 += half * half,
