@@ -588,20 +588,23 @@ def validate_case(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, f
 
 
 def _run_case_again(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, float] | None) -> dict[str, Any]:
-    """Run a case; run it again, up to SYSTEM_RERUNS times, while it differs only in the
-    system-wide counters of its `vmstat` (every process on the host reaches them: another
-    process's disk reads move pgpgin), and pass it if a run agrees exactly."""
+    """Run a case; while it fails on the kernel's side of a count, run it again, up to
+    SYSTEM_RERUNS times, and pass it if a run agrees exactly. mmsim is deterministic, so a later
+    run that agrees shows the kernel's count varying between runs: another process reaching a
+    system-wide counter of its `vmstat` (its disk reads move pgpgin), or the kernel's own rare
+    races (a child of shmem-2g-16-readers takes 32,769 faults about once in 80 runs: perf
+    shows one read faulting twice at the same address within a microsecond). The pass keeps
+    the earlier runs' differences in its reason."""
     first = _run_case(case, host, tolerance or {})
     r = first
     for k in range(SYSTEM_RERUNS):
-        bad = [c["name"] for c in r["counters"] if differs(c)]
-        if r["status"] != "fail" or not bad or not all(n in case.vmstat for n in bad):
+        if r["status"] != "fail" or not any(differs(c) for c in r["counters"]):
             break
         r = _run_case(case, host, tolerance or {})
         if r["status"] == "pass":
             r["reason"] = (
-                f"system-wide counters differed in {k + 1} earlier run(s) ({first['reason']}): another "
-                "process on the host"
+                f"the kernel's counts differed in {k + 1} earlier run(s) ({first['reason']}) and agreed "
+                "in this one: the kernel varies between runs (another process, or its own races)"
             )
     return r
 
@@ -774,7 +777,8 @@ def validate_workload(
 
 
 #: How many times :func:`validate_workload` runs a case again whose only differences are in
-#: system-wide counters, which every process on the host reaches.
+#: system-wide counters, which every process on the host reaches, and the suite a case whose
+#: counts differ (:func:`_run_case_again`).
 SYSTEM_RERUNS = 2
 
 

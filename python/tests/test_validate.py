@@ -532,10 +532,11 @@ def test_system_wide_noise_is_run_again_not_tolerated(monkeypatch):
     assert (r["status"], n) == ("fail", 1)
 
 
-def test_a_suite_case_differing_only_in_system_counters_runs_again(monkeypatch):
-    """A suite case whose only difference is a system-wide `vmstat` counter (another process's
-    disk reads moved pgpgin) runs again and passes if a run agrees exactly; a difference that
-    stays fails, and one in the process's own counters fails at once."""
+def test_a_suite_case_whose_kernel_counts_vary_runs_again(monkeypatch):
+    """A failing suite case runs again (mmsim is deterministic: the kernel's counts are what
+    may vary, a system-wide `vmstat` counter moved by another process's disk reads, or a
+    process's own faults through a rare kernel race) and passes if a run agrees exactly, naming
+    the earlier difference; a difference that stays fails after SYSTEM_RERUNS more runs."""
     from mmsim import native
 
     def rows(pgpgin: int, minflt: int) -> list[dict]:
@@ -570,5 +571,8 @@ def test_a_suite_case_differing_only_in_system_counters_runs_again(monkeypatch):
     assert (r["status"], n) == ("pass", 2) and "another process" in r["reason"]
     r, n = verdict([rows(32, 0)] * 3)
     assert (r["status"], n) == ("fail", 3) and "pgpgin: kernel 32, mmsim 0" in r["reason"]
-    r, n = verdict([rows(32, 1), rows(0, 0)])
-    assert (r["status"], n) == ("fail", 1)
+    r, n = verdict([rows(0, 1), rows(0, 1), rows(0, 0)])
+    assert (r["status"], n) == ("pass", 3) and "minflt: kernel 1, mmsim 0" in r["reason"]
+    r, n = verdict([rows(0, 1)] * 3)
+    assert (r["status"], n) == ("fail", 3) and "minflt: kernel 1, mmsim 0" in r["reason"]
+    assert n == 1 + native.SYSTEM_RERUNS

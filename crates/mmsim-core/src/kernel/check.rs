@@ -265,7 +265,9 @@ impl Kernel {
         for (obj, o) in self.shmem.iter().enumerate() {
             let Some(o) = o else { continue };
             // Each slot holds a page of a folio of this inode, at the folio's index.
-            for (i, &p) in o.pages.iter().enumerate().filter(|e| *e.1 != NIL) {
+            let before = c.cache_refs.len();
+            for (i, p) in o.pages.cached() {
+                c.cache_refs.push(p);
                 if p as u64 >= n {
                     continue;
                 }
@@ -275,7 +277,7 @@ impl Kernel {
                     // A free frame: the reference counts below report it.
                     continue;
                 }
-                if h.mapping != obj as u32 || h.index as u64 + (p - head) as u64 != i as u64 {
+                if h.mapping != obj as u32 || h.index as u64 + (p - head) as u64 != i {
                     return Err(format!(
                         "page cache of inode {obj}, index {i}: frame {p:#x} is of folio {head:#x} (mapping {}, \
                          index {})",
@@ -283,8 +285,6 @@ impl Kernel {
                     ));
                 }
             }
-            let before = c.cache_refs.len();
-            c.cache_refs.extend(o.pages.iter().copied().filter(|&p| p != NIL));
             if o.is_shmem() {
                 shmem_refs += c.cache_refs.len() - before;
             }
@@ -464,11 +464,10 @@ impl Kernel {
         if level == 0 {
             return;
         }
-        for i in 0..self.geo.ptrs_per_table() {
-            let e = self.entry(table, i);
-            if e.present() && !e.huge() {
+        for (i, e) in self.present_entries(table) {
+            if !e.huge() {
                 self.mark_reached(mm, e.pfn(), level - 1, c);
-            } else if e.present() && level == 1 {
+            } else if level == 1 {
                 if let Some(&d) = self.deposited.get(&(table.0, i as u16)) {
                     if let Some(r) = c.shared.get_mut(&d) {
                         if !r.mms.contains(&mm) {
@@ -496,11 +495,7 @@ impl Kernel {
         if !self.mem.pages[table.idx()].test(pg::TABLE) {
             return Err(format!("frame {:#x} used as a {} table lacks PG_table", table.0, level));
         }
-        for i in 0..self.geo.ptrs_per_table() {
-            let e = self.entry(table, i);
-            if !e.present() {
-                continue;
-            }
+        for (i, e) in self.present_entries(table) {
             if e.pfn().idx() >= self.mem.pages.len() {
                 return Err(format!("entry {:#x}[{i}] points past the end of memory ({:#x})", table.0, e.pfn().0));
             }
@@ -608,13 +603,12 @@ mod tests {
         assert_eq!(k.handle_mm_fault(mm, s, true), 0);
         k.check_invariants().unwrap();
         let obj = k.shmem.iter().position(|o| o.is_some()).unwrap();
-        let slot = k.shmem[obj].as_ref().unwrap().pages.iter().position(|&p| p != super::NIL).unwrap();
-        let page = k.shmem[obj].as_ref().unwrap().pages[slot];
+        let (slot, page) = k.shmem[obj].as_ref().unwrap().pages.cached().next().unwrap();
         let free = k.mem.free_blocks()[0].0;
-        k.shmem[obj].as_mut().unwrap().pages[slot] = free;
+        k.shmem[obj].as_mut().unwrap().pages.store(slot, free);
         let err = k.check_invariants().unwrap_err();
         assert!(err.contains("not a page of an allocated folio") || err.contains("refcount"), "{err}");
-        k.shmem[obj].as_mut().unwrap().pages[slot] = page;
+        k.shmem[obj].as_mut().unwrap().pages.store(slot, page);
         k.check_invariants().unwrap();
     }
 }

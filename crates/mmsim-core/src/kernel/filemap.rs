@@ -205,10 +205,7 @@ impl Kernel {
         let o = self.inode_mut(obj);
         if size > o.i_size {
             o.i_size = size;
-            let n = size.div_ceil(ps) as usize;
-            if o.pages.len() < n {
-                o.pages.resize(n, super::mm_types::NIL);
-            }
+            o.pages.extend_to(size.div_ceil(ps));
         }
     }
 
@@ -472,9 +469,7 @@ impl Kernel {
     /// Room in the page cache's index for pages below `n` (a folio may reach past i_size).
     fn page_cache_extend(&mut self, obj: u32, n: u64) {
         let o = self.inode_mut(obj);
-        if o.pages.len() < n as usize {
-            o.pages.resize(n as usize, super::mm_types::NIL);
-        }
+        o.pages.extend_to(n);
     }
 
     /// `nr` pages read from the device: pgpgin (KiB) and the device's work.

@@ -414,6 +414,19 @@ impl Kernel {
         }
     }
 
+    /// The present entries of `table`, (index, entry) in index order: what a loop over
+    /// `entry(table, i)` skipping the others finds, without decoding the empty ones (the
+    /// invariant checks walk every table).
+    pub fn present_entries(&self, table: Pfn) -> PresentEntries<'_> {
+        let src = match &self.mem.data[table.idx()] {
+            FrameData::Table(s) => EntrySource::Slots(self.mem.table_slot_entries(*s)),
+            FrameData::EmptyTable => EntrySource::Slots(&[]),
+            FrameData::ObjTable(s) => EntrySource::Obj(*s, self.mem.obj_tables[*s as usize].present),
+            _ => panic!("frame {:#x} is not a page table", table.0),
+        };
+        PresentEntries { k: self, src, i: 0 }
+    }
+
     /// Entry `idx` of a compact table: the object's page, its flags and its own bits.
     #[inline]
     fn obj_table_entry(&self, slot: u32, idx: usize) -> Entry {
@@ -422,8 +435,11 @@ impl Kernel {
         if t.present[w] & b == 0 {
             return Entry::NONE;
         }
-        let page = self.shmem[t.obj as usize].as_ref().expect("the object of a compact table").pages
-            [t.base.wrapping_add(idx as u64) as usize];
+        let page = self.shmem[t.obj as usize]
+            .as_ref()
+            .expect("the object of a compact table")
+            .pages
+            .load(t.base.wrapping_add(idx as u64));
         let mut e = Entry::new(Pfn(page), t.flags);
         for (bits, bit) in [(&t.accessed, pgtable::ACCESSED), (&t.dirty, pgtable::DIRTY), (&t.write, pgtable::RW)] {
             if bits[w] & b != 0 {
@@ -950,6 +966,48 @@ pub fn process_huge_page_nth(nr: u64, n: u64, k: u64) -> u64 {
             base + i
         } else {
             base + 2 * l - 1 - i
+        }
+    }
+}
+
+/// Where [`Kernel::present_entries`] reads a table's entries from.
+enum EntrySource<'a> {
+    /// A table's slot in the pool.
+    Slots(&'a [u64]),
+    /// A compact table (its slot) and the present bits not yet visited.
+    Obj(u32, [u64; 8]),
+}
+
+/// The iterator of [`Kernel::present_entries`].
+pub struct PresentEntries<'a> {
+    k: &'a Kernel,
+    src: EntrySource<'a>,
+    /// Next slot index to look at (`Slots`).
+    i: usize,
+}
+
+impl Iterator for PresentEntries<'_> {
+    type Item = (usize, pgtable::Entry);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        match &mut self.src {
+            EntrySource::Slots(slots) => {
+                while self.i < slots.len() {
+                    let (i, e) = (self.i, pgtable::Entry(slots[self.i]));
+                    self.i += 1;
+                    if e.present() {
+                        return Some((i, e));
+                    }
+                }
+                None
+            }
+            EntrySource::Obj(slot, bits) => {
+                let w = bits.iter().position(|&b| b != 0)?;
+                let i = w * 64 + bits[w].trailing_zeros() as usize;
+                bits[w] &= bits[w] - 1;
+                Some((i, self.k.obj_table_entry(*slot, i)))
+            }
         }
     }
 }

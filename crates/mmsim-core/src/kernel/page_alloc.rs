@@ -283,6 +283,13 @@ impl PhysMem {
         self.table_pool[(slot as usize) << self.table_entries.trailing_zeros() | idx]
     }
 
+    /// Every entry of a table slot.
+    #[inline]
+    pub fn table_slot_entries(&self, slot: u32) -> &[u64] {
+        let start = (slot as usize) << self.table_entries.trailing_zeros();
+        &self.table_pool[start..start + self.table_entries]
+    }
+
     /// Entry `idx` of a table slot, to write.
     #[inline(always)]
     pub fn table_entry_mut(&mut self, slot: u32, idx: usize) -> &mut u64 {

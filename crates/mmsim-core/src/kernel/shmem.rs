@@ -33,7 +33,8 @@ pub enum Fs {
 /// data the device holds.
 #[derive(Clone, Debug)]
 pub struct AddressSpace {
-    pub pages: Vec<u32>,
+    /// `mapping->i_pages`: index -> frame.
+    pub pages: IPages,
     /// References: vmas of an unnamed shmem object; open files (`struct file`, each vma of a
     /// file mapping holds its file) and the directory entry of a named file.
     pub refs: u32,
@@ -55,7 +56,7 @@ impl AddressSpace {
     /// An inode of `fs` with `i_size` bytes and nothing cached.
     pub fn new(fs: Fs, i_size: u64, page_size: u64) -> AddressSpace {
         AddressSpace {
-            pages: vec![NIL; i_size.div_ceil(page_size) as usize],
+            pages: IPages::new(i_size.div_ceil(page_size)),
             refs: 1,
             mms: Vec::new(),
             fs,
@@ -68,6 +69,108 @@ impl AddressSpace {
     /// `shmem_mapping`: pages are swap-backed (PG_swapbacked, NR_SHMEM, MM_SHMEMPAGES).
     pub fn is_shmem(&self) -> bool {
         self.fs != Fs::Ext4
+    }
+}
+
+/// `mapping->i_pages`, the page cache's xarray: the frame of each cached page by index. Linux's
+/// xarray is sparse; this is a dense array (4 bytes per page of the file) with a bitmap of the
+/// cached slots and a bitmap of its non-zero words, so that a walk of what is cached (the
+/// invariant checks, after every fault in fuzz mode) costs what is cached, not the file's size:
+/// a sparsely touched 512 GiB shmem object is 2^27 slots but 2^15 summary words.
+#[derive(Clone, Debug, Default)]
+pub struct IPages {
+    slots: Vec<u32>,
+    /// Bit i: slot i holds a page.
+    cached: Vec<u64>,
+    /// Bit w: word w of `cached` is not zero.
+    summary: Vec<u64>,
+}
+
+impl IPages {
+    /// An index of `n` empty slots.
+    pub fn new(n: u64) -> IPages {
+        let mut x = IPages::default();
+        x.extend_to(n);
+        x
+    }
+
+    /// The number of slots (the file's size in pages, or more: a folio may reach past EOF).
+    pub fn len(&self) -> u64 {
+        self.slots.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Room for indices below `n` (never shrinks).
+    pub fn extend_to(&mut self, n: u64) {
+        let n = n as usize;
+        if n > self.slots.len() {
+            self.slots.resize(n, NIL);
+            self.cached.resize(n.div_ceil(64), 0);
+            self.summary.resize(n.div_ceil(64 * 64), 0);
+        }
+    }
+
+    /// `xa_load`: the frame at `index`, or NIL (also beyond the end).
+    #[inline]
+    pub fn load(&self, index: u64) -> u32 {
+        self.slots.get(index as usize).copied().unwrap_or(NIL)
+    }
+
+    /// `xa_store`: put `pfn` (NIL: erase) at `index`, below `len`.
+    pub fn store(&mut self, index: u64, pfn: u32) {
+        let i = index as usize;
+        self.slots[i] = pfn;
+        let (w, bit) = (i / 64, 1u64 << (i % 64));
+        if pfn == NIL {
+            self.cached[w] &= !bit;
+        } else {
+            self.cached[w] |= bit;
+        }
+        let sbit = 1u64 << (w % 64);
+        if self.cached[w] == 0 {
+            self.summary[w / 64] &= !sbit;
+        } else {
+            self.summary[w / 64] |= sbit;
+        }
+    }
+
+    /// Every cached page, (index, frame) in index order.
+    pub fn cached(&self) -> Cached<'_> {
+        Cached { x: self, sw: 0, sbits: self.summary.first().copied().unwrap_or(0), w: 0, bits: 0 }
+    }
+}
+
+/// The iterator of [`IPages::cached`].
+pub struct Cached<'a> {
+    x: &'a IPages,
+    /// Summary word being visited and its bits not yet visited.
+    sw: usize,
+    sbits: u64,
+    /// Word of `cached` being visited and its bits not yet visited.
+    w: usize,
+    bits: u64,
+}
+
+impl Iterator for Cached<'_> {
+    type Item = (u64, u32);
+
+    #[inline]
+    fn next(&mut self) -> Option<(u64, u32)> {
+        while self.bits == 0 {
+            while self.sbits == 0 {
+                self.sw += 1;
+                self.sbits = *self.x.summary.get(self.sw)?;
+            }
+            self.w = self.sw * 64 + self.sbits.trailing_zeros() as usize;
+            self.sbits &= self.sbits - 1;
+            self.bits = self.x.cached[self.w];
+        }
+        let i = self.w * 64 + self.bits.trailing_zeros() as usize;
+        self.bits &= self.bits - 1;
+        Some((i as u64, self.x.slots[i]))
     }
 }
 
@@ -92,7 +195,7 @@ impl Kernel {
 
     /// The object's size in pages (i_size rounded up).
     pub fn shmem_size(&self, obj: u32) -> u64 {
-        self.shmem[obj as usize].as_ref().map_or(0, |o| o.pages.len() as u64)
+        self.shmem[obj as usize].as_ref().map_or(0, |o| o.pages.len())
     }
 
     /// `find_lock_page`'s `read_lock_irq(&mapping->tree_lock)` and `read_unlock_irq` (Linux
@@ -110,9 +213,9 @@ impl Kernel {
     /// `filemap_get_folio`: the cached page at `index` (the subpage of its folio), if any.
     pub fn shmem_find_folio(&self, obj: u32, index: u64) -> Option<Pfn> {
         let o = self.shmem[obj as usize].as_ref()?;
-        match o.pages.get(index as usize) {
-            Some(&p) if p != NIL => Some(Pfn(p)),
-            _ => None,
+        match o.pages.load(index) {
+            NIL => None,
+            p => Some(Pfn(p)),
         }
     }
 
@@ -138,7 +241,7 @@ impl Kernel {
         let o = self.shmem[obj as usize].as_mut().expect("object");
         let shmem = o.is_shmem();
         for i in 0..nr {
-            o.pages[(index + i) as usize] = head.0 + i as u32;
+            o.pages.store(index + i, head.0 + i as u32);
         }
         for i in 0..nr as u32 {
             let p = &mut self.mem.pages[(head.0 + i) as usize];
@@ -167,7 +270,7 @@ impl Kernel {
         let o = self.shmem[obj as usize].as_mut().expect("object");
         let shmem = o.is_shmem();
         for i in 0..nr {
-            o.pages[(index + i) as usize] = NIL;
+            o.pages.store(index + i, NIL);
         }
         if h.test(pg::DIRTY) {
             self.stat.mod_item(VmItem::NrDirty, -(nr as i64));
@@ -228,5 +331,37 @@ impl Kernel {
         }
         self.truncate_inode_pages(obj);
         self.shmem[obj as usize] = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{IPages, NIL};
+
+    /// `cached` lists exactly the stored slots in index order, across words and summary words,
+    /// and forgets erased ones; a sparse 2^27-slot index costs its pages, not its size.
+    #[test]
+    fn i_pages_lists_what_is_cached_in_index_order() {
+        let mut x = IPages::new(1 << 27);
+        let idx = [0u64, 1, 63, 64, 4095, 4096, 262_143, 262_144, (1 << 27) - 1];
+        for (k, &i) in idx.iter().enumerate() {
+            x.store(i, k as u32);
+        }
+        let got: Vec<(u64, u32)> = x.cached().collect();
+        assert_eq!(got, idx.iter().enumerate().map(|(k, &i)| (i, k as u32)).collect::<Vec<_>>());
+        x.store(64, NIL);
+        x.store(4096, NIL);
+        x.store(4096, 7);
+        x.store(4096, 8);
+        let got: Vec<u64> = x.cached().map(|(i, _)| i).collect();
+        assert_eq!(got, [0, 1, 63, 4095, 4096, 262_143, 262_144, (1 << 27) - 1]);
+        assert_eq!((x.load(4096), x.load(64), x.load(1 << 27)), (8, NIL, NIL));
+        for i in got {
+            x.store(i, NIL);
+        }
+        assert_eq!(x.cached().count(), 0);
+        x.extend_to((1 << 27) + 5);
+        x.store((1 << 27) + 4, 3);
+        assert_eq!(x.cached().collect::<Vec<_>>(), [((1 << 27) + 4, 3)]);
     }
 }

@@ -277,6 +277,8 @@ pub struct Interp {
     pub snapshot_requests: Vec<(String, u32)>,
     /// Check invariants after every system call and every handled fault (fuzz mode).
     pub check_invariants_each_op: bool,
+    /// Faults handled in the run (the fuzz mode's check spacing: `fault_check_due`).
+    pub faults_handled: u64,
     pub invariant_violation: Option<String>,
     /// Memory operations executed (steps), for limits and statistics.
     pub steps: u64,
@@ -380,6 +382,7 @@ impl Interp {
             events_dropped: 0,
             snapshot_requests: Vec::new(),
             check_invariants_each_op: false,
+            faults_handled: 0,
             invariant_violation: None,
             steps: 0,
             fast_forwarded: 0,

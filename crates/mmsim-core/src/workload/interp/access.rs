@@ -82,9 +82,13 @@ impl Interp {
                         self.charge_work(t);
                         return Err(Stop::Dead);
                     }
-                    // In fuzz mode the invariants are checked after every fault too: with the
-                    // system calls, that is after every step that changes the MM's state.
-                    self.after_syscall();
+                    // In fuzz mode the invariants are checked after faults too: with the
+                    // system calls, after every step that changes the MM's state, until the
+                    // run's faults make that quadratic (`fault_check_due`).
+                    self.faults_handled += 1;
+                    if fault_check_due(self.faults_handled) {
+                        self.after_syscall();
+                    }
                 }
                 FaultOutcome::Segv => {
                     let pid = self.tasks[t].pid;
@@ -538,6 +542,20 @@ pub(super) fn splitmix64(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Fuzz mode checks the invariants after each of a run's first 2 * DENSE_FAULT_CHECKS faults,
+/// then after every 2nd, 4th, ... fault: DENSE_FAULT_CHECKS checks per doubling of the count.
+/// A check costs about what is in use, which grows with the faults, so checking after every
+/// fault of a run of n faults costs n^2 and this about 2 * DENSE_FAULT_CHECKS * n. Every system
+/// call is still followed by a check, and the run's end by one: a broken invariant is still
+/// found, a few faults later.
+pub(crate) const DENSE_FAULT_CHECKS: u64 = 1024;
+
+/// Is the `n`-th fault of a run (from 1) one fuzz mode checks after?
+pub(crate) fn fault_check_due(n: u64) -> bool {
+    let q = n / DENSE_FAULT_CHECKS;
+    q < 2 || n & ((1 << q.ilog2()) - 1) == 0
+}
+
 #[cfg(test)]
 mod tests {
     /// The reference outputs of splitmix64 from state 0 (Vigna's splitmix64.c).
@@ -546,5 +564,17 @@ mod tests {
         let mut s = 0;
         let out: Vec<u64> = (0..3).map(|_| super::splitmix64(&mut s)).collect();
         assert_eq!(out, [0xe220_a839_7b1d_cdaf, 0x6e78_9e6a_a1b9_65f4, 0x06c4_5d18_8009_454f]);
+    }
+
+    /// Every fault up to 2 * DENSE_FAULT_CHECKS is checked, then about DENSE_FAULT_CHECKS per
+    /// doubling of the count.
+    #[test]
+    fn fault_checks_thin_out_as_the_faults_grow() {
+        use super::{fault_check_due, DENSE_FAULT_CHECKS as D};
+        assert!((1..=2 * D).all(fault_check_due));
+        let checks = |a: u64, b: u64| (a..b).filter(|&n| fault_check_due(n)).count() as u64;
+        assert_eq!(checks(2 * D, 4 * D), D);
+        assert_eq!(checks(4 * D, 8 * D), D);
+        assert_eq!(checks(32 * D, 64 * D), D);
     }
 }
