@@ -636,7 +636,9 @@ def test_reproduce_writes_csv_and_parquet(tmp_path):
 def test_prezero_pft_at_small_scale_shows_the_seeds_directions() -> None:
     """pft (seed 002) on the PIII at 1/8 scale: prezeroed faults take no clear and run faster;
     two threads share the front-side bus (fewer faults per CPU second, more per wall second);
-    a second repetition must clear some pages itself (the zeroed pool ran out)."""
+    with repetitions kscrubd zeroes while the test runs and the gain falls (README: in mmsim
+    the faults then wait for the bus behind kscrubd's blocks, where the seed's ran out of
+    zeroed pages)."""
     from mmsim.experiments import PFT_KERNEL, PREZERO_KNOBS, pft_metrics, pft_workload
     from mmsim.workload import run_workload
 
@@ -654,7 +656,7 @@ def test_prezero_pft_at_small_scale_shows_the_seeds_directions() -> None:
     two = m(False, 1, 2)
     assert two["flt/cpu/s"] < without["flt/cpu/s"] and two["fault/wsec"] > without["fault/wsec"]
     again = m(True, 3, 1)
-    assert again["fault-zeroed"] > 0 and again["kscrubd-zeroed"] > 0
+    assert again["kscrubd-zeroed"] > 0 and again["flt/cpu/s"] < with_["flt/cpu/s"]
 
 
 def test_prezero_cachelines_on_16k_pages_at_small_scale() -> None:

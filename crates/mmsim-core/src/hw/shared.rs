@@ -106,6 +106,12 @@ impl Machine {
         self.channels.iter().map(|c| c.bytes).collect()
     }
 
+    /// The last interval booked on `node`'s channel (start, end), in cycles.
+    #[cfg(test)]
+    pub(crate) fn last_booking(&self, node: usize) -> Option<(f64, f64)> {
+        self.channels[node].busy.back().copied()
+    }
+
     /// Book `bytes` of `cpu`'s node's memory bandwidth from `now` on (`Channel::book`):
     /// returns the cycles from `now` until they have passed.
     pub fn book_bandwidth(&mut self, cpu: usize, now: f64, bytes: u64) -> f64 {

@@ -174,8 +174,10 @@ impl Interp {
             let bus = self.machine.book_bandwidth(cpu, now, pages * self.kernel.geo.page_size());
             self.kscrubd.ready_at = now + d.max(bus);
         } else {
+            // Its work happens at its CPU's time (`clock_base + perf.cycles`), as khugepaged's.
+            let base = self.machine.cpus[cpu].clock - before;
             for w in work {
-                self.machine.do_work(cpu, &mut self.kernel, w, &mut self.kscrubd.perf, 0.0);
+                self.machine.do_work(cpu, &mut self.kernel, w, &mut self.kscrubd.perf, base);
             }
             let spent = self.kscrubd.perf.cycles - before;
             self.machine.cpus[cpu].clock += spent;

@@ -222,6 +222,34 @@ fn scrub_engines() {
     assert!(fallback > 0.0, "no engine on this machine: the CPU zeroes");
 }
 
+/// kscrubd's non-temporal stores drain through the channel at its CPU's time: woken 100 ms
+/// into the run (scrub_start written after a free), it books the bandwidth from then on, not from its own cycles' count
+/// (its clock_base was once 0, which booked them at the start of the run, where no task's
+/// misses could meet them).
+#[test]
+fn kscrubd_books_the_bandwidth_at_its_cpus_time() {
+    let mut prog = vec![json!({"op": "sleep", "ms": 100})];
+    prog.extend(write_and_unmap("a", "8M"));
+    prog.push(json!({"op": "set", "knob": "vm/scrub_start", "value": "9"}));
+    prog.push(json!({"op": "sleep", "ms": 100}));
+    let knobs = [("vm/scrub_stop", "9"), ("vm/scrub_engine", "cpu_nt")];
+    let mut it = interp(json!(prog), &knobs, 2, 64 * MIB, "default");
+    // The round in which kscrubd clears its first block.
+    let mut before = it.machine.last_booking(0);
+    while it.kscrubd.blocks == 0 {
+        before = it.machine.last_booking(0);
+        assert!(it.round(), "kscrubd never ran");
+    }
+    let (_, task_end) = before.expect("the task's writes booked the channel");
+    let (start, end) = it.machine.last_booking(0).expect("booked");
+    let ms100 = 100.0 * it.machine.p.cpu.freq_ghz * 1e6;
+    assert!(
+        start >= ms100 && start >= task_end && end > task_end,
+        "kscrubd's clear booked ({start}, {end}): after the task's last use ({task_end}) at its wake-up past {ms100}"
+    );
+    finish(&mut it);
+}
+
 /// The offload engine's bandwidth is simulated time: 12 MiB at the BTE's 500 MB/s take 25 ms.
 #[test]
 fn the_offload_engine_takes_its_time() {
