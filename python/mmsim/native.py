@@ -592,9 +592,9 @@ def _run_case_again(case: Case, host: Mapping[str, Any], tolerance: Mapping[str,
     SYSTEM_RERUNS times, and pass it if a run agrees exactly. mmsim is deterministic, so a later
     run that agrees shows the kernel's count varying between runs: another process reaching a
     system-wide counter of its `vmstat` (its disk reads move pgpgin), or the kernel's own rare
-    races (a child of shmem-2g-16-readers takes 32,769 faults about once in 80 runs: perf
-    shows one read faulting twice at the same address within a microsecond). The pass keeps
-    the earlier runs' differences in its reason."""
+    races (about one child in 80 of shmem-2g-16-readers takes 32,769 faults; under perf, such
+    a child's read faults twice at the same address within a microsecond). The pass keeps the
+    earlier runs' differences in its reason."""
     first = _run_case(case, host, tolerance or {})
     r = first
     for k in range(SYSTEM_RERUNS):
