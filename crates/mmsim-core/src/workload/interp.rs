@@ -343,7 +343,7 @@ pub struct Interp {
     pub khugepaged: Khugepaged,
     /// The load average (`avenrun`), in simulated time.
     pub loadavg: LoadAvg,
-    /// Tasks in a `sleep` op (indices).
+    /// Tasks in a `sleep` op (indices), in the order they wake (ties: the order they fell asleep).
     pub(super) sleepers: Vec<usize>,
 }
 

@@ -69,7 +69,8 @@ impl Interp {
         let sleeper = match only {
             Some(o) => (self.tasks[o].state == TaskState::Sleeping).then_some(o),
             None => {
-                self.sleepers.iter().copied().min_by(|&a, &b| self.tasks[a].wake_at.total_cmp(&self.tasks[b].wake_at))
+                // `sleepers` is in wake-up order (ties: the order they fell asleep).
+                self.sleepers.first().copied()
             }
         };
         if let Some(s) = sleeper.filter(|&s| self.tasks[s].wake_at <= next) {
@@ -156,7 +157,12 @@ impl Interp {
             } else {
                 self.tasks[t].wake_at += now;
             }
-            self.sleepers.push(t);
+            // Keep `sleepers` in wake-up order, a later sleeper after the earlier ones of the
+            // same time: the first is the one to wake (the first minimum of the order they
+            // fell asleep in), without a scan of them all every round.
+            let w = self.tasks[t].wake_at;
+            let at = self.sleepers.partition_point(|&x| self.tasks[x].wake_at.total_cmp(&w).is_le());
+            self.sleepers.insert(at, t);
         }
         self.rq_update(t);
         self.wakeup_kscrubd(self.machine.cpus[cpu].clock);
@@ -210,8 +216,14 @@ impl Interp {
     /// EEVDF picks among equal-weight tasks; no vruntime is kept).
     pub(super) fn pick_next_task(&self, cpu: usize) -> (u64, usize) {
         if let Some(c) = self.curr[cpu] {
+            // A runnable task is in its CPU's runqueue under its current key (`rq_update`):
+            // no search of the runqueue is needed to know it is there.
             let key = (self.tasks[c].last_run, c);
-            if self.machine.cpus[cpu].clock < self.slice_end[cpu] && self.rq[cpu].contains(&key) {
+            debug_assert_eq!(self.tasks[c].runnable() && self.tasks[c].cpu == cpu, self.rq[cpu].contains(&key));
+            if self.machine.cpus[cpu].clock < self.slice_end[cpu]
+                && self.tasks[c].runnable()
+                && self.tasks[c].cpu == cpu
+            {
                 return key;
             }
         }
