@@ -216,14 +216,12 @@ impl Interp {
     /// EEVDF picks among equal-weight tasks; no vruntime is kept).
     pub(super) fn pick_next_task(&self, cpu: usize) -> (u64, usize) {
         if let Some(c) = self.curr[cpu] {
-            // A runnable task is in its CPU's runqueue under its current key (`rq_update`):
-            // no search of the runqueue is needed to know it is there.
+            // A runnable task is in its CPU's runqueue under its current key (`rq_update`; `c`
+            // runs on `cpu`, a task's CPU being fixed at fork): no search of the runqueue is
+            // needed to know it is there.
             let key = (self.tasks[c].last_run, c);
-            debug_assert_eq!(self.tasks[c].runnable() && self.tasks[c].cpu == cpu, self.rq[cpu].contains(&key));
-            if self.machine.cpus[cpu].clock < self.slice_end[cpu]
-                && self.tasks[c].runnable()
-                && self.tasks[c].cpu == cpu
-            {
+            debug_assert_eq!(self.tasks[c].runnable(), self.rq[cpu].contains(&key));
+            if self.machine.cpus[cpu].clock < self.slice_end[cpu] && self.tasks[c].runnable() {
                 return key;
             }
         }
