@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod error;
+pub mod fasthash;
 pub mod hw;
 pub mod kernel;
 pub mod oracle;

@@ -2,7 +2,9 @@
 //! walker, and the cycle cost model. The workload interpreter sends every memory access
 //! here; the kernel's work log (zeroing, copying, TLB flushes) is charged here.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use crate::fasthash::FastMap;
 
 use super::assoc::{Replacement, SetAssoc};
 use super::perf::PerfCounters;
@@ -95,12 +97,12 @@ pub struct Machine {
     pub llc: SetAssoc,
     line_shift: u32,
     /// CPUs that may cache translations of each mm (mm_cpumask).
-    mm_cpus: HashMap<MmId, Vec<bool>>,
+    mm_cpus: FastMap<MmId, Vec<bool>>,
     /// Record every page-walk read as (level, physical address) (tests, debugging).
     pub trace_walks: bool,
     pub walk_log: Vec<(u32, u64)>,
     /// Lines used for atomics and locks: which CPU owns each and when it is busy.
-    pub(super) shared_lines: HashMap<u64, SharedLine>,
+    pub(super) shared_lines: FastMap<u64, SharedLine>,
     /// No CPU that can still run is behind this time (set by the scheduler): shared-line
     /// uses that end before it are forgotten.
     pub horizon: f64,
@@ -174,8 +176,8 @@ impl Machine {
             stall_parallel: [0.0, extra[1] / mlp, extra[2] / mlp, extra[3] / mlp],
             p,
             cpus,
-            mm_cpus: HashMap::new(),
-            shared_lines: HashMap::new(),
+            mm_cpus: FastMap::default(),
+            shared_lines: FastMap::default(),
             horizon: 0.0,
             // Each node's calendar at its full size from boot: booking bandwidth on the access
             // path allocates nothing.

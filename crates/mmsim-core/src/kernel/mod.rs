@@ -46,7 +46,7 @@ mod tests;
 #[cfg(test)]
 mod text_thp_tests;
 
-use std::collections::HashMap;
+use crate::fasthash::FastMap;
 
 use knobs::Knobs;
 use mm::{MmCounter, MmStruct};
@@ -98,16 +98,16 @@ pub struct Kernel {
     pub deferred_split: Vec<u32>,
     /// Which mms map each large anonymous folio and how often (folio->_mm_id/_mm_id_mapcount;
     /// Linux tracks two ids and a "maybe shared" bit, mmsim keeps the exact list).
-    pub folio_mms: HashMap<u32, Vec<(MmId, i32)>>,
+    pub folio_mms: FastMap<u32, Vec<(MmId, i32)>>,
     /// PTE tables deposited under huge pmds (pgtable_trans_huge_deposit), keyed by the pmd
     /// slot (PMD table frame, index). Linux chains them off the PMD table's struct page.
-    pub deposited: HashMap<(u32, u16), u32>,
+    pub deposited: FastMap<(u32, u16), u32>,
     /// folio->mlock_count of each PG_mlocked folio (head pfn): its outstanding mlocks.
-    pub mlock_count: HashMap<u32, u32>,
+    pub mlock_count: FastMap<u32, u32>,
     /// Seed 003: for every page table reached by more than one mm (a shared table and the
     /// tables under it), the mms that reach it (`kernel/ptshare.rs`). Empty unless tables are
     /// shared.
-    pub pt_reach: HashMap<u32, Vec<MmId>>,
+    pub pt_reach: FastMap<u32, Vec<MmId>>,
     /// mremap is unmapping the source of a move: a hugetlb vma's reservation stays with the
     /// moved vma (`clear_vma_resv_huge_pages`).
     pub(super) mremap_source: bool,
@@ -118,7 +118,7 @@ pub struct Kernel {
     pub gup_major_faults: u64,
     /// Seed 004's text copies (`transparent_hugepage/file_text=seed`): (mm, inode, first
     /// index of the aligned range) -> the PMD page read for that mm (`kernel/text_thp.rs`).
-    pub text_copies: HashMap<(MmId, u32, u64), Pfn>,
+    pub text_copies: FastMap<(MmId, u32, u64), Pfn>,
     /// khugepaged's registered mms, cursor and counts (`file_text=khugepaged`).
     pub khugepaged: khugepaged_scan::KhugepagedState,
     /// Ranges of private writable file mappings that `populate_vma_page_range` faulted in
@@ -294,15 +294,15 @@ impl Kernel {
             pcp: Pcp::new(nr_pages - RESERVED_FRAMES, pcp_batch, geo),
             cur_cpu: 0,
             deferred_split: Vec::new(),
-            folio_mms: HashMap::new(),
-            deposited: HashMap::new(),
-            mlock_count: HashMap::new(),
+            folio_mms: FastMap::default(),
+            deposited: FastMap::default(),
+            mlock_count: FastMap::default(),
             gup_faults: 0,
             gup_major_faults: 0,
-            text_copies: HashMap::new(),
+            text_copies: FastMap::default(),
             khugepaged: Default::default(),
             gup_cow_ranges: Vec::new(),
-            pt_reach: HashMap::new(),
+            pt_reach: FastMap::default(),
             mremap_source: false,
             free_mm_ids: Default::default(),
             next_anon_vma: 1,

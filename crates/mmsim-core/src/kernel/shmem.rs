@@ -5,7 +5,7 @@
 //! Differs from Linux: no swap; shmem allocates order-0 folios (shmem_enabled and huge= are
 //! `never`: only MADV_COLLAPSE makes a PMD folio).
 
-use std::collections::HashMap;
+use crate::fasthash::FastMap;
 
 use super::content::PageContent;
 use super::mm_types::{i_mmap_insert, i_mmap_remove, pg, NIL};
@@ -47,7 +47,7 @@ pub struct AddressSpace {
     pub i_size: u64,
     /// The device's copy of each page written back that is not all zeroes (ext4; a page
     /// absent here reads as zeroes from the device).
-    pub disk: HashMap<u64, PageContent>,
+    pub disk: FastMap<u64, PageContent>,
     /// `i_writecount`: open files that may write it (> 0), or executions denying writers (< 0).
     pub i_writecount: i32,
 }
@@ -61,7 +61,7 @@ impl AddressSpace {
             mms: Vec::new(),
             fs,
             i_size,
-            disk: HashMap::new(),
+            disk: FastMap::default(),
             i_writecount: 0,
         }
     }

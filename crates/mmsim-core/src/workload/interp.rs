@@ -2,7 +2,7 @@
 //! scheduler, turning ops into system calls and memory accesses, with the reference model
 //! checking every byte read when asked.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
 use super::spec::*;
@@ -29,6 +29,7 @@ mod kscrubd_tests;
 #[cfg(test)]
 mod limit_tests;
 mod process;
+mod runqueue;
 mod sample;
 #[cfg(test)]
 mod sample_tests;
@@ -304,9 +305,9 @@ pub struct Interp {
     /// Each CPU's runqueue (`struct rq`, kernel/sched/sched.h): its runnable tasks by
     /// (last_run, index), so the first is the one that ran least recently (tasks that never
     /// ran by pid). Unlike Linux's, no task migrates between CPUs.
-    rq: Vec<BTreeSet<(u64, usize)>>,
+    rq: Vec<runqueue::RunQueue>,
     /// The CPUs whose runqueue is not empty.
-    busy_cpus: BTreeSet<usize>,
+    busy_cpus: runqueue::CpuSet,
     /// Each CPU's current task (`rq->curr`) and the CPU clock at which its slice ends (the
     /// first tick after `sched/base_slice_ns` of running): until then it keeps the CPU while
     /// it is runnable, as EEVDF's RUN_TO_PARITY keeps it to its deadline (a task that wakes
@@ -395,7 +396,7 @@ impl Interp {
             serial: false,
             serial_stack: Vec::new(),
             rq: Vec::new(),
-            busy_cpus: BTreeSet::new(),
+            busy_cpus: runqueue::CpuSet::default(),
             curr: Vec::new(),
             slice_end: Vec::new(),
             waiters: Vec::new(),
@@ -413,7 +414,7 @@ impl Interp {
             loadavg: LoadAvg::default(),
             sleepers: Vec::new(),
         };
-        it.rq = vec![BTreeSet::new(); it.machine.cpus.len()];
+        it.rq = vec![runqueue::RunQueue::default(); it.machine.cpus.len()];
         it.curr = vec![None; it.machine.cpus.len()];
         it.slice_end = vec![0.0; it.machine.cpus.len()];
         it.hw_bytes = it.machine.host_bytes();

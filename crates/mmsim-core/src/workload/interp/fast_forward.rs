@@ -58,7 +58,7 @@ impl Interp {
     /// kernel thread awake. Only then may its loop iterations be skipped (fast-forward or
     /// sampling): the others would otherwise run on beside a task that is no longer there.
     pub(super) fn runs_alone(&self, t: usize) -> bool {
-        !(self.busy_cpus.iter().any(|&c| self.rq[c].iter().any(|&(_, i)| i != t))
+        !(self.busy_cpus.iter().any(|c| self.rq[c].iter().any(|&(_, i)| i != t))
             || self.kscrubd.running
             || (self.khugepaged.ready_at.is_some() && !self.khugepaged.sleeping)
             || !self.sleepers.is_empty())

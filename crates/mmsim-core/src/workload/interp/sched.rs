@@ -23,7 +23,7 @@ impl Interp {
                 self.busy_cpus.insert(cpu);
             }
         } else if q.remove(&key) && q.is_empty() {
-            self.busy_cpus.remove(&cpu);
+            self.busy_cpus.remove(cpu);
         }
     }
 
@@ -37,6 +37,9 @@ impl Interp {
         self.waiters = waiters;
         let waiting = !self.waiters.is_empty();
         let mut best: Option<(f64, u64, usize)> = None;
+        // The two earliest busy CPUs' clocks (and CPUs): the chosen CPU runs until it passes
+        // the earliest of the others.
+        let mut earliest = [(f64::INFINITY, usize::MAX); 2];
         let only = if self.serial {
             match self.serial_current() {
                 Some(i) => Some(i),
@@ -53,11 +56,17 @@ impl Interp {
                 best = Some((self.machine.cpus[task.cpu].clock, task.last_run, o));
             }
         } else {
-            for &c in &self.busy_cpus {
+            for c in self.busy_cpus.iter() {
                 let (last_run, i) = self.pick_next_task(c);
-                let key = (self.machine.cpus[c].clock, last_run, i);
+                let clock = self.machine.cpus[c].clock;
+                let key = (clock, last_run, i);
                 if best.is_none_or(|b| key.0 < b.0 || (key.0 == b.0 && (key.1, key.2) < (b.1, b.2))) {
                     best = Some(key);
+                }
+                if clock < earliest[0].0 {
+                    earliest = [(clock, c), earliest[0]];
+                } else if clock < earliest[1].0 {
+                    earliest[1] = (clock, c);
                 }
             }
         }
@@ -97,7 +106,7 @@ impl Interp {
         self.run_seq += 1;
         let cpu = self.tasks[t].cpu;
         if self.rq[cpu].remove(&(self.tasks[t].last_run, t)) && self.rq[cpu].is_empty() {
-            self.busy_cpus.remove(&cpu);
+            self.busy_cpus.remove(cpu);
         }
         self.tasks[t].last_run = self.run_seq;
         // A new slice for a task switched in, or for one whose slice ended with nothing else
@@ -127,12 +136,9 @@ impl Interp {
         self.machine.cpus[cpu].time_base = self.machine.cpus[cpu].clock - before;
         // Keep CPUs in step: run until this CPU passes the next-earliest other busy CPU.
         let mine = self.machine.cpus[cpu].clock;
-        let mut other = self
-            .busy_cpus
-            .iter()
-            .filter(|&&c| !self.serial && c != cpu)
-            .map(|&c| self.machine.cpus[c].clock)
-            .fold(f64::INFINITY, f64::min);
+        // (None on the serial schedule, which runs one task at a time.) The other CPUs' clocks
+        // have not moved since they were read above.
+        let mut other = if earliest[0].1 == cpu { earliest[1].0 } else { earliest[0].0 };
         for (kt, _, _, kcpu) in kthreads.into_iter().flatten() {
             if kcpu != cpu {
                 other = other.min(kt);

@@ -1,0 +1,144 @@
+//! The scheduler's sets, in forms cheap for what `round` does to them every quantum: a CPU's
+//! runqueue as a sorted vector (a task that ran goes back at the end: its key is the newest)
+//! and the busy CPUs as a bit set.
+
+/// A CPU's runnable tasks by (last_run, index), least recently run first: the ordered set
+/// `BTreeSet<(u64, usize)>` was, as a sorted vector. A task requeued after its quantum has
+/// the largest `last_run` yet, so it is appended; the task taken off is found by binary search.
+#[derive(Clone, Debug, Default)]
+pub struct RunQueue(Vec<(u64, usize)>);
+
+impl RunQueue {
+    /// Add `key`; false if it was there.
+    #[inline]
+    pub fn insert(&mut self, key: (u64, usize)) -> bool {
+        if self.0.last().is_none_or(|&l| l < key) {
+            self.0.push(key);
+            return true;
+        }
+        match self.0.binary_search(&key) {
+            Ok(_) => false,
+            Err(at) => {
+                self.0.insert(at, key);
+                true
+            }
+        }
+    }
+
+    /// Remove `key`; false if it was not there.
+    #[inline]
+    pub fn remove(&mut self, key: &(u64, usize)) -> bool {
+        match self.0.binary_search(key) {
+            Ok(at) => {
+                self.0.remove(at);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    #[inline]
+    pub fn contains(&self, key: &(u64, usize)) -> bool {
+        self.0.binary_search(key).is_ok()
+    }
+
+    /// The task that ran least recently.
+    #[inline]
+    pub fn first(&self) -> Option<&(u64, usize)> {
+        self.0.first()
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The keys in order.
+    pub fn iter(&self) -> impl Iterator<Item = &(u64, usize)> {
+        self.0.iter()
+    }
+}
+
+/// A set of CPU numbers, iterated in ascending order (as the `BTreeSet<usize>` it replaces).
+#[derive(Clone, Debug, Default)]
+pub struct CpuSet(Vec<u64>);
+
+impl CpuSet {
+    #[inline]
+    pub fn insert(&mut self, cpu: usize) {
+        let w = cpu / 64;
+        if w >= self.0.len() {
+            self.0.resize(w + 1, 0);
+        }
+        self.0[w] |= 1 << (cpu % 64);
+    }
+
+    #[inline]
+    pub fn remove(&mut self, cpu: usize) {
+        if let Some(w) = self.0.get_mut(cpu / 64) {
+            *w &= !(1 << (cpu % 64));
+        }
+    }
+
+    /// The CPUs, lowest first.
+    #[inline]
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.0.iter().enumerate().flat_map(|(i, &w)| {
+            let mut bits = w;
+            std::iter::from_fn(move || {
+                (bits != 0).then(|| {
+                    let b = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    i * 64 + b
+                })
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    proptest! {
+        /// The run queue answers every operation as the ordered set it replaces.
+        #[test]
+        fn runqueue_is_the_ordered_set(ops in proptest::collection::vec((0u8..3, 0u64..12, 0usize..6), 0..200)) {
+            let (mut q, mut b) = (RunQueue::default(), BTreeSet::new());
+            for (op, lr, t) in ops {
+                let key = (lr, t);
+                match op {
+                    0 => prop_assert_eq!(q.insert(key), b.insert(key)),
+                    1 => prop_assert_eq!(q.remove(&key), b.remove(&key)),
+                    _ => prop_assert_eq!(q.contains(&key), b.contains(&key)),
+                }
+                prop_assert_eq!(q.first(), b.first());
+                prop_assert_eq!(q.len(), b.len());
+                prop_assert!(q.iter().eq(b.iter()));
+            }
+        }
+
+        /// The CPU set iterates as the ordered set it replaces.
+        #[test]
+        fn cpuset_is_the_ordered_set(ops in proptest::collection::vec((any::<bool>(), 0usize..200), 0..200)) {
+            let (mut s, mut b) = (CpuSet::default(), BTreeSet::new());
+            for (add, c) in ops {
+                if add {
+                    s.insert(c);
+                    b.insert(c);
+                } else {
+                    s.remove(c);
+                    b.remove(&c);
+                }
+                prop_assert!(s.iter().eq(b.iter().copied()));
+            }
+        }
+    }
+}
