@@ -136,8 +136,9 @@ impl Interp {
         self.machine.cpus[cpu].time_base = self.machine.cpus[cpu].clock - before;
         // Keep CPUs in step: run until this CPU passes the next-earliest other busy CPU.
         let mine = self.machine.cpus[cpu].clock;
-        // (None on the serial schedule, which runs one task at a time.) The other CPUs' clocks
-        // have not moved since they were read above.
+        // The earliest other busy CPU, from the clocks read when the task was picked (no other
+        // CPU's clock has moved since). On the serial schedule none was read: one task runs at
+        // a time, so nothing bounds it.
         let mut other = if earliest[0].1 == cpu { earliest[1].0 } else { earliest[0].0 };
         for (kt, _, _, kcpu) in kthreads.into_iter().flatten() {
             if kcpu != cpu {
