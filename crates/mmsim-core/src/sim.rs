@@ -384,7 +384,7 @@ fn anon_huge_kb(k: &Kernel, mm: MmId) -> i64 {
 /// /proc/PID/status of a task (its last status if it has exited).
 pub fn process_status(k: &Kernel, t: &Task, freq: f64) -> ProcessStatus {
     if let (None, Some(s)) = (t.mm, &t.last_status) {
-        let mut s = s.clone();
+        let mut s = (**s).clone();
         s.perf = perf_metrics(&t.perf, t.page_faults, t.minflt, t.majflt, freq, None);
         s.majflt = t.majflt;
         return s;
@@ -437,7 +437,7 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
     let minflt: i64 = it.tasks.iter().map(|t| t.minflt).sum();
     let majflt: i64 = it.tasks.iter().map(|t| t.majflt).sum();
     let freq = it.machine.p.cpu.freq_ghz * 1e9;
-    let elapsed = it.machine.cpus.iter().map(|c| c.clock).fold(0.0, f64::max) / freq;
+    let elapsed = it.machine.clock.iter().fold(0.0, f64::max) / freq;
     let perf = perf_metrics(&total, faults, minflt, majflt, freq, Some(elapsed));
     let profile = Metrics(total.profile.iter().map(|(k, v)| (k.to_string(), v.round())).collect());
     let mut vmstat = Counters::default();
@@ -477,7 +477,7 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
     let processes = it.tasks.iter().map(|t| process_status(k, t, freq)).collect();
     let time = match pid {
         0 => elapsed,
-        p => it.machine.cpus[it.tasks[(p - 1) as usize].cpu].clock / freq,
+        p => it.machine.clock[it.tasks[(p - 1) as usize].cpu] / freq,
     };
     let cpus = it
         .machine

@@ -20,7 +20,10 @@ use crate::kernel::vmstat::VmEvent;
 use crate::kernel::{AtomicKind, Kernel, MmId, Work};
 use crate::units::{Geometry, Pfn};
 
+mod clocks;
 mod work;
+
+pub use clocks::Clocks;
 
 /// Hardware prefetchers do not cross a 4 KiB physical boundary, whatever the OS page size
 /// (the L2 streamer of Intel's optimization manual; a 4 KiB page is the unit they assume).
@@ -60,8 +63,6 @@ pub struct Cpu {
     pub l1d: SetAssoc,
     pub l1i: SetAssoc,
     pub l2: SetAssoc,
-    /// Cycles elapsed on this CPU.
-    pub clock: f64,
     /// Cycles this CPU spent running tasks and kernel threads (its clock less idle time).
     pub busy: f64,
     /// The running task's time is `time_base + perf.cycles` (set by the scheduler at each
@@ -79,6 +80,8 @@ pub struct Cpu {
     /// How much longer this CPU's execution takes than on a core of its own: smt /
     /// smt_throughput while its SMT sibling is busy, else 1 (set by the scheduler).
     pub smt_slowdown: f64,
+    /// The NUMA node it is on (`Machine::numa_node`, computed once).
+    node: usize,
 }
 
 fn cache(name: &str, c: &CacheLevel, line: u64) -> SetAssoc {
@@ -94,6 +97,8 @@ pub struct Machine {
     /// constants of the access path from it).
     pub p: Profile,
     pub cpus: Vec<Cpu>,
+    /// Cycles elapsed on each CPU (`clocks.rs`).
+    pub clock: Clocks,
     pub llc: SetAssoc,
     line_shift: u32,
     /// CPUs that may cache translations of each mm (mm_cpumask).
@@ -145,13 +150,12 @@ impl Machine {
         let line = p.cache.line;
         let geo = p.geometry();
         let nodes = p.smp.numa_nodes.max(1);
-        let cpus = (0..ncpus)
+        let cpus: Vec<Cpu> = (0..ncpus)
             .map(|_| Cpu {
                 tlb: Tlb::new(&p.tlb, geo),
                 l1d: cache("cache.l1d", &p.cache.l1d, line),
                 l1i: cache("cache.l1i", &p.cache.l1i, line),
                 l2: cache("cache.l2", &p.cache.l2, line),
-                clock: 0.0,
                 busy: 0.0,
                 time_base: 0.0,
                 cur_asid: None,
@@ -159,13 +163,14 @@ impl Machine {
                 walk_debt: 0.0,
                 walk_task: None,
                 smt_slowdown: 1.0,
+                node: 0,
             })
             .collect();
         let line_shift = line.trailing_zeros();
         let base = p.cache.l1d.latency;
         let extra = [0.0, p.cache.l2.latency - base, p.cache.llc.latency - base, p.memory.latency - base];
         let mlp = p.memory.mlp;
-        Machine {
+        let mut m = Machine {
             geo,
             llc: cache("cache.llc", &p.cache.llc, line),
             line_shift,
@@ -175,6 +180,7 @@ impl Machine {
             stall_serial: extra,
             stall_parallel: [0.0, extra[1] / mlp, extra[2] / mlp, extra[3] / mlp],
             p,
+            clock: Clocks::new(cpus.len()),
             cpus,
             mm_cpus: FastMap::default(),
             shared_lines: FastMap::default(),
@@ -186,7 +192,11 @@ impl Machine {
                 .collect(),
             trace_walks: false,
             walk_log: Vec::new(),
+        };
+        for c in 0..m.cpus.len() {
+            m.cpus[c].node = m.cpu_to_node(c);
         }
+        m
     }
 
     /// Cores of the machine: its CPUs are `cpu.smt` hardware threads each.
@@ -197,7 +207,13 @@ impl Machine {
     /// The NUMA node of `cpu` (cpu_to_node): the cores split into `smp.numa_nodes` equal
     /// blocks of consecutive cores, a CPU on its core's node; with fewer cores than nodes,
     /// core i is on node i.
+    #[inline]
     pub fn numa_node(&self, cpu: usize) -> usize {
+        self.cpus[cpu].node
+    }
+
+    /// `numa_node`, computed from the profile.
+    fn cpu_to_node(&self, cpu: usize) -> usize {
         let nodes = self.p.smp.numa_nodes as usize;
         let cores = self.cores();
         (cpu % cores) * nodes / cores.max(nodes)

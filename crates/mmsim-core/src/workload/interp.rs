@@ -184,15 +184,13 @@ pub struct Task {
     children: Vec<u32>,
     cursor: Cursor,
     /// Status captured when the task exited (rss and VmPTE just before teardown).
-    pub last_status: Option<crate::report::ProcessStatus>,
+    pub last_status: Option<Box<crate::report::ProcessStatus>>,
     /// The CPU the task runs on (pinned, or assigned round-robin at creation).
     pub cpu: usize,
     /// Hardware and software event counts of this task.
     pub perf: PerfCounters,
     /// The CPU clock when the task exited (a parent waiting on it wakes no earlier).
     pub exit_clock: f64,
-    /// Scheduling order among tasks sharing a CPU.
-    last_run: u64,
     /// Kernel work on a contended line (zone->lock, an atomic) that this task queued but has
     /// not yet done: it waits here while the task is ahead of another CPU's clock, so that
     /// CPUs take their turns on the line in time order (see `charge_work`).
@@ -238,7 +236,6 @@ impl Task {
             cpu,
             perf: PerfCounters::default(),
             exit_clock: 0.0,
-            last_run: 0,
             pending: VecDeque::new(),
             reaped: false,
             waited: 0,
@@ -252,6 +249,15 @@ impl Task {
     fn runnable(&self) -> bool {
         self.state == TaskState::Running || !self.pending.is_empty()
     }
+}
+
+/// A task's place in the scheduler (`struct sched_entity`'s part mmsim keeps).
+#[derive(Clone, Copy, Debug, Default)]
+struct SchedEntity {
+    /// Scheduling order among tasks sharing a CPU: the `run_seq` of its last quantum.
+    last_run: u64,
+    /// In its CPU's runqueue (`on_rq`): `rq_update` keeps it equal to `Task::runnable`.
+    queued: bool,
 }
 
 /// Why an access stopped the task.
@@ -306,6 +312,13 @@ pub struct Interp {
     /// (last_run, index), so the first is the one that ran least recently (tasks that never
     /// ran by pid). Unlike Linux's, no task migrates between CPUs.
     rq: Vec<runqueue::RunQueue>,
+    /// Each task's scheduling state, compactly (`round` reads every busy CPU's current task's).
+    sched: Vec<SchedEntity>,
+    /// Each busy CPU's `pick_next_task` as `round` last computed it, and the CPUs whose
+    /// runqueue, current task or slice changed since (their clocks' changes are recorded by
+    /// `Clocks`): only those are computed again.
+    next_task: Vec<(u64, usize)>,
+    sched_changed: Vec<u64>,
     /// The CPUs whose runqueue is not empty.
     busy_cpus: runqueue::CpuSet,
     /// Each CPU's current task (`rq->curr`) and the CPU clock at which its slice ends (the
@@ -316,6 +329,13 @@ pub struct Interp {
     slice_end: Vec<f64>,
     /// Tasks blocked in `wait` (indices), in the order they began waiting.
     waiters: Vec<usize>,
+    /// Bumped whenever a task may have finished (exited, or done the last of its pending work
+    /// after exiting) or began to wait; `waiters_seen`: its value when `round` last looked at
+    /// the waiters (no waiter can wake before it changes).
+    finish_gen: u64,
+    waiters_seen: u64,
+    /// Tasks in all runqueues (`nr_running`).
+    nr_running: u64,
     /// Pids in use (`pid_namespace->pid_allocated`): every task not yet reaped, zombies
     /// included. mmsim's pids keep counting up (a task's pid is its index + 1, never reused);
     /// `kernel/pid_max` bounds only how many are in use at once.
@@ -396,10 +416,16 @@ impl Interp {
             serial: false,
             serial_stack: Vec::new(),
             rq: Vec::new(),
+            sched: Vec::new(),
+            next_task: Vec::new(),
+            sched_changed: Vec::new(),
             busy_cpus: runqueue::CpuSet::default(),
             curr: Vec::new(),
             slice_end: Vec::new(),
             waiters: Vec::new(),
+            finish_gen: 0,
+            waiters_seen: 0,
+            nr_running: 0,
             pid_allocated: 1,
             mm_owner: Vec::new(),
             max_host_memory: u64::MAX,
@@ -415,6 +441,8 @@ impl Interp {
             sleepers: Vec::new(),
         };
         it.rq = vec![runqueue::RunQueue::default(); it.machine.cpus.len()];
+        it.next_task = vec![(0, 0); it.machine.cpus.len()];
+        it.sched_changed = vec![0; it.machine.cpus.len().div_ceil(64)];
         it.curr = vec![None; it.machine.cpus.len()];
         it.slice_end = vec![0.0; it.machine.cpus.len()];
         it.hw_bytes = it.machine.host_bytes();
@@ -847,6 +875,7 @@ impl Interp {
             Op::Wait(_) => {
                 self.tasks[t].state = TaskState::Waiting;
                 self.waiters.push(t);
+                self.finish_gen += 1;
             }
             Op::Sleep(SleepOp { ms, until_ms }) => {
                 // nanosleep: the task blocks; `round` adds its CPU's time at the end of the
@@ -907,7 +936,7 @@ impl Interp {
     /// Returns true when nothing is left pending.
     pub(super) fn charge_work(&mut self, t: usize) -> bool {
         let cpu = self.tasks[t].cpu;
-        let base = self.machine.cpus[cpu].clock - self.quantum_base;
+        let base = self.machine.clock[cpu] - self.quantum_base;
         loop {
             // Newly queued work, in order: contended work joins the pending queue, the rest
             // runs now (a shootdown's flush it queues comes round again).
@@ -930,6 +959,7 @@ impl Interp {
                 return false;
             }
             task.pending.pop_front();
+            self.finish_gen += task.pending.is_empty() as u64;
             self.machine.do_work(cpu, &mut self.kernel, w, &mut self.tasks[t].perf, base);
         }
     }

@@ -216,7 +216,7 @@ impl Machine {
             perf.charge("flush_tlb_mm_range", local);
         } else {
             perf.charge("native_flush_tlb_multi", self.p.smp.shootdown_ipi);
-            self.cpus[c].clock += local;
+            self.clock[c] += local;
         }
     }
 

@@ -478,7 +478,7 @@ impl Interp {
             self.machine.drain_translations(cpu, &mut self.tasks[t].perf);
             let line = (pfn.phys(self.kernel.geo) + (addr & (self.kernel.geo.page_size() - 1)))
                 >> self.machine.line_size().trailing_zeros();
-            let now = self.machine.cpus[cpu].clock + self.tasks[t].perf.cycles - self.quantum_base;
+            let now = self.machine.clock[cpu] + self.tasks[t].perf.cycles - self.quantum_base;
             let func = if hold > 0 { "spin_lock" } else { "atomic_add" };
             self.machine.atomic_rmw(cpu, line, now, hold as f64, 1.0, func, &mut self.tasks[t].perf);
             if let Cursor::Atomic { remaining: r, .. } = &mut self.tasks[t].cursor {

@@ -37,7 +37,7 @@ impl HostUsage {
 pub(super) fn task_host_bytes(t: &Task) -> u64 {
     let regions: u64 = t.regions.keys().map(|k| k.capacity() as u64 + ALLOC_OVERHEAD).sum::<u64>()
         + t.regions.capacity() as u64 * (std::mem::size_of::<(String, (u64, u64))>() as u64 + 1);
-    let status = t.last_status.as_ref().map_or(0, status_host_bytes);
+    let status = t.last_status.as_deref().map_or(0, status_host_bytes);
     std::mem::size_of::<Task>() as u64
         + regions
         + t.frames.capacity() as u64 * std::mem::size_of::<Frame>() as u64

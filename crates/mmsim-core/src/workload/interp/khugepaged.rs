@@ -96,15 +96,14 @@ impl Interp {
         self.khugepaged.pass = pass;
         let before = self.khugepaged.perf.cycles;
         // Its work happens at its CPU's time (`clock_base + perf.cycles`).
-        let base = self.machine.cpus[cpu].clock - before;
+        let base = self.machine.clock[cpu] - before;
         for w in std::mem::take(&mut self.kernel.work) {
             self.machine.do_work(cpu, &mut self.kernel, w, &mut self.khugepaged.perf, base);
         }
         let spent = self.khugepaged.perf.cycles - before;
-        let c = &mut self.machine.cpus[cpu];
-        c.clock += spent;
-        c.busy += spent;
-        let clock = c.clock;
+        self.machine.clock[cpu] += spent;
+        self.machine.cpus[cpu].busy += spent;
+        let clock = self.machine.clock[cpu];
         if self.khugepaged.cpu_cycles.len() <= cpu {
             self.khugepaged.cpu_cycles.resize(cpu + 1, 0.0);
         }

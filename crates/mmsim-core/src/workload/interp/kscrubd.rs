@@ -118,8 +118,8 @@ impl Interp {
     pub(super) fn most_idle_cpu(&self) -> usize {
         (0..self.machine.cpus.len())
             .min_by(|&a, &b| {
-                let ka = (self.rq[a].len(), self.machine.cpus[a].clock);
-                let kb = (self.rq[b].len(), self.machine.cpus[b].clock);
+                let ka = (self.rq[a].len(), self.machine.clock[a]);
+                let kb = (self.rq[b].len(), self.machine.clock[b]);
                 ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1)).then(a.cmp(&b))
             })
             .unwrap_or(0)
@@ -170,23 +170,23 @@ impl Interp {
             // CPUs' copies of its lines are invalidated by the engine's writes.
             // Its writes share the node's memory bandwidth with the CPUs'.
             self.machine.invalidate_lines(pfn, pages);
-            let now = self.machine.cpus[cpu].clock;
+            let now = self.machine.clock[cpu];
             let bus = self.machine.book_bandwidth(cpu, now, pages * self.kernel.geo.page_size());
             self.kscrubd.ready_at = now + d.max(bus);
         } else {
             // Its work happens at its CPU's time (`clock_base + perf.cycles`), as khugepaged's.
-            let base = self.machine.cpus[cpu].clock - before;
+            let base = self.machine.clock[cpu] - before;
             for w in work {
                 self.machine.do_work(cpu, &mut self.kernel, w, &mut self.kscrubd.perf, base);
             }
             let spent = self.kscrubd.perf.cycles - before;
-            self.machine.cpus[cpu].clock += spent;
+            self.machine.clock[cpu] += spent;
             self.machine.cpus[cpu].busy += spent;
             if self.kscrubd.cpu_cycles.len() <= cpu {
                 self.kscrubd.cpu_cycles.resize(cpu + 1, 0.0);
             }
             self.kscrubd.cpu_cycles[cpu] += spent;
-            self.kscrubd.ready_at = self.machine.cpus[cpu].clock;
+            self.kscrubd.ready_at = self.machine.clock[cpu];
         }
         self.kernel.sync_items();
         // After its cond_resched the scheduler may move it to a CPU that is idler now.

@@ -42,7 +42,7 @@ impl Interp {
             task.waited += 1;
         }
         let (cpu, wake) = (self.tasks[t].cpu, self.tasks[t].wait_clock);
-        let c = &mut self.machine.cpus[cpu].clock;
+        let c = &mut self.machine.clock[cpu];
         *c = c.max(wake);
         self.tasks[t].state = TaskState::Running;
         self.rq_update(t);
@@ -64,7 +64,7 @@ impl Interp {
             let b = self.serial_stack.pop().expect("top");
             let done = (b.first..=b.last).map(|p| self.tasks[(p - 1) as usize].exit_clock).fold(0.0, f64::max);
             let cpu = self.tasks[b.creator].cpu;
-            let c = &mut self.machine.cpus[cpu].clock;
+            let c = &mut self.machine.clock[cpu];
             *c = c.max(done);
         }
         (!finished(&self.tasks[0])).then_some(0)
@@ -109,8 +109,8 @@ impl Interp {
         // The child starts no earlier than the moment of the fork.
         let pc = self.tasks[t].cpu;
         if cpu != pc {
-            let now = self.machine.cpus[pc].clock + self.tasks[t].perf.cycles - self.quantum_base;
-            let c = &mut self.machine.cpus[cpu].clock;
+            let now = self.machine.clock[pc] + self.tasks[t].perf.cycles - self.quantum_base;
+            let c = &mut self.machine.clock[cpu];
             *c = c.max(now);
         }
         let regions = self.tasks[t].regions.clone();
@@ -134,12 +134,13 @@ impl Interp {
         let freq = self.machine.p.cpu.freq_ghz * 1e9;
         let mut st = crate::sim::process_status(&self.kernel, &self.tasks[t], freq);
         st.state = how.name().into();
-        self.tasks[t].last_status = Some(st);
+        self.tasks[t].last_status = Some(Box::new(st));
         // A task killed in its sleep (its thread group got a fatal signal) sleeps no more.
         if self.tasks[t].state == TaskState::Sleeping {
             self.sleepers.retain(|&x| x != t);
         }
         self.tasks[t].state = how;
+        self.finish_gen += 1;
         self.tasks[t].cursor = Cursor::Idle;
         self.tasks[t].frames.clear();
         self.tasks[t].mm = None;
@@ -149,7 +150,7 @@ impl Interp {
                 o.exit(self.tasks[t].tgid);
             }
         }
-        self.task_bytes += self.tasks[t].last_status.as_ref().map_or(0, status_host_bytes);
+        self.task_bytes += self.tasks[t].last_status.as_deref().map_or(0, status_host_bytes);
         // exit_notify: a thread other than the group leader reaps itself; a child whose parent
         // has exited was reparented to init, which reaps it at once, and so are this task's
         // children that are zombies now (the rest will be when they exit). Differs from Linux:

@@ -25,9 +25,19 @@ impl RunQueue {
         }
     }
 
-    /// Remove `key`; false if it was not there.
+    /// Remove `key`; false if it was not there. The task taken off to run is nearly always
+    /// the last (the current task, requeued after its previous quantum) or the first (the one
+    /// that waited longest): those are looked at before the search.
     #[inline]
     pub fn remove(&mut self, key: &(u64, usize)) -> bool {
+        if self.0.last() == Some(key) {
+            self.0.pop();
+            return true;
+        }
+        if self.0.first() == Some(key) {
+            self.0.remove(0);
+            return true;
+        }
         match self.0.binary_search(key) {
             Ok(at) => {
                 self.0.remove(at);

@@ -16,15 +16,27 @@ impl Interp {
     /// `enqueue_task` / `dequeue_task` (kernel/sched/core.c) in one: task `i` is in its CPU's
     /// runqueue, under its current `last_run`, exactly while it is runnable.
     pub(super) fn rq_update(&mut self, i: usize) {
-        let (cpu, key, runnable) = (self.tasks[i].cpu, (self.tasks[i].last_run, i), self.tasks[i].runnable());
+        if self.sched.len() <= i {
+            // A task just created (tasks are only ever appended).
+            self.sched.resize(i + 1, SchedEntity::default());
+        }
+        let (cpu, key, runnable) = (self.tasks[i].cpu, (self.sched[i].last_run, i), self.tasks[i].runnable());
+        self.sched_changed[cpu / 64] |= 1 << (cpu % 64);
         let q = &mut self.rq[cpu];
         if runnable {
-            if q.insert(key) && q.len() == 1 {
-                self.busy_cpus.insert(cpu);
+            if q.insert(key) {
+                self.nr_running += 1;
+                if q.len() == 1 {
+                    self.busy_cpus.insert(cpu);
+                }
             }
-        } else if q.remove(&key) && q.is_empty() {
-            self.busy_cpus.remove(cpu);
+        } else if q.remove(&key) {
+            self.nr_running -= 1;
+            if q.is_empty() {
+                self.busy_cpus.remove(cpu);
+            }
         }
+        self.sched[i].queued = runnable;
     }
 
     /// Run one quantum of the runnable task whose CPU is furthest behind in time (ties: the
@@ -32,9 +44,13 @@ impl Interp {
     pub fn round(&mut self) -> bool {
         // Wake parents whose children have all exited, no earlier than the last exit; each
         // child is reaped as it finishes (a wait() per child).
-        let mut waiters = std::mem::take(&mut self.waiters);
-        waiters.retain(|&t| self.wait_children(t));
-        self.waiters = waiters;
+        // Only a task that finished (or a new waiter) can wake one: otherwise nothing to look at.
+        if self.finish_gen != self.waiters_seen {
+            self.waiters_seen = self.finish_gen;
+            let mut waiters = std::mem::take(&mut self.waiters);
+            waiters.retain(|&t| self.wait_children(t));
+            self.waiters = waiters;
+        }
         let waiting = !self.waiters.is_empty();
         let mut best: Option<(f64, u64, usize)> = None;
         // The two earliest busy CPUs' clocks (and CPUs): the chosen CPU runs until it passes
@@ -53,12 +69,25 @@ impl Interp {
         if let Some(o) = only {
             let task = &self.tasks[o];
             if task.runnable() {
-                best = Some((self.machine.cpus[task.cpu].clock, task.last_run, o));
+                best = Some((self.machine.clock[task.cpu], self.sched[o].last_run, o));
             }
         } else {
+            // Each busy CPU's candidate, computed again only where something of that CPU changed.
+            self.machine.clock.take_changed(&mut self.sched_changed);
+            for w in 0..self.sched_changed.len() {
+                let mut bits = std::mem::take(&mut self.sched_changed[w]);
+                while bits != 0 {
+                    let c = w * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    if !self.rq[c].is_empty() {
+                        self.next_task[c] = self.pick_next_task(c);
+                    }
+                }
+            }
             for c in self.busy_cpus.iter() {
-                let (last_run, i) = self.pick_next_task(c);
-                let clock = self.machine.cpus[c].clock;
+                let (last_run, i) = self.next_task[c];
+                debug_assert_eq!((last_run, i), self.pick_next_task(c));
+                let clock = self.machine.clock[c];
                 let key = (clock, last_run, i);
                 if best.is_none_or(|b| key.0 < b.0 || (key.0 == b.0 && (key.1, key.2) < (b.1, b.2))) {
                     best = Some(key);
@@ -105,37 +134,43 @@ impl Interp {
         self.machine.horizon = self.machine.horizon.max(horizon);
         self.run_seq += 1;
         let cpu = self.tasks[t].cpu;
-        if self.rq[cpu].remove(&(self.tasks[t].last_run, t)) && self.rq[cpu].is_empty() {
-            self.busy_cpus.remove(cpu);
+        if self.rq[cpu].remove(&(self.sched[t].last_run, t)) {
+            self.nr_running -= 1;
+            if self.rq[cpu].is_empty() {
+                self.busy_cpus.remove(cpu);
+            }
         }
-        self.tasks[t].last_run = self.run_seq;
+        self.sched[t] = SchedEntity { last_run: self.run_seq, queued: false };
+        self.sched_changed[cpu / 64] |= 1 << (cpu % 64);
         // A new slice for a task switched in, or for one whose slice ended with nothing else
         // to run (the tick renews it).
-        if !self.serial && (self.curr[cpu] != Some(t) || self.machine.cpus[cpu].clock >= self.slice_end[cpu]) {
+        if !self.serial && (self.curr[cpu] != Some(t) || self.machine.clock[cpu] >= self.slice_end[cpu]) {
             self.curr[cpu] = Some(t);
-            self.slice_end[cpu] = self.slice_end_from(self.machine.cpus[cpu].clock);
+            self.slice_end[cpu] = self.slice_end_from(self.machine.clock[cpu]);
         }
         // A context switch: the outgoing task's outstanding translations complete on its time.
         match self.machine.cpus[cpu].walk_task {
             Some(o) if o != t => {
                 let stall = self.machine.drain_translations(cpu, &mut self.tasks[o].perf);
-                self.machine.cpus[cpu].clock += stall;
+                self.machine.clock[cpu] += stall;
             }
             _ => {}
         }
         self.machine.cpus[cpu].walk_task = Some(t);
         // SMT: while a sibling thread of this CPU's core has a task to run, the two share it.
-        let busy = self.machine.smt_siblings(cpu).any(|s| !self.rq[s].is_empty());
-        self.machine.set_siblings_busy(cpu, busy);
+        if self.machine.p.cpu.smt > 1 {
+            let busy = self.machine.smt_siblings(cpu).any(|s| !self.rq[s].is_empty());
+            self.machine.set_siblings_busy(cpu, busy);
+        }
         // The switch's cost is the incoming task's time, on its CPU's clock too.
         let before = self.tasks[t].perf.cycles;
         if let Some(mm) = self.tasks[t].mm {
             self.machine.switch_mm(cpu, mm, &mut self.tasks[t].perf);
         }
         self.quantum_base = before;
-        self.machine.cpus[cpu].time_base = self.machine.cpus[cpu].clock - before;
+        self.machine.cpus[cpu].time_base = self.machine.clock[cpu] - before;
         // Keep CPUs in step: run until this CPU passes the next-earliest other busy CPU.
-        let mine = self.machine.cpus[cpu].clock;
+        let mine = self.machine.clock[cpu];
         // The earliest other busy CPU, from the clocks read when the task was picked (no other
         // CPU's clock has moved since). On the serial schedule none was read: one task runs at
         // a time, so nothing bounds it.
@@ -152,13 +187,13 @@ impl Interp {
         }
         self.run_task(t, QUANTUM);
         let spent = self.tasks[t].perf.cycles - before;
-        self.machine.cpus[cpu].clock += spent;
+        self.machine.clock[cpu] += spent;
         self.machine.cpus[cpu].busy += spent;
         if matches!(self.tasks[t].state, TaskState::Exited | TaskState::Killed) {
-            self.tasks[t].exit_clock = self.machine.cpus[cpu].clock;
+            self.tasks[t].exit_clock = self.machine.clock[cpu];
         }
         if self.tasks[t].state == TaskState::Sleeping {
-            let now = self.machine.cpus[cpu].clock;
+            let now = self.machine.clock[cpu];
             if self.tasks[t].wake_absolute {
                 self.tasks[t].wake_at = self.tasks[t].wake_at.max(now);
             } else {
@@ -172,8 +207,8 @@ impl Interp {
             self.sleepers.insert(at, t);
         }
         self.rq_update(t);
-        self.wakeup_kscrubd(self.machine.cpus[cpu].clock);
-        self.wakeup_khugepaged(self.machine.cpus[cpu].clock);
+        self.wakeup_kscrubd(self.machine.clock[cpu]);
+        self.wakeup_khugepaged(self.machine.clock[cpu]);
         self.advance_loadavg();
         self.check_host_memory();
         true
@@ -186,7 +221,7 @@ impl Interp {
         if self.tasks.iter().all(|t| matches!(t.state, TaskState::Exited | TaskState::Killed)) {
             return None;
         }
-        let clock = self.machine.cpus[cpu].clock;
+        let clock = self.machine.clock[cpu];
         if clock >= ready_at {
             Some((clock, last_run))
         } else if self.rq[cpu].is_empty() {
@@ -199,11 +234,11 @@ impl Interp {
     /// A kernel thread starts a step on `cpu` at `at` (or its clock, if later): the task it
     /// preempts completes its outstanding translations first.
     pub(super) fn kthread_switch_in(&mut self, cpu: usize, at: f64) {
-        let start = self.machine.cpus[cpu].clock.max(at);
-        self.machine.cpus[cpu].clock = start;
+        let start = self.machine.clock[cpu].max(at);
+        self.machine.clock[cpu] = start;
         if let Some(o) = self.machine.cpus[cpu].walk_task.take() {
             let stall = self.machine.drain_translations(cpu, &mut self.tasks[o].perf);
-            self.machine.cpus[cpu].clock += stall;
+            self.machine.clock[cpu] += stall;
         }
         self.kernel.cur_cpu = cpu;
     }
@@ -224,11 +259,13 @@ impl Interp {
     pub(super) fn pick_next_task(&self, cpu: usize) -> (u64, usize) {
         if let Some(c) = self.curr[cpu] {
             // A runnable task is in its CPU's runqueue under its current key (`rq_update`; `c`
-            // runs on `cpu`, a task's CPU being fixed at fork): no search of the runqueue is
-            // needed to know it is there.
-            let key = (self.tasks[c].last_run, c);
-            debug_assert_eq!(self.tasks[c].runnable(), self.rq[cpu].contains(&key));
-            if self.machine.cpus[cpu].clock < self.slice_end[cpu] && self.tasks[c].runnable() {
+            // runs on `cpu`, a task's CPU being fixed at fork), and `queued` says whether it is:
+            // neither the task nor the runqueue need be read.
+            let SchedEntity { last_run, queued } = self.sched[c];
+            let key = (last_run, c);
+            debug_assert_eq!(self.tasks[c].runnable(), queued);
+            debug_assert_eq!(queued, self.rq[cpu].contains(&key));
+            if queued && self.machine.clock[cpu] < self.slice_end[cpu] {
                 return key;
             }
         }
@@ -250,8 +287,8 @@ impl Interp {
     pub(super) fn advance_loadavg(&mut self) {
         let secs = self.machine.horizon / (self.machine.p.cpu.freq_ghz * 1e9);
         let khugepaged = self.khugepaged.ready_at.is_some() && !self.khugepaged.sleeping;
-        let active =
-            self.rq.iter().map(|q| q.len() as u64).sum::<u64>() + self.kscrubd.running as u64 + khugepaged as u64;
+        debug_assert_eq!(self.nr_running, self.rq.iter().map(|q| q.len() as u64).sum::<u64>());
+        let active = self.nr_running + self.kscrubd.running as u64 + khugepaged as u64;
         self.loadavg.advance(secs, active);
     }
 
@@ -262,7 +299,7 @@ impl Interp {
             return;
         }
         let (cpu, at) = (self.tasks[s].cpu, self.tasks[s].wake_at);
-        let c = &mut self.machine.cpus[cpu].clock;
+        let c = &mut self.machine.clock[cpu];
         *c = c.max(at);
         self.tasks[s].state = TaskState::Running;
         self.rq_update(s);
