@@ -5,7 +5,7 @@
     mmsim knobs [--json]
     mmsim profiles [--json]
     mmsim profiles show NAME [--json | --toml]
-    mmsim reproduce [NAME ...] [--list] [--json] [--csv PATH] [--parquet PATH] [--report DIR]
+    mmsim reproduce [NAME ...] [--list] [--json] [--jobs N] [--csv PATH] [--parquet PATH] [--report DIR]
     mmsim sweep SPEC [--processes N] [--json | --csv PATH | --parquet PATH]
     mmsim validate [WORKLOAD ...] [--suite] [--host-set KNOB=VALUE ...] [--dir FS=PATH ...] [--json]
     mmsim validate --random N [--seed S] [--save-dir DIR] [--shrink-runs N] [--json]
@@ -113,6 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--csv", metavar="PATH", help="also write every row (experiment, config, metric, ...) as CSV")
     rp.add_argument("--parquet", metavar="PATH", help="also write every row as Parquet")
     rp.add_argument("--report", metavar="DIR", help="also write DIR/index.html and DIR/report.md with tables and plots")
+    rp.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        metavar="N",
+        help="simulations run at once, each in a process of its own (default: one per CPU; the numbers "
+        "do not depend on it)",
+    )
     rp.set_defaults(func=cmd_reproduce)
 
     sw = sub.add_parser(
@@ -423,7 +431,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     """``mmsim reproduce``."""
     import time
 
-    from mmsim.experiments import EXPERIMENTS, ratio, run_experiments
+    from mmsim.experiments import EXPERIMENTS, Run, ratio, run_experiments
 
     if args.list:
         for e in EXPERIMENTS.values():
@@ -435,29 +443,33 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
         require_matplotlib()  # before the experiments run
     names = args.names or list(EXPERIMENTS)
+    if args.jobs is not None and args.jobs < 1:
+        raise MmsimError(f"reproduce: --jobs {args.jobs}: expected 1 or more simulations at once")
+    unknown = [n for n in names if n not in EXPERIMENTS]
+    if unknown:
+        raise MmsimError(f"reproduce: unknown experiment {unknown[0]!r} (known: {', '.join(EXPERIMENTS)})")
     bar = None
     if sys.stderr.isatty() and not args.json:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(names), unit="experiment", file=sys.stderr, delay=1.0)
+        bar = tqdm(total=None, unit="run", file=sys.stderr, delay=1.0)
 
-    started: list[str] = []
-
-    def progress(name: str) -> None:
-        # Called as each experiment starts: the previous one is done.
+    def progress(run: Run, secs: float, done: int, total: int) -> None:
+        # Called as each simulation finishes (in the order they finish).
         if bar is not None:
-            bar.update(1 if started else 0)
-            bar.set_description(name)
+            bar.total = total
+            bar.set_description(run.label)
+            bar.update(1)
         elif not args.json:
-            print(f"mmsim: running {name} ...", file=sys.stderr, flush=True)
-        started.append(name)
+            print(f"mmsim: [{done}/{total}] {run.label} ({secs:.1f} s)", file=sys.stderr, flush=True)
 
     t0 = time.monotonic()
+    if bar is None and not args.json:
+        print(f"mmsim: running {', '.join(names)} ...", file=sys.stderr, flush=True)
     try:
-        results = run_experiments(names, progress=progress)
+        results = run_experiments(names, progress=progress, workers=args.jobs)
     finally:
         if bar is not None:
-            bar.update(bar.total - bar.n)
             bar.close()
     if args.csv or args.parquet:
         import pandas as pd

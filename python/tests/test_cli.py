@@ -539,6 +539,32 @@ def test_reproduce_unknown_experiment_is_one_line() -> None:
     assert_one_line_error(run_mmsim("reproduce", "nosuch"), "nosuch")
 
 
+def test_reproduce_jobs_change_nothing_but_the_wall_time() -> None:
+    """Every simulation of an experiment is independent: run one at a time or in two worker
+    processes, heaviest first, the rows are the same, in the same order."""
+    names = ("hzp-rss", "ptshare-munmap")
+    one = run_mmsim("reproduce", *names, "--json", "--jobs", "1")
+    two = run_mmsim("reproduce", *names, "--json", "--jobs", "2")
+    assert one.returncode == 0 and two.returncode == 0, one.stderr + two.stderr
+    assert one.json() == two.json()
+    assert [e["name"] for e in two.json()["experiments"]] == list(names)
+    # Without --json each simulation is reported as it finishes, with its host time.
+    text = run_mmsim("reproduce", "ptshare-munmap", "--jobs", "2")
+    done = [line for line in text.stderr.splitlines() if line.startswith("mmsim: [")]
+    assert len(done) == 3 and done[-1].startswith("mmsim: [3/3] ptshare-munmap "), text.stderr
+    assert_one_line_error(run_mmsim("reproduce", "hzp-rss", "--jobs", "0"), "--jobs 0")
+
+
+def test_run_all_returns_results_in_order_and_starts_the_heaviest_first() -> None:
+    from mmsim.experiments.pool import Run, run_all
+
+    runs = [Run(pow, (2, k), weight=k, label=str(k)) for k in (1, 5, 3)]
+    seen: list[str] = []
+    assert run_all(runs, 1, lambda r, s: seen.append(r.label)) == [2, 32, 8]
+    assert seen == ["1", "5", "3"], "one at a time: in the listed order"
+    assert run_all(runs, 2) == [2, 32, 8], "in workers: the results in the listed order"
+
+
 # --- instruction fetches, stall notes and the fast-forward line -------------------------
 
 

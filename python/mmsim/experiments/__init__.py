@@ -10,15 +10,20 @@ from typing import Any
 
 from mmsim.experiments.core import GIB, Experiment, _row, _snap
 from mmsim.experiments.hzp import (
+    hzp_memcmp_rows,
+    hzp_memcmp_runs,
+    hzp_rss_rows,
+    hzp_rss_runs,
     hzp_rss_workload,
+    hzp_stride_rows,
+    hzp_stride_runs,
+    hzp_usemem_rows,
+    hzp_usemem_runs,
     memcmp_workload,
-    run_hzp_memcmp,
-    run_hzp_rss,
-    run_hzp_stride,
-    run_hzp_usemem,
     stride_workload,
     usemem_workload,
 )
+from mmsim.experiments.pool import Run, default_workers, run_all
 from mmsim.experiments.prezero import (
     CACHELINES_KNOBS,
     PFT_KERNEL,
@@ -26,9 +31,12 @@ from mmsim.experiments.prezero import (
     pft_cachelines_workload,
     pft_metrics,
     pft_workload,
-    run_prezero_cachelines,
-    run_prezero_faults,
-    run_prezero_init,
+    prezero_cachelines_rows,
+    prezero_cachelines_runs,
+    prezero_faults_rows,
+    prezero_faults_runs,
+    prezero_init_rows,
+    prezero_init_runs,
 )
 from mmsim.experiments.ptshare import PTSHARE_EXPERIMENTS
 from mmsim.experiments.textthp import TEXT_THP
@@ -40,14 +48,17 @@ __all__ = [
     "PFT_KERNEL",
     "PREZERO_KNOBS",
     "Experiment",
+    "Run",
     "_row",
     "_snap",
+    "default_workers",
     "hzp_rss_workload",
     "memcmp_workload",
     "pft_cachelines_workload",
     "pft_metrics",
     "pft_workload",
     "ratio",
+    "run_all",
     "run_experiments",
     "stride_workload",
     "usemem_workload",
@@ -62,7 +73,8 @@ EXPERIMENTS: dict[str, Experiment] = {
             "default",
             "With THP, a read fault maps the huge zero page instead of allocating a huge page: "
             "RSS stays as small as with THP off.",
-            run_hzp_rss,
+            hzp_rss_runs,
+            hzp_rss_rows,
             ["The seed reports RSS ~400 kB (never, hzp) and 200 MB (always): the growth is 0 and 204800 kB."],
         ),
         Experiment(
@@ -71,14 +83,16 @@ EXPERIMENTS: dict[str, Experiment] = {
             "westmere-ex",
             "memcmp over the huge zero page: the virtual huge zero page (4 KiB zero page) stays in the "
             "L1 cache and takes 6.3% fewer cycles despite more TLB misses.",
-            run_hzp_memcmp,
+            hzp_memcmp_runs,
+            hzp_memcmp_rows,
         ),
         Experiment(
             "hzp-stride",
             "000",
             "westmere-ex",
             "One read per 4 KiB: here the TLB decides, and the virtual huge zero page is several times slower.",
-            run_hzp_stride,
+            hzp_stride_runs,
+            hzp_stride_rows,
         ),
         Experiment(
             "hzp-usemem",
@@ -86,7 +100,8 @@ EXPERIMENTS: dict[str, Experiment] = {
             "haswell-ep",
             "72 processes faulting in the huge zero page contend on its global refcount; taking it once "
             "per mm removes the contention.",
-            run_hzp_usemem,
+            hzp_usemem_runs,
+            hzp_usemem_rows,
             [
                 "Throughput is usemem's, summed over the 72 processes as the LKP harness does: each process "
                 "reports (100 GiB / 8 + 8 bytes per 2 MiB step) / its time since usemem started, in KB/s "
@@ -99,7 +114,8 @@ EXPERIMENTS: dict[str, Experiment] = {
             "piii-450",
             "Zeroing free memory ahead of time, in large blocks on the idle CPU, makes sparse page faults "
             "several times faster; the gain halves when 10 repetitions use the zeroed pages up.",
-            run_prezero_faults,
+            prezero_faults_runs,
+            prezero_faults_rows,
             [
                 "pft.c (Christoph Lameter's page-fault test): per repetition, fork; the child's threads each "
                 "map 256,000,000 / threads bytes and write one byte per 4 KiB page (62,500 faults per "
@@ -125,7 +141,8 @@ EXPERIMENTS: dict[str, Experiment] = {
             "With prezeroed pages a fault costs only what the program touches: touching 1 of a 16 KiB "
             "page's 128 lines is 5 times faster than touching all of them; without prezeroing the "
             "clear in the fault loads every line whatever the program touches.",
-            run_prezero_cachelines,
+            prezero_cachelines_runs,
+            prezero_cachelines_rows,
             [
                 "pft.c with -c (LKML 2006-08-29 version): one child, one thread, 1 GiB, and per 16 KiB page "
                 "the first LINES 128-byte lines written (the workload's write op with block = LINES x 128 and "
@@ -142,7 +159,8 @@ EXPERIMENTS: dict[str, Experiment] = {
             "Seed 002's prezeroing beside its upstream successors on a current server: init_on_alloc clears "
             "every allocation once, init_on_free clears at free and (Linux 6.18's anonymous fault still "
             "clearing) twice in all; only prezeroing takes the clear out of the fault.",
-            run_prezero_init,
+            prezero_init_runs,
+            prezero_init_rows,
             [
                 "Not a seed measurement (no published numbers): a process maps 1 GiB, writes one byte per 4 KiB "
                 "(4 KiB faults, or 2 MiB THP faults under MADV_HUGEPAGE), and exits, after 2 s of idle time.",
@@ -158,19 +176,35 @@ EXPERIMENTS: dict[str, Experiment] = {
 
 
 def run_experiments(
-    names: list[str] | None = None, progress: Callable[[str], None] | None = None
+    names: list[str] | None = None,
+    progress: Callable[[Run, float, int, int], None] | None = None,
+    workers: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Run the named experiments (all by default); returns the ``--json`` experiment list."""
-    out = []
-    for name in names or list(EXPERIMENTS):
+    """Run the named experiments (all by default); returns the ``--json`` experiment list.
+
+    Every experiment's simulations are independent: they run together, ``workers`` at a time
+    (default: one per CPU), heaviest first (``pool.run_all``). ``progress(run, seconds, done,
+    total)`` is called as each simulation finishes, with the host seconds it took."""
+    names = names or list(EXPERIMENTS)
+    for name in names:
         if name not in EXPERIMENTS:
             from mmsim._mmsim import MmsimError
 
             raise MmsimError(f"reproduce: unknown experiment {name!r} (known: {', '.join(EXPERIMENTS)})")
-        e = EXPERIMENTS[name]
+    plans = [(EXPERIMENTS[n], EXPERIMENTS[n].runs()) for n in names]
+    runs = [r for _, rs in plans for r in rs]
+    done = 0
+
+    def finished(r: Run, secs: float) -> None:
+        nonlocal done
+        done += 1
         if progress:
-            progress(name)
-        rows = e.run()
+            progress(r, secs, done, len(runs))
+
+    results = iter(run_all(runs, default_workers() if workers is None else workers, finished))
+    out = []
+    for e, rs in plans:
+        rows = e.rows([next(results) for _ in rs])
         out.append(
             {"name": e.name, "seed": e.seed, "profile": e.profile, "claim": e.claim, "notes": e.notes, "rows": rows}
         )

@@ -12,19 +12,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mmsim.experiments.pool import Run, run_all
+
 GIB = 1 << 30
 
 
 @dataclass
 class Experiment:
-    """A seed experiment: what it shows, and how to run it."""
+    """A seed experiment: what it shows, and how to run it: its simulations (`runs`, each
+    independent of the others), and its rows from their results (`rows`, given the results in
+    the order of `runs`)."""
 
     name: str
     seed: str
     profile: str
     claim: str
-    run: Callable[[], list[dict[str, Any]]]
+    runs: Callable[[], list[Run]]
+    rows: Callable[[list[Any]], list[dict[str, Any]]]
     notes: list[str] = field(default_factory=list)
+
+    def run(self, workers: int = 1) -> list[dict[str, Any]]:
+        """Run the experiment (its simulations `workers` at a time) and return its rows."""
+        return self.rows(run_all(self.runs(), workers))
 
 
 def _row(config: str, metric: str, published: float | None, simulated: float, unit: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmsim.experiments.core import GIB, _row, _snap
-from mmsim.workload import run_workload
+from mmsim.experiments.pool import Run, simulate
 
 # ---- seed 000: the huge zero page and RSS ------------------------------------------------
 
@@ -44,18 +44,29 @@ def hzp_rss_workload(knobs: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_hzp_rss() -> list[dict[str, Any]]:
+def rss_metrics(r: dict[str, Any]) -> dict[str, Any]:
+    """The process before and after the reads, and AnonHugePages after."""
+    before, after = _snap(r, "before"), _snap(r, "after-read")
+    return {"p0": before["processes"][0], "p1": after["processes"][0], "thp": after["meminfo"]["AnonHugePages"]}
+
+
+def hzp_rss_runs() -> list[Run]:
+    return [
+        simulate(hzp_rss_workload(knobs), rss_metrics, weight=0.2, label=f"hzp-rss {c}")
+        for c, knobs, _ in HZP_RSS_CONFIGS
+    ]
+
+
+def hzp_rss_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
-    for config, knobs, rss_published in HZP_RSS_CONFIGS:
-        r = run_workload(hzp_rss_workload(knobs))
-        before, after = _snap(r, "before"), _snap(r, "after-read")
-        p0, p1 = before["processes"][0], after["processes"][0]
+    for (config, _, rss_published), m in zip(HZP_RSS_CONFIGS, results, strict=True):
+        p0, p1 = m["p0"], m["p1"]
         rows += [
             _row(config, "RSS growth", rss_published, p1["VmRSS"] - p0["VmRSS"], "kB"),
             _row(config, "RssAnon growth", rss_published, p1["RssAnon"] - p0["RssAnon"], "kB"),
             _row(config, "page faults", None, p1["minflt"] - p0["minflt"], "faults"),
             _row(config, "VmPTE growth", None, p1["VmPTE"] - p0["VmPTE"], "kB"),
-            _row(config, "AnonHugePages", None, after["meminfo"]["AnonHugePages"], "kB"),
+            _row(config, "AnonHugePages", None, m["thp"], "kB"),
         ]
     return rows
 
@@ -152,11 +163,19 @@ def _perf_rows(config: str, perf: dict[str, Any], published: dict[str, float]) -
     ]
 
 
-def run_hzp_memcmp() -> list[dict[str, Any]]:
+def perf_of(r: dict[str, Any]) -> dict[str, Any]:
+    """The run's perf counters."""
+    return r["perf"]
+
+
+def hzp_memcmp_runs() -> list[Run]:
+    return [simulate(memcmp_workload(knobs), perf_of, weight=6, label=f"hzp-memcmp {c}") for c, knobs in HZP_KINDS]
+
+
+def hzp_memcmp_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     cycles = {}
-    for config, knobs in HZP_KINDS:
-        perf = run_workload(memcmp_workload(knobs))["perf"]
+    for (config, _), perf in zip(HZP_KINDS, results, strict=True):
         cycles[config] = perf["cycles"]
         rows += _perf_rows(config, perf, MEMCMP_PUBLISHED[config])
     pub = 1 - MEMCMP_PUBLISHED["vhzp"]["cycles"] / MEMCMP_PUBLISHED["hzp"]["cycles"]
@@ -211,11 +230,14 @@ STRIDE_PUBLISHED = {
 STRIDE_RATIO_PUBLISHED = 20.65 / 2.72
 
 
-def run_hzp_stride() -> list[dict[str, Any]]:
+def hzp_stride_runs() -> list[Run]:
+    return [simulate(stride_workload(knobs), perf_of, weight=1.5, label=f"hzp-stride {c}") for c, knobs in HZP_KINDS]
+
+
+def hzp_stride_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     clock = {}
-    for config, knobs in HZP_KINDS:
-        perf = run_workload(stride_workload(knobs))["perf"]
+    for (config, _), perf in zip(HZP_KINDS, results, strict=True):
         clock[config] = perf["task-clock"]
         rows += _perf_rows(config, perf, STRIDE_PUBLISHED[config])
     rows.append(
@@ -273,29 +295,47 @@ def usemem_unit_bytes(size: int, step: int) -> int:
     return size // 8 + 8 * (size // step)
 
 
-def run_hzp_usemem() -> list[dict[str, Any]]:
+USEMEM_REFCOUNTS = ("global", "per_mm")
+
+
+def usemem_metrics(r: dict[str, Any]) -> dict[str, Any]:
+    """Each process's usemem time (from the start, when usemem's start_time is taken before the
+    forks, to the end of its pass, its "done" snapshot), the cycles per kernel function, the
+    run's cycles and page faults."""
+    return {
+        "delta_us": [s["perf"]["seconds"] * 1e6 for s in r["snapshots"] if s["label"] == "done"],
+        "profile": r["profile"],
+        "cycles": r["perf"]["cycles"],
+        "page-faults": r["perf"]["page-faults"],
+    }
+
+
+def hzp_usemem_runs() -> list[Run]:
+    return [
+        simulate(usemem_workload(rc), usemem_metrics, weight=25, label=f"hzp-usemem {rc}") for rc in USEMEM_REFCOUNTS
+    ]
+
+
+def hzp_usemem_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     throughput = {}
     size, step = 100 * GIB, 2 << 20
     unit_bytes = usemem_unit_bytes(size, step)
-    for refcount in ("global", "per_mm"):
-        r = run_workload(usemem_workload(refcount))
-        # Each process's usemem time: from the start (usemem's start_time is taken before the
-        # forks) to the end of its pass, when its "done" snapshot was taken.
-        delta_us = [s["perf"]["seconds"] * 1e6 for s in r["snapshots"] if s["label"] == "done"]
+    for refcount, m in zip(USEMEM_REFCOUNTS, results, strict=True):
+        delta_us = m["delta_us"]
         # usemem prints `unit_bytes / delta_us = KB/s` per process; the LKP harness that
         # produced the seed's figures sums those KB/s into `throughput`. Runtime: the slowest
         # process's time.
         throughput[refcount] = sum(unit_bytes * 1e6 / 1024 / d for d in delta_us)
         runtime_us = max(delta_us)
         func = "get_huge_zero_page" if refcount == "global" else "mm_get_huge_zero_page"
-        share = 100.0 * r["profile"].get(func, 0) / r["perf"]["cycles"]
+        share = 100.0 * m["profile"].get(func, 0) / m["cycles"]
         pub = USEMEM_PUBLISHED[refcount]
         rows += [
             _row(refcount, f"cycles in {func}", pub["share"], round(share, 2), "% of cycles"),
             _row(refcount, "runtime", pub["runtime"], round(runtime_us), "us"),
             _row(refcount, "throughput", pub["throughput"], round(throughput[refcount]), "KB/s"),
-            _row(refcount, "page-faults", None, r["perf"]["page-faults"], "faults"),
+            _row(refcount, "page-faults", None, m["page-faults"], "faults"),
         ]
     pub_gain = USEMEM_PUBLISHED["per_mm"]["throughput"] / USEMEM_PUBLISHED["global"]["throughput"]
     rows.append(

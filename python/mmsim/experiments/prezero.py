@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from mmsim.experiments.core import _row, _snap
-from mmsim.workload import run_workload
+from mmsim.experiments.pool import Run, simulate
 
 # ---- seed 002: prezeroing and kscrubd --------------------------------------------------
 
@@ -105,30 +106,47 @@ def pft_metrics(r: dict[str, Any], pages: int) -> dict[str, float]:
     }
 
 
-def run_prezero_faults() -> list[dict[str, Any]]:
+PREZERO_FAULTS_CONFIGS = [
+    (reps, threads, patch) for reps in (1, 10) for threads in (1, 2) for patch in ("without", "with")
+]
+
+
+def prezero_faults_runs() -> list[Run]:
+    runs = []
+    for reps, threads, patch in PREZERO_FAULTS_CONFIGS:
+        knobs = dict(PFT_KERNEL, **(PREZERO_KNOBS if patch == "with" else {}))
+        w = pft_workload("piii-450", "384M", 2, PFT_BYTES_I386, reps, threads, knobs, PFT_STRIDE_I386)
+        pages = PFT_BYTES_I386 * reps // 4096
+        runs.append(
+            simulate(
+                w,
+                partial(pft_metrics, pages=pages),
+                weight=0.3 * reps,
+                label=f"prezero-faults {patch}, {reps} rep, {threads} thr",
+            )
+        )
+    return runs
+
+
+def prezero_faults_rows(results: list[dict[str, float]]) -> list[dict[str, Any]]:
     rows = []
-    for reps in (1, 10):
-        for threads in (1, 2):
-            for patch in ("without", "with"):
-                knobs = dict(PFT_KERNEL, **(PREZERO_KNOBS if patch == "with" else {}))
-                w = pft_workload("piii-450", "384M", 2, PFT_BYTES_I386, reps, threads, knobs, PFT_STRIDE_I386)
-                pages = PFT_BYTES_I386 * reps // 4096
-                m = pft_metrics(run_workload(w), pages)
-                pub = PREZERO_FAULTS_PUBLISHED[(patch, reps, threads)]
-                cfg = f"{patch}, {reps} rep, {threads} thr"
-                rows += [
-                    _row(cfg, "flt/cpu/s", pub[0], round(m["flt/cpu/s"]), "faults/s"),
-                    _row(cfg, "fault/wsec", pub[1], round(m["fault/wsec"]), "faults/s"),
-                    _row(cfg, "User+System", round(pages / pub[0], 3), round(m["cpu"], 3), "s"),
-                    _row(cfg, "Wall", round(pages / pub[1], 3), round(m["wall"], 3), "s"),
-                    _row(cfg, "page faults", None, m["faults"], "faults"),
-                    _row(cfg, "prezeroed pages taken", None, m["prezeroed"], "pages"),
-                    _row(cfg, "pages zeroed in the fault", None, m["fault-zeroed"], "pages"),
-                    _row(cfg, "pages zeroed by kscrubd", None, m["kscrubd-zeroed"], "pages"),
-                    _row(cfg, "kscrubd CPU time", None, round(m["kscrubd-seconds"], 4), "s"),
-                    _row(cfg, "memory traffic", None, round(m["dram-bytes"] / 1e6, 1), "MB"),
-                    _row(cfg, "memory bus use", None, round(m["dram-busy"] / m["wall"] * 100, 1), "%"),
-                ]
+    for (reps, threads, patch), m in zip(PREZERO_FAULTS_CONFIGS, results, strict=True):
+        pages = PFT_BYTES_I386 * reps // 4096
+        pub = PREZERO_FAULTS_PUBLISHED[(patch, reps, threads)]
+        cfg = f"{patch}, {reps} rep, {threads} thr"
+        rows += [
+            _row(cfg, "flt/cpu/s", pub[0], round(m["flt/cpu/s"]), "faults/s"),
+            _row(cfg, "fault/wsec", pub[1], round(m["fault/wsec"]), "faults/s"),
+            _row(cfg, "User+System", round(pages / pub[0], 3), round(m["cpu"], 3), "s"),
+            _row(cfg, "Wall", round(pages / pub[1], 3), round(m["wall"], 3), "s"),
+            _row(cfg, "page faults", None, m["faults"], "faults"),
+            _row(cfg, "prezeroed pages taken", None, m["prezeroed"], "pages"),
+            _row(cfg, "pages zeroed in the fault", None, m["fault-zeroed"], "pages"),
+            _row(cfg, "pages zeroed by kscrubd", None, m["kscrubd-zeroed"], "pages"),
+            _row(cfg, "kscrubd CPU time", None, round(m["kscrubd-seconds"], 4), "s"),
+            _row(cfg, "memory traffic", None, round(m["dram-bytes"] / 1e6, 1), "MB"),
+            _row(cfg, "memory bus use", None, round(m["dram-busy"] / m["wall"] * 100, 1), "%"),
+        ]
     return rows
 
 
@@ -167,25 +185,40 @@ def pft_cachelines_workload(lines: int, knobs: dict[str, Any]) -> dict[str, Any]
     return w
 
 
-def run_prezero_cachelines() -> list[dict[str, Any]]:
+PREZERO_CACHELINES_CONFIGS = [(lines, patch) for lines in PREZERO_CACHELINES_PUBLISHED for patch in ("with", "without")]
+
+
+def prezero_cachelines_runs() -> list[Run]:
+    pages = PFT_BYTES_IA64 // PFT_STRIDE
+    runs = []
+    for lines, patch in PREZERO_CACHELINES_CONFIGS:
+        knobs = dict(PFT_KERNEL, **(CACHELINES_KNOBS if patch == "with" else {}))
+        w = pft_cachelines_workload(lines, knobs)
+        runs.append(
+            simulate(
+                w, partial(pft_metrics, pages=pages), weight=0.2, label=f"prezero-cachelines {lines} lines, {patch}"
+            )
+        )
+    return runs
+
+
+def prezero_cachelines_rows(results: list[dict[str, float]]) -> list[dict[str, Any]]:
     rows = []
     pages = PFT_BYTES_IA64 // PFT_STRIDE
-    for lines, pub in PREZERO_CACHELINES_PUBLISHED.items():
-        for patch in ("with", "without"):
-            knobs = dict(PFT_KERNEL, **(CACHELINES_KNOBS if patch == "with" else {}))
-            m = pft_metrics(run_workload(pft_cachelines_workload(lines, knobs)), pages)
-            cfg = f"{lines} line{'s' if lines > 1 else ''}, {patch}"
-            p = pub if patch == "with" else (None, None)
-            rows += [
-                _row(cfg, "flt/cpu/s", p[0], round(m["flt/cpu/s"]), "faults/s"),
-                _row(cfg, "fault/wsec", p[1], round(m["fault/wsec"]), "faults/s"),
-                _row(cfg, "User+System", p[0] and round(pages / p[0], 4), round(m["cpu"], 4), "s"),
-                _row(cfg, "page faults", None, m["faults"], "faults"),
-                _row(cfg, "prezeroed pages taken", None, m["prezeroed"], "pages"),
-                _row(cfg, "pages zeroed in the fault", None, m["fault-zeroed"], "pages"),
-                _row(cfg, "pages zeroed by kscrubd", None, m["kscrubd-zeroed"], "pages"),
-                _row(cfg, "memory traffic", None, round(m["dram-bytes"] / 1e6, 1), "MB"),
-            ]
+    for (lines, patch), m in zip(PREZERO_CACHELINES_CONFIGS, results, strict=True):
+        pub = PREZERO_CACHELINES_PUBLISHED[lines]
+        cfg = f"{lines} line{'s' if lines > 1 else ''}, {patch}"
+        p = pub if patch == "with" else (None, None)
+        rows += [
+            _row(cfg, "flt/cpu/s", p[0], round(m["flt/cpu/s"]), "faults/s"),
+            _row(cfg, "fault/wsec", p[1], round(m["fault/wsec"]), "faults/s"),
+            _row(cfg, "User+System", p[0] and round(pages / p[0], 4), round(m["cpu"], 4), "s"),
+            _row(cfg, "page faults", None, m["faults"], "faults"),
+            _row(cfg, "prezeroed pages taken", None, m["prezeroed"], "pages"),
+            _row(cfg, "pages zeroed in the fault", None, m["fault-zeroed"], "pages"),
+            _row(cfg, "pages zeroed by kscrubd", None, m["kscrubd-zeroed"], "pages"),
+            _row(cfg, "memory traffic", None, round(m["dram-bytes"] / 1e6, 1), "MB"),
+        ]
     return rows
 
 
@@ -221,33 +254,51 @@ def prezero_init_workload(knobs: dict[str, Any], thp: bool, size: str = "1G") ->
     }
 
 
-def run_prezero_init() -> list[dict[str, Any]]:
+PREZERO_INIT_KINDS = (("4 KiB", False), ("THP", True))
+
+
+def prezero_init_metrics(r: dict[str, Any]) -> dict[str, Any]:
+    """The child's faults and time per fault, the exit's time, the vmstat changes, kscrubd's
+    time while idle before and during the run."""
+    start, touched, end = _snap(r, "start"), _snap(r, "touched"), _snap(r, "end")
+    child = next(p for p in touched["processes"] if p["pid"] == 2)
+    faults = child["perf"]["page-faults"]
+    idle = sum(c["kscrubd-seconds"] for c in start["cpus"])
+    return {
+        "faults": faults,
+        "fault_us": child["perf"]["task-clock"] * 1e3 / faults,
+        "d": {k: v - start["vmstat"].get(k, 0) for k, v in end["vmstat"].items()},
+        "idle": idle,
+        "ks": sum(c["kscrubd-seconds"] for c in end["cpus"]) - idle,
+        "exit_ms": (end["time"] - touched["time"]) * 1e3,
+    }
+
+
+def prezero_init_runs() -> list[Run]:
+    return [
+        simulate(prezero_init_workload(knobs, thp), prezero_init_metrics, weight=0.7, label=f"prezero-init {k}: {n}")
+        for k, thp in PREZERO_INIT_KINDS
+        for n, knobs in PREZERO_INIT_CONFIGS
+    ]
+
+
+def prezero_init_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
-    for kind, thp in (("4 KiB", False), ("THP", True)):
-        for name, knobs in PREZERO_INIT_CONFIGS:
-            r = run_workload(prezero_init_workload(knobs, thp))
-            start, touched, end = _snap(r, "start"), _snap(r, "touched"), _snap(r, "end")
-            child = next(p for p in touched["processes"] if p["pid"] == 2)
-            faults = child["perf"]["page-faults"]
-            fault_us = child["perf"]["task-clock"] * 1e3 / faults
-            d = {k: v - start["vmstat"].get(k, 0) for k, v in end["vmstat"].items()}
-            idle = sum(c["kscrubd-seconds"] for c in start["cpus"])
-            ks = sum(c["kscrubd-seconds"] for c in end["cpus"]) - idle
-            exit_ms = (end["time"] - touched["time"]) * 1e3
-            cfg = f"{kind}: {name}"
-            rows += [
-                _row(cfg, "time per fault (touch)", None, round(fault_us, 3), "us"),
-                _row(cfg, "exit and wait", None, round(exit_ms, 3), "ms"),
-                _row(cfg, "page faults", None, faults, "faults"),
-                _row(
-                    cfg, "pages cleared in the fault", None, d["mmsim_pgzero_user"] + d["mmsim_pgzero_alloc"], "pages"
-                ),
-                _row(cfg, "pages cleared by init_on_alloc", None, d["mmsim_pgzero_init_on_alloc"], "pages"),
-                _row(cfg, "pages cleared at free", None, d["mmsim_pgzero_init_on_free"], "pages"),
-                _row(cfg, "pages cleared by kscrubd", None, d["mmsim_pgzero_kscrubd"], "pages"),
-                _row(cfg, "prezeroed pages taken", None, d["mmsim_pgalloc_prezeroed"], "pages"),
-                _row(cfg, "zeroed pages handed out unasked", None, d["mmsim_pgalloc_zeroed_wasted"], "pages"),
-                _row(cfg, "kscrubd CPU time", None, round(ks * 1e3, 3), "ms"),
-                _row(cfg, "kscrubd CPU time while idle before", None, round(idle * 1e3, 3), "ms"),
-            ]
+    configs = [(kind, name) for kind, _ in PREZERO_INIT_KINDS for name, _ in PREZERO_INIT_CONFIGS]
+    for (kind, name), m in zip(configs, results, strict=True):
+        faults, fault_us, d, idle, ks, exit_ms = (m["faults"], m["fault_us"], m["d"], m["idle"], m["ks"], m["exit_ms"])
+        cfg = f"{kind}: {name}"
+        rows += [
+            _row(cfg, "time per fault (touch)", None, round(fault_us, 3), "us"),
+            _row(cfg, "exit and wait", None, round(exit_ms, 3), "ms"),
+            _row(cfg, "page faults", None, faults, "faults"),
+            _row(cfg, "pages cleared in the fault", None, d["mmsim_pgzero_user"] + d["mmsim_pgzero_alloc"], "pages"),
+            _row(cfg, "pages cleared by init_on_alloc", None, d["mmsim_pgzero_init_on_alloc"], "pages"),
+            _row(cfg, "pages cleared at free", None, d["mmsim_pgzero_init_on_free"], "pages"),
+            _row(cfg, "pages cleared by kscrubd", None, d["mmsim_pgzero_kscrubd"], "pages"),
+            _row(cfg, "prezeroed pages taken", None, d["mmsim_pgalloc_prezeroed"], "pages"),
+            _row(cfg, "zeroed pages handed out unasked", None, d["mmsim_pgalloc_zeroed_wasted"], "pages"),
+            _row(cfg, "kscrubd CPU time", None, round(ks * 1e3, 3), "ms"),
+            _row(cfg, "kscrubd CPU time while idle before", None, round(idle * 1e3, 3), "ms"),
+        ]
     return rows

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmsim.experiments.core import GIB, Experiment, _row, _snap
-from mmsim.workload import run_workload
+from mmsim.experiments.pool import Run, simulate
 
 #: Linux 2.6.15 as mmsim's knobs give it: no THP (2.6.38), no fault-around (3.15), faults under
 #: mmap_sem and the split PTE locks of 2.6.15, page-cache lookups under the mapping's tree_lock
@@ -93,10 +93,14 @@ def fork_metrics(r: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def run_ptshare_fork() -> list[dict[str, Any]]:
+def ptshare_fork_runs() -> list[Run]:
+    weights = {"2.6.15": 460, "2.6.15-shpt": 8}
+    return [simulate(fork_workload(k), fork_metrics, weight=weights[c], label=f"ptshare-fork {c}") for c, k in CONFIGS]
+
+
+def ptshare_fork_rows(results: list[dict[str, float]]) -> list[dict[str, Any]]:
     rows = []
-    for i, (config, knobs) in enumerate(CONFIGS):
-        m = fork_metrics(run_workload(fork_workload(knobs)))
+    for i, ((config, _), m) in enumerate(zip(CONFIGS, results, strict=True)):
         rows += [
             _row(config, "total time", FORK_PUBLISHED["total time"][i], round(m["total time"], 2), "s"),
             _row(config, "fork time", FORK_PUBLISHED["fork time"][i], round(m["fork time"], 2), "s"),
@@ -152,12 +156,19 @@ def arith_workload(knobs: dict[str, Any], processes: int = ARITH_PROCESSES, buff
     }
 
 
-def run_ptshare_arith() -> list[dict[str, Any]]:
+def arith_metrics(r: dict[str, Any]) -> tuple[int, int]:
+    """PageTables when all are forked, and at its peak after the touches (kB)."""
+    forked = _snap(r, "forked")["meminfo"]["PageTables"]
+    return forked, max(s["meminfo"]["PageTables"] for s in r["snapshots"] if s["label"] == "touched")
+
+
+def ptshare_arith_runs() -> list[Run]:
+    return [simulate(arith_workload(k), arith_metrics, weight=13, label=f"ptshare-arith {c}") for c, k in CONFIGS]
+
+
+def ptshare_arith_rows(results: list[tuple[int, int]]) -> list[dict[str, Any]]:
     rows = []
-    for config, knobs in CONFIGS:
-        r = run_workload(arith_workload(knobs))
-        forked = _snap(r, "forked")["meminfo"]["PageTables"]
-        peak = max(s["meminfo"]["PageTables"] for s in r["snapshots"] if s["label"] == "touched")
+    for (config, _), (forked, peak) in zip(CONFIGS, results, strict=True):
         overhead = (peak - forked) * 1024 / ARITH_BUFFER * 100
         rows += [
             _row(config, "page-table overhead", ARITH_PUBLISHED[config], round(overhead, 3), "% of buffer"),
@@ -223,18 +234,33 @@ def munmap_workload(knobs: dict[str, Any], children: int = 4) -> dict[str, Any]:
     }
 
 
-def run_ptshare_munmap() -> list[dict[str, Any]]:
+def munmap_metrics(r: dict[str, Any]) -> dict[str, int]:
+    """What the reference model found, the children's faults, and the tables shared."""
+    end = _snap(r, "end")
+    return {
+        "mismatches": r["check"]["mismatches"],
+        "expect_failures": r["check"]["expect_failures"],
+        "faults": sum(p["minflt"] for p in end["processes"] if p["pid"] != 1),
+        "shared": end["vmstat"].get("mmsim_pt_share", 0),
+    }
+
+
+def ptshare_munmap_runs() -> list[Run]:
+    return [
+        simulate(munmap_workload(k), munmap_metrics, check=True, weight=0.4, label=f"ptshare-munmap {c}")
+        for c, k, _ in MUNMAP_CONFIGS
+    ]
+
+
+def ptshare_munmap_rows(results: list[dict[str, int]]) -> list[dict[str, Any]]:
     rows = []
-    for config, knobs, intact in MUNMAP_CONFIGS:
-        r = run_workload(munmap_workload(knobs), check=True)
-        end = _snap(r, "end")
-        children = [p for p in end["processes"] if p["pid"] != 1]
-        ok = int(r["check"]["mismatches"] == 0 and r["check"]["expect_failures"] == 0)
+    for (config, _, intact), m in zip(MUNMAP_CONFIGS, results, strict=True):
+        ok = int(m["mismatches"] == 0 and m["expect_failures"] == 0)
         rows += [
             _row(config, "every child's data intact", intact, ok, "1 = yes"),
-            _row(config, "reads the reference model disputes", None, r["check"]["mismatches"], "reads"),
-            _row(config, "children's page faults", None, sum(p["minflt"] for p in children), "faults"),
-            _row(config, "page tables shared", None, end["vmstat"].get("mmsim_pt_share", 0), "tables"),
+            _row(config, "reads the reference model disputes", None, m["mismatches"], "reads"),
+            _row(config, "children's page faults", None, m["faults"], "faults"),
+            _row(config, "page tables shared", None, m["shared"], "tables"),
         ]
     return rows
 
@@ -339,12 +365,28 @@ def oltp_metrics(r: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def run_ptshare_oltp() -> list[dict[str, Any]]:
+OLTP_PAGES = (("4 KiB", False), ("2 MiB", True))
+
+
+def ptshare_oltp_runs() -> list[Run]:
+    weights = {("4 KiB", "2.6.15"): 190, ("4 KiB", "2.6.15-shpt"): 60, ("2 MiB", "2.6.15"): 80}
+    return [
+        simulate(
+            oltp_workload(knobs, huge),
+            oltp_metrics,
+            weight=weights.get((pages, config), 60),
+            label=f"ptshare-oltp {pages} {config}",
+        )
+        for pages, huge in OLTP_PAGES
+        for config, knobs in CONFIGS
+    ]
+
+
+def ptshare_oltp_rows(results: list[dict[str, float]]) -> list[dict[str, Any]]:
     rows = []
-    for pages, huge in (("4 KiB", False), ("2 MiB", True)):
-        m = {}
-        for config, knobs in CONFIGS:
-            m[config] = oltp_metrics(run_workload(oltp_workload(knobs, huge)))
+    it = iter(results)
+    for pages, _ in OLTP_PAGES:
+        m = {config: next(it) for config, _ in CONFIGS}
         base, shpt = m["2.6.15"], m["2.6.15-shpt"]
         n = OLTP_PROCESSES * OLTP_READS
         for config in ("2.6.15", "2.6.15-shpt"):
@@ -395,7 +437,8 @@ PTSHARE_EXPERIMENTS = [
         "opteron-2.2",
         "128 children of a process with a 20 GB shared region touch all of it: sharing page tables "
         "cuts the total time 15-fold, the fork time 3-fold and the page tables from 5 GB to 44 MB.",
-        run_ptshare_fork,
+        ptshare_fork_runs,
+        ptshare_fork_rows,
         [
             "Published pte space is /proc/meminfo's PageTables with every child's tables in place (the "
             "machine's own included); mmsim's is its PageTables when the last child has touched (each "
@@ -431,7 +474,8 @@ PTSHARE_EXPERIMENTS = [
         "opteron-2.2",
         "100 processes mapping one buffer: 8 bytes of page-table entry per 4 KiB page each, a 20% "
         "overhead; shared, one entry per page, 0.2%.",
-        run_ptshare_arith,
+        ptshare_arith_runs,
+        ptshare_arith_rows,
         [
             "Overhead = PageTables growth from all 100 forked to all 100 having touched, over the 1 GiB buffer.",
             "Shared, the 0.2% is the one set of PTE tables (2 MiB per GiB, 8 / 4096); mmsim's 0.234% adds the "
@@ -445,7 +489,8 @@ PTSHARE_EXPERIMENTS = [
         "opteron-2.2",
         "Ray Bryant's report: four children replace 2 MB in the middle of a shared 8 MB region by "
         "private memory; with the first posting they write into each other's pages.",
-        run_ptshare_munmap,
+        ptshare_munmap_runs,
+        ptshare_munmap_rows,
         [
             "rfc is vm/ptshare_compat=rfc: a munmap of part of a shared range leaves the shared PTE table "
             "attached (its entries zapped for everyone), so the private mapping put there faults its pages "
@@ -459,7 +504,8 @@ PTSHARE_EXPERIMENTS = [
         "A database's buffer pool shared by its server processes: sharing page tables frees over 14 GB of "
         "page tables and raised OLTP throughput 25% with 4 KiB pages (mostly from the memory freed), 4% "
         "with 2 MiB pages (from fewer TLB and cache misses).",
-        run_ptshare_oltp,
+        ptshare_oltp_runs,
+        ptshare_oltp_rows,
         [
             "mmsim has no database: the throughput gain it reports is the servers' random reads of the pool "
             "per second, which the shared tables speed up by their smaller cache footprint (walks hitting in "

@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 from mmsim.experiments.core import Experiment, _row, _snap
+from mmsim.experiments.pool import Run
 from mmsim.workload import run_workload
 
 # ---- the seed's input figures -------------------------------------------------------------
@@ -157,7 +158,7 @@ def text_metrics(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run_config(config: str, passes: int, sample: str | None) -> dict[str, Any]:
-    """One configuration's run: its metrics (a process pool's job)."""
+    """One configuration's run: its metrics (a worker process's job)."""
     knobs, madvise = CONFIGS[config]
     if sample and config == "2M khugepaged":
         sample = SAMPLE_BETWEEN_WAKEUPS
@@ -165,30 +166,41 @@ def _run_config(config: str, passes: int, sample: str | None) -> dict[str, Any]:
     return text_metrics(run_workload(text_workload(knobs, madvise, passes), sets=sets))
 
 
+def two_metrics(r: dict[str, Any]) -> dict[str, Any]:
+    """Two executions at once: the page faults of both, their PMD mappings, and the memory
+    the text takes (MemTotal - MemFree at "both" less at "exec")."""
+    start, both = _snap(r, "exec"), _snap(r, "both")
+    return {
+        "faults": sum(p["minflt"] + p.get("majflt", 0) for p in both["processes"] if p["pid"] != 2),
+        **{k: both["meminfo"].get(k, 0) for k in ("ShmemPmdMapped", "FilePmdMapped")},
+        "used": _used_kb(both) - _used_kb(start),
+    }
+
+
 def _run_two(config: str) -> dict[str, Any]:
-    """Two executions at once under `config`, two passes: the report."""
+    """Two executions at once under `config`, two passes: their metrics."""
     knobs, madvise = CONFIGS[config]
-    return run_workload(text_workload(knobs, madvise, 2, executions=2), sets=list(HW_SETS))
+    return two_metrics(run_workload(text_workload(knobs, madvise, 2, executions=2), sets=list(HW_SETS)))
 
 
 TWO = ("2M seed", "2M khugepaged", "2M large folios")
 
+#: Host seconds of each run at full scale on the build machine (scheduling only).
+WEIGHTS = {"2M khugepaged": 90, "4K": 60, "seed, order-9 fails": 60, "2M seed": 40, "2M large folios": 40}
 
-def run_text_thp(passes: int = PASSES, sample: str | None = SAMPLE, workers: int | None = None) -> list[dict[str, Any]]:
-    """Every configuration, two at a time on a machine with two CPUs (the runs are
-    independent and deterministic: the pool changes only the wall time)."""
-    import multiprocessing
-    import os
-    from concurrent.futures import ProcessPoolExecutor
 
-    workers = workers or min(len(CONFIGS), os.cpu_count() or 1)
-    # khugepaged's row samples between its wake-ups, the longest: it starts first.
-    order = ["2M khugepaged", *(c for c in CONFIGS if c != "2M khugepaged")]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        runs = {c: pool.submit(_run_config, c, passes, sample) for c in order}
-        twos = {c: pool.submit(_run_two, c) for c in TWO}
-        metrics = {c: f.result() for c, f in runs.items()}
-        reports = {c: f.result() for c, f in twos.items()}
+def text_thp_runs(passes: int = PASSES, sample: str | None = SAMPLE) -> list[Run]:
+    """Every configuration's run, then the two-execution runs."""
+    return [
+        *(Run(_run_config, (c, passes, sample), WEIGHTS[c], f"text-thp {c}") for c in CONFIGS),
+        *(Run(_run_two, (c,), 30, f"text-thp 2 executions {c}") for c in TWO),
+    ]
+
+
+def text_thp_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows from `text_thp_runs`' results, in its order."""
+    metrics = dict(zip(CONFIGS, results[: len(CONFIGS)], strict=True))
+    twos = dict(zip(TWO, results[len(CONFIGS) :], strict=True))
     rows = []
     for config in CONFIGS:
         knobs, _ = CONFIGS[config]
@@ -210,16 +222,12 @@ def run_text_thp(passes: int = PASSES, sample: str | None = SAMPLE, workers: int
     # Two executions at once: the memory each way takes (the mappings do not change after
     # the first pass).
     for config in TWO:
-        r = reports[config]
-        start, both = _snap(r, "exec"), _snap(r, "both")
+        m = twos[config]
         label = f"2 executions, {config.removeprefix('2M ')}"
-        faults = sum(p["minflt"] + p.get("majflt", 0) for p in both["processes"] if p["pid"] != 2)
-        rows.append(_row(label, "page-faults (both)", None, faults, ""))
+        rows.append(_row(label, "page-faults (both)", None, m["faults"], ""))
         for k in ("ShmemPmdMapped", "FilePmdMapped"):
-            rows.append(_row(label, k, None, both["meminfo"].get(k, 0), "kB"))
-        rows.append(
-            _row(label, "memory in use (page cache + PMD copies)", None, _used_kb(both) - _used_kb(start), "kB")
-        )
+            rows.append(_row(label, k, None, m[k], "kB"))
+        rows.append(_row(label, "memory in use (page cache + PMD copies)", None, m["used"], "kB"))
     return rows
 
 
@@ -235,7 +243,8 @@ TEXT_THP = Experiment(
     "Mapping a 483 MB program text with 2 MiB pages cuts page faults and iTLB misses by more than an "
     "order of magnitude and runs about 6% faster; the prototype's private PMD copies cost memory per "
     "execution, which khugepaged's and the large-folio page cache's shared folios do not.",
-    run_text_thp,
+    text_thp_runs,
+    text_thp_rows,
     [
         f"Inputs (the seed's figures the program is derived from): the text's size and address, "
         f"instructions, L1-icache-load-misses, L1-dcache-loads and L1-dcache-load-misses. A pass runs "
