@@ -2,15 +2,13 @@
 //! walker, and the cycle cost model. The workload interpreter sends every memory access
 //! here; the kernel's work log (zeroing, copying, TLB flushes) is charged here.
 
-use std::collections::VecDeque;
-
 use crate::fasthash::FastMap;
 
 use super::assoc::{Replacement, SetAssoc};
 use super::perf::PerfCounters;
 use super::prefetch::StreamTrackers;
 use super::profile::{replacement, CacheLevel, Profile};
-use super::shared::{Channel, SharedLine, CHANNEL_CALENDAR};
+use super::shared::{Calendar, Channel, SharedLine, CHANNEL_CALENDAR};
 use super::tlb::{PageSize, Tlb, TlbHit};
 use crate::kernel::fault::Access;
 use crate::kernel::knobs::ScrubEngine;
@@ -188,7 +186,7 @@ impl Machine {
             // Each node's calendar at its full size from boot: booking bandwidth on the access
             // path allocates nothing.
             channels: (0..nodes)
-                .map(|_| Channel { busy: VecDeque::with_capacity(CHANNEL_CALENDAR + 64), bytes: 0 })
+                .map(|_| Channel { busy: Calendar::with_capacity(2 * CHANNEL_CALENDAR + 256), bytes: 0 })
                 .collect(),
             trace_walks: false,
             walk_log: Vec::new(),
@@ -324,14 +322,18 @@ impl Machine {
     }
 
     /// `cache_access` of each line of a run (`first` plus each of `offsets`, ascending, below
-    /// 64), in order, computed cache by cache: where each line was found (`found`) and where it
-    /// was before the run (`before`). The state left and every answer are those of the
-    /// line-by-line accesses: the run's lines, and those the streamer fills up to the end of
-    /// the last one's 4 KiB, fall in distinct sets of every cache, so each set sees its own
-    /// line's operations in the same order (the prefetches of a line first, then its access),
-    /// and the order between sets changes nothing (but for random replacement, whose shared
-    /// generator the order would change: such runs are refused). Returns false, doing nothing,
-    /// when the run does not qualify.
+    /// 64), in order, computed cache by cache: where each line was found (`found`) and, with
+    /// `want_before`, where it was before the run (`before`). The state left and every answer
+    /// are those of the line-by-line accesses: the run's lines, and those the streamer fills up
+    /// to the end of the last one's 4 KiB, fall in distinct sets of the L2 and the LLC, so each
+    /// of their sets sees its own line's operations in the same order (the prefetches of a line
+    /// first, then its access), and the order between sets changes nothing (but for random
+    /// replacement, whose shared generator the order would change: such runs are refused). The
+    /// L1 sees only the run's own accesses, in line order, so its sets may each hold several
+    /// lines of the run (a 16 KiB L1d has 32 sets of 64-byte lines); a line whose set an
+    /// earlier line of the run uses may be evicted by it before its own access, so where it
+    /// was before the run is looked up first. Returns false, doing nothing, when the run does
+    /// not qualify.
     pub(super) fn access_run(
         &mut self,
         cpu: usize,
@@ -339,6 +341,7 @@ impl Machine {
         offsets: &[u8],
         found: &mut [Level; 64],
         before: &mut [Level; 64],
+        want_before: bool,
     ) -> bool {
         let Some(&last) = offsets.last() else { return true };
         let Machine { cpus, llc, prefetch_degree, prefetch_shift, .. } = self;
@@ -350,11 +353,25 @@ impl Machine {
             _ => last as u64 + 1,
         };
         if span > 64
-            || [c.l1d.sets(), c.l2.sets(), llc.sets()].iter().any(|&sets| span > sets)
+            || [c.l2.sets(), llc.sets()].iter().any(|&sets| span > sets)
             || c.l2.policy() == Replacement::Random
             || llc.policy() == Replacement::Random
         {
             return false;
+        }
+        // Lines whose L1 set an earlier line of the run uses (offsets congruent modulo the
+        // L1's sets), and which of them are in the L1 before the run.
+        let mut l1_before = 0u64;
+        let l1_sets = c.l1d.sets();
+        if want_before && (last as u64) >= l1_sets {
+            let mut seen = 0u64;
+            for &o in offsets {
+                let r = o as u64 % l1_sets;
+                if seen & (1 << r) != 0 {
+                    l1_before |= (c.l1d.contains(first + o as u64) as u64) << o;
+                }
+                seen |= 1 << r;
+            }
         }
         // The L1, in line order: which lines miss.
         let mut miss = 0u64;
@@ -431,7 +448,14 @@ impl Machine {
                 (found[k], before[k]) = (Level::L1, Level::L1);
             } else {
                 found[k] = level(l2_hit, llc_hit);
-                before[k] = if filled & bit != 0 { level(l2_before, llc_before) } else { found[k] };
+                before[k] = if l1_before & bit != 0 {
+                    // In the L1 before the run, evicted by an earlier line of it.
+                    Level::L1
+                } else if filled & bit != 0 {
+                    level(l2_before, llc_before)
+                } else {
+                    found[k]
+                };
             }
         }
         true
@@ -765,7 +789,7 @@ impl Machine {
             n += 1;
         });
         let (mut found, mut before) = ([Level::L1; 64], [Level::L1; 64]);
-        if fits && n >= 2 && self.access_run(cpu, base + first, &offsets[..n], &mut found, &mut before) {
+        if fits && n >= 2 && self.access_run(cpu, base + first, &offsets[..n], &mut found, &mut before, false) {
             for &lvl in &found[..n] {
                 count_level(self, lvl);
             }

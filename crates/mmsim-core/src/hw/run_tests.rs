@@ -6,12 +6,12 @@
 use super::machine::{Level, Machine};
 use super::profile;
 
-fn machine(degree: u32, streams: u32, l2_ways: &str, policy: &str) -> Machine {
+fn machine(degree: u32, streams: u32, l2_ways: &str, policy: &str, l1: (&str, &str)) -> Machine {
     let p = profile::builtin(
         "default",
         &[
-            ("cache.l1d.size".into(), "4K".into()),
-            ("cache.l1d.ways".into(), "1".into()),
+            ("cache.l1d.size".into(), l1.0.into()),
+            ("cache.l1d.ways".into(), l1.1.into()),
             ("cache.l2.size".into(), "8K".into()),
             ("cache.l2.ways".into(), l2_ways.into()),
             ("cache.l2.replacement".into(), policy.into()),
@@ -34,12 +34,16 @@ proptest::proptest! {
         streams in 0u32..4,
         wide_l2 in proptest::bool::ANY,
         policy in 0usize..3,
+        // 64 sets of one way, 32 of two (a run's lines share sets), 4 of two.
+        l1 in 0usize..3,
         warm in proptest::collection::vec(0u64..512, 0..400),
         runs in proptest::collection::vec((0u64..448, proptest::collection::vec(proptest::bool::ANY, 64)), 1..6),
     ) {
         let policy = ["lru", "fifo", "random"][policy];
         let l2_ways = if wide_l2 { "2" } else { "4" };
-        let (mut a, mut b) = (machine(degree, streams, l2_ways, policy), machine(degree, streams, l2_ways, policy));
+        let l1 = [("4K", "1"), ("4K", "2"), ("512", "2")][l1];
+        let (mut a, mut b) =
+            (machine(degree, streams, l2_ways, policy, l1), machine(degree, streams, l2_ways, policy, l1));
         for &l in &warm {
             a.cache_access(0, l);
             b.cache_access(0, l);
@@ -48,11 +52,11 @@ proptest::proptest! {
             let offsets: Vec<u8> = (0..64u8).filter(|&o| pick[o as usize]).collect();
             let before_b: Vec<Level> = offsets.iter().map(|&o| b.probe_level(0, first + o as u64)).collect();
             let (mut found, mut before) = ([Level::L1; 64], [Level::L1; 64]);
-            if a.access_run(0, *first, &offsets, &mut found, &mut before) {
+            if a.access_run(0, *first, &offsets, &mut found, &mut before, true) {
                 let found_b: Vec<Level> = offsets.iter().map(|&o| b.cache_access(0, first + o as u64)).collect();
                 proptest::prop_assert_eq!(&found[..offsets.len()], &found_b[..]);
-                // Before: where the lines were before the run. (A line's own earlier access in
-                // the same run does not count: the run's lines are distinct.)
+                // Before: where the lines were before the run (an earlier line of the run that
+                // evicted one from its L1 set does not count).
                 proptest::prop_assert_eq!(&before[..offsets.len()], &before_b[..]);
             } else {
                 for &o in &offsets {

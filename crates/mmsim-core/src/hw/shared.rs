@@ -2,10 +2,106 @@
 //! counter, a spinlock, a fault's locks) and each node's memory bandwidth, each a calendar of
 //! uses in simulated time, so that CPUs simulated a slice at a time still meet in time order.
 
-use std::collections::VecDeque;
+use std::ops::{Index, IndexMut};
 
 use super::machine::Machine;
 use super::perf::PerfCounters;
+
+/// A calendar's intervals, in order, as one contiguous vector read from `head` on: what
+/// `VecDeque` gave it (uses leave at the front as the horizon passes them, new ones join at or
+/// near the back), with the live part a plain slice, so that a search and an index are a
+/// slice's. The front is dropped for good only when it is at least half the vector (amortised
+/// O(1) per use; a calendar of at most `n` live entries never holds more than `2 n + 256`).
+#[derive(Debug, Default)]
+pub(super) struct Calendar<T> {
+    v: Vec<T>,
+    head: usize,
+}
+
+impl<T: Copy> Calendar<T> {
+    pub(super) fn with_capacity(n: usize) -> Calendar<T> {
+        Calendar { v: Vec::with_capacity(n), head: 0 }
+    }
+
+    #[inline]
+    pub(super) fn len(&self) -> usize {
+        self.v.len() - self.head
+    }
+
+    #[inline]
+    fn live(&self) -> &[T] {
+        &self.v[self.head..]
+    }
+
+    #[inline]
+    pub(super) fn front(&self) -> Option<&T> {
+        self.v.get(self.head)
+    }
+
+    #[cfg(test)]
+    pub(super) fn back(&self) -> Option<&T> {
+        self.live().last()
+    }
+
+    #[inline]
+    pub(super) fn back_mut(&mut self) -> Option<&mut T> {
+        let h = self.head;
+        self.v[h..].last_mut()
+    }
+
+    #[inline]
+    pub(super) fn pop_front(&mut self) {
+        self.head += 1;
+        if self.head == self.v.len() {
+            self.v.clear();
+            self.head = 0;
+        } else if self.head >= 128 && 2 * self.head >= self.v.len() {
+            self.v.drain(..self.head);
+            self.head = 0;
+        }
+    }
+
+    #[inline]
+    pub(super) fn push_back(&mut self, x: T) {
+        self.v.push(x);
+    }
+
+    #[inline]
+    pub(super) fn insert(&mut self, i: usize, x: T) {
+        self.v.insert(self.head + i, x);
+    }
+
+    #[inline]
+    pub(super) fn remove(&mut self, i: usize) {
+        self.v.remove(self.head + i);
+    }
+
+    #[inline]
+    pub(super) fn get(&self, i: usize) -> Option<&T> {
+        self.live().get(i)
+    }
+
+    /// The first index whose entry does not satisfy `pred` (the entries that do come first).
+    #[inline]
+    pub(super) fn partition_point(&self, pred: impl FnMut(&T) -> bool) -> usize {
+        self.live().partition_point(pred)
+    }
+}
+
+impl<T> Index<usize> for Calendar<T> {
+    type Output = T;
+    #[inline]
+    fn index(&self, i: usize) -> &T {
+        &self.v[self.head + i]
+    }
+}
+
+impl<T> IndexMut<usize> for Calendar<T> {
+    #[inline]
+    fn index_mut(&mut self, i: usize) -> &mut T {
+        &mut self.v[self.head + i]
+    }
+}
 
 /// A node's memory channel (its DRAM controllers, or the PIII's front-side bus) as a calendar
 /// of the time its users occupy it at `memory.bandwidth` (clears, copies, a zeroing engine,
@@ -17,7 +113,7 @@ use super::perf::PerfCounters;
 #[derive(Debug, Default)]
 pub(super) struct Channel {
     /// (start, end) of each booked interval not yet behind the horizon: sorted and disjoint.
-    pub(super) busy: VecDeque<(f64, f64)>,
+    pub(super) busy: Calendar<(f64, f64)>,
     /// Bytes booked so far (the node's DRAM traffic that mmsim times).
     pub(super) bytes: u64,
 }
@@ -89,7 +185,7 @@ impl Channel {
 #[derive(Debug, Default)]
 pub(super) struct SharedLine {
     /// (start, end, owner) of each use not yet behind the horizon: sorted and disjoint.
-    busy: VecDeque<(f64, f64, usize)>,
+    busy: Calendar<(f64, f64, usize)>,
     /// Owner after the last use that left the calendar (None: never used).
     owner_before: Option<usize>,
     /// End of the last use that left the calendar: no new use starts before it.

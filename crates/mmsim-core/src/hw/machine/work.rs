@@ -87,8 +87,8 @@ impl Machine {
                     // tells where each was before (the fetch bound's levels).
                     let n = lines.end - lines.start;
                     let (mut found, mut before) = ([Level::L1; 64], [Level::L1; 64]);
-                    let one_pass =
-                        n <= 64 && self.access_run(cpu, first, &RUN_OFFSETS[..n as usize], &mut found, &mut before);
+                    let one_pass = n <= 64
+                        && self.access_run(cpu, first, &RUN_OFFSETS[..n as usize], &mut found, &mut before, rfo);
                     let (fetch, mem) = if one_pass {
                         if rfo {
                             self.levels_fetch_bound(&before[..n as usize])
