@@ -321,8 +321,8 @@ impl Machine {
         level
     }
 
-    /// `cache_access` of each line of a run (`first` plus each of `offsets`, ascending, below
-    /// 64), in order, computed cache by cache: where each line was found (`found`) and, with
+    /// `cache_access` (with `fetch`, `icache_access`) of each line of a run (`first` plus each of
+    /// `offsets`, ascending, below 64), in order, computed cache by cache: where each line was found (`found`) and, with
     /// `want_before`, where it was before the run (`before`). The state left and every answer
     /// are those of the line-by-line accesses: the run's lines, and those the streamer fills up
     /// to the end of the last one's 4 KiB, fall in distinct sets of the L2 and the LLC, so each
@@ -334,6 +334,7 @@ impl Machine {
     /// earlier line of the run uses may be evicted by it before its own access, so where it
     /// was before the run is looked up first. Returns false, doing nothing, when the run does
     /// not qualify.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn access_run(
         &mut self,
         cpu: usize,
@@ -342,10 +343,14 @@ impl Machine {
         found: &mut [Level; 64],
         before: &mut [Level; 64],
         want_before: bool,
+        fetch: bool,
     ) -> bool {
         let Some(&last) = offsets.last() else { return true };
         let Machine { cpus, llc, prefetch_degree, prefetch_shift, .. } = self;
         let c = &mut cpus[cpu];
+        // Instruction fetches go through the L1i, loads and stores through the L1d.
+        let Cpu { l1d, l1i, .. } = c;
+        let l1 = if fetch { l1i } else { l1d };
         // The lines the run's operations reach, from `first`.
         let fills = *prefetch_degree > 0 && prefetch_shift.is_some();
         let span = match *prefetch_shift {
@@ -362,13 +367,13 @@ impl Machine {
         // Lines whose L1 set an earlier line of the run uses (offsets congruent modulo the
         // L1's sets), and which of them are in the L1 before the run.
         let mut l1_before = 0u64;
-        let l1_sets = c.l1d.sets();
+        let l1_sets = l1.sets();
         if want_before && (last as u64) >= l1_sets {
             let mut seen = 0u64;
             for &o in offsets {
                 let r = o as u64 % l1_sets;
                 if seen & (1 << r) != 0 {
-                    l1_before |= (c.l1d.contains(first + o as u64) as u64) << o;
+                    l1_before |= (l1.contains(first + o as u64) as u64) << o;
                 }
                 seen |= 1 << r;
             }
@@ -376,7 +381,7 @@ impl Machine {
         // The L1, in line order: which lines miss.
         let mut miss = 0u64;
         for &o in offsets {
-            if !c.l1d.access(first + o as u64) {
+            if !l1.access(first + o as u64) {
                 miss |= 1 << o;
             }
         }
@@ -722,14 +727,13 @@ impl Machine {
         perf.instructions += instr;
         let base = pfn.phys(self.geo) >> self.line_shift;
         let mut stall = 0.0;
-        let mut fetch_line = |m: &mut Machine, l: u64| {
-            let lvl = m.icache_access(cpu, base + l);
+        let mut fetched = |m: &Machine, lvl: Level| {
             if lvl != Level::L1 {
                 perf.l1i_load_misses += 1;
             }
             stall += m.stall(lvl, false);
         };
-        self.for_each_line(ps, pe, stride, count, &mut fetch_line);
+        self.page_lines(cpu, base, (ps, pe, stride, count), true, &mut fetched);
         perf.stalled_frontend += stall;
         let cycles = self.exec_cycles(cpu, instr * self.p.cpu.base_cpi) + stall;
         perf.cycles += cycles;
@@ -776,28 +780,12 @@ impl Machine {
             llc_misses += (lvl == Level::Mem) as u64;
             stall += m.stall(lvl, true);
         };
-        // The page's lines as one run when they qualify (`access_run`), else one by one.
-        let (mut offsets, mut n, mut fits) = ([0u8; 64], 0, true);
-        let first = ps >> self.line_shift;
-        self.for_each_line_offset(ps, pe, stride, count, &mut |o: u64| {
-            // A run holds at most 64 lines, all within 64 lines of its first.
-            if n < 64 && o < 64 {
-                offsets[n] = o as u8;
-            } else {
-                fits = false;
-            }
-            n += 1;
-        });
-        let (mut found, mut before) = ([Level::L1; 64], [Level::L1; 64]);
-        if fits && n >= 2 && self.access_run(cpu, base + first, &offsets[..n], &mut found, &mut before, false) {
-            for &lvl in &found[..n] {
-                count_level(self, lvl);
-            }
+        if count == 1 {
+            // One access (a random load or store, one byte of a sparse touch): its line.
+            let lvl = self.cache_access(cpu, base + (ps >> self.line_shift));
+            count_level(self, lvl);
         } else {
-            self.for_each_line(ps, pe, stride, count, &mut |m: &mut Machine, l: u64| {
-                let lvl = m.cache_access(cpu, base + l);
-                count_level(m, lvl)
-            });
+            self.page_lines(cpu, base, (ps, pe, stride, count), false, &mut count_level);
         }
         if !write {
             perf.l1d_load_misses += l1_misses;
@@ -815,6 +803,43 @@ impl Machine {
         perf.stalled_backend += stall;
         perf.cycles += cycles;
         self.overlap_work(cpu, cycles);
+    }
+
+    /// The lines `count` accesses (with `fetch`, instruction fetches) at offsets `ps, ps + stride,
+    /// ... < pe` of the page whose first line is `base` touch, through `cpu`'s caches, each
+    /// line's level given to `found_at` in line order: as one run when they qualify
+    /// (`access_run`), else one by one.
+    #[inline]
+    fn page_lines(
+        &mut self,
+        cpu: usize,
+        base: u64,
+        (ps, pe, stride, count): (u64, u64, u64, u64),
+        fetch: bool,
+        found_at: &mut impl FnMut(&Machine, Level),
+    ) {
+        let (mut offsets, mut n, mut fits) = ([0u8; 64], 0, true);
+        let first = ps >> self.line_shift;
+        self.for_each_line_offset(ps, pe, stride, count, &mut |o: u64| {
+            // A run holds at most 64 lines, all within 64 lines of its first.
+            if n < 64 && o < 64 {
+                offsets[n] = o as u8;
+            } else {
+                fits = false;
+            }
+            n += 1;
+        });
+        let (mut found, mut before) = ([Level::L1; 64], [Level::L1; 64]);
+        if fits && n >= 2 && self.access_run(cpu, base + first, &offsets[..n], &mut found, &mut before, false, fetch) {
+            for &lvl in &found[..n] {
+                found_at(self, lvl);
+            }
+        } else {
+            self.for_each_line(ps, pe, stride, count, &mut |m: &mut Machine, l: u64| {
+                let lvl = if fetch { m.icache_access(cpu, base + l) } else { m.cache_access(cpu, base + l) };
+                found_at(m, lvl)
+            });
+        }
     }
 
     /// Ask the host to bring into its caches what simulating an access to physical `line`

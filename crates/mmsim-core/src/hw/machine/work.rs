@@ -88,7 +88,7 @@ impl Machine {
                     let n = lines.end - lines.start;
                     let (mut found, mut before) = ([Level::L1; 64], [Level::L1; 64]);
                     let one_pass = n <= 64
-                        && self.access_run(cpu, first, &RUN_OFFSETS[..n as usize], &mut found, &mut before, rfo);
+                        && self.access_run(cpu, first, &RUN_OFFSETS[..n as usize], &mut found, &mut before, rfo, false);
                     let (fetch, mem) = if one_pass {
                         if rfo {
                             self.levels_fetch_bound(&before[..n as usize])

@@ -22,6 +22,10 @@ fn page_span(next: u64, end: u64, stride: u64, geo: Geometry) -> PageSpan {
     PageSpan { page, ps, pe, count, after: next.saturating_add(count * stride) }
 }
 
+/// Random accesses over at most this many bytes are not warmed ahead (`Machine::warm_access`):
+/// the entries, tags and lines the simulation reads for them stay in the host's caches.
+const WARM_MIN_SPAN: u64 = 1 << 20;
+
 /// Faults one access may take that the kernel reports handled before the access is declared a
 /// livelock (a COW of the zero page, then of a page, is two: far fewer happen).
 const LIVELOCK_FAULTS: u32 = 64;
@@ -342,8 +346,9 @@ impl Interp {
             let draw = |state: &mut u64| base + ((splitmix64(state) as u128 * slots as u128) >> 64) as u64 * stride;
             let addr = draw(&mut next_rng);
             // The next two accesses are known: their page-table entries and lines are brought
-            // into the host's caches while this one is simulated (a hint only).
-            if left > 1 {
+            // into the host's caches while this one is simulated (a hint only; over a small
+            // span what the simulation reads of them stays in the host's caches anyway).
+            if left > 1 && slots.saturating_mul(stride) > WARM_MIN_SPAN {
                 if let Some(mm) = self.tasks[t].mm {
                     let cpu = self.tasks[t].cpu;
                     let mut ahead = next_rng;
