@@ -67,6 +67,13 @@ pub struct Tlb {
     /// remove nothing; the arrays are as they would be either way). Fixed size: a fill
     /// allocates nothing.
     maybe_present: [u64; PRESENT_WORDS],
+    /// Bumped whenever an entry joins or leaves the L1 arrays or the STLB (what a lookup's
+    /// answer depends on; a hit's recency change is not one).
+    gen: u64,
+    /// The last lookup that found nothing: (asid, base page, instruction side, `gen` then). The
+    /// same lookup again before anything joins or leaves finds nothing again (the access retried
+    /// after its fault), so it is answered at once.
+    last_miss: (u32, u64, bool, u64),
 }
 
 /// Words of `Tlb::maybe_present`: 4096 buckets of address-space ids.
@@ -105,6 +112,8 @@ impl Tlb {
                 array("tlb.pwc_pde", &s.pwc_pde),
             ],
             maybe_present: [0; PRESENT_WORDS],
+            gen: 0,
+            last_miss: (u32::MAX, u64::MAX, false, u64::MAX),
         }
     }
 
@@ -119,6 +128,10 @@ impl Tlb {
     /// STLB. Returns the cached leaf entry and page size.
     #[inline]
     pub fn lookup(&mut self, asid: u32, vaddr: u64, instr: bool) -> Option<(TlbHit, PageSize, u64)> {
+        let miss = (asid, vaddr >> self.size_shift[0], instr, self.gen);
+        if miss == self.last_miss {
+            return None;
+        }
         let sizes: &[PageSize] =
             if instr { &[PageSize::Base, PageSize::Pmd] } else { &[PageSize::Base, PageSize::Pmd, PageSize::Pud] };
         for &sz in sizes {
@@ -137,9 +150,11 @@ impl Tlb {
                 // Refill the L1.
                 let arr = if instr { &mut self.itlb[sz as usize] } else { &mut self.dtlb[sz as usize] };
                 arr.put(k, v);
+                self.gen += 1;
                 return Some((TlbHit::Stlb, sz, v));
             }
         }
+        self.last_miss = miss;
         None
     }
 
@@ -147,6 +162,7 @@ impl Tlb {
     /// no entry for the address (the common case), so the arrays need not be searched again.
     pub fn fill(&mut self, asid: u32, vaddr: u64, size: PageSize, entry: u64, instr: bool, absent: bool) {
         self.mark(asid);
+        self.gen += 1;
         let k = self.key(asid, size, vaddr);
         let arr = if instr { &mut self.itlb[(size as usize).min(1)] } else { &mut self.dtlb[size as usize] };
         let stlb = size == PageSize::Base || (size == PageSize::Pmd && self.stlb_2m);
@@ -175,6 +191,7 @@ impl Tlb {
     /// Drop the translation of one address (invlpg): every size, every level, and the
     /// paging-structure caches covering it.
     pub fn invlpg(&mut self, asid: u32, vaddr: u64) {
+        self.gen += 1;
         for sz in [PageSize::Base, PageSize::Pmd, PageSize::Pud] {
             let k = self.key(asid, sz, vaddr);
             self.dtlb[sz as usize].invalidate(k);
@@ -196,6 +213,7 @@ impl Tlb {
         if self.maybe_present[w] & (1 << b) == 0 {
             return;
         }
+        self.gen += 1;
         // Whether an entry of another id of the same bucket stays (then the bit stays set).
         let others = std::cell::Cell::new(false);
         let f = |k: u64| {
@@ -222,6 +240,7 @@ impl Tlb {
 
     /// Drop everything.
     pub fn flush_all(&mut self) {
+        self.gen += 1;
         for a in self.itlb.iter_mut().chain(self.dtlb.iter_mut()).chain(self.pwc.iter_mut()) {
             a.flush();
         }
@@ -282,6 +301,45 @@ mod tests {
         assert!(t.lookup(b, 0x2000, false).is_some(), "b's entry survives a's flush");
         t.flush_asid(b);
         assert!(t.lookup(b, 0x2000, false).is_none(), "b's bit stayed set, so its flush scanned");
+    }
+
+    /// A lookup answered from the memo of the last miss (`last_miss`) is what a search finds:
+    /// through fills, STLB hits that refill the L1, invlpg and flushes, every lookup's answer
+    /// equals a search of the arrays (a lookup that hits changes the arrays the same way in
+    /// both, so the two TLBs stay equal).
+    #[test]
+    fn a_repeated_miss_is_a_miss_until_something_changes() {
+        let p = crate::hw::profile::builtin("westmere-ex", &[]).unwrap();
+        let (mut t, mut r) = (Tlb::new(&p.tlb, Geometry::X86_64), Tlb::new(&p.tlb, Geometry::X86_64));
+        let mut x = 99u64;
+        for step in 0..50_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let asid = ((x >> 62) & 1) as u32;
+            let vaddr = ((x >> 20) & 0x3ff) << 12;
+            let instr = (x >> 40) & 1 == 1;
+            match (x >> 41) % 8 {
+                0 => {
+                    t.invlpg(asid, vaddr);
+                    r.invlpg(asid, vaddr);
+                }
+                1 if step % 97 == 0 => {
+                    t.flush_asid(asid);
+                    r.flush_asid(asid);
+                }
+                2 | 3 => {
+                    for tlb in [&mut t, &mut r] {
+                        tlb.fill(asid, vaddr, PageSize::Base, x, instr, false);
+                    }
+                }
+                _ => {
+                    // The same lookup twice in a row now and then: the retry after a fault.
+                    for _ in 0..1 + (x >> 50) % 2 {
+                        r.last_miss = (u32::MAX, u64::MAX, false, u64::MAX);
+                        assert_eq!(t.lookup(asid, vaddr, instr), r.lookup(asid, vaddr, instr), "step {step}");
+                    }
+                }
+            }
+        }
     }
 
     /// The count of PMD-sized STLB entries stays exact through fills, evictions, invlpg and
