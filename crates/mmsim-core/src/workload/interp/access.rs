@@ -33,15 +33,26 @@ const LIVELOCK_FAULTS: u32 = 64;
 impl Interp {
     /// Make one page accessible: walk, fault as needed. Err when the task died.
     fn access_page(&mut self, t: usize, addr: u64, access: Access) -> Result<Pfn, Stop> {
+        let mm = self.tasks[t].mm.ok_or(Stop::Dead)?;
+        let cpu = self.tasks[t].cpu;
+        let first = self.machine.translate(cpu, &mut self.kernel, mm, addr, access, &mut self.tasks[t].perf, false);
+        self.access_page_from(t, addr, access, first)
+    }
+
+    /// `access_page` given what its first translation found (`first`).
+    fn access_page_from(&mut self, t: usize, addr: u64, access: Access, first: Translation) -> Result<Pfn, Stop> {
         let mut oom_tries = 0;
         let mut handled = 0;
         let mut retry = false;
+        let mut found = Some(first);
         loop {
             let mm = self.tasks[t].mm.ok_or(Stop::Dead)?;
             let cpu = self.tasks[t].cpu;
-            if let Translation::Frame(pfn) =
-                self.machine.translate(cpu, &mut self.kernel, mm, addr, access, &mut self.tasks[t].perf, retry)
-            {
+            let translation = match found.take() {
+                Some(f) => f,
+                None => self.machine.translate(cpu, &mut self.kernel, mm, addr, access, &mut self.tasks[t].perf, retry),
+            };
+            if let Translation::Frame(pfn) = translation {
                 if let Some(o) = &self.oracle {
                     let pid = self.tasks[t].pid;
                     if !o.access_ok(self.tasks[t].tgid, addr & !(self.kernel.geo.page_size() - 1), access) {
@@ -361,8 +372,17 @@ impl Interp {
             }
             used += 1;
             self.steps += 1;
-            let Ok(pfn) = self.access_page(t, addr, kind) else {
-                return used;
+            // A translation that needs no fault, and no reference model to consult: the page's
+            // frame at once (`access_page`'s first step, which it otherwise goes on from).
+            let Some(mm) = self.tasks[t].mm else { return used };
+            let cpu = self.tasks[t].cpu;
+            let first = self.machine.translate(cpu, &mut self.kernel, mm, addr, kind, &mut self.tasks[t].perf, false);
+            let pfn = match first {
+                Translation::Frame(pfn) if self.oracle.is_none() => pfn,
+                _ => match self.access_page_from(t, addr, kind, first) {
+                    Ok(pfn) => pfn,
+                    Err(_) => return used,
+                },
             };
             let page_size = self.kernel.geo.page_size();
             let page = addr & self.kernel.geo.page_mask();
