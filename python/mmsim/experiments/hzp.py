@@ -169,7 +169,7 @@ def perf_of(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def hzp_memcmp_runs() -> list[Run]:
-    return [simulate(memcmp_workload(knobs), perf_of, weight=6, label=f"hzp-memcmp {c}") for c, knobs in HZP_KINDS]
+    return [simulate(memcmp_workload(knobs), perf_of, weight=5, label=f"hzp-memcmp {c}") for c, knobs in HZP_KINDS]
 
 
 def hzp_memcmp_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -231,7 +231,7 @@ STRIDE_RATIO_PUBLISHED = 20.65 / 2.72
 
 
 def hzp_stride_runs() -> list[Run]:
-    return [simulate(stride_workload(knobs), perf_of, weight=1.5, label=f"hzp-stride {c}") for c, knobs in HZP_KINDS]
+    return [simulate(stride_workload(knobs), perf_of, weight=0.8, label=f"hzp-stride {c}") for c, knobs in HZP_KINDS]
 
 
 def hzp_stride_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -312,7 +312,8 @@ def usemem_metrics(r: dict[str, Any]) -> dict[str, Any]:
 
 def hzp_usemem_runs() -> list[Run]:
     return [
-        simulate(usemem_workload(rc), usemem_metrics, weight=25, label=f"hzp-usemem {rc}") for rc in USEMEM_REFCOUNTS
+        simulate(usemem_workload(rc), usemem_metrics, weight=22 if rc == "global" else 17, label=f"hzp-usemem {rc}")
+        for rc in USEMEM_REFCOUNTS
     ]
 
 

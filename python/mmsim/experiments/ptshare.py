@@ -94,7 +94,8 @@ def fork_metrics(r: dict[str, Any]) -> dict[str, float]:
 
 
 def ptshare_fork_runs() -> list[Run]:
-    weights = {"2.6.15": 460, "2.6.15-shpt": 8}
+    # Host seconds of each run (scheduling only): `mmsim reproduce` on the build machine, c4d0a27.
+    weights = {"2.6.15": 444, "2.6.15-shpt": 110}
     return [simulate(fork_workload(k), fork_metrics, weight=weights[c], label=f"ptshare-fork {c}") for c, k in CONFIGS]
 
 
@@ -163,7 +164,10 @@ def arith_metrics(r: dict[str, Any]) -> tuple[int, int]:
 
 
 def ptshare_arith_runs() -> list[Run]:
-    return [simulate(arith_workload(k), arith_metrics, weight=13, label=f"ptshare-arith {c}") for c, k in CONFIGS]
+    return [
+        simulate(arith_workload(k), arith_metrics, weight=17 if c == "2.6.15" else 5, label=f"ptshare-arith {c}")
+        for c, k in CONFIGS
+    ]
 
 
 def ptshare_arith_rows(results: list[tuple[int, int]]) -> list[dict[str, Any]]:
@@ -369,12 +373,13 @@ OLTP_PAGES = (("4 KiB", False), ("2 MiB", True))
 
 
 def ptshare_oltp_runs() -> list[Run]:
-    weights = {("4 KiB", "2.6.15"): 190, ("4 KiB", "2.6.15-shpt"): 60, ("2 MiB", "2.6.15"): 80}
+    # Host seconds of each run (scheduling only): `mmsim reproduce` on the build machine, c4d0a27.
+    weights = {("4 KiB", "2.6.15"): 203, ("4 KiB", "2.6.15-shpt"): 120, ("2 MiB", "2.6.15"): 87}
     return [
         simulate(
             oltp_workload(knobs, huge),
             oltp_metrics,
-            weight=weights.get((pages, config), 60),
+            weight=weights.get((pages, config), 86),
             label=f"ptshare-oltp {pages} {config}",
         )
         for pages, huge in OLTP_PAGES
