@@ -31,13 +31,23 @@ pub struct PerfCounters {
 
 impl PerfCounters {
     /// Charge `cycles` to kernel function `func` (and to the total).
+    #[inline]
     pub fn charge(&mut self, func: &'static str, cycles: f64) {
         self.cycles += cycles;
         // The same function is charged from the same call site, with the same `&'static str`:
-        // its address answers first; the comparison of the text covers the same name from
-        // another site.
-        let same = |e: &&mut (&'static str, f64)| std::ptr::eq(e.0, func) || e.0 == func;
-        match self.profile.iter_mut().find(same) {
+        // the entries' addresses are compared first (names are unique in the profile, so the
+        // entry found is the one a comparison of the text finds); the text covers the same
+        // name from another site.
+        if let Some(e) = self.profile.iter_mut().find(|e| std::ptr::eq(e.0, func)) {
+            e.1 += cycles;
+            return;
+        }
+        self.charge_by_name(func, cycles);
+    }
+
+    /// `charge`'s entry found by its function's name (or a new one).
+    fn charge_by_name(&mut self, func: &'static str, cycles: f64) {
+        match self.profile.iter_mut().find(|e| e.0 == func) {
             Some(e) => e.1 += cycles,
             None => self.profile.push((func, cycles)),
         }
