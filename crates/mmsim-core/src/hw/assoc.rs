@@ -622,6 +622,31 @@ impl SetAssoc {
         false
     }
 
+    /// `access`, telling on a miss which key the insertion evicted: Ok on a hit, Err(evicted)
+    /// on a miss (None when the set had an empty way).
+    #[inline(always)]
+    pub fn access_evicting(&mut self, key: u64) -> Result<(), Option<u64>> {
+        if self.lru_narrow {
+            let set = (key & self.set_mask) as usize;
+            let m = self.match_narrow(set, key);
+            if m != 0 {
+                self.promote_narrow(set, (m.trailing_zeros() / 2) as u64);
+                return Ok(());
+            }
+            return Err(self.insert_narrow(set, key).1);
+        }
+        if self.ways == 0 {
+            return Err(None);
+        }
+        let b = self.set_ref(key);
+        if let Some(i) = self.position(b, key) {
+            self.touch(b, i);
+            return Ok(());
+        }
+        let v = self.victim(b);
+        Err(self.place(b, v, key))
+    }
+
     /// The ways of narrow set `set` (8 or 16 lanes) whose tag is `key`, one bit each.
     #[inline(always)]
     fn match_narrow(&self, set: usize, key: u64) -> u32 {

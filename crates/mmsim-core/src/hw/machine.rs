@@ -364,25 +364,20 @@ impl Machine {
         {
             return false;
         }
-        // Lines whose L1 set an earlier line of the run uses (offsets congruent modulo the
-        // L1's sets), and which of them are in the L1 before the run.
-        let mut l1_before = 0u64;
-        let l1_sets = l1.sets();
-        if want_before && (last as u64) >= l1_sets {
-            let mut seen = 0u64;
-            for &o in offsets {
-                let r = o as u64 % l1_sets;
-                if seen & (1 << r) != 0 {
-                    l1_before |= (l1.contains(first + o as u64) as u64) << o;
-                }
-                seen |= 1 << r;
-            }
-        }
-        // The L1, in line order: which lines miss.
-        let mut miss = 0u64;
+        // The L1, in line order: which lines miss, and which lines of the run it held before and
+        // lost to an earlier line of the run in their set (only the run's own accesses insert a
+        // line of it, so a line evicted before its access was there at the start).
+        let (mut miss, mut l1_before) = (0u64, 0u64);
+        let wraps = want_before && (last as u64) >= l1.sets();
         for &o in offsets {
-            if !l1.access(first + o as u64) {
-                miss |= 1 << o;
+            match l1.access_evicting(first + o as u64) {
+                Ok(()) => {}
+                Err(evicted) => {
+                    miss |= 1 << o;
+                    if let Some(e) = evicted.filter(|&e| wraps && e > first + o as u64 && e < first + 64) {
+                        l1_before |= 1 << (e - first);
+                    }
+                }
             }
         }
         // The streamer sees each miss in order; a miss that continues a stream fills the lines
