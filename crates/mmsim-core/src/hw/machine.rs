@@ -322,8 +322,9 @@ impl Machine {
     }
 
     /// `cache_access` (with `fetch`, `icache_access`) of each line of a run (`first` plus each of
-    /// `offsets`, ascending, below 64), in order, computed cache by cache: where each line was found (`found`) and, with
-    /// `want_before`, where it was before the run (`before`). The state left and every answer
+    /// `offsets`, ascending, below 64), in order, computed cache by cache: where each line was
+    /// found (`found`) and, with `want_before`, where it was before the run (`before`, else
+    /// left as it was). The state left and every answer
     /// are those of the line-by-line accesses: the run's lines, and those the streamer fills up
     /// to the end of the last one's 4 KiB, fall in distinct sets of the L2 and the LLC, so each
     /// of their sets sees its own line's operations in the same order (the prefetches of a line
@@ -444,7 +445,9 @@ impl Machine {
                     Level::Mem
                 }
             };
-            if miss & bit == 0 {
+            if !want_before {
+                found[k] = if miss & bit == 0 { Level::L1 } else { level(l2_hit, llc_hit) };
+            } else if miss & bit == 0 {
                 (found[k], before[k]) = (Level::L1, Level::L1);
             } else {
                 found[k] = level(l2_hit, llc_hit);
