@@ -95,6 +95,12 @@ pub struct SetAssoc {
     rng: u64,
     /// Valid entries (an empty array answers every lookup at once).
     len: usize,
+    /// Narrow sets: the `valid` of a full set, and the shift of its least recent nibble in
+    /// `order` (computed once: a miss asks for both).
+    full_mask: u16,
+    last_shift: u32,
+    /// Groups of LANES tags per set (`lanes / LANES`).
+    set_groups: usize,
 }
 
 /// A narrow set's valid ways from most to least recent.
@@ -213,6 +219,9 @@ impl SetAssoc {
                 policy,
                 rng: 1,
                 len: 0,
+                full_mask: 0,
+                last_shift: 0,
+                set_groups: 0,
             });
         }
         if ways == 0 || !entries.is_multiple_of(ways) {
@@ -245,6 +254,9 @@ impl SetAssoc {
             policy,
             rng: 0x9e37_79b9_7f4a_7c15,
             len: 0,
+            full_mask: if nibbles { ((1u32 << ways) - 1) as u16 } else { 0 },
+            last_shift: if nibbles { 4 * (ways as u32 - 1) } else { 0 },
+            set_groups: lanes / LANES,
         })
     }
 
@@ -450,10 +462,9 @@ impl SetAssoc {
     #[inline(always)]
     fn victim(&mut self, s: SetRef) -> (usize, bool) {
         let b = s.base;
-        let ways = self.ways;
         let full = if self.nibbles {
             let valid = self.list(s).valid;
-            if valid != ((1u32 << ways) - 1) as u16 {
+            if valid != self.full_mask {
                 return (b + (!valid).trailing_zeros() as usize, true);
             }
             true
@@ -470,7 +481,7 @@ impl SetAssoc {
             return (b + self.random_way(), false);
         }
         let last = if self.nibbles {
-            ((self.list(s).order >> (4 * (ways - 1))) & 15) as usize
+            ((self.list(s).order >> self.last_shift) & 15) as usize
         } else {
             self.chains[s.set].tail as usize
         };
@@ -650,11 +661,11 @@ impl SetAssoc {
     /// The ways of narrow set `set` (8 or 16 lanes) whose tag is `key`, one bit each.
     #[inline(always)]
     fn match_narrow(&self, set: usize, key: u64) -> u32 {
-        let g = set * (self.lanes / LANES);
-        debug_assert!(g + self.lanes / LANES <= self.groups.len());
+        let g = set * self.set_groups;
+        debug_assert!(g + self.set_groups <= self.groups.len());
         // SAFETY: the set's groups lie within `groups`.
         let mut m = group::match_tags(unsafe { &self.groups.get_unchecked(g).0 }, key);
-        if self.lanes > LANES {
+        if self.set_groups > 1 {
             m |= group::match_tags(unsafe { &self.groups.get_unchecked(g + 1).0 }, key) << 16;
         }
         m
@@ -664,16 +675,15 @@ impl SetAssoc {
     /// least recent one, as the set's most recent entry. Returns its lane and the key evicted.
     #[inline(always)]
     fn insert_narrow(&mut self, set: usize, key: u64) -> (usize, Option<u64>) {
-        let ways = self.ways;
         // SAFETY: `set` is a set of this array.
         let l = unsafe { self.lists.get_unchecked_mut(set) };
-        let w = if l.valid != ((1u32 << ways) - 1) as u16 {
+        let w = if l.valid != self.full_mask {
             let w = (!l.valid).trailing_zeros() as u64;
             l.valid |= 1 << w;
             self.len += 1;
             w
         } else {
-            (l.order >> (4 * (ways - 1))) & 15
+            (l.order >> self.last_shift) & 15
         };
         l.order = (l.order << 4) | w;
         let i = set * self.lanes + w as usize;
