@@ -285,6 +285,14 @@ impl Interp {
     /// Update the load average up to the scheduler's horizon (the earliest running CPU's time)
     /// from the tasks runnable now, kscrubd included while it is awake.
     pub(super) fn advance_loadavg(&mut self) {
+        // The next update's time in cycles, a hair early: a horizon below it is below the
+        // update's time in seconds however the division below rounds (nothing to do, and no
+        // division every round).
+        let freq = self.machine.p.cpu.freq_ghz * 1e9;
+        let due = (self.loadavg.updates + 1) as f64 * super::kscrubd::LOAD_FREQ_SECS * freq;
+        if self.machine.horizon < due * (1.0 - 1e-9) {
+            return;
+        }
         let secs = self.machine.horizon / (self.machine.p.cpu.freq_ghz * 1e9);
         let khugepaged = self.khugepaged.ready_at.is_some() && !self.khugepaged.sleeping;
         debug_assert_eq!(self.nr_running, self.rq.iter().map(|q| q.len() as u64).sum::<u64>());
