@@ -490,6 +490,9 @@ impl Kernel {
 
     /// `zap_pte_range`: clear the ptes of [addr, end) in one table, dropping rss, rmap and refs.
     fn zap_pte_range(&mut self, mm: MmId, table: Pfn, addr: u64, end: u64) {
+        // The pages each rss counter loses, given back once at the end (add_mm_rss_vec): a
+        // decrease never moves the high-water mark, so the counts end the same.
+        let mut rss = [0i64; 3];
         let mut a = addr;
         while a < end {
             let idx = self.geo.table_index(a, 0);
@@ -504,15 +507,20 @@ impl Kernel {
                         let h = self.head_of(pfn);
                         self.folio_mark_dirty(h);
                     }
-                    if !self.sabotage.skip_rss_dec {
-                        self.add_rss_at(table, mm, c, -1);
-                    }
+                    rss[c as usize] -= 1;
                     self.remove_rmap_pte(pfn, mm);
                     let h = self.head_of(pfn);
                     self.folio_put(h);
                 }
             }
             a += self.geo.page_size();
+        }
+        if !self.sabotage.skip_rss_dec {
+            for c in [MmCounter::FilePages, MmCounter::AnonPages, MmCounter::ShmemPages] {
+                if rss[c as usize] != 0 {
+                    self.add_rss_at(table, mm, c, rss[c as usize]);
+                }
+            }
         }
     }
 

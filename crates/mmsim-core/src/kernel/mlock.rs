@@ -217,9 +217,24 @@ impl Kernel {
         let cow_file = write && !v.is_shared() && matches!(v.backing, super::mm::Backing::File(_));
         let mut a = start;
         let mut result = Ok(());
+        // The PTE table of the PMD range walked last (its base address): the pages after the
+        // first of a range are looked up in it without walking from the PGD again. Only a fault
+        // changes the tables, so a fault forgets it.
+        let mut table: Option<(u64, Pfn)> = None;
         while a < end {
-            if !self.follow_page_ok(mm, a, write) {
+            let ok = match table {
+                Some((base, t)) if a & self.geo.pmd_mask() == base => {
+                    let leaf = self.entry(t, self.geo.table_index(a, 0));
+                    leaf.present() && (!write || leaf.write())
+                }
+                _ => {
+                    table = self.pte_slot(mm, a).map(|s| (a & self.geo.pmd_mask(), s.table));
+                    self.follow_page_ok(mm, a, write)
+                }
+            };
+            if !ok {
                 let ret = self.faultin_page(mm, a, write);
+                table = None;
                 if ret & super::vm_fault::ERROR != 0 {
                     result = Err(ret);
                     break;
