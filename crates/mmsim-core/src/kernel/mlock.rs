@@ -229,7 +229,14 @@ impl Kernel {
                 }
                 _ => {
                     table = self.pte_slot(mm, a).map(|s| (a & self.geo.pmd_mask(), s.table));
-                    self.follow_page_ok(mm, a, write)
+                    let ok = self.follow_page_ok(mm, a, write);
+                    if ok && table.is_none() {
+                        // A huge pmd maps the whole range (follow_page_mask's page_mask): every
+                        // page of it is there alike.
+                        a = ((a & self.geo.pmd_mask()) + self.geo.hpage_pmd_size()).min(end);
+                        continue;
+                    }
+                    ok
                 }
             };
             if !ok {
