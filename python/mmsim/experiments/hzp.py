@@ -312,7 +312,7 @@ def usemem_metrics(r: dict[str, Any]) -> dict[str, Any]:
 
 def hzp_usemem_runs() -> list[Run]:
     return [
-        simulate(usemem_workload(rc), usemem_metrics, weight=22 if rc == "global" else 17, label=f"hzp-usemem {rc}")
+        simulate(usemem_workload(rc), usemem_metrics, weight=27 if rc == "global" else 24, label=f"hzp-usemem {rc}")
         for rc in USEMEM_REFCOUNTS
     ]
 

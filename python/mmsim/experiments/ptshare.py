@@ -94,8 +94,8 @@ def fork_metrics(r: dict[str, Any]) -> dict[str, float]:
 
 
 def ptshare_fork_runs() -> list[Run]:
-    # Host seconds of each run (scheduling only): `mmsim reproduce` on the build machine, c4d0a27.
-    weights = {"2.6.15": 444, "2.6.15-shpt": 110}
+    # Host seconds of each run (scheduling only): `make run` on the build machine, a8a10ea.
+    weights = {"2.6.15": 407, "2.6.15-shpt": 127}
     return [simulate(fork_workload(k), fork_metrics, weight=weights[c], label=f"ptshare-fork {c}") for c, k in CONFIGS]
 
 
@@ -373,13 +373,13 @@ OLTP_PAGES = (("4 KiB", False), ("2 MiB", True))
 
 
 def ptshare_oltp_runs() -> list[Run]:
-    # Host seconds of each run (scheduling only): `mmsim reproduce` on the build machine, c4d0a27.
-    weights = {("4 KiB", "2.6.15"): 203, ("4 KiB", "2.6.15-shpt"): 120, ("2 MiB", "2.6.15"): 87}
+    # Host seconds of each run (scheduling only): `make run` on the build machine, a8a10ea.
+    weights = {("4 KiB", "2.6.15"): 116, ("4 KiB", "2.6.15-shpt"): 78, ("2 MiB", "2.6.15"): 26}
     return [
         simulate(
             oltp_workload(knobs, huge),
             oltp_metrics,
-            weight=weights.get((pages, config), 86),
+            weight=weights.get((pages, config), 19),
             label=f"ptshare-oltp {pages} {config}",
         )
         for pages, huge in OLTP_PAGES

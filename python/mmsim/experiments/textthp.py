@@ -186,15 +186,15 @@ def _run_two(config: str) -> dict[str, Any]:
 TWO = ("2M seed", "2M khugepaged", "2M large folios")
 
 #: Host seconds of each run at full scale (scheduling only): `mmsim reproduce` on the build
-#: machine, c4d0a27.
-WEIGHTS = {"2M khugepaged": 195, "4K": 12, "seed, order-9 fails": 12, "2M seed": 13, "2M large folios": 12}
+#: machine, a8a10ea.
+WEIGHTS = {"2M khugepaged": 128, "4K": 8.4, "seed, order-9 fails": 7.6, "2M seed": 8.8, "2M large folios": 7.6}
 
 
 def text_thp_runs(passes: int = PASSES, sample: str | None = SAMPLE) -> list[Run]:
     """Every configuration's run, then the two-execution runs."""
     return [
         *(Run(_run_config, (c, passes, sample), WEIGHTS[c], f"text-thp {c}") for c in CONFIGS),
-        *(Run(_run_two, (c,), 7, f"text-thp 2 executions {c}") for c in TWO),
+        *(Run(_run_two, (c,), 5, f"text-thp 2 executions {c}") for c in TWO),
     ]
 
 
