@@ -365,11 +365,14 @@ fn sampling_report(it: &Interp, spec: crate::workload::interp::SampleSpec) -> cr
 /// FilePmdMapped / ShmemPmdMapped), in kB.
 fn anon_huge_kb(k: &Kernel, mm: MmId) -> i64 {
     use crate::kernel::mm::Backing;
-    // The anonymous THPs mapped by each PMD-aligned range of `(start, end)`.
-    let count = |(s, e): (u64, u64)| {
-        let mut n = 0;
-        let mut a = (s + k.geo.hpage_pmd_size() - 1) & k.geo.pmd_mask();
-        while a + k.geo.hpage_pmd_size() <= e {
+    let mut n = 0;
+    // smaps counts a shmem vma's huge pmds as ShmemPmdMapped and walks a hugetlb vma with
+    // smaps_hugetlb_range: neither maps an anonymous THP, and their (often very many) ranges
+    // are not looked at.
+    let vmas = k.mm(mm).vmas.values().filter(|v| !matches!(v.backing, Backing::Shmem(_) | Backing::Hugetlb(_)));
+    for v in vmas {
+        let mut a = (v.start + k.geo.hpage_pmd_size() - 1) & k.geo.pmd_mask();
+        while a + k.geo.hpage_pmd_size() <= v.end {
             if let Some(slot) = k.pmd_slot(mm, a) {
                 let en = k.entry(slot.table, slot.idx);
                 if en.present() && en.huge() && !k.is_huge_zero_pmd(en) && !k.is_hugetlb_pmd(en) && !k.is_file_pmd(en) {
@@ -377,20 +380,6 @@ fn anon_huge_kb(k: &Kernel, mm: MmId) -> i64 {
                 }
             }
             a += k.geo.hpage_pmd_size();
-        }
-        n
-    };
-    // A shmem or hugetlb vma's huge pmds map its object's pages, never an anonymous THP: its
-    // (often very many) ranges are not looked at (debug builds check it).
-    let counted = |b: Backing| !matches!(b, Backing::Shmem(_) | Backing::Hugetlb(_));
-    let vmas: Vec<((u64, u64), bool)> =
-        k.mm(mm).vmas.values().map(|v| ((v.start, v.end), counted(v.backing))).collect();
-    let mut n = 0;
-    for (range, look) in vmas {
-        if look {
-            n += count(range);
-        } else {
-            debug_assert_eq!(count(range), 0, "an anonymous THP in a shmem or hugetlb vma");
         }
     }
     n * k.geo.hpage_pmd_nr() as i64 * kb_per_page(k)

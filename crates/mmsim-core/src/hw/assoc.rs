@@ -78,7 +78,7 @@ pub struct SetAssoc {
     /// Sets of at most NIBBLE_WAYS ways: their order as nibble lists (`lists`).
     nibbles: bool,
     /// The common shape, with a path of its own: at most 16 ways, a power-of-two number of
-    /// sets, LRU (`access_lru`, `fill_lru`).
+    /// sets, LRU (`access_evicting`'s and `fill_lru`).
     lru_narrow: bool,
     /// Narrow sets: each set's recency order.
     lists: Vec<NibbleList>,
@@ -617,20 +617,7 @@ impl SetAssoc {
     /// Look up and fill on a miss, in one pass over the set; true on a hit.
     #[inline(always)]
     pub fn access(&mut self, key: u64) -> bool {
-        if self.lru_narrow {
-            return self.access_lru(key);
-        }
-        if self.ways == 0 {
-            return false;
-        }
-        let b = self.set_ref(key);
-        if let Some(i) = self.position(b, key) {
-            self.touch(b, i);
-            return true;
-        }
-        let v = self.victim(b);
-        self.place(b, v, key);
-        false
+        self.access_evicting(key).is_ok()
     }
 
     /// `access`, telling on a miss which key the insertion evicted: Ok on a hit, Err(evicted)
@@ -641,6 +628,7 @@ impl SetAssoc {
             let set = (key & self.set_mask) as usize;
             let m = self.match_narrow(set, key);
             if m != 0 {
+                // A hit becomes the most recent.
                 self.promote_narrow(set, (m.trailing_zeros() / 2) as u64);
                 return Ok(());
             }
@@ -699,20 +687,6 @@ impl SetAssoc {
         let l = unsafe { self.lists.get_unchecked_mut(set) };
         let p = nibble_position(l.order, w);
         l.order = (l.order & !low_nibbles(p + 1)) | ((l.order & low_nibbles(p)) << 4) | w;
-    }
-
-    /// `access` of a `lru_narrow` array.
-    #[inline(always)]
-    fn access_lru(&mut self, key: u64) -> bool {
-        let set = (key & self.set_mask) as usize;
-        let m = self.match_narrow(set, key);
-        if m != 0 {
-            // A hit becomes the most recent.
-            self.promote_narrow(set, (m.trailing_zeros() / 2) as u64);
-            return true;
-        }
-        self.insert_narrow(set, key);
-        false
     }
 
     /// `fill` of a `lru_narrow` array: the set's most recent way looked at first.

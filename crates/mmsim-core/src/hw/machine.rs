@@ -324,17 +324,17 @@ impl Machine {
     /// `cache_access` (with `fetch`, `icache_access`) of each line of a run (`first` plus each of
     /// `offsets`, ascending, below 64), in order, computed cache by cache: where each line was
     /// found (`found`) and, with `want_before`, where it was before the run (`before`, else
-    /// left as it was). The state left and every answer
-    /// are those of the line-by-line accesses: the run's lines, and those the streamer fills up
-    /// to the end of the last one's 4 KiB, fall in distinct sets of the L2 and the LLC, so each
-    /// of their sets sees its own line's operations in the same order (the prefetches of a line
-    /// first, then its access), and the order between sets changes nothing (but for random
-    /// replacement, whose shared generator the order would change: such runs are refused). The
-    /// L1 sees only the run's own accesses, in line order, so its sets may each hold several
-    /// lines of the run (a 16 KiB L1d has 32 sets of 64-byte lines); a line whose set an
-    /// earlier line of the run uses may be evicted by it before its own access, so where it
-    /// was before the run is looked up first. Returns false, doing nothing, when the run does
-    /// not qualify.
+    /// left as it was). The state left and every answer are those of the line-by-line
+    /// accesses: the run's lines, and those the streamer fills up to the end of the last one's
+    /// 4 KiB, fall in distinct sets of the L2 and the LLC, so each of their sets sees its own
+    /// line's operations in the same order (the prefetches of a line first, then its access),
+    /// and the order between sets changes nothing (but for random replacement, whose shared
+    /// generator the order would change: such runs are refused). The L1 sees only the run's
+    /// own accesses, in line order, so its sets may each hold several lines of the run (a
+    /// 16 KiB L1d has 32 sets of 64-byte lines); a line an earlier line of the run evicts
+    /// before its own access was in the L1 before the run (only the run inserts its lines),
+    /// which the eviction itself tells. Returns false, doing nothing, when the run does not
+    /// qualify.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn access_run(
         &mut self,

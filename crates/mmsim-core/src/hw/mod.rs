@@ -2,6 +2,7 @@
 //! the cycle cost model, configured by a profile.
 
 pub mod assoc;
+pub mod cpuset;
 pub mod machine;
 pub mod perf;
 pub mod prefetch;

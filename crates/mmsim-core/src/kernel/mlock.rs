@@ -217,28 +217,26 @@ impl Kernel {
         let cow_file = write && !v.is_shared() && matches!(v.backing, super::mm::Backing::File(_));
         let mut a = start;
         let mut result = Ok(());
-        // The PTE table of the PMD range walked last (its base address): the pages after the
-        // first of a range are looked up in it without walking from the PGD again. Only a fault
-        // changes the tables, so a fault forgets it.
+        // The PTE table of the PMD range walked last (its base address): the pages of a range
+        // are looked up in it without walking from the PGD again. Only a fault changes the
+        // tables, so a fault forgets it.
         let mut table: Option<(u64, Pfn)> = None;
         while a < end {
-            let ok = match table {
-                Some((base, t)) if a & self.geo.pmd_mask() == base => {
-                    let leaf = self.entry(t, self.geo.table_index(a, 0));
-                    leaf.present() && (!write || leaf.write())
+            let base = a & self.geo.pmd_mask();
+            if table.is_none_or(|(b, _)| b != base) {
+                table = self.pte_slot(mm, a).map(|s| (base, s.table));
+                if table.is_none() && self.follow_page_ok(mm, a, write) {
+                    // A huge pmd maps the whole range (follow_page_mask's page_mask): every
+                    // page of it is there alike.
+                    a = (base + self.geo.hpage_pmd_size()).min(end);
+                    continue;
                 }
-                _ => {
-                    table = self.pte_slot(mm, a).map(|s| (a & self.geo.pmd_mask(), s.table));
-                    let ok = self.follow_page_ok(mm, a, write);
-                    if ok && table.is_none() {
-                        // A huge pmd maps the whole range (follow_page_mask's page_mask): every
-                        // page of it is there alike.
-                        a = ((a & self.geo.pmd_mask()) + self.geo.hpage_pmd_size()).min(end);
-                        continue;
-                    }
-                    ok
-                }
-            };
+            }
+            // follow_page_mask's answer for a page of a PTE table (none without one).
+            let ok = table.is_some_and(|(_, t)| {
+                let leaf = self.entry(t, self.geo.table_index(a, 0));
+                leaf.present() && (!write || leaf.write())
+            });
             if !ok {
                 let ret = self.faultin_page(mm, a, write);
                 table = None;

@@ -318,7 +318,7 @@ pub struct Interp {
     /// runqueue, current task or slice changed since (their clocks' changes are recorded by
     /// `Clocks`): only those are computed again.
     next_task: Vec<(u64, usize)>,
-    sched_changed: Vec<u64>,
+    sched_changed: runqueue::CpuSet,
     /// The CPUs whose runqueue is not empty.
     busy_cpus: runqueue::CpuSet,
     /// Each CPU's current task (`rq->curr`) and the CPU clock at which its slice ends (the
@@ -418,7 +418,7 @@ impl Interp {
             rq: Vec::new(),
             sched: Vec::new(),
             next_task: Vec::new(),
-            sched_changed: Vec::new(),
+            sched_changed: runqueue::CpuSet::default(),
             busy_cpus: runqueue::CpuSet::default(),
             curr: Vec::new(),
             slice_end: Vec::new(),
@@ -442,7 +442,6 @@ impl Interp {
         };
         it.rq = vec![runqueue::RunQueue::default(); it.machine.cpus.len()];
         it.next_task = vec![(0, 0); it.machine.cpus.len()];
-        it.sched_changed = vec![0; it.machine.cpus.len().div_ceil(64)];
         it.curr = vec![None; it.machine.cpus.len()];
         it.slice_end = vec![0.0; it.machine.cpus.len()];
         it.hw_bytes = it.machine.host_bytes();

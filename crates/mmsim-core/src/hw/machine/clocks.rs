@@ -4,30 +4,24 @@
 
 use std::ops::{Index, IndexMut};
 
+use crate::hw::cpuset::CpuSet;
+
 /// Cycles elapsed on each CPU. Writing one (`IndexMut`) marks it changed.
 #[derive(Clone, Debug, Default)]
 pub struct Clocks {
     v: Vec<f64>,
-    /// A bit per CPU whose clock was written since `take_changed`.
-    changed: Vec<u64>,
+    /// The CPUs whose clock was written since `take_changed`.
+    changed: CpuSet,
 }
 
 impl Clocks {
     /// `n` CPUs at cycle 0, every one marked changed.
     pub fn new(n: usize) -> Clocks {
-        let mut changed = vec![0u64; n.div_ceil(64)];
+        let mut changed = CpuSet::default();
         for c in 0..n {
-            changed[c / 64] |= 1 << (c % 64);
+            changed.insert(c);
         }
         Clocks { v: vec![0.0; n], changed }
-    }
-
-    pub fn len(&self) -> usize {
-        self.v.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.v.is_empty()
     }
 
     /// Every clock, by CPU.
@@ -35,12 +29,11 @@ impl Clocks {
         self.v.iter().copied()
     }
 
-    /// The CPUs whose clocks were written since the last call, as a bit set (word `i`, bit `b`:
-    /// CPU `64 i + b`), ORed into `into`; the record starts afresh.
-    pub fn take_changed(&mut self, into: &mut [u64]) {
-        for (d, s) in into.iter_mut().zip(self.changed.iter_mut()) {
-            *d |= std::mem::take(s);
-        }
+    /// Add the CPUs whose clocks were written since the last call to `into`; the record starts
+    /// afresh.
+    pub fn take_changed(&mut self, into: &mut CpuSet) {
+        into.union_with(&self.changed);
+        self.changed.clear();
     }
 }
 
@@ -55,7 +48,7 @@ impl Index<usize> for Clocks {
 impl IndexMut<usize> for Clocks {
     #[inline(always)]
     fn index_mut(&mut self, c: usize) -> &mut f64 {
-        self.changed[c / 64] |= 1 << (c % 64);
+        self.changed.insert(c);
         &mut self.v[c]
     }
 }
@@ -64,23 +57,22 @@ impl IndexMut<usize> for Clocks {
 mod tests {
     use super::*;
 
+    fn taken(c: &mut Clocks) -> Vec<usize> {
+        let mut seen = CpuSet::default();
+        c.take_changed(&mut seen);
+        seen.iter().collect()
+    }
+
     #[test]
     fn writes_are_recorded_once() {
         let mut c = Clocks::new(70);
-        let mut seen = vec![0u64; 2];
-        c.take_changed(&mut seen);
-        assert_eq!(seen, vec![u64::MAX, (1 << 6) - 1], "all CPUs start changed");
-        let mut seen = vec![0u64; 2];
+        assert_eq!(taken(&mut c), (0..70).collect::<Vec<_>>(), "all CPUs start changed");
         let _ = c[3] + c[65];
-        c.take_changed(&mut seen);
-        assert_eq!(seen, vec![0, 0], "reads are not changes");
+        assert_eq!(taken(&mut c), Vec::<usize>::new(), "reads are not changes");
         c[3] += 1.0;
         c[65] = 2.0;
-        c.take_changed(&mut seen);
-        assert_eq!(seen, vec![1 << 3, 1 << 1]);
+        assert_eq!(taken(&mut c), vec![3, 65]);
         assert_eq!((c[3], c[65]), (1.0, 2.0));
-        let mut seen = vec![0u64; 2];
-        c.take_changed(&mut seen);
-        assert_eq!(seen, vec![0, 0]);
+        assert_eq!(taken(&mut c), Vec::<usize>::new());
     }
 }

@@ -32,11 +32,17 @@ const LIVELOCK_FAULTS: u32 = 64;
 
 impl Interp {
     /// Make one page accessible: walk, fault as needed. Err when the task died.
+    #[inline]
     fn access_page(&mut self, t: usize, addr: u64, access: Access) -> Result<Pfn, Stop> {
         let mm = self.tasks[t].mm.ok_or(Stop::Dead)?;
         let cpu = self.tasks[t].cpu;
         let first = self.machine.translate(cpu, &mut self.kernel, mm, addr, access, &mut self.tasks[t].perf, false);
-        self.access_page_from(t, addr, access, first)
+        match first {
+            // A translation that needs no fault, and no reference model to consult: the
+            // page's frame at once.
+            Translation::Frame(pfn) if self.oracle.is_none() => Ok(pfn),
+            _ => self.access_page_from(t, addr, access, first),
+        }
     }
 
     /// `access_page` given what its first translation found (`first`).
@@ -372,17 +378,8 @@ impl Interp {
             }
             used += 1;
             self.steps += 1;
-            // A translation that needs no fault, and no reference model to consult: the page's
-            // frame at once (`access_page`'s first step, which it otherwise goes on from).
-            let Some(mm) = self.tasks[t].mm else { return used };
-            let cpu = self.tasks[t].cpu;
-            let first = self.machine.translate(cpu, &mut self.kernel, mm, addr, kind, &mut self.tasks[t].perf, false);
-            let pfn = match first {
-                Translation::Frame(pfn) if self.oracle.is_none() => pfn,
-                _ => match self.access_page_from(t, addr, kind, first) {
-                    Ok(pfn) => pfn,
-                    Err(_) => return used,
-                },
+            let Ok(pfn) = self.access_page(t, addr, kind) else {
+                return used;
             };
             let page_size = self.kernel.geo.page_size();
             let page = addr & self.kernel.geo.page_mask();

@@ -1,6 +1,8 @@
 //! The scheduler's sets, in forms cheap for what `round` does to them every quantum: a CPU's
 //! runqueue as a sorted vector (a task that ran goes back at the end: its key is the newest)
-//! and the busy CPUs as a bit set.
+//! and the busy CPUs as a bit set (`CpuSet`).
+
+pub use crate::hw::cpuset::CpuSet;
 
 /// A CPU's runnable tasks by (last_run, index), least recently run first: the ordered set
 /// `BTreeSet<(u64, usize)>` was, as a sorted vector. A task requeued after its quantum has
@@ -74,43 +76,6 @@ impl RunQueue {
     }
 }
 
-/// A set of CPU numbers, iterated in ascending order (as the `BTreeSet<usize>` it replaces).
-#[derive(Clone, Debug, Default)]
-pub struct CpuSet(Vec<u64>);
-
-impl CpuSet {
-    #[inline]
-    pub fn insert(&mut self, cpu: usize) {
-        let w = cpu / 64;
-        if w >= self.0.len() {
-            self.0.resize(w + 1, 0);
-        }
-        self.0[w] |= 1 << (cpu % 64);
-    }
-
-    #[inline]
-    pub fn remove(&mut self, cpu: usize) {
-        if let Some(w) = self.0.get_mut(cpu / 64) {
-            *w &= !(1 << (cpu % 64));
-        }
-    }
-
-    /// The CPUs, lowest first.
-    #[inline]
-    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        self.0.iter().enumerate().flat_map(|(i, &w)| {
-            let mut bits = w;
-            std::iter::from_fn(move || {
-                (bits != 0).then(|| {
-                    let b = bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    i * 64 + b
-                })
-            })
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,22 +97,6 @@ mod tests {
                 prop_assert_eq!(q.first(), b.first());
                 prop_assert_eq!(q.len(), b.len());
                 prop_assert!(q.iter().eq(b.iter()));
-            }
-        }
-
-        /// The CPU set iterates as the ordered set it replaces.
-        #[test]
-        fn cpuset_is_the_ordered_set(ops in proptest::collection::vec((any::<bool>(), 0usize..200), 0..200)) {
-            let (mut s, mut b) = (CpuSet::default(), BTreeSet::new());
-            for (add, c) in ops {
-                if add {
-                    s.insert(c);
-                    b.insert(c);
-                } else {
-                    s.remove(c);
-                    b.remove(&c);
-                }
-                prop_assert!(s.iter().eq(b.iter().copied()));
             }
         }
     }

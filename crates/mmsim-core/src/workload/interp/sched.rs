@@ -21,7 +21,7 @@ impl Interp {
             self.sched.resize(i + 1, SchedEntity::default());
         }
         let (cpu, key, runnable) = (self.tasks[i].cpu, (self.sched[i].last_run, i), self.tasks[i].runnable());
-        self.sched_changed[cpu / 64] |= 1 << (cpu % 64);
+        self.sched_changed.insert(cpu);
         let q = &mut self.rq[cpu];
         if runnable {
             if q.insert(key) {
@@ -74,16 +74,14 @@ impl Interp {
         } else {
             // Each busy CPU's candidate, computed again only where something of that CPU changed.
             self.machine.clock.take_changed(&mut self.sched_changed);
-            for w in 0..self.sched_changed.len() {
-                let mut bits = std::mem::take(&mut self.sched_changed[w]);
-                while bits != 0 {
-                    let c = w * 64 + bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    if !self.rq[c].is_empty() {
-                        self.next_task[c] = self.pick_next_task(c);
-                    }
+            let changed = std::mem::take(&mut self.sched_changed);
+            for c in changed.iter() {
+                if !self.rq[c].is_empty() {
+                    self.next_task[c] = self.pick_next_task(c);
                 }
             }
+            self.sched_changed = changed;
+            self.sched_changed.clear();
             for c in self.busy_cpus.iter() {
                 let (last_run, i) = self.next_task[c];
                 debug_assert_eq!((last_run, i), self.pick_next_task(c));
@@ -141,7 +139,7 @@ impl Interp {
             }
         }
         self.sched[t] = SchedEntity { last_run: self.run_seq, queued: false };
-        self.sched_changed[cpu / 64] |= 1 << (cpu % 64);
+        self.sched_changed.insert(cpu);
         // A new slice for a task switched in, or for one whose slice ended with nothing else
         // to run (the tick renews it).
         if !self.serial && (self.curr[cpu] != Some(t) || self.machine.clock[cpu] >= self.slice_end[cpu]) {
