@@ -341,6 +341,9 @@ enum Op {
     Invalidate(u64),
     InvalidateIf(u64),
     Flush,
+    /// `access_mask` / `fill_mask` (`bool`: fill) of the keys from a first one (the mask is
+    /// cut to the array's sets).
+    Mask(u64, u64, bool),
 }
 
 fn op() -> impl proptest::strategy::Strategy<Value = Op> {
@@ -358,6 +361,7 @@ fn op() -> impl proptest::strategy::Strategy<Value = Op> {
         3 => key.prop_map(Op::Invalidate),
         1 => (2u64..5).prop_map(Op::InvalidateIf),
         1 => Just(Op::Flush),
+        4 => (0u64..96, any::<u64>(), any::<bool>()).prop_map(|(k, m, f)| Op::Mask(k, m, f)),
     ]
 }
 
@@ -406,6 +410,18 @@ proptest::proptest! {
                     proptest::prop_assert_eq!(a.invalidate_if(|k| k % m == 1), b.invalidate_if(|k| k % m == 1))
                 }
                 Op::Flush => { a.flush(); b.flush(); }
+                Op::Mask(first, m, fill) => {
+                    // Keys in distinct sets: the mask's bits below the number of sets.
+                    let m = if sets >= 64 { m } else { m & ((1 << sets) - 1) };
+                    let mut want = 0;
+                    for o in (0..64).filter(|o| m >> o & 1 == 1) {
+                        let k = first + o;
+                        let found = if fill { let p = b.contains(k); b.fill(k); p } else { b.access(k) };
+                        want |= (found as u64) << o;
+                    }
+                    let got = if fill { a.fill_mask(first, m) } else { a.access_mask(first, m) };
+                    proptest::prop_assert_eq!(got, want, "{}: {:?}", n, op);
+                }
             }
             for s in 0..sets {
                 proptest::prop_assert_eq!(a.set_order(s), b.set_order(s), "set {} after {}: {:?}", s, n, op);

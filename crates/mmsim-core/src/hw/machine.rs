@@ -369,14 +369,20 @@ impl Machine {
         // lost to an earlier line of the run in their set (only the run's own accesses insert a
         // line of it, so a line evicted before its access was there at the start).
         let (mut miss, mut l1_before) = (0u64, 0u64);
-        let wraps = want_before && (last as u64) >= l1.sets();
-        for &o in offsets {
-            match l1.access_evicting(first + o as u64) {
-                Ok(()) => {}
-                Err(evicted) => {
-                    miss |= 1 << o;
-                    if let Some(e) = evicted.filter(|&e| wraps && e > first + o as u64 && e < first + 64) {
-                        l1_before |= 1 << (e - first);
+        if (last as u64) < l1.sets() {
+            // Each line in a set of its own: one batch.
+            let lines = offsets.iter().fold(0u64, |m, &o| m | 1 << o);
+            miss = lines & !l1.access_mask(first, lines);
+        } else {
+            let wraps = want_before;
+            for &o in offsets {
+                match l1.access_evicting(first + o as u64) {
+                    Ok(()) => {}
+                    Err(evicted) => {
+                        miss |= 1 << o;
+                        if let Some(e) = evicted.filter(|&e| wraps && e > first + o as u64 && e < first + 64) {
+                            l1_before |= 1 << (e - first);
+                        }
                     }
                 }
             }
@@ -384,56 +390,29 @@ impl Machine {
         // The streamer sees each miss in order; a miss that continues a stream fills the lines
         // after it (at most the degree, within its 4 KiB).
         let mut filled = 0u64;
+        let page_mask = prefetch_shift.map_or(0, |shift| (1u64 << shift) - 1);
         let mut m = miss;
         while m != 0 {
             let o = m.trailing_zeros() as u64;
             m &= m - 1;
             let line = first + o;
             if c.streams.observe(line) && fills {
-                let shift = prefetch_shift.expect("fills");
-                let room = (((line >> shift) + 1) << shift) - line - 1;
-                let k = room.min(*prefetch_degree);
-                // Offsets o + 1 ..= o + k (below span, so below 64).
-                if k > 0 {
-                    filled |= ((1u64 << k) - 1) << (o + 1);
-                }
+                // The lines after it in its prefetch page, at most the degree: offsets
+                // o + 1 ..= o + k (below span, so below 64).
+                let k = (page_mask - (line & page_mask)).min(*prefetch_degree);
+                filled |= ((1u64 << k) - 1) << (o + 1);
             }
         }
         // The L2: a filled line is filled once (later fills of it change nothing), then
         // accessed if the L1 missed it; a line the fill placed is its set's most recent
-        // already, so the access changes nothing either.
-        let (mut l2_hit, mut l2_before) = (0u64, 0u64);
-        let mut m = filled | miss;
-        while m != 0 {
-            let o = m.trailing_zeros();
-            m &= m - 1;
-            let (bit, line) = (1u64 << o, first + o as u64);
-            if filled & bit != 0 {
-                let present = c.l2.fill(line);
-                l2_before |= bit * present as u64;
-                if miss & bit != 0 {
-                    if present {
-                        c.l2.access(line);
-                    }
-                    l2_hit |= bit;
-                }
-            } else if c.l2.access(line) {
-                l2_hit |= bit;
-            }
-        }
+        // already, so the access changes nothing either. Every line of the span has a set of
+        // its own in the L2 and in the LLC (checked above), so each level's work is a batch.
+        let l2_before = c.l2.fill_mask(first, filled);
+        c.l2.access_mask(first, filled & miss & l2_before);
+        let l2_hit = (filled & miss) | c.l2.access_mask(first, miss & !filled);
         // The LLC: the fills, and the accesses of the lines the L2 missed (none was filled).
-        let (mut llc_hit, mut llc_before) = (0u64, 0u64);
-        let mut m = filled | (miss & !l2_hit);
-        while m != 0 {
-            let o = m.trailing_zeros();
-            m &= m - 1;
-            let (bit, line) = (1u64 << o, first + o as u64);
-            if filled & bit != 0 {
-                llc_before |= bit * llc.fill(line) as u64;
-            } else if llc.access(line) {
-                llc_hit |= bit;
-            }
-        }
+        let llc_before = llc.fill_mask(first, filled);
+        let llc_hit = llc.access_mask(first, miss & !l2_hit);
         for (k, &o) in offsets.iter().enumerate() {
             let bit = 1u64 << o;
             let level = |l2: u64, llc: u64| {
