@@ -124,6 +124,59 @@ pub struct Machine {
     stall_parallel: [f64; 4],
 }
 
+/// Where the lines of a run (`Machine::run_masks`) were, a bit per line (bit `o`: the run's
+/// first line plus `o`).
+#[derive(Clone, Copy, Debug, Default)]
+struct RunMasks {
+    /// Not in the L1.
+    miss: u64,
+    /// Missed in the L1, found in the L2.
+    l2_hit: u64,
+    /// Missed in the L1 and the L2, found in the LLC (the rest came from memory).
+    llc_hit: u64,
+    /// In the L1 before the run, evicted by an earlier line of it (asked with `want_before`).
+    l1_before: u64,
+    /// Filled by the streamer during the run.
+    filled: u64,
+    /// Of those, in the L2 (the LLC) before the run.
+    l2_before: u64,
+    llc_before: u64,
+}
+
+impl RunMasks {
+    /// Where line `o` was found.
+    #[inline(always)]
+    fn level(&self, o: u8) -> Level {
+        let bit = 1u64 << o;
+        if self.miss & bit == 0 {
+            Level::L1
+        } else if self.l2_hit & bit != 0 {
+            Level::L2
+        } else if self.llc_hit & bit != 0 {
+            Level::Llc
+        } else {
+            Level::Mem
+        }
+    }
+
+    /// Where line `o` was before the run.
+    #[inline(always)]
+    fn before(&self, o: u8) -> Level {
+        let bit = 1u64 << o;
+        if self.miss & bit == 0 || self.l1_before & bit != 0 {
+            Level::L1
+        } else if self.filled & bit == 0 {
+            self.level(o)
+        } else if self.l2_before & bit != 0 {
+            Level::L2
+        } else if self.llc_before & bit != 0 {
+            Level::Llc
+        } else {
+            Level::Mem
+        }
+    }
+}
+
 /// A page-table entry `Machine::warm_access` found ahead of its access: entry `idx` of the
 /// table in frame `table`, for base page `page` of `mm`.
 #[derive(Clone, Copy, Debug)]
@@ -346,7 +399,25 @@ impl Machine {
         want_before: bool,
         fetch: bool,
     ) -> bool {
-        let Some(&last) = offsets.last() else { return true };
+        let lines = offsets.iter().fold(0u64, |m, &o| m | 1 << o);
+        debug_assert_eq!(lines.count_ones() as usize, offsets.len(), "ascending distinct offsets");
+        let Some(r) = self.run_masks(cpu, first, lines, want_before, fetch) else { return false };
+        for (k, &o) in offsets.iter().enumerate() {
+            found[k] = r.level(o);
+            if want_before {
+                before[k] = r.before(o);
+            }
+        }
+        true
+    }
+
+    /// `access_run` of the lines `first + o` for each bit `o` of `lines`, answered as masks
+    /// (`RunMasks`); None, doing nothing, when the run does not qualify.
+    fn run_masks(&mut self, cpu: usize, first: u64, lines: u64, want_before: bool, fetch: bool) -> Option<RunMasks> {
+        if lines == 0 {
+            return Some(RunMasks::default());
+        }
+        let last = 63 - lines.leading_zeros() as u8;
         let Machine { cpus, llc, prefetch_degree, prefetch_shift, .. } = self;
         let c = &mut cpus[cpu];
         // Instruction fetches go through the L1i, loads and stores through the L1d.
@@ -363,7 +434,7 @@ impl Machine {
             || c.l2.policy() == Replacement::Random
             || llc.policy() == Replacement::Random
         {
-            return false;
+            return None;
         }
         // The L1, in line order: which lines miss, and which lines of the run it held before and
         // lost to an earlier line of the run in their set (only the run's own accesses insert a
@@ -371,16 +442,18 @@ impl Machine {
         let (mut miss, mut l1_before) = (0u64, 0u64);
         if (last as u64) < l1.sets() {
             // Each line in a set of its own: one batch.
-            let lines = offsets.iter().fold(0u64, |m, &o| m | 1 << o);
             miss = lines & !l1.access_mask(first, lines);
         } else {
             let wraps = want_before;
-            for &o in offsets {
-                match l1.access_evicting(first + o as u64) {
+            let mut m = lines;
+            while m != 0 {
+                let o = m.trailing_zeros() as u64;
+                m &= m - 1;
+                match l1.access_evicting(first + o) {
                     Ok(()) => {}
                     Err(evicted) => {
                         miss |= 1 << o;
-                        if let Some(e) = evicted.filter(|&e| wraps && e > first + o as u64 && e < first + 64) {
+                        if let Some(e) = evicted.filter(|&e| wraps && e > first + o && e < first + 64) {
                             l1_before |= 1 << (e - first);
                         }
                     }
@@ -400,7 +473,9 @@ impl Machine {
                 // The lines after it in its prefetch page, at most the degree: offsets
                 // o + 1 ..= o + k (below span, so below 64).
                 let k = (page_mask - (line & page_mask)).min(*prefetch_degree);
-                filled |= ((1u64 << k) - 1) << (o + 1);
+                if k > 0 {
+                    filled |= ((1u64 << k) - 1) << (o + 1);
+                }
             }
         }
         // The L2: a filled line is filled once (later fills of it change nothing), then
@@ -413,34 +488,7 @@ impl Machine {
         // The LLC: the fills, and the accesses of the lines the L2 missed (none was filled).
         let llc_before = llc.fill_mask(first, filled);
         let llc_hit = llc.access_mask(first, miss & !l2_hit);
-        for (k, &o) in offsets.iter().enumerate() {
-            let bit = 1u64 << o;
-            let level = |l2: u64, llc: u64| {
-                if l2 & bit != 0 {
-                    Level::L2
-                } else if llc & bit != 0 {
-                    Level::Llc
-                } else {
-                    Level::Mem
-                }
-            };
-            if !want_before {
-                found[k] = if miss & bit == 0 { Level::L1 } else { level(l2_hit, llc_hit) };
-            } else if miss & bit == 0 {
-                (found[k], before[k]) = (Level::L1, Level::L1);
-            } else {
-                found[k] = level(l2_hit, llc_hit);
-                before[k] = if l1_before & bit != 0 {
-                    // In the L1 before the run, evicted by an earlier line of it.
-                    Level::L1
-                } else if filled & bit != 0 {
-                    level(l2_before, llc_before)
-                } else {
-                    found[k]
-                };
-            }
-        }
-        true
+        Some(RunMasks { miss, l2_hit, llc_hit, l1_before, filled, l2_before, llc_before })
     }
 
     /// Extra cycles of an access served at `level` beyond an L1 hit, divided by the
@@ -761,6 +809,22 @@ impl Machine {
             // One access (a random load or store, one byte of a sparse touch): its line.
             let lvl = self.cache_access(cpu, base + (ps >> self.line_shift));
             count_level(self, lvl);
+        } else if let Some((r, _)) = self.page_run(cpu, base, (ps, pe, stride, count), false) {
+            // The same tallies from the run's masks; the stalls added in line order (an L1
+            // hit's is zero, which adds nothing).
+            let mem = r.miss & !r.l2_hit & !r.llc_hit;
+            from_memory += mem.count_ones() as u64;
+            l1_misses += r.miss.count_ones() as u64;
+            llc_loads += (r.miss & !r.l2_hit).count_ones() as u64;
+            llc_misses += mem.count_ones() as u64;
+            let mut m = r.miss;
+            while m != 0 {
+                let o = m.trailing_zeros();
+                m &= m - 1;
+                // Level::L2, Llc or Mem (found in at most one of the two).
+                let level = 3 - 2 * (r.l2_hit >> o & 1) - (r.llc_hit >> o & 1);
+                stall += self.stall_parallel[level as usize];
+            }
         } else {
             self.page_lines(cpu, base, (ps, pe, stride, count), false, &mut count_level);
         }
@@ -791,32 +855,60 @@ impl Machine {
         &mut self,
         cpu: usize,
         base: u64,
-        (ps, pe, stride, count): (u64, u64, u64, u64),
+        span: (u64, u64, u64, u64),
         fetch: bool,
         found_at: &mut impl FnMut(&Machine, Level),
     ) {
-        let (mut offsets, mut n, mut fits) = ([0u8; 64], 0, true);
-        let first = ps >> self.line_shift;
-        self.for_each_line_offset(ps, pe, stride, count, &mut |o: u64| {
-            // A run holds at most 64 lines, all within 64 lines of its first.
-            if n < 64 && o < 64 {
-                offsets[n] = o as u8;
-            } else {
-                fits = false;
-            }
-            n += 1;
-        });
-        let (mut found, mut before) = ([Level::L1; 64], [Level::L1; 64]);
-        if fits && n >= 2 && self.access_run(cpu, base + first, &offsets[..n], &mut found, &mut before, false, fetch) {
-            for &lvl in &found[..n] {
-                found_at(self, lvl);
+        if let Some((r, mut lines)) = self.page_run(cpu, base, span, fetch) {
+            while lines != 0 {
+                let o = lines.trailing_zeros() as u8;
+                lines &= lines - 1;
+                found_at(self, r.level(o));
             }
         } else {
+            let (ps, pe, stride, count) = span;
             self.for_each_line(ps, pe, stride, count, &mut |m: &mut Machine, l: u64| {
                 let lvl = if fetch { m.icache_access(cpu, base + l) } else { m.cache_access(cpu, base + l) };
                 found_at(m, lvl)
             });
         }
+    }
+
+    /// `page_lines`' lines as one run (`run_masks`), with the mask of the lines (from the
+    /// first one's), bit `o` for line `(ps >> line_shift) + o`; None, doing nothing, when they
+    /// do not qualify (fewer than two lines, or farther than 64 lines apart).
+    #[inline]
+    fn page_run(
+        &mut self,
+        cpu: usize,
+        base: u64,
+        (ps, pe, stride, count): (u64, u64, u64, u64),
+        fetch: bool,
+    ) -> Option<(RunMasks, u64)> {
+        let first = ps >> self.line_shift;
+        if stride <= self.line_size() {
+            // Every line from the first access's to the last's.
+            let n = ((ps + (count - 1) * stride) >> self.line_shift) - first + 1;
+            if !(2..=64).contains(&n) {
+                return None;
+            }
+            let lines = u64::MAX >> (64 - n);
+            return Some((self.run_masks(cpu, base + first, lines, false, fetch)?, lines));
+        }
+        let (mut lines, mut n, mut fits) = (0u64, 0, true);
+        self.for_each_line_offset(ps, pe, stride, count, &mut |o: u64| {
+            // A run holds lines within 64 lines of its first.
+            if o < 64 {
+                lines |= 1 << o;
+            } else {
+                fits = false;
+            }
+            n += 1;
+        });
+        if !fits || n < 2 {
+            return None;
+        }
+        Some((self.run_masks(cpu, base + first, lines, false, fetch)?, lines))
     }
 
     /// Ask the host to bring into its caches what simulating an access to physical `line`
