@@ -101,6 +101,8 @@ pub struct SetAssoc {
     last_shift: u32,
     /// Groups of LANES tags per set (`lanes / LANES`).
     set_groups: usize,
+    /// The host has AVX2: batches (`access_mask`, `fill_mask`) compare tags with it.
+    avx2: bool,
 }
 
 /// A narrow set's valid ways from most to least recent.
@@ -222,6 +224,7 @@ impl SetAssoc {
                 full_mask: 0,
                 last_shift: 0,
                 set_groups: 0,
+                avx2: false,
             });
         }
         if ways == 0 || !entries.is_multiple_of(ways) {
@@ -257,6 +260,7 @@ impl SetAssoc {
             full_mask: if nibbles { ((1u32 << ways) - 1) as u16 } else { 0 },
             last_shift: if nibbles { 4 * (ways as u32 - 1) } else { 0 },
             set_groups: lanes / LANES,
+            avx2: group::has_avx2(),
         })
     }
 
@@ -696,9 +700,18 @@ impl SetAssoc {
     pub fn access_mask(&mut self, first: u64, mask: u64) -> u64 {
         debug_assert!(mask == 0 || 64 - mask.leading_zeros() as u64 <= self.sets);
         if self.lru_narrow {
+            if self.avx2 {
+                // SAFETY: the host has AVX2 (`has_avx2`).
+                return unsafe {
+                    match self.set_groups {
+                        1 => self.narrow_mask_avx2::<1, false>(first, mask),
+                        _ => self.narrow_mask_avx2::<2, false>(first, mask),
+                    }
+                };
+            }
             return match self.set_groups {
-                1 => self.narrow_mask::<1, false>(first, mask),
-                _ => self.narrow_mask::<2, false>(first, mask),
+                1 => self.narrow_mask::<1, false, false>(first, mask),
+                _ => self.narrow_mask::<2, false, false>(first, mask),
             };
         }
         let (mut hits, mut m) = (0, mask);
@@ -716,9 +729,18 @@ impl SetAssoc {
     pub fn fill_mask(&mut self, first: u64, mask: u64) -> u64 {
         debug_assert!(mask == 0 || 64 - mask.leading_zeros() as u64 <= self.sets);
         if self.lru_narrow {
+            if self.avx2 {
+                // SAFETY: the host has AVX2 (`has_avx2`).
+                return unsafe {
+                    match self.set_groups {
+                        1 => self.narrow_mask_avx2::<1, true>(first, mask),
+                        _ => self.narrow_mask_avx2::<2, true>(first, mask),
+                    }
+                };
+            }
             return match self.set_groups {
-                1 => self.narrow_mask::<1, true>(first, mask),
-                _ => self.narrow_mask::<2, true>(first, mask),
+                1 => self.narrow_mask::<1, true, false>(first, mask),
+                _ => self.narrow_mask::<2, true, false>(first, mask),
             };
         }
         let (mut present, mut m) = (0, mask);
@@ -730,10 +752,17 @@ impl SetAssoc {
         present
     }
 
+    /// `narrow_mask` compiled with AVX2, comparing tags with it.
+    #[target_feature(enable = "avx2")]
+    fn narrow_mask_avx2<const G: usize, const FILL: bool>(&mut self, first: u64, mask: u64) -> u64 {
+        self.narrow_mask::<G, FILL, true>(first, mask)
+    }
+
     /// `access_mask` (`FILL`: `fill_mask`) of an `lru_narrow` array of `G` tag groups per set,
-    /// with the array's shape held in registers over the batch.
+    /// with the array's shape held in registers over the batch (`AVX2`: only inlined into
+    /// `narrow_mask_avx2`).
     #[inline(always)]
-    fn narrow_mask<const G: usize, const FILL: bool>(&mut self, first: u64, mask: u64) -> u64 {
+    fn narrow_mask<const G: usize, const FILL: bool, const AVX2: bool>(&mut self, first: u64, mask: u64) -> u64 {
         debug_assert!(self.lru_narrow && self.set_groups == G);
         let (set_mask, full, last_shift) = (self.set_mask, self.full_mask, self.last_shift);
         let (groups, lists) = (self.groups.as_mut_ptr(), self.lists.as_mut_ptr());
@@ -746,15 +775,26 @@ impl SetAssoc {
             // SAFETY: `set` is a set of this array (`set_mask`), which has G groups of tags and
             // one order per set.
             let (g, l) = unsafe { (groups.add(set * G), &mut *lists.add(set)) };
-            let mut hit = group::match_tags(unsafe { &(*g).0 }, key);
-            if G == 2 {
-                hit |= group::match_tags(unsafe { &(*g.add(1)).0 }, key) << 16;
-            }
+            // The ways whose tag is `key`: a bit each with AVX2, two bits each without.
+            let hit = if AVX2 {
+                // SAFETY: AVX2 is only set in `narrow_mask_avx2`, which the host can run.
+                let mut m = unsafe { group::match_ways_avx2(&(*g).0, key) };
+                if G == 2 {
+                    m |= unsafe { group::match_ways_avx2(&(*g.add(1)).0, key) } << LANES;
+                }
+                m
+            } else {
+                let mut m = group::match_tags(unsafe { &(*g).0 }, key);
+                if G == 2 {
+                    m |= group::match_tags(unsafe { &(*g.add(1)).0 }, key) << 16;
+                }
+                m
+            };
             if hit != 0 {
                 found |= 1 << o;
                 if !FILL {
                     // An LRU hit becomes the most recent.
-                    let w = (hit.trailing_zeros() / 2) as u64;
+                    let w = (hit.trailing_zeros() >> (!AVX2) as u32) as u64;
                     let p = nibble_position(l.order, w);
                     l.order = (l.order & !low_nibbles(p + 1)) | ((l.order & low_nibbles(p)) << 4) | w;
                 }
@@ -845,6 +885,14 @@ impl SetAssoc {
         } else {
             host_prefetch(&self.chains[s.set]);
         }
+    }
+
+    /// Compare the tags of batches without AVX2 even where the host has it (tests of both
+    /// paths).
+    #[cfg(test)]
+    pub fn without_avx2(mut self) -> SetAssoc {
+        self.avx2 = false;
+        self
     }
 
     /// The replacement policy.

@@ -386,11 +386,16 @@ proptest::proptest! {
         wide in proptest::bool::ANY,
         policy in 0u8..3,
         ops in proptest::collection::vec(op(), 1..400),
+        // Batches compare tags with AVX2 where the host has it, or without.
+        avx2 in proptest::bool::ANY,
     ) {
         // Wide: a fully associative array of 64 or 72 ways (the TLBs of the default and Zen 4).
         let (sets, ways) = if wide { (1, if ways % 2 == 0 { 64 } else { 72 }) } else { (sets, ways) };
         let policy = [Replacement::Lru, Replacement::Fifo, Replacement::Random][policy as usize];
         let mut a = SetAssoc::new(sets * ways, ways, policy).unwrap();
+        if !avx2 {
+            a = a.without_avx2();
+        }
         let mut b = ReferenceSetAssoc::new(sets * ways, ways, policy).unwrap();
         for (n, op) in ops.iter().enumerate() {
             match *op {
@@ -429,5 +434,45 @@ proptest::proptest! {
             proptest::prop_assert_eq!(digest_new(&a), digest_old(&b), "digest after {}: {:?}", n, op);
         }
         proptest::prop_assert_eq!(a.capacity(), b.capacity());
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+    /// Batches (`access_mask`, `fill_mask`) of narrow LRU arrays, the shape with paths of its
+    /// own (with AVX2 and without), mixed with single accesses: as the reference model's
+    /// accesses and fills one by one.
+    #[test]
+    fn batches_of_narrow_lru_arrays_behave_as_single_operations(
+        sets in proptest::sample::select(vec![1usize, 2, 4, 8]),
+        ways in 1usize..=16,
+        avx2 in proptest::bool::ANY,
+        ops in proptest::collection::vec((0u64..48, proptest::num::u64::ANY, 0u8..3), 1..300),
+    ) {
+        let mut a = SetAssoc::new(sets * ways, ways, Replacement::Lru).unwrap();
+        if !avx2 {
+            a = a.without_avx2();
+        }
+        let mut b = ReferenceSetAssoc::new(sets * ways, ways, Replacement::Lru).unwrap();
+        for (n, &(first, m, kind)) in ops.iter().enumerate() {
+            if kind == 0 {
+                proptest::prop_assert_eq!(a.access(first), b.access(first), "{}", n);
+            } else {
+                let fill = kind == 2;
+                let m = if sets >= 64 { m } else { m & ((1 << sets) - 1) };
+                let mut want = 0;
+                for o in (0..64).filter(|o| m >> o & 1 == 1) {
+                    let k = first + o;
+                    let found = if fill { let p = b.contains(k); b.fill(k); p } else { b.access(k) };
+                    want |= (found as u64) << o;
+                }
+                let got = if fill { a.fill_mask(first, m) } else { a.access_mask(first, m) };
+                proptest::prop_assert_eq!(got, want, "{}", n);
+            }
+            for s in 0..sets {
+                proptest::prop_assert_eq!(a.set_order(s), b.set_order(s), "set {} after {}", s, n);
+            }
+        }
     }
 }

@@ -25,6 +25,25 @@ mod imp {
         }
     }
 
+    /// Ways of the group whose tag is `key`, one bit per way (bit i: way i), with AVX2's
+    /// 64-bit compares: for callers compiled with AVX2 (`has_avx2`).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub fn match_ways_avx2(tags: &[u64; LANES], key: u64) -> u32 {
+        let k = _mm256_set1_epi64x(key as i64);
+        let p = tags.as_ptr() as *const __m256i;
+        // SAFETY: the two loads read the group's 64 bytes.
+        let (a, b) = unsafe { (_mm256_loadu_si256(p), _mm256_loadu_si256(p.add(1))) };
+        let a = _mm256_castsi256_pd(_mm256_cmpeq_epi64(a, k));
+        let b = _mm256_castsi256_pd(_mm256_cmpeq_epi64(b, k));
+        (_mm256_movemask_pd(a) | (_mm256_movemask_pd(b) << 4)) as u32
+    }
+
+    /// Whether this CPU has AVX2 (`match_ways_avx2`).
+    pub fn has_avx2() -> bool {
+        std::arch::is_x86_feature_detected!("avx2")
+    }
+
     /// Bit i set where `bytes[i] == b`.
     #[inline(always)]
     pub fn match_bytes(bytes: &[u8; 16], b: u8) -> u32 {
@@ -40,6 +59,15 @@ mod imp {
 mod imp {
     use super::super::LANES;
 
+    /// No AVX2 off x86-64 (`match_ways_avx2` is never called).
+    pub fn has_avx2() -> bool {
+        false
+    }
+
+    pub fn match_ways_avx2(tags: &[u64; LANES], key: u64) -> u32 {
+        tags.iter().enumerate().fold(0, |m, (i, &t)| m | (((t == key) as u32) << i))
+    }
+
     #[inline(always)]
     pub fn match_tags(tags: &[u64; LANES], key: u64) -> u32 {
         tags.iter().enumerate().fold(0, |m, (i, &t)| m | (((t == key) as u32) << (2 * i)))
@@ -51,4 +79,4 @@ mod imp {
     }
 }
 
-pub use imp::{match_bytes, match_tags};
+pub use imp::{has_avx2, match_bytes, match_tags, match_ways_avx2};
