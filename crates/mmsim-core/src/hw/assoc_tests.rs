@@ -365,6 +365,27 @@ fn op() -> impl proptest::strategy::Strategy<Value = Op> {
     ]
 }
 
+/// A batch (`fill_mask` with `fill`, else `access_mask`) of the keys from `first` in `mask`,
+/// cut to the array's `sets` so that they lie in distinct sets, made by `a` and one key at a
+/// time by the reference `b`: what each answered.
+fn batch(a: &mut SetAssoc, b: &mut ReferenceSetAssoc, sets: usize, first: u64, mask: u64, fill: bool) -> (u64, u64) {
+    let m = if sets >= 64 { mask } else { mask & ((1 << sets) - 1) };
+    let mut want = 0;
+    for o in (0..64).filter(|o| m >> o & 1 == 1) {
+        let k = first + o;
+        let found = if fill {
+            let p = b.contains(k);
+            b.fill(k);
+            p
+        } else {
+            b.access(k)
+        };
+        want |= (found as u64) << o;
+    }
+    let got = if fill { a.fill_mask(first, m) } else { a.access_mask(first, m) };
+    (got, want)
+}
+
 fn digest_new(c: &SetAssoc) -> u64 {
     let mut h = 1;
     c.digest(&mut h);
@@ -416,15 +437,7 @@ proptest::proptest! {
                 }
                 Op::Flush => { a.flush(); b.flush(); }
                 Op::Mask(first, m, fill) => {
-                    // Keys in distinct sets: the mask's bits below the number of sets.
-                    let m = if sets >= 64 { m } else { m & ((1 << sets) - 1) };
-                    let mut want = 0;
-                    for o in (0..64).filter(|o| m >> o & 1 == 1) {
-                        let k = first + o;
-                        let found = if fill { let p = b.contains(k); b.fill(k); p } else { b.access(k) };
-                        want |= (found as u64) << o;
-                    }
-                    let got = if fill { a.fill_mask(first, m) } else { a.access_mask(first, m) };
+                    let (got, want) = batch(&mut a, &mut b, sets, first, m, fill);
                     proptest::prop_assert_eq!(got, want, "{}: {:?}", n, op);
                 }
             }
@@ -460,14 +473,7 @@ proptest::proptest! {
                 proptest::prop_assert_eq!(a.access(first), b.access(first), "{}", n);
             } else {
                 let fill = kind == 2;
-                let m = if sets >= 64 { m } else { m & ((1 << sets) - 1) };
-                let mut want = 0;
-                for o in (0..64).filter(|o| m >> o & 1 == 1) {
-                    let k = first + o;
-                    let found = if fill { let p = b.contains(k); b.fill(k); p } else { b.access(k) };
-                    want |= (found as u64) << o;
-                }
-                let got = if fill { a.fill_mask(first, m) } else { a.access_mask(first, m) };
+                let (got, want) = batch(&mut a, &mut b, sets, first, m, fill);
                 proptest::prop_assert_eq!(got, want, "{}", n);
             }
             for s in 0..sets {

@@ -19,6 +19,7 @@ use crate::kernel::{AtomicKind, Kernel, MmId, Work};
 use crate::units::{Geometry, Pfn};
 
 mod clocks;
+mod run;
 mod work;
 
 pub use clocks::Clocks;
@@ -122,59 +123,6 @@ pub struct Machine {
     /// (`serial`) and as one of an independent stream (`parallel`): see `stall`.
     stall_serial: [f64; 4],
     stall_parallel: [f64; 4],
-}
-
-/// Where the lines of a run (`Machine::run_masks`) were, a bit per line (bit `o`: the run's
-/// first line plus `o`).
-#[derive(Clone, Copy, Debug, Default)]
-struct RunMasks {
-    /// Not in the L1.
-    miss: u64,
-    /// Missed in the L1, found in the L2.
-    l2_hit: u64,
-    /// Missed in the L1 and the L2, found in the LLC (the rest came from memory).
-    llc_hit: u64,
-    /// In the L1 before the run, evicted by an earlier line of it (asked with `want_before`).
-    l1_before: u64,
-    /// Filled by the streamer during the run.
-    filled: u64,
-    /// Of those, in the L2 (the LLC) before the run.
-    l2_before: u64,
-    llc_before: u64,
-}
-
-impl RunMasks {
-    /// Where line `o` was found.
-    #[inline(always)]
-    fn level(&self, o: u8) -> Level {
-        let bit = 1u64 << o;
-        if self.miss & bit == 0 {
-            Level::L1
-        } else if self.l2_hit & bit != 0 {
-            Level::L2
-        } else if self.llc_hit & bit != 0 {
-            Level::Llc
-        } else {
-            Level::Mem
-        }
-    }
-
-    /// Where line `o` was before the run.
-    #[inline(always)]
-    fn before(&self, o: u8) -> Level {
-        let bit = 1u64 << o;
-        if self.miss & bit == 0 || self.l1_before & bit != 0 {
-            Level::L1
-        } else if self.filled & bit == 0 {
-            self.level(o)
-        } else if self.l2_before & bit != 0 {
-            Level::L2
-        } else if self.llc_before & bit != 0 {
-            Level::Llc
-        } else {
-            Level::Mem
-        }
-    }
 }
 
 /// A page-table entry `Machine::warm_access` found ahead of its access: entry `idx` of the
@@ -372,123 +320,6 @@ impl Machine {
             }
         }
         level
-    }
-
-    /// `cache_access` (with `fetch`, `icache_access`) of each line of a run (`first` plus each of
-    /// `offsets`, ascending, below 64), in order, computed cache by cache: where each line was
-    /// found (`found`) and, with `want_before`, where it was before the run (`before`, else
-    /// left as it was). The state left and every answer are those of the line-by-line
-    /// accesses: the run's lines, and those the streamer fills up to the end of the last one's
-    /// 4 KiB, fall in distinct sets of the L2 and the LLC, so each of their sets sees its own
-    /// line's operations in the same order (the prefetches of a line first, then its access),
-    /// and the order between sets changes nothing (but for random replacement, whose shared
-    /// generator the order would change: such runs are refused). The L1 sees only the run's
-    /// own accesses, in line order, so its sets may each hold several lines of the run (a
-    /// 16 KiB L1d has 32 sets of 64-byte lines); a line an earlier line of the run evicts
-    /// before its own access was in the L1 before the run (only the run inserts its lines),
-    /// which the eviction itself tells. Returns false, doing nothing, when the run does not
-    /// qualify.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn access_run(
-        &mut self,
-        cpu: usize,
-        first: u64,
-        offsets: &[u8],
-        found: &mut [Level; 64],
-        before: &mut [Level; 64],
-        want_before: bool,
-        fetch: bool,
-    ) -> bool {
-        let lines = offsets.iter().fold(0u64, |m, &o| m | 1 << o);
-        debug_assert_eq!(lines.count_ones() as usize, offsets.len(), "ascending distinct offsets");
-        let Some(r) = self.run_masks(cpu, first, lines, want_before, fetch) else { return false };
-        for (k, &o) in offsets.iter().enumerate() {
-            found[k] = r.level(o);
-            if want_before {
-                before[k] = r.before(o);
-            }
-        }
-        true
-    }
-
-    /// `access_run` of the lines `first + o` for each bit `o` of `lines`, answered as masks
-    /// (`RunMasks`); None, doing nothing, when the run does not qualify.
-    fn run_masks(&mut self, cpu: usize, first: u64, lines: u64, want_before: bool, fetch: bool) -> Option<RunMasks> {
-        if lines == 0 {
-            return Some(RunMasks::default());
-        }
-        let last = 63 - lines.leading_zeros() as u8;
-        let Machine { cpus, llc, prefetch_degree, prefetch_shift, .. } = self;
-        let c = &mut cpus[cpu];
-        // Instruction fetches go through the L1i, loads and stores through the L1d.
-        let Cpu { l1d, l1i, .. } = c;
-        let l1 = if fetch { l1i } else { l1d };
-        // The lines the run's operations reach, from `first`.
-        let fills = *prefetch_degree > 0 && prefetch_shift.is_some();
-        let span = match *prefetch_shift {
-            Some(shift) if fills => ((((first + last as u64) >> shift) + 1) << shift) - first,
-            _ => last as u64 + 1,
-        };
-        if span > 64
-            || [c.l2.sets(), llc.sets()].iter().any(|&sets| span > sets)
-            || c.l2.policy() == Replacement::Random
-            || llc.policy() == Replacement::Random
-        {
-            return None;
-        }
-        // The L1, in line order: which lines miss, and which lines of the run it held before and
-        // lost to an earlier line of the run in their set (only the run's own accesses insert a
-        // line of it, so a line evicted before its access was there at the start).
-        let (mut miss, mut l1_before) = (0u64, 0u64);
-        if (last as u64) < l1.sets() {
-            // Each line in a set of its own: one batch.
-            miss = lines & !l1.access_mask(first, lines);
-        } else {
-            let wraps = want_before;
-            let mut m = lines;
-            while m != 0 {
-                let o = m.trailing_zeros() as u64;
-                m &= m - 1;
-                match l1.access_evicting(first + o) {
-                    Ok(()) => {}
-                    Err(evicted) => {
-                        miss |= 1 << o;
-                        if let Some(e) = evicted.filter(|&e| wraps && e > first + o && e < first + 64) {
-                            l1_before |= 1 << (e - first);
-                        }
-                    }
-                }
-            }
-        }
-        // The streamer sees each miss in order; a miss that continues a stream fills the lines
-        // after it (at most the degree, within its 4 KiB).
-        let mut filled = 0u64;
-        let page_mask = prefetch_shift.map_or(0, |shift| (1u64 << shift) - 1);
-        let mut m = miss;
-        while m != 0 {
-            let o = m.trailing_zeros() as u64;
-            m &= m - 1;
-            let line = first + o;
-            if c.streams.observe(line) && fills {
-                // The lines after it in its prefetch page, at most the degree: offsets
-                // o + 1 ..= o + k (below span, so below 64).
-                let k = (page_mask - (line & page_mask)).min(*prefetch_degree);
-                if k > 0 {
-                    filled |= ((1u64 << k) - 1) << (o + 1);
-                }
-            }
-        }
-        // The L2: a filled line is filled once (later fills of it change nothing), then
-        // accessed if the L1 missed it; a line the fill placed is its set's most recent
-        // already, so the access changes nothing either. Every line of the span has a set of
-        // its own in the L2 and in the LLC (checked above), so each level's work is a batch.
-        let l2_before = c.l2.fill_mask(first, filled);
-        c.l2.access_mask(first, filled & miss & l2_before);
-        let l2_hit = (filled & miss) | c.l2.access_mask(first, miss & !filled);
-        // The LLC: the fills, and the accesses of the lines the L2 missed (none was filled).
-        let llc_before = llc.fill_mask(first, filled);
-        let llc_hit = llc.access_mask(first, miss & !l2_hit);
-        Some(RunMasks { miss, l2_hit, llc_hit, l1_before, filled, l2_before, llc_before })
     }
 
     /// Extra cycles of an access served at `level` beyond an L1 hit, divided by the
@@ -826,7 +657,7 @@ impl Machine {
                 stall += self.stall_parallel[level as usize];
             }
         } else {
-            self.page_lines(cpu, base, (ps, pe, stride, count), false, &mut count_level);
+            self.lines_one_by_one(cpu, base, (ps, pe, stride, count), false, &mut count_level);
         }
         if !write {
             perf.l1d_load_misses += l1_misses;
@@ -844,71 +675,6 @@ impl Machine {
         perf.stalled_backend += stall;
         perf.cycles += cycles;
         self.overlap_work(cpu, cycles);
-    }
-
-    /// The lines `count` accesses (with `fetch`, instruction fetches) at offsets `ps, ps + stride,
-    /// ... < pe` of the page whose first line is `base` touch, through `cpu`'s caches, each
-    /// line's level given to `found_at` in line order: as one run when they qualify
-    /// (`access_run`), else one by one.
-    #[inline]
-    fn page_lines(
-        &mut self,
-        cpu: usize,
-        base: u64,
-        span: (u64, u64, u64, u64),
-        fetch: bool,
-        found_at: &mut impl FnMut(&Machine, Level),
-    ) {
-        if let Some((r, mut lines)) = self.page_run(cpu, base, span, fetch) {
-            while lines != 0 {
-                let o = lines.trailing_zeros() as u8;
-                lines &= lines - 1;
-                found_at(self, r.level(o));
-            }
-        } else {
-            let (ps, pe, stride, count) = span;
-            self.for_each_line(ps, pe, stride, count, &mut |m: &mut Machine, l: u64| {
-                let lvl = if fetch { m.icache_access(cpu, base + l) } else { m.cache_access(cpu, base + l) };
-                found_at(m, lvl)
-            });
-        }
-    }
-
-    /// `page_lines`' lines as one run (`run_masks`), with the mask of the lines (from the
-    /// first one's), bit `o` for line `(ps >> line_shift) + o`; None, doing nothing, when they
-    /// do not qualify (fewer than two lines, or farther than 64 lines apart).
-    #[inline]
-    fn page_run(
-        &mut self,
-        cpu: usize,
-        base: u64,
-        (ps, pe, stride, count): (u64, u64, u64, u64),
-        fetch: bool,
-    ) -> Option<(RunMasks, u64)> {
-        let first = ps >> self.line_shift;
-        if stride <= self.line_size() {
-            // Every line from the first access's to the last's.
-            let n = ((ps + (count - 1) * stride) >> self.line_shift) - first + 1;
-            if !(2..=64).contains(&n) {
-                return None;
-            }
-            let lines = u64::MAX >> (64 - n);
-            return Some((self.run_masks(cpu, base + first, lines, false, fetch)?, lines));
-        }
-        let (mut lines, mut n, mut fits) = (0u64, 0, true);
-        self.for_each_line_offset(ps, pe, stride, count, &mut |o: u64| {
-            // A run holds lines within 64 lines of its first.
-            if o < 64 {
-                lines |= 1 << o;
-            } else {
-                fits = false;
-            }
-            n += 1;
-        });
-        if !fits || n < 2 {
-            return None;
-        }
-        Some((self.run_masks(cpu, base + first, lines, false, fetch)?, lines))
     }
 
     /// Ask the host to bring into its caches what simulating an access to physical `line`
