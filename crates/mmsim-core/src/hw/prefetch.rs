@@ -38,6 +38,23 @@ impl StreamTrackers {
         hit
     }
 
+    /// `observe` of the `n` (at least one) consecutive lines from `line`, one after another:
+    /// whether the first continued a stream, and whether all the others did (each continues
+    /// the stream its predecessor's `observe` left in the most recent tracker, so they all do
+    /// when there are trackers, and none moves a tracker but the first).
+    #[inline(always)]
+    pub fn observe_run(&mut self, line: u64, n: u64) -> (bool, bool) {
+        debug_assert!(n >= 1);
+        let hit = self.observe(line);
+        match self.last.first_mut() {
+            Some(first) => {
+                *first = line + (n - 1);
+                (hit, true)
+            }
+            None => (hit, n == 1),
+        }
+    }
+
     /// Each tracker's last line, most recently used first (the state a digest covers).
     pub fn lines(&self) -> &[u64] {
         &self.last
@@ -83,6 +100,30 @@ mod tests {
                     _ => (x >> 20) % 64,
                 };
                 assert_eq!(t.observe(line), reference(&mut r, line), "{n} trackers, step {step}");
+                assert_eq!(t.lines(), &r[..]);
+            }
+        }
+    }
+
+    #[test]
+    fn a_run_of_lines_is_observed_as_one_line_after_another() {
+        for trackers in [0usize, 1, 3, 16] {
+            let (mut t, mut r) = (StreamTrackers::new(trackers), vec![u64::MAX; trackers]);
+            let mut x = 11u64;
+            for step in 0..3000u64 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                // Runs that start anywhere, continue a stream, or start at line 0.
+                let line = match x >> 62 {
+                    0 => 0,
+                    1 => r.first().map_or(0, |&l| l.wrapping_add(1)),
+                    _ => (x >> 20) % 512,
+                };
+                let n = 1 + (x >> 8) % 70;
+                let first = reference(&mut r, line);
+                // Every one observed (no short circuit), all continuing.
+                let rest = (1..n).map(|i| reference(&mut r, line + i)).filter(|&hit| !hit).count() == 0;
+                let want = (first, rest);
+                assert_eq!(t.observe_run(line, n), want, "{trackers} trackers, step {step}");
                 assert_eq!(t.lines(), &r[..]);
             }
         }

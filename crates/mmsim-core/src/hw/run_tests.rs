@@ -42,7 +42,11 @@ proptest::proptest! {
         fetch in proptest::bool::ANY,
         want_before in proptest::bool::ANY,
         warm in proptest::collection::vec(0u64..512, 0..400),
-        runs in proptest::collection::vec((0u64..448, proptest::collection::vec(proptest::bool::ANY, 64)), 1..6),
+        // Lines drawn at random, or a block of consecutive lines (a stream's page).
+        runs in proptest::collection::vec(
+            (0u64..448, proptest::collection::vec(proptest::bool::ANY, 64), proptest::option::of((0u8..64, 0u8..64))),
+            1..6,
+        ),
     ) {
         let policy = ["lru", "fifo", "random"][policy];
         let l2_ways = if wide_l2 { "2" } else { "4" };
@@ -53,8 +57,11 @@ proptest::proptest! {
             a.cache_access(0, l);
             b.cache_access(0, l);
         }
-        for (first, pick) in &runs {
-            let offsets: Vec<u8> = (0..64u8).filter(|&o| pick[o as usize]).collect();
+        for (first, pick, block) in &runs {
+            let offsets: Vec<u8> = match *block {
+                Some((a, b)) => (a.min(b)..=a.max(b)).collect(),
+                None => (0..64u8).filter(|&o| pick[o as usize]).collect(),
+            };
             let before_b: Vec<Level> = offsets.iter().map(|&o| b.probe_level(0, first + o as u64)).collect();
             let (mut found, mut before) = ([Level::L1; 64], [Level::L1; 64]);
             if a.access_run(0, *first, &offsets, &mut found, &mut before, want_before, fetch) {

@@ -46,6 +46,27 @@ impl RunMasks {
     }
 }
 
+/// The lines the streamer fills for the misses at offsets `from ..= to` from `first`, each of
+/// which continues a stream: each fills the lines after it in its prefetch page (the lines
+/// whose `page_mask` bits are the page's), at most `degree` (at least one) of them, as a mask
+/// of offsets (all below 64). For the misses within one prefetch page the lines filled are
+/// one interval: each miss's starts a line after its predecessor's and ends no earlier.
+#[inline(always)]
+fn stream_fills(first: u64, from: u64, to: u64, page_mask: u64, degree: u64) -> u64 {
+    debug_assert!(degree >= 1 && from <= to);
+    let (mut filled, mut p) = (0u64, from);
+    while p <= to {
+        // The last offset of `p`'s prefetch page, and the last line its misses fill.
+        let end = p + (page_mask - ((first + p) & page_mask));
+        let top = (to.min(end) + degree).min(end);
+        if top > p {
+            filled |= (u64::MAX >> (63 - top)) & !(u64::MAX >> (63 - p));
+        }
+        p = end + 1;
+    }
+    filled
+}
+
 /// Where a line that missed the L1 was, from the bits (`o`) of the lines in the L2 and in the
 /// LLC (at most one of the two): the L2, the LLC or memory.
 #[inline(always)]
@@ -153,21 +174,24 @@ impl Machine {
             }
         }
         // The streamer sees each miss in order; a miss that continues a stream fills the lines
-        // after it (at most the degree, within its 4 KiB).
+        // after it (at most the degree, within its 4 KiB). It sees a block of consecutive
+        // misses as one (`observe_run`): all but the first continue the stream.
         let mut filled = 0u64;
         let page_mask = prefetch_shift.map_or(0, |shift| (1u64 << shift) - 1);
         let mut m = miss;
         while m != 0 {
             let o = m.trailing_zeros() as u64;
-            m &= m - 1;
-            let line = first + o;
-            if c.streams.observe(line) && fills {
-                // The lines after it in its prefetch page, at most the degree: offsets
-                // o + 1 ..= o + k (below span, so below 64).
-                let k = (page_mask - (line & page_mask)).min(*prefetch_degree);
-                if k > 0 {
-                    filled |= ((1u64 << k) - 1) << (o + 1);
-                }
+            let n = (!(m >> o)).trailing_zeros() as u64;
+            let hi = o + n - 1;
+            m &= !(u64::MAX >> (63 - hi));
+            let (head, rest) = c.streams.observe_run(first + o, n);
+            if fills {
+                let (from, to) = match (head, rest && n > 1) {
+                    (true, _) => (o, hi),
+                    (false, true) => (o + 1, hi),
+                    (false, false) => continue,
+                };
+                filled |= stream_fills(first, from, to, page_mask, *prefetch_degree);
             }
         }
         // The L2: a filled line is filled once (later fills of it change nothing), then
