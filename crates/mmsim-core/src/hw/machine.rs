@@ -123,6 +123,9 @@ pub struct Machine {
     /// (`serial`) and as one of an independent stream (`parallel`): see `stall`.
     stall_serial: [f64; 4],
     stall_parallel: [f64; 4],
+    /// The last run's stall (`page_accesses`): its lines' `RunMasks` (`miss`, `l2_hit`,
+    /// `llc_hit`), which fix the sum, and the sum. A stream's pages repeat one pattern.
+    run_stall: ([u64; 3], f64),
 }
 
 /// A page-table entry `Machine::warm_access` found ahead of its access: entry `idx` of the
@@ -178,6 +181,7 @@ impl Machine {
             prefetch_shift: PREFETCH_BOUNDARY.trailing_zeros().checked_sub(line_shift).filter(|&s| s > 0),
             stall_serial: extra,
             stall_parallel: [0.0, extra[1] / mlp, extra[2] / mlp, extra[3] / mlp],
+            run_stall: ([0; 3], 0.0),
             p,
             clock: Clocks::new(cpus.len()),
             cpus,
@@ -642,20 +646,25 @@ impl Machine {
             count_level(self, lvl);
         } else if let Some((r, _)) = self.page_run(cpu, base, (ps, pe, stride, count), false) {
             // The same tallies from the run's masks; the stalls added in line order (an L1
-            // hit's is zero, which adds nothing).
+            // hit's is zero, which adds nothing), once for each pattern of masks in a row.
             let mem = r.miss & !r.l2_hit & !r.llc_hit;
             from_memory += mem.count_ones() as u64;
             l1_misses += r.miss.count_ones() as u64;
             llc_loads += (r.miss & !r.l2_hit).count_ones() as u64;
             llc_misses += mem.count_ones() as u64;
-            let mut m = r.miss;
-            while m != 0 {
-                let o = m.trailing_zeros();
-                m &= m - 1;
-                // Level::L2, Llc or Mem (found in at most one of the two).
-                let level = 3 - 2 * (r.l2_hit >> o & 1) - (r.llc_hit >> o & 1);
-                stall += self.stall_parallel[level as usize];
+            let key = [r.miss, r.l2_hit, r.llc_hit];
+            if self.run_stall.0 != key {
+                let mut m = r.miss;
+                while m != 0 {
+                    let o = m.trailing_zeros();
+                    m &= m - 1;
+                    // Level::L2, Llc or Mem (found in at most one of the two).
+                    let level = 3 - 2 * (r.l2_hit >> o & 1) - (r.llc_hit >> o & 1);
+                    stall += self.stall_parallel[level as usize];
+                }
+                self.run_stall = (key, stall);
             }
+            stall = self.run_stall.1;
         } else {
             self.lines_one_by_one(cpu, base, (ps, pe, stride, count), false, &mut count_level);
         }
