@@ -115,6 +115,33 @@ struct NibbleList {
     valid: u16,
 }
 
+impl NibbleList {
+    /// Make valid way `w` the most recent: the ways before it move back one, those after it
+    /// stay.
+    #[inline(always)]
+    fn promote(&mut self, w: u64) {
+        let p = nibble_position(self.order, w);
+        self.order = (self.order & !low_nibbles(p + 1)) | ((self.order & low_nibbles(p)) << 4) | w;
+    }
+
+    /// The way a miss takes in a set whose valid mask when full is `full` (with
+    /// `last_shift`, the least recent nibble's shift): the lowest empty way, counted in
+    /// `len`, or the least recent one, made the most recent.
+    #[inline(always)]
+    fn take_way(&mut self, full: u16, last_shift: u32, len: &mut usize) -> u64 {
+        let w = if self.valid != full {
+            let w = (!self.valid).trailing_zeros() as u64;
+            self.valid |= 1 << w;
+            *len += 1;
+            w
+        } else {
+            (self.order >> last_shift) & 15
+        };
+        self.order = (self.order << 4) | w;
+        w
+    }
+}
+
 /// A wide set's valid ways from most to least recent: a doubly linked list through `links`.
 #[derive(Clone, Copy, Debug)]
 struct Chain {
@@ -427,10 +454,7 @@ impl SetAssoc {
                 l.order = (l.order << 4) | w as u64;
                 return;
             }
-            let p = nibble_position(l.order, w as u64);
-            // Way w moves from position p to the front: those before it move back one, those
-            // after it stay.
-            l.order = (l.order & !low_nibbles(p + 1)) | ((l.order & low_nibbles(p)) << 4) | w as u64;
+            l.promote(w as u64);
             return;
         }
         let w = w as u32;
@@ -670,15 +694,7 @@ impl SetAssoc {
     fn insert_narrow(&mut self, set: usize, key: u64) -> (usize, Option<u64>) {
         // SAFETY: `set` is a set of this array.
         let l = unsafe { self.lists.get_unchecked_mut(set) };
-        let w = if l.valid != self.full_mask {
-            let w = (!l.valid).trailing_zeros() as u64;
-            l.valid |= 1 << w;
-            self.len += 1;
-            w
-        } else {
-            (l.order >> self.last_shift) & 15
-        };
-        l.order = (l.order << 4) | w;
+        let w = l.take_way(self.full_mask, self.last_shift, &mut self.len);
         let i = set * self.lanes + w as usize;
         // SAFETY: a way of the set.
         let old = std::mem::replace(unsafe { self.tags_mut().get_unchecked_mut(i) }, key);
@@ -689,9 +705,7 @@ impl SetAssoc {
     #[inline(always)]
     fn promote_narrow(&mut self, set: usize, w: u64) {
         // SAFETY: `set` is a set of this array.
-        let l = unsafe { self.lists.get_unchecked_mut(set) };
-        let p = nibble_position(l.order, w);
-        l.order = (l.order & !low_nibbles(p + 1)) | ((l.order & low_nibbles(p)) << 4) | w;
+        unsafe { self.lists.get_unchecked_mut(set) }.promote(w);
     }
 
     /// `fill` of a `lru_narrow` array: the set's most recent way looked at first.

@@ -3,7 +3,7 @@
 //! them with the array's shape held in registers, comparing tags with AVX2 where the host has
 //! it.
 
-use super::{group, low_nibbles, nibble_position, SetAssoc, LANES};
+use super::{group, SetAssoc, LANES};
 
 impl SetAssoc {
     /// `access` of the key `first + o` for each bit `o` of `mask`: the bits of the hits. The
@@ -50,9 +50,10 @@ impl SetAssoc {
         found
     }
 
-    /// `narrow_mask` compiled with AVX2, comparing tags with it.
-    #[target_feature(enable = "avx2")]
-    fn narrow_mask_avx2<const G: usize, const FILL: bool>(&mut self, first: u64, mask: u64) -> u64 {
+    /// `narrow_mask` compiled with AVX2, comparing tags with it (off x86-64, where `has_avx2`
+    /// is false, the portable compares).
+    #[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2"))]
+    unsafe fn narrow_mask_avx2<const G: usize, const FILL: bool>(&mut self, first: u64, mask: u64) -> u64 {
         self.narrow_mask::<G, FILL, true>(first, mask)
     }
 
@@ -92,22 +93,12 @@ impl SetAssoc {
                 found |= 1 << o;
                 if !FILL {
                     // An LRU hit becomes the most recent.
-                    let w = (hit.trailing_zeros() >> (!AVX2) as u32) as u64;
-                    let p = nibble_position(l.order, w);
-                    l.order = (l.order & !low_nibbles(p + 1)) | ((l.order & low_nibbles(p)) << 4) | w;
+                    l.promote((hit.trailing_zeros() >> (!AVX2) as u32) as u64);
                 }
                 continue;
             }
             // A miss takes the lowest empty way, or the least recent one.
-            let w = if l.valid != full {
-                let w = (!l.valid).trailing_zeros() as u64;
-                l.valid |= 1 << w;
-                added += 1;
-                w
-            } else {
-                (l.order >> last_shift) & 15
-            };
-            l.order = (l.order << 4) | w;
+            let w = l.take_way(full, last_shift, &mut added);
             // SAFETY: way `w` of the set's G * LANES tags.
             unsafe { *(g as *mut u64).add(w as usize) = key };
         }

@@ -185,13 +185,10 @@ impl Machine {
             let hi = o + n - 1;
             m &= !(u64::MAX >> (63 - hi));
             let (head, rest) = c.streams.observe_run(first + o, n);
-            if fills {
-                let (from, to) = match (head, rest && n > 1) {
-                    (true, _) => (o, hi),
-                    (false, true) => (o + 1, hi),
-                    (false, false) => continue,
-                };
-                filled |= stream_fills(first, from, to, page_mask, *prefetch_degree);
+            // The misses that fill: the block's, or all but its first.
+            let from = if head { o } else { o + 1 };
+            if fills && rest && from <= hi {
+                filled |= stream_fills(first, from, hi, page_mask, *prefetch_degree);
             }
         }
         // The L2: a filled line is filled once (later fills of it change nothing), then

@@ -43,14 +43,13 @@ impl Machine {
     }
 
     /// `cache_access` of the `n` lines from `first` on, in order: in runs of 64 lines
-    /// (`access_run`, the same accesses cache by cache), line by line where a run does not
+    /// (`run_masks`, the same accesses cache by cache), line by line where a run does not
     /// qualify.
     fn access_lines(&mut self, cpu: usize, first: u64, n: u64) {
-        let (mut found, mut before) = ([Level::L1; 64], [Level::L1; 64]);
         let mut l = first;
         while l < first + n {
             let run = (first + n - l).min(64);
-            if !self.access_run(cpu, l, &RUN_OFFSETS[..run as usize], &mut found, &mut before, false, false) {
+            if self.run_masks(cpu, l, u64::MAX >> (64 - run), false, false).is_none() {
                 for x in l..l + run {
                     self.cache_access(cpu, x);
                 }
