@@ -233,7 +233,7 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
             size_text(host_limit)
         )));
     }
-    let machine = crate::hw::machine::Machine::new(profile, w.machine.cpus as usize);
+    let machine = crate::hw::machine::Machine::with_memory(profile, w.machine.cpus as usize, w.machine.memory.0);
     let effective = knobs.effective();
     let mut kernel = Kernel::new(w.machine.memory.0, knobs, geo);
     kernel.sabotage = opts.sabotage;

@@ -53,7 +53,9 @@ fn translate_and_cache_accesses_allocate_nothing() {
         assert_eq!(k.handle_mm_fault(mm, a + off, true), 0);
         off += 4096;
     }
-    let mut m = Machine::new(profile::builtin("westmere-ex", &[]).unwrap(), 2);
+    // The memory bounds the caches' keys, as in a simulation: the L1s' and L2's tags are 32-bit.
+    let mut m = Machine::with_memory(profile::builtin("westmere-ex", &[]).unwrap(), 2, 256 << 20);
+    assert!(m.cpus[0].l1d.is_compact() && m.cpus[0].l2.is_compact());
     let mut perf = PerfCounters::default();
     m.switch_mm(0, mm, &mut perf);
     let before = allocations();

@@ -9,7 +9,9 @@
 //! sets of up to 16 ways, a doubly linked list of ways for wider ones) instead of a 64-bit
 //! timestamp per way, so that a refresh or an eviction is a few shifts or link updates rather
 //! than a scan. The set index of a set count that is not a power of two is a multiply-based
-//! remainder, not a division.
+//! remainder, not a division. A narrow LRU array whose keys are bounded (a cache's physical
+//! line numbers, `with_key_bound`) keeps each tag as 32 bits, the key without its set bits, so
+//! that a 16-way set's tags are one host cache line and an 8-way set's half of one.
 
 /// Replacement policies, by the names profiles use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +37,9 @@ impl Replacement {
 
 /// The tag of an empty way and of the padding past a set's last way (no key is all ones).
 const INVALID: u64 = u64::MAX;
+
+/// A compact array's INVALID (no key's tag is all ones: `with_key_bound`).
+const INVALID32: u32 = u32::MAX;
 
 /// Ways are handled in groups of this many (a set's tags and ranks are padded to a multiple).
 pub const LANES: usize = 8;
@@ -71,8 +76,15 @@ pub struct SetAssoc {
     /// computation", 2019), exactly, for every key.
     mod_magic: u128,
     /// Tags, set by set, `lanes` per set (INVALID when empty and in the padding), in groups of
-    /// LANES aligned to a host cache line: a set of up to eight ways is one line (`tags`).
+    /// LANES aligned to a host cache line: a set of up to eight ways is one line (`tags`). A
+    /// compact array keeps 32-bit tags in it instead (`tags32`): 16 a line.
     groups: Vec<TagGroup>,
+    /// Tags are `key >> set_shift` in 32 bits (`with_key_bound`): only for `lru_narrow`.
+    compact: bool,
+    /// log2 of the sets, in a compact array.
+    set_shift: u32,
+    /// Keys are below this (`with_key_bound`; u64::MAX when unbounded).
+    key_bound: u64,
     /// A payload per entry (a TLB's translation); unused by caches.
     vals: Vec<u64>,
     /// Sets of at most NIBBLE_WAYS ways: their order as nibble lists (`lists`).
@@ -238,6 +250,9 @@ impl SetAssoc {
                 pow2: true,
                 mod_magic: 0,
                 groups: Vec::new(),
+                compact: false,
+                set_shift: 0,
+                key_bound: u64::MAX,
                 vals: Vec::new(),
                 nibbles: true,
                 lru_narrow: false,
@@ -274,6 +289,9 @@ impl SetAssoc {
             // for the slice hash real LLCs use.
             mod_magic: (u128::MAX / sets as u128).wrapping_add(1),
             groups: vec![TagGroup([INVALID; LANES]); sets * lanes / LANES],
+            compact: false,
+            set_shift: 0,
+            key_bound: u64::MAX,
             vals: vec![0; sets * lanes],
             nibbles,
             lru_narrow: nibbles && sets.is_power_of_two() && policy == Replacement::Lru,
@@ -292,6 +310,32 @@ impl SetAssoc {
         })
     }
 
+    /// The same (empty) array, told that every key it will see is below `bound` (a cache's
+    /// physical line numbers, below the machine's memory). A narrow LRU array whose tags then
+    /// fit 32 bits (`key >> log2(sets)` below u32::MAX) keeps them so: a 16-way set's tags are
+    /// one host cache line. Its behaviour is the same; other arrays are unchanged.
+    pub fn with_key_bound(mut self, bound: u64) -> SetAssoc {
+        debug_assert_eq!(self.len, 0, "only an empty array changes its tags' width");
+        self.key_bound = bound;
+        if !self.lru_narrow || self.len != 0 {
+            return self;
+        }
+        let shift = self.sets.trailing_zeros();
+        if bound.saturating_sub(1) >> shift >= INVALID32 as u64 {
+            return self;
+        }
+        self.compact = true;
+        self.set_shift = shift;
+        // Every u32 of an all-ones group is INVALID32.
+        self.groups = vec![TagGroup([INVALID; LANES]); (self.sets as usize * self.lanes).div_ceil(2 * LANES)];
+        self
+    }
+
+    /// Whether tags are 32-bit (`with_key_bound`).
+    pub fn is_compact(&self) -> bool {
+        self.compact
+    }
+
     /// Total entries.
     pub fn capacity(&self) -> usize {
         self.ways * self.sets as usize
@@ -308,6 +352,56 @@ impl SetAssoc {
     fn tags_mut(&mut self) -> &mut [u64] {
         // SAFETY: as in `tags`.
         unsafe { std::slice::from_raw_parts_mut(self.groups.as_mut_ptr() as *mut u64, self.groups.len() * LANES) }
+    }
+
+    /// A compact array's 32-bit tags, set by set (`lanes` per set).
+    #[inline(always)]
+    fn tags32(&self) -> &[u32] {
+        // SAFETY: a TagGroup is 2 * LANES u32s without padding (repr(C)).
+        unsafe { std::slice::from_raw_parts(self.groups.as_ptr() as *const u32, self.groups.len() * 2 * LANES) }
+    }
+
+    #[inline(always)]
+    fn tags32_mut(&mut self) -> &mut [u32] {
+        // SAFETY: as in `tags32`.
+        unsafe { std::slice::from_raw_parts_mut(self.groups.as_mut_ptr() as *mut u32, self.groups.len() * 2 * LANES) }
+    }
+
+    /// A compact array's tag of `key` (its set is implied by where the tag is).
+    #[inline(always)]
+    fn tag32(&self, key: u64) -> u32 {
+        debug_assert!(key < self.key_bound, "key {key:#x} beyond the array's bound {:#x}", self.key_bound);
+        (key >> self.set_shift) as u32
+    }
+
+    /// The key in lane `i` of set `set` (INVALID when empty), whichever width its tag has.
+    #[inline(always)]
+    fn key_at(&self, set: usize, i: usize) -> u64 {
+        if self.compact {
+            // SAFETY: `i` is a lane of a set.
+            match unsafe { *self.tags32().get_unchecked(i) } {
+                INVALID32 => INVALID,
+                t => ((t as u64) << self.set_shift) | set as u64,
+            }
+        } else {
+            // SAFETY: as above.
+            unsafe { *self.tags().get_unchecked(i) }
+        }
+    }
+
+    /// Put `key` (INVALID: empty it) in lane `i` of set `set`; returns the key it held.
+    #[inline(always)]
+    fn store_key(&mut self, set: usize, i: usize, key: u64) -> u64 {
+        if self.compact {
+            let old = self.key_at(set, i);
+            let t = if key == INVALID { INVALID32 } else { self.tag32(key) };
+            // SAFETY: `i` is a lane of a set.
+            unsafe { *self.tags32_mut().get_unchecked_mut(i) = t };
+            old
+        } else {
+            // SAFETY: as above.
+            std::mem::replace(unsafe { self.tags_mut().get_unchecked_mut(i) }, key)
+        }
     }
 
     /// The set `key` belongs to.
@@ -338,7 +432,7 @@ impl SetAssoc {
     /// The lane of `key` in set `s`, if present.
     #[inline(always)]
     fn position(&self, s: SetRef, key: u64) -> Option<usize> {
-        debug_assert!(s.base + self.lanes <= self.tags().len());
+        debug_assert!(s.base + self.lanes <= self.sets as usize * self.lanes);
         if self.nibbles {
             self.scan(s.base, key)
         } else {
@@ -379,7 +473,7 @@ impl SetAssoc {
     /// random).
     #[inline(always)]
     fn position_mru_first(&self, s: SetRef, key: u64) -> Option<usize> {
-        debug_assert!(s.base + self.lanes <= self.tags().len() && s.set < self.sets as usize);
+        debug_assert!(s.base + self.lanes <= self.sets as usize * self.lanes && s.set < self.sets as usize);
         // SAFETY: `s` is a set of this array (`set_ref`): its per-set words exist, and its most
         // recent way is one of its lanes (lane 0 stands in for an empty set's, whose tags are
         // all INVALID).
@@ -391,7 +485,7 @@ impl SetAssoc {
                 h => h as usize,
             }
         };
-        if unsafe { *self.tags().get_unchecked(s.base + mru) } == key {
+        if self.key_at(s.set, s.base + mru) == key {
             return Some(s.base + mru);
         }
         self.position(s, key)
@@ -400,6 +494,19 @@ impl SetAssoc {
     /// The first lane of the set at `b` whose tag is `key`.
     #[inline(always)]
     fn scan(&self, b: usize, key: u64) -> Option<usize> {
+        if self.compact {
+            // A key of this set: its tag is its bits above the set's.
+            let t = self.tag32(key);
+            // SAFETY: as in `position`.
+            let tags = unsafe { self.tags32().get_unchecked(b..b + self.lanes) };
+            for (g, group) in tags.as_chunks::<LANES>().0.iter().enumerate() {
+                let m = group::match_tags32(group, t);
+                if m != 0 {
+                    return Some(b + g * LANES + m.trailing_zeros() as usize);
+                }
+            }
+            return None;
+        }
         // SAFETY: as in `position`.
         let tags = unsafe { self.tags().get_unchecked(b..b + self.lanes) };
         let (groups, _) = tags.as_chunks::<LANES>();
@@ -527,8 +634,7 @@ impl SetAssoc {
             // SAFETY: a way of the set.
             unsafe { *self.key_bytes.get_unchecked_mut(b) = key_byte(key) };
         }
-        // SAFETY: `i` is a lane of set `s`.
-        let old = std::mem::replace(unsafe { self.tags_mut().get_unchecked_mut(i) }, key);
+        let old = self.store_key(s.set, i, key);
         if old == INVALID {
             self.len += 1;
         }
@@ -559,7 +665,7 @@ impl SetAssoc {
             if m == 0 {
                 return None;
             }
-            let w = (m.trailing_zeros() / 2) as usize;
+            let w = self.first_way(m) as usize;
             self.promote_narrow(set, w as u64);
             // SAFETY: a way of the set.
             return Some(unsafe { *self.vals.get_unchecked(set * self.lanes + w) });
@@ -578,7 +684,7 @@ impl SetAssoc {
             let set = (key & self.set_mask) as usize;
             let m = self.match_narrow(set, key);
             if m != 0 {
-                self.set_val(set * self.lanes + (m.trailing_zeros() / 2) as usize, val);
+                self.set_val(set * self.lanes + self.first_way(m) as usize, val);
                 return None;
             }
             let (i, old) = self.insert_narrow(set, key);
@@ -658,7 +764,7 @@ impl SetAssoc {
             let m = self.match_narrow(set, key);
             if m != 0 {
                 // A hit becomes the most recent.
-                self.promote_narrow(set, (m.trailing_zeros() / 2) as u64);
+                self.promote_narrow(set, self.first_way(m));
                 return Ok(());
             }
             return Err(self.insert_narrow(set, key).1);
@@ -675,9 +781,21 @@ impl SetAssoc {
         Err(self.place(b, v, key))
     }
 
-    /// The ways of narrow set `set` (8 or 16 lanes) whose tag is `key`, one bit each.
+    /// The ways of narrow set `set` (8 or 16 lanes) whose tag is `key`: two bits each (bits
+    /// 2w and 2w + 1), one each in a compact array (`first_way`).
     #[inline(always)]
     fn match_narrow(&self, set: usize, key: u64) -> u32 {
+        if self.compact {
+            let t = self.tag32(key);
+            debug_assert!((set + 1) * self.lanes <= self.tags32().len());
+            // SAFETY: the set's `lanes` (LANES per group) lie within `tags32`.
+            let g = unsafe { self.tags32().as_ptr().add(set * self.lanes) } as *const [u32; LANES];
+            let mut m = group::match_tags32(unsafe { &*g }, t);
+            if self.set_groups > 1 {
+                m |= group::match_tags32(unsafe { &*g.add(1) }, t) << LANES;
+            }
+            return m;
+        }
         let g = set * self.set_groups;
         debug_assert!(g + self.set_groups <= self.groups.len());
         // SAFETY: the set's groups lie within `groups`.
@@ -688,6 +806,12 @@ impl SetAssoc {
         m
     }
 
+    /// The first way of a `match_narrow` mask that is not 0.
+    #[inline(always)]
+    fn first_way(&self, m: u32) -> u64 {
+        (m.trailing_zeros() >> (!self.compact) as u32) as u64
+    }
+
     /// A miss in narrow set `set` under LRU or FIFO: `key` takes the lowest empty way, or the
     /// least recent one, as the set's most recent entry. Returns its lane and the key evicted.
     #[inline(always)]
@@ -696,8 +820,7 @@ impl SetAssoc {
         let l = unsafe { self.lists.get_unchecked_mut(set) };
         let w = l.take_way(self.full_mask, self.last_shift, &mut self.len);
         let i = set * self.lanes + w as usize;
-        // SAFETY: a way of the set.
-        let old = std::mem::replace(unsafe { self.tags_mut().get_unchecked_mut(i) }, key);
+        let old = self.store_key(set, i, key);
         (i, (old != INVALID).then_some(old))
     }
 
@@ -714,7 +837,7 @@ impl SetAssoc {
         let set = (key & self.set_mask) as usize;
         // SAFETY: `set` is a set of this array, its most recent way one of its lanes.
         let mru = (unsafe { self.lists.get_unchecked(set) }.order & 15) as usize;
-        if unsafe { *self.tags().get_unchecked(set * self.lanes + mru) } == key || self.match_narrow(set, key) != 0 {
+        if self.key_at(set, set * self.lanes + mru) == key || self.match_narrow(set, key) != 0 {
             return true;
         }
         self.insert_narrow(set, key);
@@ -765,11 +888,16 @@ impl SetAssoc {
             return;
         }
         let s = self.set_ref(key);
-        let tags = self.tags()[s.base..s.base + self.lanes].as_ptr();
-        host_prefetch(tags);
-        if self.lanes > LANES {
-            // SAFETY: within the set's tags.
-            host_prefetch(unsafe { tags.add(LANES) });
+        if self.compact {
+            // A set's tags are within one host line (LANES or 2 * LANES of 4 bytes, aligned).
+            host_prefetch(self.tags32()[s.base..s.base + self.lanes].as_ptr());
+        } else {
+            let tags = self.tags()[s.base..s.base + self.lanes].as_ptr();
+            host_prefetch(tags);
+            if self.lanes > LANES {
+                // SAFETY: within the set's tags.
+                host_prefetch(unsafe { tags.add(LANES) });
+            }
         }
         if self.nibbles {
             host_prefetch(&self.lists[s.set]);
@@ -808,7 +936,7 @@ impl SetAssoc {
             self.unlink(s, w as u32);
             self.chains[s.set].n -= 1;
         }
-        self.tags_mut()[i] = INVALID;
+        self.store_key(s.set, i, INVALID);
         self.len -= 1;
     }
 
@@ -836,7 +964,7 @@ impl SetAssoc {
         for set in 0..self.sets as usize {
             let s = SetRef { set, base: set * self.lanes };
             for i in s.base..s.base + self.ways {
-                let t = self.tags()[i];
+                let t = self.key_at(set, i);
                 if t != INVALID && pred(t) {
                     self.remove(s, i);
                     n += 1;
@@ -849,6 +977,7 @@ impl SetAssoc {
     /// Drop everything.
     pub fn flush(&mut self) {
         if self.len > 0 {
+            // Also every 32-bit tag of a compact array.
             self.tags_mut().fill(INVALID);
             self.lists.fill(NibbleList::default());
             self.chains.fill(EMPTY_CHAIN);
@@ -875,7 +1004,7 @@ impl SetAssoc {
     /// Keys of one set from most to least recently used (tests and debugging).
     pub fn set_order(&self, set: usize) -> Vec<u64> {
         let s = SetRef { set, base: set * self.lanes };
-        self.recency_order(s).into_iter().map(|i| self.tags()[i]).collect()
+        self.recency_order(s).into_iter().map(|i| self.key_at(set, i)).collect()
     }
 
     /// A digest of the contents, payloads, recency order and random state (for exact
@@ -889,7 +1018,7 @@ impl SetAssoc {
             // Each entry with its place in the recency order (how many valid entries are more
             // recent), walked from the most recent.
             let mut add = |rank: u64, i: usize| {
-                acc = acc.wrapping_add(mix(self.tags()[i] ^ mix(rank ^ mix(self.vals[i]))));
+                acc = acc.wrapping_add(mix(self.key_at(set, i) ^ mix(rank ^ mix(self.vals[i]))));
             };
             if self.nibbles {
                 let NibbleList { order: list, valid } = self.lists[s.set];

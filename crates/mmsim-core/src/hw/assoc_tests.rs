@@ -344,6 +344,46 @@ enum Op {
     /// `access_mask` / `fill_mask` (`bool`: fill) of the keys from a first one (the mask is
     /// cut to the array's sets).
     Mask(u64, u64, bool),
+    /// `contains_mask` of the keys from a first one (all of the mask: they may share sets).
+    ContainsMask(u64, u64),
+}
+
+/// Keys below this give an array of `sets` sets 32-bit tags (`with_key_bound`), the largest
+/// tag one below INVALID32.
+fn key_bound(sets: usize) -> u64 {
+    (u32::MAX as u64) << sets.next_power_of_two().trailing_zeros()
+}
+
+/// A key at or above `bound` brought below it: to a key anywhere below, or to one of the
+/// keys just below (the largest tags).
+fn below(k: u64, bound: u64) -> u64 {
+    match k {
+        k if k < bound => k,
+        k if k & 1 == 0 => k % bound,
+        k => bound - 1 - (k >> 1) % 128,
+    }
+}
+
+impl Op {
+    /// The operation with its keys below `bound`.
+    fn below(&self, bound: u64) -> Op {
+        let b = |k| below(k, bound);
+        match *self {
+            Op::Access(k) => Op::Access(b(k)),
+            Op::Fill(k) => Op::Fill(b(k)),
+            Op::Get(k) => Op::Get(b(k)),
+            Op::Put(k, v) => Op::Put(b(k), v),
+            Op::PutAbsent(k, v) => Op::PutAbsent(b(k), v),
+            Op::Insert(k) => Op::Insert(b(k)),
+            Op::Contains(k) => Op::Contains(b(k)),
+            Op::Invalidate(k) => Op::Invalidate(b(k)),
+            Op::InvalidateIf(m) => Op::InvalidateIf(m),
+            Op::Flush => Op::Flush,
+            // Its keys are below 160.
+            Op::Mask(first, m, fill) => Op::Mask(first, m, fill),
+            Op::ContainsMask(first, m) => Op::ContainsMask(first, m),
+        }
+    }
 }
 
 fn op() -> impl proptest::strategy::Strategy<Value = Op> {
@@ -362,6 +402,7 @@ fn op() -> impl proptest::strategy::Strategy<Value = Op> {
         1 => (2u64..5).prop_map(Op::InvalidateIf),
         1 => Just(Op::Flush),
         4 => (0u64..96, any::<u64>(), any::<bool>()).prop_map(|(k, m, f)| Op::Mask(k, m, f)),
+        2 => (0u64..96, any::<u64>()).prop_map(|(k, m)| Op::ContainsMask(k, m)),
     ]
 }
 
@@ -409,15 +450,24 @@ proptest::proptest! {
         ops in proptest::collection::vec(op(), 1..400),
         // Batches compare tags with AVX2 where the host has it, or without.
         avx2 in proptest::bool::ANY,
+        // Keys bounded so that a narrow LRU array's tags are 32-bit (`with_key_bound`).
+        bounded in proptest::bool::ANY,
     ) {
         // Wide: a fully associative array of 64 or 72 ways (the TLBs of the default and Zen 4).
         let (sets, ways) = if wide { (1, if ways % 2 == 0 { 64 } else { 72 }) } else { (sets, ways) };
         let policy = [Replacement::Lru, Replacement::Fifo, Replacement::Random][policy as usize];
         let mut a = SetAssoc::new(sets * ways, ways, policy).unwrap();
+        let bound = if bounded { key_bound(sets) } else { u64::MAX };
+        if bounded {
+            a = a.with_key_bound(bound);
+            let narrow_lru = !wide && ways <= 16 && sets.is_power_of_two() && policy == Replacement::Lru;
+            proptest::prop_assert_eq!(a.is_compact(), narrow_lru);
+        }
         if !avx2 {
             a = a.without_avx2();
         }
         let mut b = ReferenceSetAssoc::new(sets * ways, ways, policy).unwrap();
+        let ops: Vec<Op> = ops.iter().map(|op| op.below(bound)).collect();
         for (n, op) in ops.iter().enumerate() {
             match *op {
                 Op::Access(k) => proptest::prop_assert_eq!(a.access(k), b.access(k), "{}: {:?}", n, op),
@@ -440,6 +490,10 @@ proptest::proptest! {
                     let (got, want) = batch(&mut a, &mut b, sets, first, m, fill);
                     proptest::prop_assert_eq!(got, want, "{}: {:?}", n, op);
                 }
+                Op::ContainsMask(first, m) => {
+                    let want = (0..64).filter(|&o| b.contains(first + o)).fold(0, |w, o| w | 1 << o);
+                    proptest::prop_assert_eq!(a.contains_mask(first, m), want & m, "{}: {:?}", n, op);
+                }
             }
             for s in 0..sets {
                 proptest::prop_assert_eq!(a.set_order(s), b.set_order(s), "set {} after {}: {:?}", s, n, op);
@@ -461,16 +515,51 @@ proptest::proptest! {
         sets in proptest::sample::select(vec![1usize, 2, 4, 8]),
         ways in 1usize..=16,
         avx2 in proptest::bool::ANY,
-        ops in proptest::collection::vec((0u64..48, proptest::num::u64::ANY, 0u8..3), 1..300),
+        ops in proptest::collection::vec((0u64..48, proptest::num::u64::ANY, 0u8..6), 1..300),
+        // Keys from a base just below a bound that makes the array compact (32-bit tags).
+        bounded in proptest::bool::ANY,
     ) {
         let mut a = SetAssoc::new(sets * ways, ways, Replacement::Lru).unwrap();
+        let base = if bounded {
+            a = a.with_key_bound(key_bound(sets));
+            proptest::prop_assert!(a.is_compact());
+            key_bound(sets) - 48 - 64
+        } else {
+            0
+        };
         if !avx2 {
             a = a.without_avx2();
         }
         let mut b = ReferenceSetAssoc::new(sets * ways, ways, Replacement::Lru).unwrap();
         for (n, &(first, m, kind)) in ops.iter().enumerate() {
+            let first = base + first;
             if kind == 0 {
                 proptest::prop_assert_eq!(a.access(first), b.access(first), "{}", n);
+            } else if kind == 4 {
+                // `access_mask_evicting` of keys that may share sets (all 64 of them): as one
+                // by one, with the keys of the window evicted before their turn.
+                let (mut want, mut evicted) = (0u64, 0u64);
+                for o in (0..64).filter(|o| m >> o & 1 == 1) {
+                    let k = first + o;
+                    if b.contains(k) {
+                        b.access(k);
+                        want |= 1 << o;
+                    } else if let Some(e) = b.insert(k) {
+                        if e > k && e - first < 64 {
+                            evicted |= 1 << (e - first);
+                        }
+                    }
+                }
+                proptest::prop_assert_eq!(a.access_mask_evicting(first, m), (want, evicted), "{}", n);
+            } else if kind == 5 {
+                // `access_mask` / `fill_mask` of keys that may share sets: as one by one.
+                let fill = m & 1 == 1;
+                let (got, want) = batch(&mut a, &mut b, 64, first, m, fill);
+                proptest::prop_assert_eq!(got, want, "{}", n);
+            } else if kind == 3 {
+                // `contains_mask`, whose keys may share sets (all 64 of them).
+                let want = (0..64).filter(|&o| b.contains(first + o)).fold(0, |w, o| w | 1 << o);
+                proptest::prop_assert_eq!(a.contains_mask(first, m), want & m, "{}", n);
             } else {
                 let fill = kind == 2;
                 let (got, want) = batch(&mut a, &mut b, sets, first, m, fill);

@@ -83,9 +83,11 @@ pub struct Cpu {
     node: usize,
 }
 
-fn cache(name: &str, c: &CacheLevel, line: u64) -> SetAssoc {
+/// A cache of the profile's level `c`, whose keys (physical line numbers) are below `lines`.
+fn cache(name: &str, c: &CacheLevel, line: u64, lines: u64) -> SetAssoc {
     SetAssoc::new((c.size.0 / line) as usize, c.ways, replacement(name, &c.replacement).expect("validated"))
         .expect("validated")
+        .with_key_bound(lines)
 }
 
 /// The hardware.
@@ -148,16 +150,25 @@ pub enum Translation {
 }
 
 impl Machine {
+    /// A machine whose physical addresses may be any (its caches keep 64-bit tags).
     pub fn new(p: Profile, ncpus: usize) -> Machine {
+        Machine::with_memory(p, ncpus, u64::MAX)
+    }
+
+    /// A machine of `memory` bytes of physical memory: every physical address the caches see
+    /// is below it (the kernel's frames), so a cache whose tags then fit 32 bits keeps them so
+    /// (`SetAssoc::with_key_bound`, the same behaviour in less host memory).
+    pub fn with_memory(p: Profile, ncpus: usize, memory: u64) -> Machine {
         let line = p.cache.line;
+        let lines = memory.div_ceil(line);
         let geo = p.geometry();
         let nodes = p.smp.numa_nodes.max(1);
         let cpus: Vec<Cpu> = (0..ncpus)
             .map(|_| Cpu {
                 tlb: Tlb::new(&p.tlb, geo),
-                l1d: cache("cache.l1d", &p.cache.l1d, line),
-                l1i: cache("cache.l1i", &p.cache.l1i, line),
-                l2: cache("cache.l2", &p.cache.l2, line),
+                l1d: cache("cache.l1d", &p.cache.l1d, line, lines),
+                l1i: cache("cache.l1i", &p.cache.l1i, line, lines),
+                l2: cache("cache.l2", &p.cache.l2, line, lines),
                 busy: 0.0,
                 time_base: 0.0,
                 cur_asid: None,
@@ -174,7 +185,7 @@ impl Machine {
         let mlp = p.memory.mlp;
         let mut m = Machine {
             geo,
-            llc: cache("cache.llc", &p.cache.llc, line),
+            llc: cache("cache.llc", &p.cache.llc, line, lines),
             line_shift,
             warmed: None,
             prefetch_degree: p.cache.prefetch_degree as u64,
@@ -752,7 +763,9 @@ impl Machine {
         self.warmed = Some(Warmed { mm, page, table, idx });
     }
 
-    /// Where `line` is for `cpu` now, without touching any cache's state.
+    /// Where `line` is for `cpu` now, without touching any cache's state (tests: `fetch_bound`
+    /// probes 64 lines at a time).
+    #[cfg(test)]
     pub(super) fn probe_level(&self, cpu: usize, line: u64) -> Level {
         let c = &self.cpus[cpu];
         if c.l1d.contains(line) {
@@ -774,12 +787,23 @@ impl Machine {
     /// ownership, without the data, but still hold a fill buffer for the round trip: a
     /// deliberate simplification).
     /// Also returns how many of the lines come from memory (the loop's memory traffic).
+    /// The lines are probed 64 at a time (`SetAssoc::contains_mask`, level by level); their
+    /// stalls are still added one line at a time, in line order.
     fn fetch_bound(&self, cpu: usize, lines: std::ops::Range<u64>) -> (f64, u64) {
-        let (mut serial, mut mem) = (0.0, 0);
-        for l in lines {
-            let level = self.probe_level(cpu, l);
-            mem += (level == Level::Mem) as u64;
-            serial += self.stall(level, false);
+        let c = &self.cpus[cpu];
+        let (mut serial, mut mem, mut first) = (0.0, 0, lines.start);
+        while first < lines.end {
+            let n = (lines.end - first).min(64);
+            let all = u64::MAX >> (64 - n);
+            let l1 = c.l1d.contains_mask(first, all);
+            let l2 = c.l2.contains_mask(first, all & !l1);
+            let llc = self.llc.contains_mask(first, all & !(l1 | l2));
+            mem += n - u64::from((l1 | l2 | llc).count_ones());
+            for o in 0..n as u8 {
+                let level = if l1 >> o & 1 != 0 { Level::L1 } else { run::below_l1(l2, llc, o) };
+                serial += self.stall(level, false);
+            }
+            first += n;
         }
         (serial / self.p.memory.stream_mlp, mem)
     }

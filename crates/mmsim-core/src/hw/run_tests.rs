@@ -6,7 +6,9 @@
 use super::machine::{Level, Machine};
 use super::profile;
 
-fn machine(degree: u32, streams: u32, l2_ways: &str, policy: &str, l1: (&str, &str)) -> Machine {
+/// `memory`: the machine's physical memory (u64::MAX: unbounded, 64-bit tags; a bound lets
+/// the LRU caches keep 32-bit ones).
+fn machine(degree: u32, streams: u32, l2_ways: &str, policy: &str, l1: (&str, &str), memory: u64) -> Machine {
     let p = profile::builtin(
         "default",
         &[
@@ -24,7 +26,7 @@ fn machine(degree: u32, streams: u32, l2_ways: &str, policy: &str, l1: (&str, &s
         ],
     )
     .unwrap();
-    Machine::new(p, 1)
+    Machine::with_memory(p, 1, memory)
 }
 
 proptest::proptest! {
@@ -41,6 +43,9 @@ proptest::proptest! {
         // Instruction fetches (the L1i) or loads (the L1d).
         fetch in proptest::bool::ANY,
         want_before in proptest::bool::ANY,
+        // Physical memory of 36 KiB (every line drawn is below it; the caches' tags are 32-bit)
+        // or unbounded (64-bit).
+        bounded in proptest::bool::ANY,
         warm in proptest::collection::vec(0u64..512, 0..400),
         // Lines drawn at random, or a block of consecutive lines (a stream's page).
         runs in proptest::collection::vec(
@@ -51,8 +56,14 @@ proptest::proptest! {
         let policy = ["lru", "fifo", "random"][policy];
         let l2_ways = if wide_l2 { "2" } else { "4" };
         let l1 = [("4K", "1"), ("4K", "2"), ("512", "2")][l1];
-        let (mut a, mut b) =
-            (machine(degree, streams, l2_ways, policy, l1), machine(degree, streams, l2_ways, policy, l1));
+        let memory = if bounded { 576 * 64 } else { u64::MAX };
+        let (mut a, mut b) = (
+            machine(degree, streams, l2_ways, policy, l1, memory),
+            machine(degree, streams, l2_ways, policy, l1, memory),
+        );
+        if bounded {
+            proptest::prop_assert_eq!(a.llc.is_compact(), true);
+        }
         for &l in &warm {
             a.cache_access(0, l);
             b.cache_access(0, l);

@@ -70,7 +70,7 @@ fn stream_fills(first: u64, from: u64, to: u64, page_mask: u64, degree: u64) -> 
 /// Where a line that missed the L1 was, from the bits (`o`) of the lines in the L2 and in the
 /// LLC (at most one of the two): the L2, the LLC or memory.
 #[inline(always)]
-fn below_l1(l2: u64, llc: u64, o: u8) -> Level {
+pub(super) fn below_l1(l2: u64, llc: u64, o: u8) -> Level {
     if l2 >> o & 1 != 0 {
         Level::L2
     } else if llc >> o & 1 != 0 {
@@ -150,29 +150,17 @@ impl Machine {
         {
             return None;
         }
-        // The L1, in line order: which lines miss, and which lines of the run it held before and
-        // lost to an earlier line of the run in their set (only the run's own accesses insert a
-        // line of it, so a line evicted before its access was there at the start).
-        let (mut miss, mut l1_before) = (0u64, 0u64);
-        if (last as u64) < l1.sets() {
-            // Each line in a set of its own: one batch.
-            miss = lines & !l1.access_mask(first, lines);
+        // The L1, one batch in line order (lines that share a set meet as one by one): which
+        // lines miss, and with `want_before` which lines of the run it held before and lost to
+        // an earlier line of the run in their set (only the run's own accesses insert a line
+        // of it, so a line evicted before its access was there at the start). Lines in sets
+        // of their own cannot evict one another.
+        let (hits, l1_before) = if want_before && last as u64 >= l1.sets() {
+            l1.access_mask_evicting(first, lines)
         } else {
-            let mut m = lines;
-            while m != 0 {
-                let o = m.trailing_zeros() as u64;
-                m &= m - 1;
-                match l1.access_evicting(first + o) {
-                    Ok(()) => {}
-                    Err(evicted) => {
-                        miss |= 1 << o;
-                        if let Some(e) = evicted.filter(|&e| want_before && e > first + o && e < first + 64) {
-                            l1_before |= 1 << (e - first);
-                        }
-                    }
-                }
-            }
-        }
+            (l1.access_mask(first, lines), 0)
+        };
+        let miss = lines & !hits;
         // The streamer sees each miss in order; a miss that continues a stream fills the lines
         // after it (at most the degree, within its 4 KiB). It sees a block of consecutive
         // misses as one (`observe_run`): all but the first continue the stream.
