@@ -4,9 +4,12 @@ For each access stream in experiments/bench/ it times `mmsim run` with exact fas
 (the engine's own speed, what a stream no loop repeats gets) and on, and reports simulated
 memory references per second; it times the same access stream natively (native/stream.c) and
 under `valgrind --tool=cachegrind --cache-sim=yes`, in the same run, and prints the ratios.
-Then it runs each seed reproduction of `mmsim reproduce` at full scale (fast-forward on, as
+It first runs each seed reproduction of `mmsim reproduce` at full scale (fast-forward on, as
 users run them) in a process of its own, and reports its wall time and its peak host memory
-(the child's maximum resident set, from wait4). Nothing here is a pass/fail test.
+(the child's maximum resident set, from wait4). The seeds run first because a child's maximum
+resident set starts from its parent's when it is spawned (Linux carries the spawning process's
+high-water mark across exec): after the streams, which run in this process, it would be this
+process's. Nothing here is a pass/fail test.
 
     scripts/bench.py [--streams NAME,...] [--seeds NAME,...] [--no-seeds] [--repeats N]
 """
@@ -91,6 +94,16 @@ def main() -> int:
         raise SystemExit(f"bench: unknown stream {unknown[0]!r} (known: {', '.join(STREAMS)})")
     if names and not STREAM.exists():
         raise SystemExit(f"bench: {STREAM.relative_to(ROOT)} is not built: run `make bench` (it builds it)")
+    if not args.no_seeds:
+        print("Seed reproductions (`mmsim reproduce NAME`, full scale, fast-forward on, one process each):")
+        print(f"  {'experiment':<18} {'profile':<13} {'wall s':>9} {'peak host MB':>13}")
+        for name in [n for n in args.seeds.split(",") if n]:
+            if name not in EXPERIMENTS:
+                raise SystemExit(f"bench: unknown experiment {name!r} (known: {', '.join(EXPERIMENTS)})")
+            secs, peak_mb = reproduce(name)
+            print(f"  {name:<18} {EXPERIMENTS[name].profile:<13} {secs:9.2f} {peak_mb:13.0f}", flush=True)
+            rows.append({"experiment": name, "wall_s": secs, "peak_host_mb": peak_mb})
+        print()
     print(f"Simulation speed (best of {args.repeats}; refs: the workload's accesses and the page walker's reads):")
     print(
         f"  {'stream':<9} {'refs':>12} {'FF-off s':>9} {'Mrefs/s':>8} {'FF-on s':>8} {'Mrefs/s':>8} "
@@ -124,15 +137,6 @@ def main() -> int:
         )
     for name in names:
         print(f"  {name:<9} {STREAMS[name][1]}")
-    if not args.no_seeds:
-        print("\nSeed reproductions (`mmsim reproduce NAME`, full scale, fast-forward on, one process each):")
-        print(f"  {'experiment':<18} {'profile':<13} {'wall s':>9} {'peak host MB':>13}")
-        for name in [n for n in args.seeds.split(",") if n]:
-            if name not in EXPERIMENTS:
-                raise SystemExit(f"bench: unknown experiment {name!r} (known: {', '.join(EXPERIMENTS)})")
-            secs, peak_mb = reproduce(name)
-            print(f"  {name:<18} {EXPERIMENTS[name].profile:<13} {secs:9.2f} {peak_mb:13.0f}", flush=True)
-            rows.append({"experiment": name, "wall_s": secs, "peak_host_mb": peak_mb})
     out = ROOT / "target" / "bench.json"
     out.write_text(json.dumps(rows, indent=2))
     print(f"\nresults: {out.relative_to(ROOT)}")
