@@ -147,7 +147,7 @@ def test_nested_forks_stay_bounded(write_workload):
     """The issue's fork storm (fork 100 -> 100 -> 100 -> 100, each process writing 1 GiB):
     kernel/pid_max bounds the processes (the forks beyond fail with EAGAIN), the simulator's
     memory stays bounded, and the run ends with one clear line, never a traceback. Simulated
-    to its end on the default machine it takes minutes (every page of 32,767 processes'
+    to its end on the default machine it takes over a minute (every page of 32,767 processes'
     writes is faulted, cleared and OOM-killed in turn); here --max-ops stops it."""
     r, peak_kb = _run_timed("run", NESTED_FORKS, "--max-ops", "400000")
     assert r.returncode == 2, (r.stdout[-300:], r.stderr[-300:])

@@ -28,17 +28,6 @@ pub use clocks::Clocks;
 /// (the L2 streamer of Intel's optimization manual; a 4 KiB page is the unit they assume).
 const PREFETCH_BOUNDARY: u64 = 4096;
 
-/// The offsets 0..64 of a run of consecutive lines (`Machine::access_run`).
-const RUN_OFFSETS: [u8; 64] = {
-    let mut o = [0u8; 64];
-    let mut i = 0;
-    while i < 64 {
-        o[i] = i as u8;
-        i += 1;
-    }
-    o
-};
-
 /// Above this many pages a range flush becomes a full flush (tlb_single_page_flush_ceiling).
 pub const TLB_SINGLE_PAGE_FLUSH_CEILING: u64 = 33;
 
@@ -128,6 +117,9 @@ pub struct Machine {
     /// The last run's stall (`page_accesses`): its lines' `RunMasks` (`miss`, `l2_hit`,
     /// `llc_hit`), which fix the sum, and the sum. A stream's pages repeat one pattern.
     run_stall: ([u64; 3], f64),
+    /// The last clear's fetch-bound stall (`masks_fetch_bound`): its lines' levels before it
+    /// (`[l2, llc, mem]`) and their serial stalls' sum.
+    clear_stall: ([u64; 3], f64),
 }
 
 /// A page-table entry `Machine::warm_access` found ahead of its access: entry `idx` of the
@@ -193,6 +185,7 @@ impl Machine {
             stall_serial: extra,
             stall_parallel: [0.0, extra[1] / mlp, extra[2] / mlp, extra[3] / mlp],
             run_stall: ([0; 3], 0.0),
+            clear_stall: ([0; 3], 0.0),
             p,
             clock: Clocks::new(cpus.len()),
             cpus,
@@ -808,14 +801,24 @@ impl Machine {
         (serial / self.p.memory.stream_mlp, mem)
     }
 
-    /// `fetch_bound` of lines found at `levels` (in order).
-    fn levels_fetch_bound(&self, levels: &[Level]) -> (f64, u64) {
-        let (mut serial, mut mem) = (0.0, 0);
-        for &level in levels {
-            mem += (level == Level::Mem) as u64;
-            serial += self.stall(level, false);
+    /// `fetch_bound` of a run's lines found in the L2, the LLC and memory (`[l2, llc, mem]`,
+    /// disjoint masks of offsets; the run's other lines in the L1, which add no stall): the
+    /// stalls added in line order, once for each pattern of masks in a row (a clear's lines
+    /// are mostly all in one place).
+    fn masks_fetch_bound(&mut self, levels: [u64; 3]) -> (f64, u64) {
+        if self.clear_stall.0 != levels {
+            let [l2, llc, mem] = levels;
+            let (mut serial, mut m) = (0.0, l2 | llc | mem);
+            while m != 0 {
+                let o = m.trailing_zeros();
+                m &= m - 1;
+                // Level::L2, Llc or Mem (in one of the three).
+                let level = 3 - 2 * (l2 >> o & 1) - (llc >> o & 1);
+                serial += self.stall_serial[level as usize];
+            }
+            self.clear_stall = (levels, serial);
         }
-        (serial / self.p.memory.stream_mlp, mem)
+        (self.clear_stall.1 / self.p.memory.stream_mlp, u64::from(levels[2].count_ones()))
     }
 
     /// A digest of every cache and TLB (for detecting loop iterations that repeat exactly).

@@ -33,16 +33,17 @@ impl RunMasks {
         }
     }
 
-    /// Where line `o` was before the run.
+    /// Where the run's lines (`lines`) were before it, as masks of those in the L2, in the LLC
+    /// and in memory (`[l2, llc, mem]`; the rest were in the L1). A line the L1 missed and
+    /// had not lost to an earlier line of the run was below it; a line the streamer filled
+    /// during the run was where the fill found it, any other where its access did.
     #[inline(always)]
-    fn before(&self, o: u8) -> Level {
-        if (self.miss & !self.l1_before) >> o & 1 == 0 {
-            Level::L1
-        } else if self.filled >> o & 1 == 0 {
-            self.level(o)
-        } else {
-            below_l1(self.l2_before, self.llc_before, o)
-        }
+    pub(super) fn before_masks(&self, lines: u64) -> [u64; 3] {
+        let below = lines & self.miss & !self.l1_before;
+        let (own, filled) = (below & !self.filled, below & self.filled);
+        let l2 = (own & self.l2_hit) | (filled & self.l2_before);
+        let llc = (own & !self.l2_hit & self.llc_hit) | (filled & !self.l2_before & self.llc_before);
+        [l2, llc, below & !l2 & !llc]
     }
 }
 
@@ -94,7 +95,9 @@ impl Machine {
     /// 16 KiB L1d has 32 sets of 64-byte lines); a line an earlier line of the run evicts
     /// before its own access was in the L1 before the run (only the run inserts its lines),
     /// which the eviction itself tells. Returns false, doing nothing, when the run does not
-    /// qualify.
+    /// qualify. (The run proptest's view of `run_masks` and `RunMasks::before_masks`, a level
+    /// per line; the engine reads the masks.)
+    #[cfg(test)]
     #[allow(clippy::too_many_arguments)]
     pub(in crate::hw) fn access_run(
         &mut self,
@@ -109,10 +112,14 @@ impl Machine {
         let lines = offsets.iter().fold(0u64, |m, &o| m | 1 << o);
         debug_assert_eq!(lines.count_ones() as usize, offsets.len(), "ascending distinct offsets");
         let Some(r) = self.run_masks(cpu, first, lines, want_before, fetch) else { return false };
+        let [l2, llc, mem] = r.before_masks(lines);
         for (k, &o) in offsets.iter().enumerate() {
             found[k] = r.level(o);
             if want_before {
-                before[k] = r.before(o);
+                before[k] = match (l2 | llc | mem) >> o & 1 {
+                    0 => Level::L1,
+                    _ => below_l1(l2, llc, o),
+                };
             }
         }
         true

@@ -102,19 +102,13 @@ impl Machine {
                     // A small clear (a 4 KiB page): its lines accessed as a run, which also
                     // tells where each was before (the fetch bound's levels).
                     let n = lines.end - lines.start;
-                    let (mut found, mut before) = ([Level::L1; 64], [Level::L1; 64]);
-                    let one_pass = n <= 64
-                        && self.access_run(cpu, first, &RUN_OFFSETS[..n as usize], &mut found, &mut before, rfo, false);
-                    let (fetch, mem) = if one_pass {
-                        if rfo {
-                            self.levels_fetch_bound(&before[..n as usize])
-                        } else {
-                            (0.0, 0)
-                        }
-                    } else if rfo {
-                        self.fetch_bound(cpu, lines.clone())
-                    } else {
-                        (0.0, 0)
+                    let all = u64::MAX >> (64 - n.clamp(1, 64));
+                    let run = if n <= 64 { self.run_masks(cpu, first, all, rfo, false) } else { None };
+                    let one_pass = run.is_some();
+                    let (fetch, mem) = match run {
+                        Some(r) if rfo => self.masks_fetch_bound(r.before_masks(all)),
+                        None if rfo => self.fetch_bound(cpu, lines.clone()),
+                        _ => (0.0, 0),
                     };
                     let read = mem << self.line_shift;
                     if one_pass {
