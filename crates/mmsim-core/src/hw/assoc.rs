@@ -433,7 +433,10 @@ impl SetAssoc {
     #[inline(always)]
     fn position(&self, s: SetRef, key: u64) -> Option<usize> {
         debug_assert!(s.base + self.lanes <= self.sets as usize * self.lanes);
-        if self.nibbles {
+        if self.compact {
+            let m = self.match_narrow(s.set, key);
+            (m != 0).then(|| s.base + self.first_way(m) as usize)
+        } else if self.nibbles {
             self.scan(s.base, key)
         } else {
             self.scan_wide(s, key)
@@ -494,19 +497,7 @@ impl SetAssoc {
     /// The first lane of the set at `b` whose tag is `key`.
     #[inline(always)]
     fn scan(&self, b: usize, key: u64) -> Option<usize> {
-        if self.compact {
-            // A key of this set: its tag is its bits above the set's.
-            let t = self.tag32(key);
-            // SAFETY: as in `position`.
-            let tags = unsafe { self.tags32().get_unchecked(b..b + self.lanes) };
-            for (g, group) in tags.as_chunks::<LANES>().0.iter().enumerate() {
-                let m = group::match_tags32(group, t);
-                if m != 0 {
-                    return Some(b + g * LANES + m.trailing_zeros() as usize);
-                }
-            }
-            return None;
-        }
+        debug_assert!(!self.compact, "a compact array's sets are matched by `match_narrow`");
         // SAFETY: as in `position`.
         let tags = unsafe { self.tags().get_unchecked(b..b + self.lanes) };
         let (groups, _) = tags.as_chunks::<LANES>();
@@ -785,25 +776,17 @@ impl SetAssoc {
     /// 2w and 2w + 1), one each in a compact array (`first_way`).
     #[inline(always)]
     fn match_narrow(&self, set: usize, key: u64) -> u32 {
-        if self.compact {
-            let t = self.tag32(key);
-            debug_assert!((set + 1) * self.lanes <= self.tags32().len());
-            // SAFETY: the set's `lanes` (LANES per group) lie within `tags32`.
-            let g = unsafe { self.tags32().as_ptr().add(set * self.lanes) } as *const [u32; LANES];
-            let mut m = group::match_tags32(unsafe { &*g }, t);
-            if self.set_groups > 1 {
-                m |= group::match_tags32(unsafe { &*g.add(1) }, t) << LANES;
+        debug_assert!(set < self.sets as usize && (!self.compact || key < self.key_bound));
+        let (g, shift) = (self.groups.as_ptr(), self.set_shift);
+        // SAFETY: `set` is a set of this array, of `set_groups` groups; no AVX2 compares.
+        unsafe {
+            match (self.set_groups, self.compact) {
+                (1, false) => batch::match_set::<1, false, false>(g, set, key, shift),
+                (_, false) => batch::match_set::<2, false, false>(g, set, key, shift),
+                (1, true) => batch::match_set::<1, false, true>(g, set, key, shift),
+                (_, true) => batch::match_set::<2, false, true>(g, set, key, shift),
             }
-            return m;
         }
-        let g = set * self.set_groups;
-        debug_assert!(g + self.set_groups <= self.groups.len());
-        // SAFETY: the set's groups lie within `groups`.
-        let mut m = group::match_tags(unsafe { &self.groups.get_unchecked(g).0 }, key);
-        if self.set_groups > 1 {
-            m |= group::match_tags(unsafe { &self.groups.get_unchecked(g + 1).0 }, key) << 16;
-        }
-        m
     }
 
     /// The first way of a `match_narrow` mask that is not 0.

@@ -228,7 +228,7 @@ fn window_bit(first: u64, key: u64, e: u64) -> u64 {
 /// # Safety
 /// `set` is a set of the array whose tags are at `groups`; `AVX2` only where the host has it.
 #[inline(always)]
-unsafe fn match_set<const G: usize, const AVX2: bool, const C: bool>(
+pub(super) unsafe fn match_set<const G: usize, const AVX2: bool, const C: bool>(
     groups: *const TagGroup,
     set: usize,
     key: u64,
