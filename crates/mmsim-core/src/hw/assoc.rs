@@ -117,82 +117,6 @@ pub struct SetAssoc {
     avx2: bool,
 }
 
-/// A narrow set's valid ways from most to least recent.
-#[derive(Clone, Copy, Debug, Default)]
-struct NibbleList {
-    /// The way numbers, most recent (`order & 15`) first: the first `valid.count_ones()`
-    /// nibbles count, the rest is left over from earlier orders.
-    order: u64,
-    /// A bit per valid way.
-    valid: u16,
-}
-
-impl NibbleList {
-    /// Make valid way `w` the most recent: the ways before it move back one, those after it
-    /// stay.
-    #[inline(always)]
-    fn promote(&mut self, w: u64) {
-        let p = nibble_position(self.order, w);
-        self.order = (self.order & !low_nibbles(p + 1)) | ((self.order & low_nibbles(p)) << 4) | w;
-    }
-
-    /// The way a miss takes in a set whose valid mask when full is `full` (with
-    /// `last_shift`, the least recent nibble's shift): the lowest empty way, counted in
-    /// `len`, or the least recent one, made the most recent.
-    #[inline(always)]
-    fn take_way(&mut self, full: u16, last_shift: u32, len: &mut usize) -> u64 {
-        let w = if self.valid != full {
-            let w = (!self.valid).trailing_zeros() as u64;
-            self.valid |= 1 << w;
-            *len += 1;
-            w
-        } else {
-            (self.order >> last_shift) & 15
-        };
-        self.order = (self.order << 4) | w;
-        w
-    }
-}
-
-/// A wide set's valid ways from most to least recent: a doubly linked list through `links`.
-#[derive(Clone, Copy, Debug)]
-struct Chain {
-    /// The most recent way (NONE when the set is empty).
-    head: u32,
-    /// The least recent way.
-    tail: u32,
-    /// Valid ways.
-    n: u32,
-}
-
-/// A way's neighbours in its set's chain (NONE at either end).
-#[derive(Clone, Copy, Debug)]
-struct Link {
-    newer: u32,
-    older: u32,
-}
-
-const EMPTY_CHAIN: Chain = Chain { head: NONE, tail: NONE, n: 0 };
-
-/// Nibbles set in the low `k` nibbles (k <= 16).
-#[inline(always)]
-fn low_nibbles(k: u32) -> u64 {
-    if k >= 16 {
-        u64::MAX
-    } else {
-        (1u64 << (4 * k)) - 1
-    }
-}
-
-/// Position of the first nibble of `list` equal to `w` (a valid way: it is in the list).
-#[inline(always)]
-fn nibble_position(list: u64, w: u64) -> u32 {
-    const ONES: u64 = 0x1111_1111_1111_1111;
-    let x = list ^ w.wrapping_mul(ONES);
-    // The lowest zero nibble of x (borrows only produce false zeros above it).
-    (x.wrapping_sub(ONES) & !x & (ONES << 3)).trailing_zeros() / 4
-}
-
 /// Ask the host to bring the cache line holding `p` into its caches (no effect on anything
 /// simulated; a no-op where the architecture has no prefetch hint).
 #[inline(always)]
@@ -205,11 +129,6 @@ pub fn host_prefetch<T>(p: *const T) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
 }
-
-/// LANES tags in one host cache line.
-#[derive(Clone, Copy, Debug)]
-#[repr(C, align(64))]
-struct TagGroup([u64; LANES]);
 
 /// The byte of `key` a wide set keeps per way (the top byte of a multiplicative hash).
 #[inline(always)]
@@ -236,6 +155,11 @@ fn fast_mod(a: u64, magic: u128, d: u64) -> u64 {
 
 mod batch;
 mod group;
+mod order;
+mod tags;
+
+use order::{Chain, Link, NibbleList, EMPTY_CHAIN};
+use tags::TagGroup;
 
 impl SetAssoc {
     /// `entries` in total, `ways` per set (ways == entries: fully associative). The number of
@@ -310,98 +234,9 @@ impl SetAssoc {
         })
     }
 
-    /// The same (empty) array, told that every key it will see is below `bound` (a cache's
-    /// physical line numbers, below the machine's memory). A narrow LRU array whose tags then
-    /// fit 32 bits (`key >> log2(sets)` below u32::MAX) keeps them so: a 16-way set's tags are
-    /// one host cache line. Its behaviour is the same; other arrays are unchanged.
-    pub fn with_key_bound(mut self, bound: u64) -> SetAssoc {
-        debug_assert_eq!(self.len, 0, "only an empty array changes its tags' width");
-        self.key_bound = bound;
-        if !self.lru_narrow || self.len != 0 {
-            return self;
-        }
-        let shift = self.sets.trailing_zeros();
-        if bound.saturating_sub(1) >> shift >= INVALID32 as u64 {
-            return self;
-        }
-        self.compact = true;
-        self.set_shift = shift;
-        // Every u32 of an all-ones group is INVALID32.
-        self.groups = vec![TagGroup([INVALID; LANES]); (self.sets as usize * self.lanes).div_ceil(2 * LANES)];
-        self
-    }
-
-    /// Whether tags are 32-bit (`with_key_bound`).
-    pub fn is_compact(&self) -> bool {
-        self.compact
-    }
-
     /// Total entries.
     pub fn capacity(&self) -> usize {
         self.ways * self.sets as usize
-    }
-
-    /// Every tag, set by set.
-    #[inline(always)]
-    fn tags(&self) -> &[u64] {
-        // SAFETY: a TagGroup is LANES u64s without padding (repr(C)).
-        unsafe { std::slice::from_raw_parts(self.groups.as_ptr() as *const u64, self.groups.len() * LANES) }
-    }
-
-    #[inline(always)]
-    fn tags_mut(&mut self) -> &mut [u64] {
-        // SAFETY: as in `tags`.
-        unsafe { std::slice::from_raw_parts_mut(self.groups.as_mut_ptr() as *mut u64, self.groups.len() * LANES) }
-    }
-
-    /// A compact array's 32-bit tags, set by set (`lanes` per set).
-    #[inline(always)]
-    fn tags32(&self) -> &[u32] {
-        // SAFETY: a TagGroup is 2 * LANES u32s without padding (repr(C)).
-        unsafe { std::slice::from_raw_parts(self.groups.as_ptr() as *const u32, self.groups.len() * 2 * LANES) }
-    }
-
-    #[inline(always)]
-    fn tags32_mut(&mut self) -> &mut [u32] {
-        // SAFETY: as in `tags32`.
-        unsafe { std::slice::from_raw_parts_mut(self.groups.as_mut_ptr() as *mut u32, self.groups.len() * 2 * LANES) }
-    }
-
-    /// A compact array's tag of `key` (its set is implied by where the tag is).
-    #[inline(always)]
-    fn tag32(&self, key: u64) -> u32 {
-        debug_assert!(key < self.key_bound, "key {key:#x} beyond the array's bound {:#x}", self.key_bound);
-        (key >> self.set_shift) as u32
-    }
-
-    /// The key in lane `i` of set `set` (INVALID when empty), whichever width its tag has.
-    #[inline(always)]
-    fn key_at(&self, set: usize, i: usize) -> u64 {
-        if self.compact {
-            // SAFETY: `i` is a lane of a set.
-            match unsafe { *self.tags32().get_unchecked(i) } {
-                INVALID32 => INVALID,
-                t => ((t as u64) << self.set_shift) | set as u64,
-            }
-        } else {
-            // SAFETY: as above.
-            unsafe { *self.tags().get_unchecked(i) }
-        }
-    }
-
-    /// Put `key` (INVALID: empty it) in lane `i` of set `set`; returns the key it held.
-    #[inline(always)]
-    fn store_key(&mut self, set: usize, i: usize, key: u64) -> u64 {
-        if self.compact {
-            let old = self.key_at(set, i);
-            let t = if key == INVALID { INVALID32 } else { self.tag32(key) };
-            // SAFETY: `i` is a lane of a set.
-            unsafe { *self.tags32_mut().get_unchecked_mut(i) = t };
-            old
-        } else {
-            // SAFETY: as above.
-            std::mem::replace(unsafe { self.tags_mut().get_unchecked_mut(i) }, key)
-        }
     }
 
     /// The set `key` belongs to.
@@ -508,70 +343,6 @@ impl SetAssoc {
             }
         }
         None
-    }
-
-    /// Way `w` of a wide set leaves its chain.
-    #[inline(always)]
-    fn unlink(&mut self, s: SetRef, w: u32) {
-        let Link { newer, older } = self.links[s.base + w as usize];
-        let c = &mut self.chains[s.set];
-        match newer {
-            NONE => c.head = older,
-            n => self.links[s.base + n as usize].older = older,
-        }
-        match older {
-            NONE => c.tail = newer,
-            o => self.links[s.base + o as usize].newer = newer,
-        }
-    }
-
-    /// Way `w` of a wide set joins its chain as the most recent.
-    #[inline(always)]
-    fn link_first(&mut self, s: SetRef, w: u32) {
-        let c = &mut self.chains[s.set];
-        let head = std::mem::replace(&mut c.head, w);
-        match head {
-            NONE => c.tail = w,
-            h => self.links[s.base + h as usize].newer = w,
-        }
-        self.links[s.base + w as usize] = Link { newer: NONE, older: head };
-    }
-
-    /// Make lane `i` of set `s` the most recent: the entries more recent than it (every valid
-    /// one when `i` was empty) become one step older. `last`: `i` is empty or the set's least
-    /// recent way (an insertion's victim under LRU or FIFO).
-    #[inline(always)]
-    fn promote(&mut self, s: SetRef, i: usize, last: bool) {
-        let w = i - s.base;
-        if self.nibbles {
-            let l = self.list(s);
-            if last || l.valid & (1 << w) == 0 {
-                // Way w was not in the list, or was its last valid nibble: every valid way
-                // before it is one step older (the last one, if w, falls off the counted list).
-                l.valid |= 1 << w;
-                l.order = (l.order << 4) | w as u64;
-                return;
-            }
-            l.promote(w as u64);
-            return;
-        }
-        let w = w as u32;
-        if self.tags()[i] == INVALID {
-            self.chains[s.set].n += 1;
-        } else if self.chains[s.set].head == w {
-            return;
-        } else {
-            self.unlink(s, w);
-        }
-        self.link_first(s, w);
-    }
-
-    /// A hit under LRU refreshes the entry's recency.
-    #[inline(always)]
-    fn touch(&mut self, s: SetRef, i: usize) {
-        if self.policy == Replacement::Lru {
-            self.promote(s, i, false);
-        }
     }
 
     /// A pseudo-random way (xorshift64).
@@ -907,22 +678,6 @@ impl SetAssoc {
         self.sets
     }
 
-    /// Empty lane `i` of set `s`: the entries less recent than it become one step more recent.
-    fn remove(&mut self, s: SetRef, i: usize) {
-        let w = i - s.base;
-        if self.nibbles {
-            let l = &mut self.lists[s.set];
-            let p = nibble_position(l.order, w as u64);
-            l.order = (l.order & low_nibbles(p)) | ((l.order >> 4) & !low_nibbles(p));
-            l.valid &= !(1 << w);
-        } else {
-            self.unlink(s, w as u32);
-            self.chains[s.set].n -= 1;
-        }
-        self.store_key(s.set, i, INVALID);
-        self.len -= 1;
-    }
-
     /// Drop `key` if present (invlpg, a cache line invalidation).
     pub fn invalidate(&mut self, key: u64) -> bool {
         if self.len == 0 {
@@ -966,22 +721,6 @@ impl SetAssoc {
             self.chains.fill(EMPTY_CHAIN);
         }
         self.len = 0;
-    }
-
-    /// The valid ways of set `s`, most recent first.
-    fn recency_order(&self, s: SetRef) -> Vec<usize> {
-        if self.nibbles {
-            let NibbleList { order: list, valid } = self.lists[s.set];
-            let n = valid.count_ones();
-            return (0..n).map(|p| s.base + ((list >> (4 * p)) & 15) as usize).collect();
-        }
-        let mut v = Vec::new();
-        let mut w = self.chains[s.set].head;
-        while w != NONE {
-            v.push(s.base + w as usize);
-            w = self.links[s.base + w as usize].older;
-        }
-        v
     }
 
     /// Keys of one set from most to least recently used (tests and debugging).

@@ -1,0 +1,179 @@
+//! Each set's recency order: a narrow set's as a list of 4-bit way numbers (`NibbleList`), a
+//! wide set's as a chain of its ways (`Chain`, `Link`), and the operations of `SetAssoc` that
+//! change it.
+
+use super::{Replacement, SetAssoc, SetRef, INVALID, NONE};
+
+/// A narrow set's valid ways from most to least recent.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct NibbleList {
+    /// The way numbers, most recent (`order & 15`) first: the first `valid.count_ones()`
+    /// nibbles count, the rest is left over from earlier orders.
+    pub(super) order: u64,
+    /// A bit per valid way.
+    pub(super) valid: u16,
+}
+
+impl NibbleList {
+    /// Make valid way `w` the most recent: the ways before it move back one, those after it
+    /// stay.
+    #[inline(always)]
+    pub(super) fn promote(&mut self, w: u64) {
+        let p = nibble_position(self.order, w);
+        self.order = (self.order & !low_nibbles(p + 1)) | ((self.order & low_nibbles(p)) << 4) | w;
+    }
+
+    /// The way a miss takes in a set whose valid mask when full is `full` (with
+    /// `last_shift`, the least recent nibble's shift): the lowest empty way, counted in
+    /// `len`, or the least recent one, made the most recent.
+    #[inline(always)]
+    pub(super) fn take_way(&mut self, full: u16, last_shift: u32, len: &mut usize) -> u64 {
+        let w = if self.valid != full {
+            let w = (!self.valid).trailing_zeros() as u64;
+            self.valid |= 1 << w;
+            *len += 1;
+            w
+        } else {
+            (self.order >> last_shift) & 15
+        };
+        self.order = (self.order << 4) | w;
+        w
+    }
+}
+
+/// A wide set's valid ways from most to least recent: a doubly linked list through `links`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Chain {
+    /// The most recent way (NONE when the set is empty).
+    pub(super) head: u32,
+    /// The least recent way.
+    pub(super) tail: u32,
+    /// Valid ways.
+    pub(super) n: u32,
+}
+
+/// A way's neighbours in its set's chain (NONE at either end).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Link {
+    pub(super) newer: u32,
+    pub(super) older: u32,
+}
+
+pub(super) const EMPTY_CHAIN: Chain = Chain { head: NONE, tail: NONE, n: 0 };
+
+/// Nibbles set in the low `k` nibbles (k <= 16).
+#[inline(always)]
+fn low_nibbles(k: u32) -> u64 {
+    if k >= 16 {
+        u64::MAX
+    } else {
+        (1u64 << (4 * k)) - 1
+    }
+}
+
+/// Position of the first nibble of `list` equal to `w` (a valid way: it is in the list).
+#[inline(always)]
+fn nibble_position(list: u64, w: u64) -> u32 {
+    const ONES: u64 = 0x1111_1111_1111_1111;
+    let x = list ^ w.wrapping_mul(ONES);
+    // The lowest zero nibble of x (borrows only produce false zeros above it).
+    (x.wrapping_sub(ONES) & !x & (ONES << 3)).trailing_zeros() / 4
+}
+
+impl SetAssoc {
+    /// Way `w` of a wide set leaves its chain.
+    #[inline(always)]
+    pub(super) fn unlink(&mut self, s: SetRef, w: u32) {
+        let Link { newer, older } = self.links[s.base + w as usize];
+        let c = &mut self.chains[s.set];
+        match newer {
+            NONE => c.head = older,
+            n => self.links[s.base + n as usize].older = older,
+        }
+        match older {
+            NONE => c.tail = newer,
+            o => self.links[s.base + o as usize].newer = newer,
+        }
+    }
+
+    /// Way `w` of a wide set joins its chain as the most recent.
+    #[inline(always)]
+    pub(super) fn link_first(&mut self, s: SetRef, w: u32) {
+        let c = &mut self.chains[s.set];
+        let head = std::mem::replace(&mut c.head, w);
+        match head {
+            NONE => c.tail = w,
+            h => self.links[s.base + h as usize].newer = w,
+        }
+        self.links[s.base + w as usize] = Link { newer: NONE, older: head };
+    }
+
+    /// Make lane `i` of set `s` the most recent: the entries more recent than it (every valid
+    /// one when `i` was empty) become one step older. `last`: `i` is empty or the set's least
+    /// recent way (an insertion's victim under LRU or FIFO).
+    #[inline(always)]
+    pub(super) fn promote(&mut self, s: SetRef, i: usize, last: bool) {
+        let w = i - s.base;
+        if self.nibbles {
+            let l = self.list(s);
+            if last || l.valid & (1 << w) == 0 {
+                // Way w was not in the list, or was its last valid nibble: every valid way
+                // before it is one step older (the last one, if w, falls off the counted list).
+                l.valid |= 1 << w;
+                l.order = (l.order << 4) | w as u64;
+                return;
+            }
+            l.promote(w as u64);
+            return;
+        }
+        let w = w as u32;
+        if self.tags()[i] == INVALID {
+            self.chains[s.set].n += 1;
+        } else if self.chains[s.set].head == w {
+            return;
+        } else {
+            self.unlink(s, w);
+        }
+        self.link_first(s, w);
+    }
+
+    /// A hit under LRU refreshes the entry's recency.
+    #[inline(always)]
+    pub(super) fn touch(&mut self, s: SetRef, i: usize) {
+        if self.policy == Replacement::Lru {
+            self.promote(s, i, false);
+        }
+    }
+
+    /// Empty lane `i` of set `s`: the entries less recent than it become one step more recent.
+    pub(super) fn remove(&mut self, s: SetRef, i: usize) {
+        let w = i - s.base;
+        if self.nibbles {
+            let l = &mut self.lists[s.set];
+            let p = nibble_position(l.order, w as u64);
+            l.order = (l.order & low_nibbles(p)) | ((l.order >> 4) & !low_nibbles(p));
+            l.valid &= !(1 << w);
+        } else {
+            self.unlink(s, w as u32);
+            self.chains[s.set].n -= 1;
+        }
+        self.store_key(s.set, i, INVALID);
+        self.len -= 1;
+    }
+
+    /// The valid ways of set `s`, most recent first.
+    pub(super) fn recency_order(&self, s: SetRef) -> Vec<usize> {
+        if self.nibbles {
+            let NibbleList { order: list, valid } = self.lists[s.set];
+            let n = valid.count_ones();
+            return (0..n).map(|p| s.base + ((list >> (4 * p)) & 15) as usize).collect();
+        }
+        let mut v = Vec::new();
+        let mut w = self.chains[s.set].head;
+        while w != NONE {
+            v.push(s.base + w as usize);
+            w = self.links[s.base + w as usize].older;
+        }
+        v
+    }
+}
