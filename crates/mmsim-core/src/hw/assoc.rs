@@ -115,6 +115,9 @@ pub struct SetAssoc {
     set_groups: usize,
     /// The host has AVX2: batches (`access_mask`, `fill_mask`) compare tags with it.
     avx2: bool,
+    /// Wider sets of at most 64 ways: a bit per way (`scan_wide` matches all the set's key
+    /// bytes into one mask); 0 for wider ones, whose chunks are matched one at a time.
+    wide_ways: u64,
 }
 
 /// Ask the host to bring the cache line holding `p` into its caches (no effect on anything
@@ -192,6 +195,7 @@ impl SetAssoc {
                 last_shift: 0,
                 set_groups: 0,
                 avx2: false,
+                wide_ways: 0,
             });
         }
         if ways == 0 || !entries.is_multiple_of(ways) {
@@ -231,6 +235,12 @@ impl SetAssoc {
             last_shift: if nibbles { 4 * (ways as u32 - 1) } else { 0 },
             set_groups: lanes / LANES,
             avx2: group::has_avx2(),
+            wide_ways: match ways {
+                ..=NIBBLE_WAYS => 0,
+                64 => u64::MAX,
+                w if w < 64 => (1 << w) - 1,
+                _ => 0,
+            },
         })
     }
 
@@ -287,7 +297,25 @@ impl SetAssoc {
         // SAFETY: the set's bytes lie within `key_bytes`.
         let bytes = unsafe { self.key_bytes.get_unchecked(b..b + self.byte_lanes) };
         let kb = key_byte(key);
-        for (c, chunk) in bytes.as_chunks::<16>().0.iter().enumerate() {
+        let chunks = bytes.as_chunks::<16>().0;
+        if self.wide_ways != 0 {
+            // Up to four chunks: one mask of the set's ways, its padding cleared.
+            let mut m = 0u64;
+            for (c, chunk) in chunks.iter().enumerate() {
+                m |= u64::from(group::match_bytes(chunk, kb)) << (16 * c);
+            }
+            m &= self.wide_ways;
+            while m != 0 {
+                let i = s.base + m.trailing_zeros() as usize;
+                // SAFETY: a way of the set.
+                if unsafe { *self.tags().get_unchecked(i) } == key {
+                    return Some(i);
+                }
+                m &= m - 1;
+            }
+            return None;
+        }
+        for (c, chunk) in chunks.iter().enumerate() {
             let mut m = group::match_bytes(chunk, kb);
             // Ways past the last (the padding of the last chunk) never match.
             let real = self.ways - c * 16;
@@ -415,12 +443,19 @@ impl SetAssoc {
         self.get(key).is_some()
     }
 
-    /// Look `key` up and return its payload; a hit refreshes its recency (LRU).
-    #[inline]
+    /// Look `key` up and return its payload; a hit refreshes its recency (LRU). An empty
+    /// array (a TLB of a page size nothing maps) answers without a call.
+    #[inline(always)]
     pub fn get(&mut self, key: u64) -> Option<u64> {
         if self.len == 0 {
             return None;
         }
+        self.get_present(key)
+    }
+
+    /// `get` in an array with entries.
+    #[inline(never)]
+    fn get_present(&mut self, key: u64) -> Option<u64> {
         if self.lru_narrow {
             let set = (key & self.set_mask) as usize;
             let m = self.match_narrow(set, key);

@@ -147,9 +147,9 @@ impl Tlb {
             }
             let k = self.key(asid, sz, vaddr);
             if let Some(v) = self.stlb.get(k) {
-                // Refill the L1.
+                // Refill the L1 (whose lookup above missed: no second search).
                 let arr = if instr { &mut self.itlb[sz as usize] } else { &mut self.dtlb[sz as usize] };
-                arr.put(k, v);
+                arr.put_absent(k, v);
                 self.gen += 1;
                 return Some((TlbHit::Stlb, sz, v));
             }
@@ -257,11 +257,14 @@ impl Tlb {
         self.pwc[level].get(((asid as u64) << ASID_SHIFT) | (vaddr >> shift))
     }
 
+    /// Cache an upper-level entry after a walk read it: the walk began below the deepest
+    /// paging-structure cache that hit, so every level it caches was looked up and missed
+    /// (`pwc_get`), and the entry is put without a second search.
     #[inline]
     pub fn pwc_put(&mut self, level: usize, asid: u32, vaddr: u64, table_pfn: u64) {
         self.mark(asid);
         let shift = self.pwc_shift[level];
-        self.pwc[level].put(((asid as u64) << ASID_SHIFT) | (vaddr >> shift), table_pfn);
+        self.pwc[level].put_absent(((asid as u64) << ASID_SHIFT) | (vaddr >> shift), table_pfn);
     }
 
     /// Digest of the contents (for exact loop fast-forward).

@@ -367,12 +367,11 @@ impl Interp {
             // span what the simulation reads of them stays in the host's caches anyway).
             if left > 1 && slots.saturating_mul(stride) > WARM_MIN_SPAN {
                 if let Some(mm) = self.tasks[t].mm {
-                    let cpu = self.tasks[t].cpu;
                     let mut ahead = next_rng;
                     let a1 = draw(&mut ahead);
-                    self.machine.warm_access(cpu, &mut self.kernel, mm, a1, true);
+                    self.machine.warm_access(&mut self.kernel, mm, a1, true);
                     if left > 2 {
-                        self.machine.warm_access(cpu, &mut self.kernel, mm, draw(&mut ahead), false);
+                        self.machine.warm_access(&mut self.kernel, mm, draw(&mut ahead), false);
                     }
                 }
             }
