@@ -39,6 +39,12 @@ impl CpuSet {
         }
     }
 
+    /// The set's words: CPU `64 * i + b` is in the set when bit `b` of word `i` is set.
+    #[inline(always)]
+    pub fn words(&self) -> &[u64] {
+        &self.0
+    }
+
     /// The CPUs, lowest first.
     #[inline]
     pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {

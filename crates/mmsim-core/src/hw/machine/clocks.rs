@@ -24,6 +24,12 @@ impl Clocks {
         Clocks { v: vec![0.0; n], changed }
     }
 
+    /// Every clock, by CPU, to read.
+    #[inline(always)]
+    pub fn as_slice(&self) -> &[f64] {
+        &self.v
+    }
+
     /// Every clock, by CPU.
     pub fn iter(&self) -> impl Iterator<Item = f64> + '_ {
         self.v.iter().copied()
