@@ -115,9 +115,6 @@ pub struct SetAssoc {
     set_groups: usize,
     /// The host has AVX2: batches (`access_mask`, `fill_mask`) compare tags with it.
     avx2: bool,
-    /// Wider sets of at most 64 ways: a bit per way (`scan_wide` matches all the set's key
-    /// bytes into one mask); 0 for wider ones, whose chunks are matched one at a time.
-    wide_ways: u64,
 }
 
 /// Ask the host to bring the cache line holding `p` into its caches (no effect on anything
@@ -137,6 +134,23 @@ pub fn host_prefetch<T>(p: *const T) {
 #[inline(always)]
 fn key_byte(key: u64) -> u8 {
     (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8
+}
+
+/// Bit 16c + i set where byte i of chunk c is `b` (up to four chunks).
+#[inline(always)]
+fn match_key_bytes(chunks: &[[u8; 16]], b: u8) -> u64 {
+    debug_assert!(chunks.len() <= 4);
+    chunks.iter().enumerate().fold(0, |m, (c, chunk)| m | u64::from(group::match_bytes(chunk, b)) << (16 * c))
+}
+
+/// The low `n` bits (all 64 from `n` = 64 on).
+#[inline(always)]
+fn low_bits(n: usize) -> u64 {
+    if n >= 64 {
+        u64::MAX
+    } else {
+        (1 << n) - 1
+    }
 }
 
 /// A set: its index and its first lane in `tags`.
@@ -195,7 +209,6 @@ impl SetAssoc {
                 last_shift: 0,
                 set_groups: 0,
                 avx2: false,
-                wide_ways: 0,
             });
         }
         if ways == 0 || !entries.is_multiple_of(ways) {
@@ -235,12 +248,6 @@ impl SetAssoc {
             last_shift: if nibbles { 4 * (ways as u32 - 1) } else { 0 },
             set_groups: lanes / LANES,
             avx2: group::has_avx2(),
-            wide_ways: match ways {
-                ..=NIBBLE_WAYS => 0,
-                64 => u64::MAX,
-                w if w < 64 => (1 << w) - 1,
-                _ => 0,
-            },
         })
     }
 
@@ -297,39 +304,33 @@ impl SetAssoc {
         // SAFETY: the set's bytes lie within `key_bytes`.
         let bytes = unsafe { self.key_bytes.get_unchecked(b..b + self.byte_lanes) };
         let kb = key_byte(key);
-        let chunks = bytes.as_chunks::<16>().0;
-        if self.wide_ways != 0 {
-            // Up to four chunks: one mask of the set's ways, its padding cleared.
-            let mut m = 0u64;
-            for (c, chunk) in chunks.iter().enumerate() {
-                m |= u64::from(group::match_bytes(chunk, kb)) << (16 * c);
+        // Sixty-four ways at a time: their chunks' matches in one mask, then the tag of each way
+        // whose byte matched. Ways past the last (the padding of the last chunk) never match.
+        let (full, tail) = bytes.as_chunks::<64>();
+        for (blk, block) in full.iter().enumerate() {
+            let m = match_key_bytes(block.as_chunks::<16>().0, kb) & low_bits(self.ways - blk * 64);
+            if let Some(i) = self.way_with_key(s.base + blk * 64, m, key) {
+                return Some(i);
             }
-            m &= self.wide_ways;
-            while m != 0 {
-                let i = s.base + m.trailing_zeros() as usize;
-                // SAFETY: a way of the set.
-                if unsafe { *self.tags().get_unchecked(i) } == key {
-                    return Some(i);
-                }
-                m &= m - 1;
-            }
-            return None;
         }
-        for (c, chunk) in chunks.iter().enumerate() {
-            let mut m = group::match_bytes(chunk, kb);
-            // Ways past the last (the padding of the last chunk) never match.
-            let real = self.ways - c * 16;
-            if real < 16 {
-                m &= (1 << real) - 1;
+        if !tail.is_empty() {
+            let first = full.len() * 64;
+            let m = match_key_bytes(tail.as_chunks::<16>().0, kb) & low_bits(self.ways - first);
+            return self.way_with_key(s.base + first, m, key);
+        }
+        None
+    }
+
+    /// The first way from lane `base` whose bit is set in `m` and whose tag is `key`.
+    #[inline(always)]
+    fn way_with_key(&self, base: usize, mut m: u64, key: u64) -> Option<usize> {
+        while m != 0 {
+            let i = base + m.trailing_zeros() as usize;
+            // SAFETY: a way of the set (`m` has bits for the set's ways only).
+            if unsafe { *self.tags().get_unchecked(i) } == key {
+                return Some(i);
             }
-            while m != 0 {
-                let i = s.base + c * 16 + m.trailing_zeros() as usize;
-                // SAFETY: a way of the set.
-                if unsafe { *self.tags().get_unchecked(i) } == key {
-                    return Some(i);
-                }
-                m &= m - 1;
-            }
+            m &= m - 1;
         }
         None
     }

@@ -39,26 +39,61 @@ impl CpuSet {
         }
     }
 
-    /// The set's words: CPU `64 * i + b` is in the set when bit `b` of word `i` is set.
-    #[inline(always)]
-    pub fn words(&self) -> &[u64] {
-        &self.0
-    }
-
     /// The CPUs, lowest first.
     #[inline]
-    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        self.0.iter().enumerate().flat_map(|(i, &w)| {
-            let mut bits = w;
-            std::iter::from_fn(move || {
-                (bits != 0).then(|| {
-                    let b = bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    i * 64 + b
-                })
-            })
-        })
+    pub fn iter(&self) -> Cpus<'_> {
+        Cpus { words: &self.0, next_base: 0, base: 0, bits: 0 }
     }
+}
+
+/// `CpuSet::iter`: the set's words, one at a time, their bits lowest first (the scheduler
+/// walks its busy CPUs every round).
+pub struct Cpus<'a> {
+    /// The words not yet begun, and the first CPU of the next of them.
+    words: &'a [u64],
+    next_base: usize,
+    /// The first CPU of the current word, and its bits not yet given.
+    base: usize,
+    bits: u64,
+}
+
+impl Iterator for Cpus<'_> {
+    type Item = usize;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<usize> {
+        while self.bits == 0 {
+            let (&w, rest) = self.words.split_first()?;
+            self.base = self.next_base;
+            self.next_base += 64;
+            self.words = rest;
+            self.bits = w;
+        }
+        let c = self.base + self.bits.trailing_zeros() as usize;
+        self.bits &= self.bits - 1;
+        Some(c)
+    }
+
+    /// The rest of the CPUs a word at a time (`for_each` comes here): a loop over each word's
+    /// bits, with no state kept between CPUs.
+    #[inline(always)]
+    fn fold<B, F: FnMut(B, usize) -> B>(self, init: B, mut f: F) -> B {
+        let mut acc = each_bit(self.base, self.bits, init, &mut f);
+        for (i, &w) in self.words.iter().enumerate() {
+            acc = each_bit(self.next_base + 64 * i, w, acc, &mut f);
+        }
+        acc
+    }
+}
+
+/// `f` over CPU `base + b` for each bit `b` of `bits`, lowest first.
+#[inline(always)]
+fn each_bit<B>(base: usize, mut bits: u64, mut acc: B, f: &mut impl FnMut(B, usize) -> B) -> B {
+    while bits != 0 {
+        acc = f(acc, base + bits.trailing_zeros() as usize);
+        bits &= bits - 1;
+    }
+    acc
 }
 
 #[cfg(test)]
@@ -94,6 +129,18 @@ mod tests {
                     }
                 }
                 prop_assert!(s.iter().eq(b.iter().copied()));
+                // `fold` (for_each's way) from the start and after some CPUs were taken one by
+                // one, mid-word or at a word's end.
+                let want: Vec<usize> = b.iter().copied().collect();
+                for k in [0, 1, 2, 64.min(want.len())] {
+                    let mut it = s.iter();
+                    let head: Vec<usize> = it.by_ref().take(k).collect();
+                    let got = it.fold(head, |mut v, c| {
+                        v.push(c);
+                        v
+                    });
+                    prop_assert_eq!(&got, &want);
+                }
             }
         }
     }

@@ -699,9 +699,9 @@ impl Machine {
         self.llc.prefetch(line);
     }
 
-    /// Host-cache hints for an access that the running CPU will make to `vaddr` of `mm` soon (a random
-    /// access pattern knows its next addresses), so that the host's memory latency overlaps
-    /// the accesses before it. `near`: the access is next, and its page-table entry was
+    /// Host-cache hints for an access that the running CPU will make to `vaddr` of `mm` soon
+    /// (a random access pattern knows its next addresses), so that the host's memory latency
+    /// overlaps the accesses before it. `near`: the access is next, and its page-table entry was
     /// warmed by an earlier call (the entry is read now: the data's line is warmed);
     /// otherwise the walk's last entry and its line are warmed, and where that entry is is
     /// remembered for the `near` call that follows. Reads the page tables without setting any

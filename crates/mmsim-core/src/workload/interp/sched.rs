@@ -82,28 +82,22 @@ impl Interp {
             }
             self.sched_changed = changed;
             self.sched_changed.clear();
-            // The busy CPUs in ascending order, a word of the set at a time (this loop runs
-            // every round).
             let (clocks, next) = (self.machine.clock.as_slice(), &self.next_task[..]);
-            for (wi, &word) in self.busy_cpus.words().iter().enumerate() {
-                let mut bits = word;
-                while bits != 0 {
-                    let c = wi * 64 + bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    let (last_run, i) = next[c];
-                    debug_assert_eq!((last_run, i), self.pick_next_task(c));
-                    let clock = clocks[c];
-                    let key = (clock, last_run, i);
-                    if best.is_none_or(|b| key.0 < b.0 || (key.0 == b.0 && (key.1, key.2) < (b.1, b.2))) {
-                        best = Some(key);
-                    }
-                    if clock < earliest[0].0 {
-                        earliest = [(clock, c), earliest[0]];
-                    } else if clock < earliest[1].0 {
-                        earliest[1] = (clock, c);
-                    }
+            // for_each, not a for loop: the set's `fold` walks each word's bits in one loop.
+            self.busy_cpus.iter().for_each(|c| {
+                let (last_run, i) = next[c];
+                debug_assert_eq!((last_run, i), self.pick_next_task(c));
+                let clock = clocks[c];
+                let key = (clock, last_run, i);
+                if best.is_none_or(|b| key.0 < b.0 || (key.0 == b.0 && (key.1, key.2) < (b.1, b.2))) {
+                    best = Some(key);
                 }
-            }
+                if clock < earliest[0].0 {
+                    earliest = [(clock, c), earliest[0]];
+                } else if clock < earliest[1].0 {
+                    earliest[1] = (clock, c);
+                }
+            });
         }
         // A sleeper whose time has come (nothing else would run before it) wakes first.
         // The kernel threads that could run, and when (none on the serial schedule).
