@@ -12,6 +12,11 @@ def check_workload(workload_json: str) -> None:
 def knobs() -> str:
     """Every knob as a JSON list of ``{name, default, values, help}``."""
 
+def schema() -> str:
+    """The workload format's vocabularies as a JSON object: ``ops``, and ``advice``,
+    ``map_flags``, ``pattern`` and ``prot`` as lists of ``{word, value, linux}`` (Linux's uapi
+    value and name; -1 and "" for mmsim's own)."""
+
 def version() -> str:
     """The engine's version."""
 

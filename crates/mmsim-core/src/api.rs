@@ -27,6 +27,33 @@ pub fn knobs_json() -> String {
     serde_json::to_string(&crate::kernel::knobs::Knobs::describe()).expect("serialise")
 }
 
+/// The workload format's closed vocabularies, as the engine declares them: the ops, and for
+/// each vocabulary its words with their values in Linux's uapi headers (`kernel/uapi.rs`),
+/// for the Python front and the native runner, which keep no copies.
+pub fn schema_json() -> String {
+    use crate::kernel::uapi::{Advice, MapFlag, Pattern, Prot};
+    fn words<T: Copy>(
+        all: &[T],
+        word: fn(T) -> &'static str,
+        value: fn(T) -> i64,
+        linux: fn(T) -> &'static str,
+    ) -> serde_json::Value {
+        all.iter().map(|&a| serde_json::json!({"word": word(a), "value": value(a), "linux": linux(a)})).collect()
+    }
+    serde_json::json!({
+        "ops": crate::workload::spec::OPS,
+        "advice": words(Advice::ALL, Advice::word, Advice::value, Advice::linux_name),
+        "map_flags": words(MapFlag::ALL, MapFlag::word, MapFlag::value, MapFlag::linux_name),
+        "pattern": words(Pattern::ALL, Pattern::word, Pattern::value, Pattern::linux_name),
+        "prot": [
+            {"word": "r", "value": Prot::READ.bits(), "linux": "PROT_READ"},
+            {"word": "w", "value": Prot::WRITE.bits(), "linux": "PROT_WRITE"},
+            {"word": "x", "value": Prot::EXEC.bits(), "linux": "PROT_EXEC"},
+        ],
+    })
+    .to_string()
+}
+
 /// The built-in hardware profiles as a JSON list of {name, description}.
 pub fn profiles_json() -> String {
     let list: Vec<serde_json::Value> = crate::hw::profile::BUILTIN

@@ -137,6 +137,48 @@ pub fn run(w: &Workload, sets: &[(String, String)], check: bool) -> Result<Repor
 
 /// `run` with all options.
 pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> Result<Report, Error> {
+    let (knobs, hw_sets, opts) = apply_sets(w, sets, opts)?;
+    let (mut it, effective) = boot(w, knobs, &hw_sets, &opts)?;
+    let baseline = snapshot(&mut it, "baseline", 0);
+    let snapshots = run_rounds(&mut it, &opts, w)?;
+    let end = snapshot(&mut it, "end", 0);
+    let (check, failed, events) = final_checks(&mut it);
+    let machine = Strings(vec![
+        ("profile".into(), w.machine.profile.clone()),
+        ("memory".into(), w.machine.memory.0.to_string()),
+        ("cpus".into(), w.machine.cpus.to_string()),
+    ]);
+    Ok(Report {
+        workload: w.name.clone(),
+        machine,
+        knobs: Strings(effective),
+        perf: end.perf.clone(),
+        profile: end.profile.clone(),
+        vmstat: end.vmstat.clone(),
+        meminfo: end.meminfo.clone(),
+        baseline,
+        processes: end.processes.clone(),
+        snapshots,
+        events,
+        check,
+        engine: crate::report::EngineStats {
+            steps: it.steps,
+            fast_forwarded_iterations: it.fast_forwarded,
+            fast_forwarded_steps: it.fast_forward_steps,
+            events_dropped: it.events_dropped,
+        },
+        sampling: it.sample.map(|spec| sampling_report(&it, spec)),
+        failed,
+    })
+}
+
+/// What `apply_sets` makes of a run's settings: the kernel's knobs, the profile's overrides
+/// and the engine's options.
+type Settings = (Knobs, Vec<(String, String)>, RunOptions);
+
+/// The workload's knobs, then `--set`'s overrides: kernel knobs, `hw.` profile overrides
+/// (returned for the profile) and `engine.` options (merged into the options).
+fn apply_sets(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> Result<Settings, Error> {
     let mut knobs = Knobs::default();
     for (k, v) in &w.knobs {
         knobs.set(k, &v.0).map_err(|e| Error::Knob(format!("knobs.{k}: {e}")))?;
@@ -145,71 +187,81 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
     let mut opts = opts.clone();
     for (k, v) in sets {
         if let Some(name) = k.strip_prefix("engine.") {
-            let bad = || {
-                Error::Knob(format!(
-                    "--set {k}={v}: expected {}",
-                    match name {
-                        "fast_forward" => "0 or 1",
-                        "sample" => "UNITS[:WARMUP] (UNITS at least 2), or 0 for no sampling",
-                        "schedule" => "parallel or serial",
-                        _ => "a positive integer",
-                    }
-                ))
-            };
-            match name {
-                "fast_forward" => {
-                    opts.fast_forward = Some(
-                        matches!(v.as_str(), "1" | "true")
-                            .then_some(true)
-                            .or(matches!(v.as_str(), "0" | "false").then_some(false))
-                            .ok_or_else(bad)?,
-                    )
-                }
-                "schedule" => {
-                    opts.serial = Some(match v.as_str() {
-                        "serial" => true,
-                        "parallel" => false,
-                        _ => return Err(bad()),
-                    })
-                }
-                "sample" => {
-                    opts.sample = if v == "0" {
-                        None
-                    } else {
-                        Some(crate::workload::interp::SampleSpec::parse(v).map_err(|e| {
-                            Error::Knob(format!("--set {k}={v}: {e} (expected UNITS[:WARMUP], e.g. 10:1)"))
-                        })?)
-                    }
-                }
-                "max_ops" => opts.max_steps = Some(v.parse().map_err(|_| bad())?),
-                "max_host_memory" => {
-                    opts.max_host_memory =
-                        Some(crate::units::parse_size(v).map_err(|_| {
-                            Error::Knob(format!("--set {k}={v}: expected a size (bytes, or with K/M/G/T)"))
-                        })?)
-                }
-                "max_memory" => {
-                    opts.max_memory =
-                        Some(crate::units::parse_size(v).map_err(|_| {
-                            Error::Knob(format!("--set {k}={v}: expected a size (bytes, or with K/M/G/T)"))
-                        })?)
-                }
-                _ => {
-                    return Err(Error::Knob(format!(
-                        "--set {k}: unknown engine option (known: engine.fast_forward, engine.sample, \
-                         engine.max_ops, engine.max_memory, engine.max_host_memory, engine.schedule)"
-                    )))
-                }
-            }
-            continue;
-        }
-        if let Some(path) = k.strip_prefix("hw.") {
+            set_engine_option(&mut opts, k, name, v)?;
+        } else if let Some(path) = k.strip_prefix("hw.") {
             hw_sets.push((path.to_string(), v.clone()));
-            continue;
+        } else {
+            knobs.set(k, v).map_err(|e| Error::Knob(format!("--set {k}={v}: {e}")))?;
         }
-        knobs.set(k, v).map_err(|e| Error::Knob(format!("--set {k}={v}: {e}")))?;
     }
-    let profile = crate::hw::profile::builtin(&w.machine.profile, &hw_sets).map_err(Error::Profile)?;
+    Ok((knobs, hw_sets, opts))
+}
+
+/// `--set engine.NAME=v`.
+fn set_engine_option(opts: &mut RunOptions, k: &str, name: &str, v: &str) -> Result<(), Error> {
+    let bad = || {
+        Error::Knob(format!(
+            "--set {k}={v}: expected {}",
+            match name {
+                "fast_forward" => "0 or 1",
+                "sample" => "UNITS[:WARMUP] (UNITS at least 2), or 0 for no sampling",
+                "schedule" => "parallel or serial",
+                _ => "a positive integer",
+            }
+        ))
+    };
+    let size = || {
+        crate::units::parse_size(v)
+            .map_err(|_| Error::Knob(format!("--set {k}={v}: expected a size (bytes, or with K/M/G/T)")))
+    };
+    match name {
+        "fast_forward" => {
+            opts.fast_forward = Some(
+                matches!(v, "1" | "true")
+                    .then_some(true)
+                    .or(matches!(v, "0" | "false").then_some(false))
+                    .ok_or_else(bad)?,
+            )
+        }
+        "schedule" => {
+            opts.serial = Some(match v {
+                "serial" => true,
+                "parallel" => false,
+                _ => return Err(bad()),
+            })
+        }
+        "sample" => {
+            opts.sample = if v == "0" {
+                None
+            } else {
+                Some(
+                    crate::workload::interp::SampleSpec::parse(v)
+                        .map_err(|e| Error::Knob(format!("--set {k}={v}: {e} (expected UNITS[:WARMUP], e.g. 10:1)")))?,
+                )
+            }
+        }
+        "max_ops" => opts.max_steps = Some(v.parse().map_err(|_| bad())?),
+        "max_host_memory" => opts.max_host_memory = Some(size()?),
+        "max_memory" => opts.max_memory = Some(size()?),
+        _ => {
+            return Err(Error::Knob(format!(
+                "--set {k}: unknown engine option (known: engine.fast_forward, engine.sample, \
+                 engine.max_ops, engine.max_memory, engine.max_host_memory, engine.schedule)"
+            )))
+        }
+    }
+    Ok(())
+}
+
+/// Boot the machine and its kernel and start the first process, within the limits; also the
+/// knobs' effective values, as the report names them.
+fn boot(
+    w: &Workload,
+    knobs: Knobs,
+    hw_sets: &[(String, String)],
+    opts: &RunOptions,
+) -> Result<(Interp, Vec<(String, String)>), Error> {
+    let profile = crate::hw::profile::builtin(&w.machine.profile, hw_sets).map_err(Error::Profile)?;
     let geo = profile.geometry();
     let limit = opts.max_memory.unwrap_or(DEFAULT_MAX_MEMORY);
     if w.machine.memory.0 > limit {
@@ -248,7 +300,13 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
     if it.check_host_memory() {
         return Err(host_limit_error(&it, host_limit, w));
     }
-    let baseline = snapshot(&mut it, "baseline", 0);
+    Ok((it, effective))
+}
+
+/// Run the scheduler's rounds to the end, taking the snapshots asked for and reporting
+/// progress; an error when a limit stops the run.
+fn run_rounds(it: &mut Interp, opts: &RunOptions, w: &Workload) -> Result<Vec<Snapshot>, Error> {
+    let host_limit = it.max_host_memory;
     let mut snapshots = Vec::new();
     let mut rounds = 0u64;
     loop {
@@ -265,7 +323,7 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
             });
         }
         for (label, pid) in std::mem::take(&mut it.snapshot_requests) {
-            snapshots.push(snapshot(&mut it, &label, pid));
+            snapshots.push(snapshot(it, &label, pid));
             it.host_bytes_extra += SNAPSHOT_HOST_BYTES + it.tasks.len() as u64 * STATUS_HOST_BYTES;
             it.check_host_memory();
         }
@@ -273,13 +331,17 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
             return Err(Error::Limit(format!("the run exceeded --max-ops ({} operations)", it.max_steps)));
         }
         if it.host_limit_hit {
-            return Err(host_limit_error(&it, host_limit, w));
+            return Err(host_limit_error(it, host_limit, w));
         }
         if !more {
-            break;
+            return Ok(snapshots);
         }
     }
-    let end = snapshot(&mut it, "end", 0);
+}
+
+/// The run's checks at its end: conservation once every process is gone, and the events
+/// with the invariant violation found, if any.
+fn final_checks(it: &mut Interp) -> (CheckSummary, bool, Vec<crate::report::Event>) {
     let mut check = it.check.clone();
     let mut failed = check.expect_failures > 0 || check.mismatches > 0;
     // Conservation: with every process gone, every frame is free but the reserved ones.
@@ -308,33 +370,7 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
         failed = true;
         events.push(crate::report::Event { pid: 0, kind: "invariant".into(), message: v.clone() });
     }
-    let machine = Strings(vec![
-        ("profile".into(), w.machine.profile.clone()),
-        ("memory".into(), w.machine.memory.0.to_string()),
-        ("cpus".into(), w.machine.cpus.to_string()),
-    ]);
-    Ok(Report {
-        workload: w.name.clone(),
-        machine,
-        knobs: Strings(effective),
-        perf: end.perf.clone(),
-        profile: end.profile.clone(),
-        vmstat: end.vmstat.clone(),
-        meminfo: end.meminfo.clone(),
-        baseline,
-        processes: end.processes.clone(),
-        snapshots,
-        events,
-        check: CheckSummary { ..check },
-        engine: crate::report::EngineStats {
-            steps: it.steps,
-            fast_forwarded_iterations: it.fast_forwarded,
-            fast_forwarded_steps: it.fast_forward_steps,
-            events_dropped: it.events_dropped,
-        },
-        sampling: it.sample.map(|spec| sampling_report(&it, spec)),
-        failed,
-    })
+    (check, failed, events)
 }
 
 /// The report's `sampling`: what was extrapolated, and each counter's 95% half-width.

@@ -3,6 +3,9 @@
 
 use std::fmt;
 
+use serde::de::{self, Deserializer};
+use serde::Deserialize;
+
 /// The page geometry of the simulated architecture: its base page size and, from it, the
 /// fan-out and reach of each page-table level. Mirrors an architecture's compile-time
 /// PAGE_SHIFT, PTRS_PER_PTE and PMD_SHIFT (arch/x86/include/asm/pgtable_64_types.h,
@@ -175,6 +178,27 @@ impl Pfn {
     #[inline(always)]
     pub fn phys(self, g: Geometry) -> u64 {
         (self.0 as u64) << g.page_shift
+    }
+}
+
+/// A size: an integer number of bytes or a string such as "200M".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Size(pub u64);
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Size, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Str(String),
+        }
+        match Raw::deserialize(d)
+            .map_err(|_| de::Error::custom("expected a size: bytes as an integer, or a string like \"200M\""))?
+        {
+            Raw::Int(n) => Ok(Size(n)),
+            Raw::Str(s) => parse_size(&s).map(Size).map_err(de::Error::custom),
+        }
     }
 }
 

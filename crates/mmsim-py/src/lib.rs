@@ -74,6 +74,13 @@ fn knobs() -> String {
     mmsim_core::api::knobs_json()
 }
 
+/// The workload format's vocabularies (ops, madvise advice, mmap flags, prot bits) with
+/// Linux's values, as a JSON object.
+#[pyfunction]
+fn schema() -> String {
+    mmsim_core::api::schema_json()
+}
+
 /// The built-in hardware profiles as a JSON list of {name, description}.
 #[pyfunction]
 fn profiles() -> String {
@@ -109,6 +116,7 @@ fn _mmsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(check_workload, m)?)?;
     m.add_function(wrap_pyfunction!(knobs, m)?)?;
+    m.add_function(wrap_pyfunction!(schema, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
     m.add_function(wrap_pyfunction!(profile_show, m)?)?;

@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-use crate::workload::spec::Size;
+use crate::units::Size;
 
 /// A set-associative array (TLB level or page-walk cache).
 #[derive(Clone, Debug, Deserialize, PartialEq)]

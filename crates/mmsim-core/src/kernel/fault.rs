@@ -33,7 +33,7 @@ pub enum FaultOutcome {
 impl Kernel {
     /// `do_user_addr_fault`.
     pub fn do_user_addr_fault(&mut self, mm: MmId, addr: u64, access: Access) -> FaultOutcome {
-        self.fault_path = "bad_area";
+        self.current.fault_path = "bad_area";
         let Some(v) = self.mm(mm).vma_lookup(addr) else {
             return FaultOutcome::Segv;
         };

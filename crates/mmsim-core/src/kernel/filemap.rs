@@ -349,7 +349,7 @@ impl Kernel {
         let mut batch = Vec::new();
         while p < end {
             let waited = self.filemap_get_pages(filp, p, end - p, &mut batch);
-            self.io_wait_pages += waited;
+            self.current.effects.io_wait_pages += waited;
             if batch.is_empty() {
                 break;
             }
@@ -455,7 +455,7 @@ impl Kernel {
                         .filter(|&i| i * ps < old_size && !(pos <= i * ps && pos + bytes >= (i + 1) * ps))
                         .count() as u64;
                     self.count_read_io(read);
-                    self.io_wait_pages += read;
+                    self.current.effects.io_wait_pages += read;
                     return Some(h);
                 }
             }
@@ -532,7 +532,7 @@ impl Kernel {
             return;
         }
         let n = self.filemap_write_range(obj, 0, u64::MAX, &mut Vec::new());
-        self.io_wait_pages += n;
+        self.current.effects.io_wait_pages += n;
     }
 
     /// `mapping_try_invalidate` over indices [start, end]: evict the clean, unmapped folios

@@ -46,7 +46,7 @@ impl Kernel {
     pub(super) fn do_file_fault(&mut self, mm: MmId, vma: &Vma, addr: u64, write: bool, pmd: Slot) -> u32 {
         let (filp, obj) = self.vma_file(vma);
         if !write {
-            self.fault_path = "do_read_fault";
+            self.current.fault_path = "do_read_fault";
             if self.knobs.file_text == super::knobs::FileText::Seed && !vma.is_shared() {
                 // Seed 004: a page of a range this mm holds a text copy of.
                 if let Some(r) = self.seed_text_map_page(mm, vma, addr, pmd) {
@@ -62,7 +62,7 @@ impl Kernel {
             return self.fault_and_finish(mm, vma, addr, pmd, filp, obj, false);
         }
         if !vma.is_shared() {
-            self.fault_path = "do_cow_fault";
+            self.current.fault_path = "do_cow_fault";
             self.anon_vma_prepare(mm, vma.start);
             let Some(a) = self.alloc_pages(0, gfp::USER | gfp::DIRECT_RECLAIM) else {
                 return vm_fault::OOM;
@@ -91,7 +91,7 @@ impl Kernel {
             self.set_entry(table, self.geo.table_index(addr, 0), maybe_mkwrite(e, vma));
             return ret;
         }
-        self.fault_path = "do_shared_fault";
+        self.current.fault_path = "do_shared_fault";
         self.fault_and_finish(mm, vma, addr, pmd, filp, obj, true)
     }
 
@@ -145,10 +145,10 @@ impl Kernel {
             }
             return Ok((page, 0));
         }
-        self.fault_path = "filemap_fault";
+        self.current.fault_path = "filemap_fault";
         self.stat.count(VmEvent::PgMajFault);
         let read = self.do_sync_mmap_readahead(vma, filp, index);
-        self.io_wait_pages += read;
+        self.current.effects.io_wait_pages += read;
         let page = match self.shmem_find_folio(obj, index) {
             Some(p) => p,
             None => {
@@ -156,7 +156,7 @@ impl Kernel {
                 let p = self.page_cache_alloc_read(obj, index, 0, gfp::USER | gfp::DIRECT_RECLAIM);
                 let p = p.ok_or(vm_fault::OOM)?;
                 self.count_read_io(1);
-                self.io_wait_pages += 1;
+                self.current.effects.io_wait_pages += 1;
                 p
             }
         };

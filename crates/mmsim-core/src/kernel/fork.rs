@@ -125,7 +125,7 @@ impl Kernel {
         }
         self.free_pgtables(mm, &vmas, 0, 0);
         for v in &vmas {
-            self.vma_close(mm, v);
+            self.vma_close(mm, v, false);
         }
         self.mm_mut(mm).vmas.clear();
         self.mm_put_huge_zero_folio(mm);

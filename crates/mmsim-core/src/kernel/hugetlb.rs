@@ -349,14 +349,14 @@ impl Kernel {
         };
         let e = self.entry(pmd.table, pmd.idx);
         if e.none() {
-            self.fault_path = "hugetlb_no_page";
+            self.current.fault_path = "hugetlb_no_page";
             return self.hugetlb_no_page(mm, vma, addr, write, pmd);
         }
         if write && !e.write() {
-            self.fault_path = "hugetlb_wp";
+            self.current.fault_path = "hugetlb_wp";
             return self.hugetlb_wp(mm, vma, addr, pmd);
         }
-        self.fault_path = "hugetlb_fault";
+        self.current.fault_path = "hugetlb_fault";
         let mut ne = e.with(pgtable::ACCESSED);
         if write {
             ne = ne.with(pgtable::DIRTY);

@@ -344,7 +344,7 @@ impl Kernel {
                 Some(p) => p,
                 None => {
                     let read = self.page_cache_sync_ra(filp, index, end - index);
-                    self.io_wait_pages += read;
+                    self.current.effects.io_wait_pages += read;
                     match self.shmem_find_folio(obj, index) {
                         Some(p) => p,
                         None => return fail(self, ScanResult::Fail),

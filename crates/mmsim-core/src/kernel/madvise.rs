@@ -6,30 +6,30 @@ use super::mm::vm;
 use super::mmap::Errno;
 use super::{Kernel, MmId};
 
-/// The advice values the model implements.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Advice {
-    HugePage,
-    NoHugePage,
-    DontNeed,
-    /// MADV_POPULATE_READ: read faults where a page is not mapped.
-    PopulateRead,
-    /// MADV_POPULATE_WRITE: write faults where a page is not mapped writable (breaking COW).
-    PopulateWrite,
-    /// MADV_WILLNEED: read a file mapping's range ahead (`vfs_fadvise(WILLNEED)`).
-    WillNeed,
-    /// MADV_SEQUENTIAL / MADV_RANDOM / MADV_NORMAL: VM_SEQ_READ / VM_RAND_READ / neither.
-    Sequential,
-    Random,
-    Normal,
-    /// MADV_COLLAPSE: collapse the range's PMD-aligned parts into THPs now.
-    Collapse,
-}
+pub use super::uapi::Advice;
 
 impl Kernel {
+    /// Where MADV_DONTNEED of [start, start + len) stops zapping: at the first mlocked vma
+    /// (EINVAL) and at a hugetlb vma entered at an address not huge-page aligned (EINVAL); a
+    /// hugetlb vma's range ends rounded down to a huge page. What precedes is zapped.
+    pub fn madvise_dontneed_extent(&self, mm: MmId, start: u64, len: u64) -> u64 {
+        let end = start.saturating_add(self.geo.page_align(len).unwrap_or(len));
+        let hmask = self.geo.hpage_pmd_size() - 1;
+        let stop = self.mm(mm).vmas_in(start, end).into_iter().find_map(|s| {
+            let v = &self.mm(mm).vmas[&s];
+            let from = v.start.max(start);
+            if v.flags & vm::LOCKED != 0 || (v.flags & vm::HUGETLB != 0 && from & hmask != 0) {
+                return Some(from);
+            }
+            let to = v.end.min(end);
+            (v.flags & vm::HUGETLB != 0 && to & hmask != 0).then_some(to & !hmask)
+        });
+        stop.unwrap_or(end)
+    }
+
     /// `do_madvise`: apply `advice` to every vma in [start, start+len). ENOMEM if part of the
     /// range is unmapped (the mapped parts are still advised, as Linux does).
-    pub fn do_madvise(&mut self, mm: MmId, start: u64, len: u64, advice: Advice) -> Result<(), Errno> {
+    pub fn madvise_do_behavior(&mut self, mm: MmId, start: u64, len: u64, advice: Advice) -> Result<(), Errno> {
         if start & (self.geo.page_size() - 1) != 0 {
             return Err(Errno::EINVAL);
         }

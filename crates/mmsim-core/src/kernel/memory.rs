@@ -120,20 +120,20 @@ impl Kernel {
             && self.knobs.file_text == super::knobs::FileText::Seed
             && self.seed_text_eligible(&vma, addr)
         {
-            self.fault_path = "do_seed_text_pmd";
+            self.current.fault_path = "do_seed_text_pmd";
             let ret = self.do_seed_text_pmd(mm, &vma, addr, pmd);
             if ret & vm_fault::FALLBACK == 0 {
                 return ret;
             }
         }
         if e.none() && self.thp_vma_allowable(&vma, addr) {
-            self.fault_path = "do_huge_pmd_anonymous_page";
+            self.current.fault_path = "do_huge_pmd_anonymous_page";
             let ret = self.do_huge_pmd_anonymous_page(mm, &vma, addr, write, pmd);
             if ret & vm_fault::FALLBACK == 0 {
                 return ret;
             }
         } else if write && e.present() && !e.huge() && e.has(pgtable::ZERO_TABLE) {
-            self.fault_path = "do_virtual_huge_zero_wp";
+            self.current.fault_path = "do_virtual_huge_zero_wp";
             let ret = self.do_virtual_huge_zero_wp(mm, &vma, addr, pmd);
             if ret & vm_fault::FALLBACK == 0 {
                 return ret;
@@ -144,21 +144,21 @@ impl Kernel {
             if write && !e.write() {
                 self.__split_huge_pmd(mm, &vma, pmd, addr & self.geo.pmd_mask());
             } else {
-                self.fault_path = "huge_pmd_set_accessed";
+                self.current.fault_path = "huge_pmd_set_accessed";
                 let ne = if write { e.with(pgtable::ACCESSED | pgtable::DIRTY) } else { e.with(pgtable::ACCESSED) };
                 self.set_entry(pmd.table, pmd.idx, ne);
                 return 0;
             }
         } else if e.present() && e.huge() {
             if write && !e.write() {
-                self.fault_path = "do_huge_pmd_wp_page";
+                self.current.fault_path = "do_huge_pmd_wp_page";
                 let ret = self.do_huge_pmd_wp_page(mm, &vma, addr, pmd);
                 if ret & vm_fault::FALLBACK == 0 {
                     return ret;
                 }
             } else {
                 // huge_pmd_set_accessed: a spurious fault (another thread fixed it).
-                self.fault_path = "huge_pmd_set_accessed";
+                self.current.fault_path = "huge_pmd_set_accessed";
                 let mut ne = e.with(pgtable::ACCESSED);
                 if write {
                     ne = ne.with(pgtable::DIRTY);
@@ -176,17 +176,17 @@ impl Kernel {
         if let super::mm::Backing::File(_) = vma.backing {
             let pte = if pmd_e.none() { Entry::NONE } else { self.entry(pmd_e.pfn(), self.geo.table_index(addr, 0)) };
             if pte.none() {
-                self.fault_path = "do_fault";
+                self.current.fault_path = "do_fault";
                 return self.do_file_fault(mm, vma, addr, write, pmd);
             }
         }
         let pte_table = if pmd_e.none() {
             if vma.is_anonymous() {
                 // do_anonymous_page allocates the table itself.
-                self.fault_path = "do_anonymous_page";
+                self.current.fault_path = "do_anonymous_page";
                 return self.do_anonymous_page(mm, vma, addr, write, pmd);
             }
-            self.fault_path = "do_fault";
+            self.current.fault_path = "do_fault";
             return self.do_fault(mm, vma, addr, write, pmd);
         } else {
             pmd_e.pfn()
@@ -195,17 +195,17 @@ impl Kernel {
         let pte = self.entry(slot.table, slot.idx);
         if pte.none() {
             if vma.is_anonymous() {
-                self.fault_path = "do_anonymous_page";
+                self.current.fault_path = "do_anonymous_page";
                 return self.do_anonymous_page(mm, vma, addr, write, pmd);
             }
-            self.fault_path = "do_fault";
+            self.current.fault_path = "do_fault";
             return self.do_fault(mm, vma, addr, write, pmd);
         }
         if write && !pte.write() {
-            self.fault_path = "do_wp_page";
+            self.current.fault_path = "do_wp_page";
             return self.do_wp_page(mm, vma, addr, slot);
         }
-        self.fault_path = "handle_pte_fault";
+        self.current.fault_path = "handle_pte_fault";
         // Spurious: mark young (and dirty); the access will go through.
         let mut ne = pte.with(pgtable::ACCESSED);
         if write {

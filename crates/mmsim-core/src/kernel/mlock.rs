@@ -22,7 +22,7 @@ impl Kernel {
     /// then populates the range (`__mm_populate`, its faults added to `gup_faults`): one that
     /// stops at a PROT_NONE vma fails with ENOMEM (`__mlock_posix_error_return` of GUP's
     /// -EFAULT).
-    pub fn do_mlock(&mut self, mm: MmId, start: u64, len: u64, lock: bool) -> Result<(), Errno> {
+    pub fn mlock_apply_populate(&mut self, mm: MmId, start: u64, len: u64, lock: bool) -> Result<(), Errno> {
         let (start, end) = self.do_mlock_fixup(mm, start, len, lock)?;
         if lock {
             self.mm_populate(mm, start, end, false)
@@ -249,7 +249,7 @@ impl Kernel {
             a += self.geo.page_size();
         }
         if cow_file && a > start {
-            self.gup_cow_ranges.push((start, a));
+            self.current.effects.cow_ranges.push((start, a));
         }
         result
     }
@@ -269,9 +269,9 @@ impl Kernel {
         }
         self.stat.count(VmEvent::PgFault);
         if ret & super::vm_fault::MAJOR != 0 {
-            self.gup_major_faults += 1;
+            self.current.effects.maj_flt += 1;
         } else {
-            self.gup_faults += 1;
+            self.current.effects.min_flt += 1;
         }
         ret
     }

@@ -211,8 +211,10 @@ impl Kernel {
 
     /// The hugetlb vma piece [start, end) of `v` is going away (munmap, exit):
     /// `hugetlb_vm_op_close` and the file's reference.
-    pub(super) fn vma_close(&mut self, mm: MmId, v: &Vma) {
-        if let (Backing::Hugetlb(_), false) = (v.backing, self.mremap_source) {
+    /// `keep_resv`: mremap moved the vma, whose hugetlb reservation stays with the moved
+    /// vma (`clear_vma_resv_huge_pages` on the old one).
+    pub(super) fn vma_close(&mut self, mm: MmId, v: &Vma, keep_resv: bool) {
+        if let (Backing::Hugetlb(_), false) = (v.backing, keep_resv) {
             self.hugetlb_vm_op_close(mm, v, v.start, v.end);
         }
         self.vma_file_put(mm, v.backing);
@@ -438,6 +440,12 @@ impl Kernel {
     /// pages, free the page tables no one else needs (free_pgtables between the neighbours),
     /// and drop the vmas.
     pub fn do_munmap(&mut self, mm: MmId, start: u64, len: u64) -> Result<(), Errno> {
+        self.do_vmi_align_munmap(mm, start, len, false)
+    }
+
+    /// `do_munmap`'s work; `keep_resv`: mremap is unmapping the source of a move, whose
+    /// hugetlb reservation stays with the moved vma.
+    pub(super) fn do_vmi_align_munmap(&mut self, mm: MmId, start: u64, len: u64, keep_resv: bool) -> Result<(), Errno> {
         if start & (self.geo.page_size() - 1) != 0 || len == 0 {
             return Err(Errno::EINVAL);
         }
@@ -474,7 +482,7 @@ impl Kernel {
         let ceiling = self.mm(mm).vmas.range(end..).next().map_or(0, |(_, v)| v.start);
         self.free_pgtables(mm, &victims, floor, ceiling);
         for v in &victims {
-            self.vma_close(mm, v);
+            self.vma_close(mm, v, keep_resv);
         }
         Ok(())
     }
@@ -578,10 +586,10 @@ mod tests {
     #[test]
     fn madvise_hugepage_splits_vma_flags_only() {
         let (mut k, mm, a) = setup();
-        k.do_madvise(mm, a + 8 * P, 8 * P, Advice::HugePage).unwrap();
+        k.madvise_do_behavior(mm, a + 8 * P, 8 * P, Advice::HugePage).unwrap();
         assert_eq!(k.mm(mm).draw(a, a + 16 * P, P), "AAAAAAAABBBBBBBB");
-        k.do_madvise(mm, a + 8 * P, 8 * P, Advice::NoHugePage).unwrap();
-        k.do_madvise(mm, a, 16 * P, Advice::NoHugePage).unwrap();
+        k.madvise_do_behavior(mm, a + 8 * P, 8 * P, Advice::NoHugePage).unwrap();
+        k.madvise_do_behavior(mm, a, 16 * P, Advice::NoHugePage).unwrap();
         assert_eq!(k.mm(mm).draw(a, a + 16 * P, P), "AAAAAAAAAAAAAAAA");
     }
 
@@ -638,11 +646,11 @@ mod tests {
             MmapArgs { addr: a - 4 * P, len: 4 * P, prot: rw, fixed: true, dontexpand: true, ..Default::default() };
         k.do_mmap(mm, below).unwrap();
         assert_eq!(k.mm(mm).draw(a - 4 * P, a + 4 * P, P), "AAAABBBB", "not merged at mmap");
-        k.do_madvise(mm, a - 4 * P, 8 * P, Advice::NoHugePage).unwrap();
+        k.madvise_do_behavior(mm, a - 4 * P, 8 * P, Advice::NoHugePage).unwrap();
         assert_eq!(k.mm(mm).draw(a - 4 * P, a + 4 * P, P), "AAAABBBB", "not merged by madvise either");
         let plain = MmapArgs { addr: a - 8 * P, len: 4 * P, prot: rw, fixed: true, ..Default::default() };
         k.do_mmap(mm, plain).unwrap();
-        k.do_madvise(mm, a - 8 * P, 4 * P, Advice::NoHugePage).unwrap();
+        k.madvise_do_behavior(mm, a - 8 * P, 4 * P, Advice::NoHugePage).unwrap();
         assert_eq!(k.mm(mm).draw(a - 8 * P, a, P), "AAAABBBB", "a dontexpand vma is also no one's neighbour");
         k.check_invariants().unwrap();
     }

@@ -29,7 +29,9 @@ pub mod pgtable_pages;
 pub mod ptshare;
 pub mod readahead;
 pub mod shmem;
+pub mod syscall;
 pub mod text_thp;
+pub mod uapi;
 pub mod vmstat;
 pub mod walk;
 
@@ -79,9 +81,6 @@ pub struct Kernel {
     pub dentries: std::collections::BTreeMap<String, u32>,
     /// Pages read from the block device so far (the machine charges the device's time).
     pub io_read_pages: u64,
-    /// Pages of I/O the current task waited for since the machine last looked (a major
-    /// fault's read, a read(2) of uncached data, fsync).
-    pub io_wait_pages: u64,
     /// The fault being handled is a retry (FAULT_FLAG_TRIED): it counts as major.
     pub fault_tried: bool,
     /// The 4 KiB zero page (ZERO_PAGE(0)), a reserved frame.
@@ -108,29 +107,17 @@ pub struct Kernel {
     /// tables under it), the mms that reach it (`kernel/ptshare.rs`). Empty unless tables are
     /// shared.
     pub pt_reach: FastMap<u32, Vec<MmId>>,
-    /// mremap is unmapping the source of a move: a hugetlb vma's reservation stays with the
-    /// moved vma (`clear_vma_resv_huge_pages`).
-    pub(super) mremap_source: bool,
-    /// Faults `__get_user_pages` took for the current system call (mlock's, mprotect's and
-    /// mremap's populate): the process layer adds them to the task's min_flt and clears this.
-    pub gup_faults: u64,
-    /// Major faults `__get_user_pages` took (see `faultin_page`).
-    pub gup_major_faults: u64,
     /// Seed 004's text copies (`transparent_hugepage/file_text=seed`): (mm, inode, first
     /// index of the aligned range) -> the PMD page read for that mm (`kernel/text_thp.rs`).
     pub text_copies: FastMap<(MmId, u32, u64), Pfn>,
     /// khugepaged's registered mms, cursor and counts (`file_text=khugepaged`).
     pub khugepaged: khugepaged_scan::KhugepagedState,
-    /// Ranges of private writable file mappings that `populate_vma_page_range` faulted in
-    /// for write in the current system call (FOLL_WRITE breaks COW: from then on they hold
-    /// private copies, which later writes to the file do not reach). The process layer
-    /// tells the reference model and clears this.
-    pub gup_cow_ranges: Vec<(u64, u64)>,
     next_anon_vma: u32,
-    /// An mm chosen by the OOM killer that the process layer must kill.
-    pub oom_victim: Option<MmId>,
-    /// The last allocation failure was injected (fail_page_alloc), not a real shortage.
-    pub last_fail_injected: bool,
+    /// The mm the OOM killer chose and has not yet seen killed (its pending SIGKILL): a
+    /// fault that fails with VM_FAULT_OOM hands it to its task (`Fault::oom_victim`).
+    pub(super) oom_victim: Option<MmId>,
+    /// The calling task's accounting while it is in the kernel (`syscall::Current`).
+    current: syscall::Current,
     /// Work done since the hardware model last looked (zeroing, copying, TLB flushes): the
     /// kernel stays hardware-agnostic and the machine charges each item to a CPU.
     pub work: Vec<Work>,
@@ -138,9 +125,6 @@ pub struct Kernel {
     pub bug: Option<String>,
     /// Deliberate bugs, for proving that the checkers catch them (tests only).
     pub sabotage: Sabotage,
-    /// The handler that resolved the last fault (`do_anonymous_page`, `do_wp_page`, ...): the
-    /// fault's own cycles are charged to it, as perf report shows a handler's self time.
-    pub fault_path: &'static str,
     /// Reused buffers of `check_invariants`.
     check_scratch: std::cell::RefCell<check::CheckScratch>,
 }
@@ -286,7 +270,6 @@ impl Kernel {
             filps: Vec::new(),
             dentries: Default::default(),
             io_read_pages: 0,
-            io_wait_pages: 0,
             fault_tried: false,
             zero_pfn,
             huge_zero: huge_zero::HugeZero::default(),
@@ -297,19 +280,14 @@ impl Kernel {
             folio_mms: FastMap::default(),
             deposited: FastMap::default(),
             mlock_count: FastMap::default(),
-            gup_faults: 0,
-            gup_major_faults: 0,
             text_copies: FastMap::default(),
             khugepaged: Default::default(),
-            gup_cow_ranges: Vec::new(),
             pt_reach: FastMap::default(),
-            mremap_source: false,
             free_mm_ids: Default::default(),
             next_anon_vma: 1,
             oom_victim: None,
-            last_fail_injected: false,
             sabotage: Sabotage::default(),
-            fault_path: "handle_mm_fault",
+            current: Default::default(),
             bug: None,
             work: Vec::new(),
             check_scratch: Default::default(),
@@ -499,8 +477,7 @@ impl Kernel {
         if let Some(a) = self.mem.alloc(order, gfp_flags, true, &mut self.stat) {
             return Some(a);
         }
-        self.last_fail_injected = self.mem.last_fail_injected;
-        if self.last_fail_injected || gfp_flags & gfp::DIRECT_RECLAIM == 0 {
+        if self.mem.last_fail_injected || gfp_flags & gfp::DIRECT_RECLAIM == 0 {
             return None;
         }
         self.stat.count(VmEvent::AllocStall);

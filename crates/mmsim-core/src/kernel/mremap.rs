@@ -18,7 +18,7 @@ impl Kernel {
     /// if it cannot grow in place (MREMAP_MAYMOVE), or to `new_addr` (MREMAP_FIXED). Returns
     /// where the mapping now starts. A locked mapping that grew has its new part populated
     /// (`vrm->mlocked`: `mm_populate` of the delta, errors ignored).
-    pub fn do_mremap(
+    pub fn mremap_vrm(
         &mut self,
         mm: MmId,
         addr: u64,
@@ -171,10 +171,7 @@ impl Kernel {
         self.flush_tlb_range(mm, addr, addr + old_len);
         // A hugetlb source keeps its reservation for the moved vma
         // (clear_vma_resv_huge_pages on the old one).
-        self.mremap_source = true;
-        let r = self.do_munmap(mm, addr, old_len);
-        self.mremap_source = false;
-        r?;
+        self.do_vmi_align_munmap(mm, addr, old_len, true)?;
         Ok(new_addr)
     }
 

@@ -59,9 +59,9 @@ impl Kernel {
         self.stat.count(VmEvent::ThpFileAlloc);
         let head = a.pfn;
         let ps = self.geo.page_size();
-        let waited_before = self.io_wait_pages;
+        let waited_before = self.current.effects.io_wait_pages;
         self.file_read(filp, start * ps, nr * ps, None);
-        let major = self.io_wait_pages > waited_before;
+        let major = self.current.effects.io_wait_pages > waited_before;
         for i in 0..nr {
             // Reclaim during the read may have evicted a page read early: read it again.
             let page = match self.shmem_find_folio(obj, start + i) {

@@ -10,9 +10,6 @@ use crate::hw::machine::{Machine, Translation};
 use crate::hw::perf::PerfCounters;
 use crate::kernel::content::PageContent;
 use crate::kernel::fault::{Access, FaultOutcome};
-use crate::kernel::filemap::FMode;
-use crate::kernel::madvise::Advice;
-use crate::kernel::mmap::{Errno, MmapArgs};
 use crate::kernel::{Kernel, MmId, Work};
 use crate::oracle::Oracle;
 use crate::report::{CheckSummary, Event};
@@ -36,6 +33,7 @@ mod sample_tests;
 mod sched;
 #[cfg(test)]
 mod serial_tests;
+mod syscalls;
 
 pub use host_memory::HostUsage;
 use host_memory::*;
@@ -366,6 +364,9 @@ pub struct Interp {
     pub loadavg: LoadAvg,
     /// Tasks in a `sleep` op (indices), in the order they wake (ties: the order they fell asleep).
     pub(super) sleepers: Vec<usize>,
+    /// Pages of I/O that system calls and faults waited for and no task has been charged
+    /// for yet (`charge_io`, khugepaged).
+    io_wait_pages: u64,
 }
 
 /// A batch of tasks one fork or thread op created (pids `next..=last` still to finish), and
@@ -439,6 +440,7 @@ impl Interp {
             khugepaged: Khugepaged::default(),
             loadavg: LoadAvg::default(),
             sleepers: Vec::new(),
+            io_wait_pages: 0,
         };
         it.rq = vec![runqueue::RunQueue::default(); it.machine.cpus.len()];
         it.next_task = vec![(0, 0); it.machine.cpus.len()];
@@ -564,249 +566,62 @@ impl Interp {
         (base.saturating_add(offset), len)
     }
 
-    /// An mmap op (or an exec's text mapping, `exec`): open(2) of its file, mmap(2), close(2).
-    fn mmap_op(&mut self, t: usize, op: &MmapOp, exec: bool) {
-        let pid = self.tasks[t].pid;
-        let mm = self.tasks[t].mm.expect("running task has an mm");
-        let MmapOp { name, size, align, prot, flags, addr, fixed, file, file_offset } = op;
-        let p = parse_prot(prot).expect("validated");
-        let shared = flags.iter().any(|f| f == "shared");
-        // The runner opens a file O_RDWR for a shared mapping (an mprotect may make it
-        // writable), O_RDONLY for a private one; the ELF loader denies writers.
-        let mode = match (exec, shared) {
-            (true, _) => FMode::Exec,
-            (false, true) => FMode::Write,
-            (false, false) => FMode::Read,
-        };
-        // open(2) for the mapping; the vma holds the file, close(2) follows.
-        let filp = match file.as_deref().map(|f| self.kernel.file_lookup(f)) {
-            None => None,
-            Some(Some(obj)) => match self.kernel.file_open(obj, mode) {
-                Ok(f) => Some(f),
-                Err(e) => {
-                    self.event(pid, "syscall", format!("mmap {name} ({} bytes): {}", size.0, e.name()));
-                    self.exit_task(t, TaskState::Exited);
-                    return;
-                }
+    /// A `read`, `write` or `fetch` begins: its cursor walks `range` (`byte`: the value a
+    /// write stores, or the value a read expects).
+    fn start_access(&mut self, t: usize, kind: Access, range: &AccessRange, byte: Option<u8>) {
+        let AccessRange { region, offset, length, stride, block, block_stride, pattern, count, seed } = range;
+        let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
+        let write = kind == Access::Write;
+        let stride = stride.map_or(if kind == Access::Exec { DEFAULT_FETCH_STRIDE } else { DEFAULT_STRIDE }, |s| s.0);
+        let block = block.map_or(0, |b| b.0);
+        // A fetch has no blocks.
+        let block_stride = if kind == Access::Exec { 0 } else { block_stride.map_or(DEFAULT_BLOCK_STRIDE, |s| s.0) };
+        let value = if write { byte.unwrap_or(DEFAULT_VALUE) } else { 0 };
+        let expect = if kind == Access::Read { byte } else { None };
+        self.tasks[t].cursor = match (pattern, kind) {
+            (Pattern::Random, _) => Cursor::Random {
+                kind,
+                base: a,
+                slots: len.div_ceil(stride),
+                stride,
+                left: count.unwrap_or(0),
+                rng: seed.unwrap_or(0),
+                block,
+                block_stride,
+                value,
+                expect,
+                failed: false,
             },
-            Some(None) => {
-                let f = file.as_deref().unwrap_or_default();
-                self.event(pid, "syscall", format!("mmap {name} ({} bytes): ENOENT (no file {f:?})", size.0));
-                self.exit_task(t, TaskState::Exited);
-                return;
-            }
+            (Pattern::Sequential, Access::Exec) => Cursor::Fetch { next: a, end: a.saturating_add(len), stride },
+            (Pattern::Sequential, _) => Cursor::Access {
+                write,
+                next: a,
+                end: a.saturating_add(len),
+                stride,
+                block,
+                block_stride,
+                value,
+                expect,
+                failed: false,
+            },
         };
-        let args = MmapArgs {
-            file: filp,
-            pgoff: file_offset.map_or(0, |o| o.0 >> self.kernel.geo.page_shift),
-            addr: addr.map_or(0, |a| a.0),
-            len: size.0,
-            prot: p,
-            shared,
-            fixed: *fixed,
-            align: align.map_or(0, |a| a.0),
-            dontexpand: flags.iter().any(|f| f == "dontexpand"),
-            hugetlb: flags.iter().any(|f| f == "hugetlb"),
-        };
-        let r = self.kernel.do_mmap(mm, args);
-        if let Some(f) = filp {
-            self.kernel.fput(f);
-        }
-        match r {
-            Ok(a) => {
-                // A MAP_HUGETLB region is its huge-page-rounded length, as the kernel
-                // maps it (and the native runner names it).
-                let len = if args.hugetlb { size.0.next_multiple_of(self.kernel.geo.hpage_pmd_size()) } else { size.0 };
-                self.tasks[t].regions.insert(name.clone(), (a, len));
-                if let Some(o) = self.oracle.as_mut() {
-                    // The mapping's length: pages, or huge pages for MAP_HUGETLB.
-                    let g = self.kernel.geo;
-                    let len = if args.hugetlb {
-                        size.0.next_multiple_of(g.hpage_pmd_size())
-                    } else {
-                        g.page_align(size.0).expect("fits")
-                    };
-                    match file {
-                        Some(f) => {
-                            o.mmap_file(self.tasks[t].tgid, a, len, p, shared, f, file_offset.map_or(0, |x| x.0))
-                        }
-                        None => o.mmap(self.tasks[t].tgid, a, len, p, shared),
-                    }
-                }
-            }
-            Err(e) => {
-                self.event(pid, "syscall", format!("mmap {name} ({} bytes): {}", size.0, e.name()));
-                self.exit_task(t, TaskState::Exited);
-            }
-        }
-        self.after_syscall();
     }
 
     fn exec_op(&mut self, t: usize, op: &Op) {
         let pid = self.tasks[t].pid;
-        let mm = self.tasks[t].mm.expect("running task has an mm");
         match op {
             // The ELF loader's mmap of the text segment.
-            Op::Exec(e) => self.mmap_op(t, &e.to_mmap(), true),
-            Op::Mmap(m) => self.mmap_op(t, m, false),
-            Op::Munmap(MunmapOp { region, offset, length }) => {
-                let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
-                if len > 0 {
-                    match self.kernel.do_munmap(mm, a, len) {
-                        Ok(()) => {
-                            if let Some(o) = self.oracle.as_mut() {
-                                o.munmap(self.tasks[t].tgid, a, self.kernel.geo.page_align(len).unwrap_or(len));
-                            }
-                        }
-                        Err(e) => self.event(pid, "syscall", format!("munmap {region}: {}", e.name())),
-                    }
-                }
-                self.after_syscall();
-            }
-            Op::Mlock(MunmapOp { region, offset, length }) | Op::Munlock(MunmapOp { region, offset, length }) => {
-                let lock = matches!(op, Op::Mlock(_));
-                let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
-                let res = self.kernel.do_mlock(mm, a, len, lock);
-                self.charge_gup_faults(t);
-                if let Err(e) = res {
-                    let name = if lock { "mlock" } else { "munlock" };
-                    self.event(pid, "syscall", format!("{name} {region}: {}", e.name()));
-                }
-                self.after_syscall();
-            }
-            Op::Mremap(MremapOp { region, size, addr, fixed: _ }) => {
-                let (a, len) = self.region(t, region);
-                let to = addr.map(|x| x.0);
-                let r = self.kernel.do_mremap(mm, a, len, size.0, to);
-                self.charge_gup_faults(t);
-                match r {
-                    Ok(na) => {
-                        self.tasks[t].regions.insert(region.clone(), (na, size.0));
-                        if let Some(o) = self.oracle.as_mut() {
-                            let g = self.kernel.geo;
-                            let (old, new) = (g.page_align(len).unwrap_or(len), g.page_align(size.0).expect("fits"));
-                            o.mremap(self.tasks[t].tgid, a, old, na, new);
-                        }
-                    }
-                    Err(e) => {
-                        // A fixed remap that failed to move its entries (ENOMEM) has already
-                        // unmapped its target and, when shrinking, the source's tail, as Linux's
-                        // mremap_to does before move_vma; earlier errors change nothing.
-                        if let (Some(na), Errno::ENOMEM, Some(o)) = (to, e, self.oracle.as_mut()) {
-                            let g = self.kernel.geo;
-                            let (old, new) = (g.page_align(len).unwrap_or(len), g.page_align(size.0).expect("fits"));
-                            o.munmap(self.tasks[t].tgid, na, new);
-                            if new < old {
-                                o.munmap(self.tasks[t].tgid, a + new, old - new);
-                            }
-                        }
-                        self.event(pid, "syscall", format!("mremap {region}: {}", e.name()));
-                    }
-                }
-                self.after_syscall();
-            }
-            Op::Mprotect(MprotectOp { region, offset, length, prot }) => {
-                let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
-                let p = parse_prot(prot).expect("validated");
-                let r = self.kernel.do_mprotect(mm, a, len, p);
-                self.charge_gup_faults(t);
-                if let Some(o) = self.oracle.as_mut() {
-                    // The mapped part up to a hole is changed even when the call fails with
-                    // ENOMEM; EINVAL changed nothing.
-                    if r != Err(crate::kernel::mmap::Errno::EINVAL) {
-                        o.mprotect(self.tasks[t].tgid, a, self.kernel.geo.page_align(len).unwrap_or(len), p);
-                    }
-                }
-                if let Err(e) = r {
-                    self.event(pid, "syscall", format!("mprotect {region}: {}", e.name()));
-                }
-                self.after_syscall();
-            }
-            Op::Madvise(MadviseOp { region, offset, length, advice }) => {
-                let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
-                let adv = match advice.as_str() {
-                    "hugepage" => Advice::HugePage,
-                    "nohugepage" => Advice::NoHugePage,
-                    "populate_read" => Advice::PopulateRead,
-                    "populate_write" => Advice::PopulateWrite,
-                    "willneed" => Advice::WillNeed,
-                    "sequential" => Advice::Sequential,
-                    "random" => Advice::Random,
-                    "normal" => Advice::Normal,
-                    "collapse" => Advice::Collapse,
-                    _ => Advice::DontNeed,
-                };
-                let end = a.saturating_add(self.kernel.geo.page_align(len).unwrap_or(len));
-                // MADV_DONTNEED stops at the first mlocked vma (EINVAL) and at a hugetlb vma
-                // entered at an address not huge-page aligned (EINVAL); a hugetlb vma's range
-                // ends rounded down to a huge page: what precedes is zapped.
-                let hmask = self.kernel.geo.hpage_pmd_size() - 1;
-                let stop = self.kernel.mm(mm).vmas_in(a, end).into_iter().find_map(|s| {
-                    use crate::kernel::mm::vm;
-                    let v = &self.kernel.mm(mm).vmas[&s];
-                    let from = v.start.max(a);
-                    if v.flags & vm::LOCKED != 0 || (v.flags & vm::HUGETLB != 0 && from & hmask != 0) {
-                        return Some(from);
-                    }
-                    let to = v.end.min(end);
-                    (v.flags & vm::HUGETLB != 0 && to & hmask != 0).then_some(to & !hmask)
-                });
-                let r = self.kernel.do_madvise(mm, a, len, adv);
-                self.charge_gup_faults(t);
-                if adv == Advice::DontNeed {
-                    if let Some(o) = self.oracle.as_mut() {
-                        o.dontneed(self.tasks[t].tgid, a, stop.unwrap_or(end) - a);
-                    }
-                }
-                if let Err(e) = r {
-                    self.event(pid, "syscall", format!("madvise {region} {advice}: {}", e.name()));
-                }
-                self.after_syscall();
-            }
-            Op::Read(ReadOp { region, offset, length, stride, expect, block, block_stride, pattern, count, seed })
-            | Op::Write(WriteOp {
-                region,
-                offset,
-                length,
-                stride,
-                value: expect,
-                block,
-                block_stride,
-                pattern,
-                count,
-                seed,
-            }) => {
-                let write = matches!(op, Op::Write(WriteOp { .. }));
-                let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
-                let stride = stride.map_or(DEFAULT_STRIDE, |s| s.0);
-                if pattern.as_deref() == Some("random") {
-                    self.tasks[t].cursor = Cursor::Random {
-                        kind: if write { Access::Write } else { Access::Read },
-                        base: a,
-                        slots: len.div_ceil(stride),
-                        stride,
-                        left: count.unwrap_or(0),
-                        rng: seed.unwrap_or(0),
-                        block: block.map_or(0, |b| b.0),
-                        block_stride: block_stride.map_or(DEFAULT_BLOCK_STRIDE, |s| s.0),
-                        value: if write { expect.unwrap_or(DEFAULT_VALUE) } else { 0 },
-                        expect: if write { None } else { *expect },
-                        failed: false,
-                    };
-                    return;
-                }
-                self.tasks[t].cursor = Cursor::Access {
-                    write,
-                    next: a,
-                    end: a.saturating_add(len),
-                    stride,
-                    block: block.map_or(0, |b| b.0),
-                    block_stride: block_stride.map_or(DEFAULT_BLOCK_STRIDE, |s| s.0),
-                    value: if write { expect.unwrap_or(DEFAULT_VALUE) } else { 0 },
-                    expect: if write { None } else { *expect },
-                    failed: false,
-                };
-            }
+            Op::Exec(e) => self.sys_mmap(t, &e.to_mmap(), true),
+            Op::Mmap(m) => self.sys_mmap(t, m, false),
+            Op::Munmap(m) => self.sys_munmap(t, m),
+            Op::Mlock(m) => self.sys_mlock(t, m, true),
+            Op::Munlock(m) => self.sys_mlock(t, m, false),
+            Op::Mremap(m) => self.sys_mremap(t, m),
+            Op::Mprotect(m) => self.sys_mprotect(t, m),
+            Op::Madvise(m) => self.sys_madvise(t, m),
+            Op::Read(ReadOp { range, expect }) => self.start_access(t, Access::Read, range, *expect),
+            Op::Write(WriteOp { range, value }) => self.start_access(t, Access::Write, range, *value),
+            Op::Fetch(FetchOp { range }) => self.start_access(t, Access::Exec, range, None),
             Op::Compare(CompareOp { a, b, length, expect, stride }) => {
                 let (ab, _) = self.region(t, &a.region);
                 let (bb, _) = self.region(t, &b.region);
@@ -818,27 +633,6 @@ impl Interp {
                     expect: *expect,
                     stride: stride.map_or(0, |s| s.0),
                 };
-            }
-            Op::Fetch(FetchOp { region, offset, length, stride, pattern, count, seed }) => {
-                let (a, len) = self.range(t, region, offset.0, length.map(|l| l.0));
-                let stride = stride.map_or(DEFAULT_FETCH_STRIDE, |s| s.0);
-                if pattern.as_deref() == Some("random") {
-                    self.tasks[t].cursor = Cursor::Random {
-                        kind: Access::Exec,
-                        base: a,
-                        slots: len.div_ceil(stride),
-                        stride,
-                        left: count.unwrap_or(0),
-                        rng: seed.unwrap_or(0),
-                        block: 0,
-                        block_stride: 0,
-                        value: 0,
-                        expect: None,
-                        failed: false,
-                    };
-                    return;
-                }
-                self.tasks[t].cursor = Cursor::Fetch { next: a, end: a.saturating_add(len), stride };
             }
             Op::Atomic(AtomicOp { region, offset, count, hold }) => {
                 let (a, _) = self.range(t, region, offset.0, Some(8));
@@ -855,41 +649,14 @@ impl Interp {
                     });
                 }
             }
-            Op::Fork(ForkOp { count, program, cpu }) | Op::Thread(ForkOp { count, program, cpu }) => {
-                let prog = Rc::new(program.clone());
-                let thread = matches!(op, Op::Thread(_));
-                let first = self.tasks.len() as u32 + 1;
-                for i in 0..*count {
-                    self.fork(t, prog.clone(), cpu.map(|c| (c + i) as usize), thread);
-                    if self.tasks[t].state != TaskState::Running || self.check_host_memory() {
-                        break;
-                    }
-                }
-                let last = self.tasks.len() as u32;
-                if self.serial && last >= first {
-                    self.serial_stack.push(SerialBatch { creator: t, first, next: first, last });
-                }
-                self.after_syscall();
-            }
+            Op::Fork(f) => self.sys_clone(t, f, false),
+            Op::Thread(f) => self.sys_clone(t, f, true),
             Op::Wait(_) => {
                 self.tasks[t].state = TaskState::Waiting;
                 self.waiters.push(t);
                 self.finish_gen += 1;
             }
-            Op::Sleep(SleepOp { ms, until_ms }) => {
-                // nanosleep: the task blocks; `round` adds its CPU's time at the end of the
-                // quantum (the time it went to sleep) and wakes it then plus `ms`, or at
-                // `until_ms` (TIMER_ABSTIME) if that is later.
-                let freq = self.machine.p.cpu.freq_ghz * 1e9;
-                self.tasks[t].wake_absolute = until_ms.is_some();
-                let cycles = ms.or(*until_ms).unwrap_or(0.0) * 1e-3 * freq;
-                let cpu = self.tasks[t].cpu;
-                self.machine.drain_translations(cpu, &mut self.tasks[t].perf);
-                let cost = self.machine.exec_cycles(cpu, self.machine.p.cost.syscall);
-                self.tasks[t].perf.charge("entry_SYSCALL_64", cost);
-                self.tasks[t].wake_at = cycles;
-                self.tasks[t].state = TaskState::Sleeping;
-            }
+            Op::Sleep(op) => self.sys_nanosleep(t, op),
             Op::Exit(_) => self.exit_task(t, TaskState::Exited),
             Op::Snapshot(SnapshotOp { label }) => {
                 self.outputs += 1;
@@ -960,27 +727,6 @@ impl Interp {
             task.pending.pop_front();
             self.finish_gen += task.pending.is_empty() as u64;
             self.machine.do_work(cpu, &mut self.kernel, w, &mut self.tasks[t].perf, base);
-        }
-    }
-
-    /// The faults `__get_user_pages` took in the system call just made (a populate): min_flt
-    /// and the handler's time, no exception and no perf event.
-    fn charge_gup_faults(&mut self, t: usize) {
-        let minor = std::mem::take(&mut self.kernel.gup_faults);
-        let major = std::mem::take(&mut self.kernel.gup_major_faults);
-        let cow = std::mem::take(&mut self.kernel.gup_cow_ranges);
-        if let Some(o) = self.oracle.as_mut() {
-            for (s, e) in cow {
-                o.break_cow(self.tasks[t].tgid, s, e);
-            }
-        }
-        let faults = minor + major;
-        if faults > 0 {
-            self.tasks[t].minflt += minor as i64;
-            self.tasks[t].majflt += major as i64;
-            let cpu = self.tasks[t].cpu;
-            let c = self.machine.exec_cycles(cpu, self.machine.p.cost.fault_handler * faults as f64);
-            self.tasks[t].perf.charge("__get_user_pages", c);
         }
     }
 

@@ -11,28 +11,8 @@ use super::nesting::check_nesting;
 pub use super::nesting::{MAX_JSON_DEPTH, MAX_NESTING};
 pub use super::spec_files::{check_file_name, file_key, CreateOp, FadviseOp, FsyncOp, PreadOp, PwriteOp};
 use crate::error::Error;
-use crate::units::parse_size;
-
-/// A size: an integer number of bytes or a string such as "200M".
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct Size(pub u64);
-
-impl<'de> Deserialize<'de> for Size {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Size, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Str(String),
-        }
-        match Raw::deserialize(d)
-            .map_err(|_| de::Error::custom("expected a size: bytes as an integer, or a string like \"200M\""))?
-        {
-            Raw::Int(n) => Ok(Size(n)),
-            Raw::Str(s) => parse_size(&s).map(Size).map_err(de::Error::custom),
-        }
-    }
-}
+pub use crate::kernel::uapi::{Advice, MapFlag, Pattern, Prot};
+pub use crate::units::Size;
 
 /// A knob value: sysfs takes text; numbers and booleans are accepted too.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,11 +42,11 @@ fn default_memory() -> Size {
 fn default_cpus() -> u32 {
     1
 }
-fn default_prot() -> String {
-    "rw".into()
+fn default_prot() -> Prot {
+    Prot::READ | Prot::WRITE
 }
-fn default_flags() -> Vec<String> {
-    vec!["private".into(), "anonymous".into()]
+fn default_flags() -> Vec<MapFlag> {
+    vec![MapFlag::Private, MapFlag::Anonymous]
 }
 fn default_one() -> u64 {
     1
@@ -169,8 +149,8 @@ impl ExecOp {
             name: self.name.clone(),
             size: self.text_size,
             align: self.align,
-            prot: "rx".into(),
-            flags: vec!["private".into()],
+            prot: Prot::READ | Prot::EXEC,
+            flags: vec![MapFlag::Private],
             addr: self.addr,
             fixed: self.addr.is_some(),
             file: Some(self.file.clone()),
@@ -188,9 +168,9 @@ pub struct MmapOp {
     #[serde(default)]
     pub align: Option<Size>,
     #[serde(default = "default_prot")]
-    pub prot: String,
+    pub prot: Prot,
     #[serde(default = "default_flags")]
-    pub flags: Vec<String>,
+    pub flags: Vec<MapFlag>,
     #[serde(default)]
     pub addr: Option<Size>,
     #[serde(default)]
@@ -237,7 +217,7 @@ pub struct MprotectOp {
     pub offset: Size,
     #[serde(default)]
     pub length: Option<Size>,
-    pub prot: String,
+    pub prot: Prot,
 }
 
 /// The `madvise` op.
@@ -249,72 +229,103 @@ pub struct MadviseOp {
     pub offset: Size,
     #[serde(default)]
     pub length: Option<Size>,
-    pub advice: String,
+    pub advice: Advice,
 }
 
-/// The `read` op.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct ReadOp {
+/// The range of a `read`, `write` or `fetch` and how it is walked: one declaration the three
+/// share.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AccessRange {
     pub region: String,
-    #[serde(default)]
     pub offset: Size,
-    #[serde(default)]
     pub length: Option<Size>,
-    #[serde(default)]
     pub stride: Option<Size>,
     /// Bytes touched at each `stride` step, one access every `block_stride` bytes (pft -c:
     /// `block` = lines x 128, `block_stride` = 128); a block stops at its page's end. Without
-    /// it, one access per step.
-    #[serde(default)]
+    /// it, one access per step. (`read` and `write` only.)
     pub block: Option<Size>,
     /// The step inside a `block` (default 64 bytes).
-    #[serde(default)]
     pub block_stride: Option<Size>,
-    /// `"sequential"` (the default: every `stride` from `offset` on) or `"random"`: `count`
+    /// `sequential` (the default: every `stride` from `offset` on) or `random`: `count`
     /// accesses, each to one of the range's `stride`-sized slots drawn uniformly
     /// (splitmix64 from `seed`, restarted each time the op runs, as the native runner does).
-    #[serde(default)]
-    pub pattern: Option<String>,
-    #[serde(default)]
+    pub pattern: Pattern,
     pub count: Option<u64>,
-    #[serde(default)]
     pub seed: Option<u64>,
-    #[serde(default)]
-    pub expect: Option<u8>,
 }
 
-/// The `write` op.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct WriteOp {
-    pub region: String,
-    #[serde(default)]
-    pub offset: Size,
-    #[serde(default)]
-    pub length: Option<Size>,
-    #[serde(default)]
-    pub stride: Option<Size>,
-    /// Bytes touched at each `stride` step, one access every `block_stride` bytes (pft -c:
-    /// `block` = lines x 128, `block_stride` = 128); a block stops at its page's end. Without
-    /// it, one access per step.
-    #[serde(default)]
-    pub block: Option<Size>,
-    /// The step inside a `block` (default 64 bytes).
-    #[serde(default)]
-    pub block_stride: Option<Size>,
-    /// `"sequential"` (the default: every `stride` from `offset` on) or `"random"`: `count`
-    /// accesses, each to one of the range's `stride`-sized slots drawn uniformly
-    /// (splitmix64 from `seed`, restarted each time the op runs, as the native runner does).
-    #[serde(default)]
-    pub pattern: Option<String>,
-    #[serde(default)]
-    pub count: Option<u64>,
-    #[serde(default)]
-    pub seed: Option<u64>,
-    #[serde(default)]
-    pub value: Option<u8>,
+/// Declares an access op: its fields as the workload spells them (parsed with unknown
+/// fields refused) and its typed form, an `AccessRange` and the op's own field.
+macro_rules! access_op {
+    ($(#[$m:meta])* $name:ident, $raw:ident = $rawstr:literal, { $($block:ident)? }, $($own:ident: $ty:ty)?) => {
+        $(#[$m])*
+        #[derive(Clone, Debug, Deserialize, PartialEq)]
+        #[serde(from = $rawstr)]
+        pub struct $name {
+            pub range: AccessRange,
+            $(pub $own: $ty,)?
+        }
+
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct $raw {
+            region: String,
+            #[serde(default)]
+            offset: Size,
+            #[serde(default)]
+            length: Option<Size>,
+            #[serde(default)]
+            stride: Option<Size>,
+            $(
+            #[serde(default)]
+            $block: Option<Size>,
+            #[serde(default)]
+            block_stride: Option<Size>,
+            )?
+            #[serde(default)]
+            pattern: Option<Pattern>,
+            #[serde(default)]
+            count: Option<u64>,
+            #[serde(default)]
+            seed: Option<u64>,
+            $(
+            #[serde(default)]
+            $own: $ty,
+            )?
+        }
+
+        impl From<$raw> for $name {
+            fn from(r: $raw) -> $name {
+                #[allow(unused_mut, unused_assignments)]
+                let (mut block, mut block_stride) = (None, None);
+                $( (block, block_stride) = (r.$block, r.block_stride); )?
+                $name {
+                    range: AccessRange {
+                        region: r.region,
+                        offset: r.offset,
+                        length: r.length,
+                        stride: r.stride,
+                        block,
+                        block_stride,
+                        pattern: r.pattern.unwrap_or(Pattern::Sequential),
+                        count: r.count,
+                        seed: r.seed,
+                    },
+                    $($own: r.$own,)?
+                }
+            }
+        }
+    };
 }
+
+access_op!(
+    /// The `read` op: `expect` checks every byte read.
+    ReadOp, RawReadOp = "RawReadOp", { block }, expect: Option<u8>
+);
+access_op!(
+    /// The `write` op: stores `value` (default 1).
+    WriteOp, RawWriteOp = "RawWriteOp", { block }, value: Option<u8>
+);
 
 /// The `compare` op.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -399,29 +410,13 @@ pub struct AtomicOp {
     pub hold: u64,
 }
 
-/// The `fetch` op: run the code in a region: one instruction fetch every `stride` bytes
-/// (default 64, one cache line) through the iTLB and the L1 instruction cache. The region must
-/// be mapped executable (`prot` rx or rwx), or the fetch faults with SIGSEGV as on NX hardware.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct FetchOp {
-    pub region: String,
-    #[serde(default)]
-    pub offset: Size,
-    #[serde(default)]
-    pub length: Option<Size>,
-    #[serde(default)]
-    pub stride: Option<Size>,
-    /// `"sequential"` (the default: every `stride` from `offset` on) or `"random"`: `count`
-    /// accesses, each to one of the range's `stride`-sized slots drawn uniformly
-    /// (splitmix64 from `seed`, restarted each time the op runs, as the native runner does).
-    #[serde(default)]
-    pub pattern: Option<String>,
-    #[serde(default)]
-    pub count: Option<u64>,
-    #[serde(default)]
-    pub seed: Option<u64>,
-}
+access_op!(
+    /// The `fetch` op: run the code in a region: one instruction fetch every `stride` bytes
+    /// (default 64, one cache line) through the iTLB and the L1 instruction cache. The region
+    /// must be mapped executable (`prot` rx or rwx), or the fetch faults with SIGSEGV as on NX
+    /// hardware.
+    FetchOp, RawFetchOp = "RawFetchOp", {},
+);
 
 /// Default stride of `fetch`: one fetch per 64-byte line.
 pub const DEFAULT_FETCH_STRIDE: u64 = 64;
@@ -450,17 +445,22 @@ fn field<'de, T: Deserialize<'de>, D: Deserializer<'de>>(v: serde_json::Value) -
 /// Marks an error message that starts with a field path, so the caller can join the paths.
 const FIELD_MARK: &str = "\u{1}";
 
-const OP_NAMES: &str = "mmap, munmap, mremap, mprotect, madvise, mlock, munlock, read, write, compare, loop, fork, \
-     thread, wait, sleep, exit, snapshot, set, atomic, fetch, create, pwrite, pread, fadvise, fsync, exec";
+/// Every op of the workload format, as its `op` field names it.
+pub const OPS: &[&str] = &[
+    "mmap", "munmap", "mremap", "mprotect", "madvise", "mlock", "munlock", "read", "write", "compare", "loop", "fork",
+    "thread", "wait", "sleep", "exit", "snapshot", "set", "atomic", "fetch", "create", "pwrite", "pread", "fadvise",
+    "fsync", "exec",
+];
 
 impl<'de> Deserialize<'de> for Op {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Op, D::Error> {
         let mut v = serde_json::Value::deserialize(d)?;
         let obj = v.as_object_mut().ok_or_else(|| de::Error::custom("an op must be an object with an \"op\" field"))?;
+        let op_names = OPS.join(", ");
         let tag = match obj.remove("op") {
             Some(serde_json::Value::String(s)) => s,
-            Some(_) => return Err(de::Error::custom(format!("{FIELD_MARK}op: must be a string, one of {OP_NAMES}"))),
-            None => return Err(de::Error::custom(format!("missing field `op` (one of {OP_NAMES})"))),
+            Some(_) => return Err(de::Error::custom(format!("{FIELD_MARK}op: must be a string, one of {op_names}"))),
+            None => return Err(de::Error::custom(format!("missing field `op` (one of {op_names})"))),
         };
         Ok(match tag.as_str() {
             "mmap" => Op::Mmap(field::<MmapOp, D>(v)?),
@@ -491,26 +491,12 @@ impl<'de> Deserialize<'de> for Op {
             "exec" => Op::Exec(field::<ExecOp, D>(v)?),
             other => {
                 return Err(de::Error::custom(format!(
-                    "{FIELD_MARK}op: unknown op {other:?} (expected one of {OP_NAMES})"
+                    "{FIELD_MARK}op: unknown op {other:?} (expected one of {op_names})"
                 )))
             }
         })
     }
 }
-
-/// The `madvise` advice the model takes.
-pub const MADVICE: &[&str] = &[
-    "hugepage",
-    "nohugepage",
-    "dontneed",
-    "populate_read",
-    "populate_write",
-    "willneed",
-    "sequential",
-    "random",
-    "normal",
-    "collapse",
-];
 
 /// Default step inside a `block` of `read` and `write`: one 64-byte line.
 pub const DEFAULT_BLOCK_STRIDE: u64 = 64;
@@ -543,17 +529,37 @@ pub fn parse_workload(text: &str) -> Result<Workload, Error> {
     Ok(w)
 }
 
-/// Parse a prot string ("r", "rw", "rx", "rwx", "none") into vm::READ|WRITE|EXEC bits.
-pub fn parse_prot(s: &str) -> Option<u32> {
-    use crate::kernel::mm::vm;
-    match s {
-        "none" => Some(0),
-        "r" => Some(vm::READ),
-        "w" | "rw" => Some(vm::READ | vm::WRITE),
-        "x" | "rx" => Some(vm::READ | vm::EXEC),
-        "rwx" => Some(vm::READ | vm::WRITE | vm::EXEC),
-        _ => None,
+/// A closed vocabulary's word in the workload: parsed once into its type, or an error saying
+/// what the words are.
+macro_rules! word_deserialize {
+    ($ty:ty, $parse:expr, $msg:expr) => {
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<$ty, D::Error> {
+                let w = String::deserialize(d)?;
+                let parse: fn(&str) -> Option<$ty> = $parse;
+                let msg: fn(&str) -> String = $msg;
+                parse(&w).ok_or_else(|| de::Error::custom(msg(&w)))
+            }
+        }
+    };
+}
+
+word_deserialize!(Prot, parse_prot, |w| format!("{w:?} is not one of none, r, rw, rx, rwx"));
+word_deserialize!(MapFlag, MapFlag::from_word, |w| format!("unknown flag {w:?} (expected {})", MapFlag::words()));
+word_deserialize!(Advice, Advice::from_word, |w| format!("{w:?} is not one of {}", Advice::words()));
+word_deserialize!(Pattern, Pattern::from_word, |w| format!("{w:?} is not one of {}", Pattern::words()));
+
+/// A workload's prot word: "none", "r", "rw", "rx", "rwx"; "w" and "x" are taken as "rw"
+/// and "rx".
+pub fn parse_prot(s: &str) -> Option<Prot> {
+    let p = Prot::from_word(s)?;
+    if p == Prot::WRITE | Prot::EXEC {
+        return None;
     }
+    if p == Prot::WRITE || p == Prot::EXEC {
+        return Some(p | Prot::READ);
+    }
+    Some(p)
 }
 
 fn validate(w: &Workload) -> Result<(), Error> {
@@ -582,43 +588,29 @@ fn validate(w: &Workload) -> Result<(), Error> {
     validate_ops(&w.program, "program", &mut names, 0)
 }
 
-/// The strides of a `read`, `write` or `fetch`, or the field at fault and why.
-fn check_access(
-    stride: Option<Size>,
-    block: Option<Size>,
-    block_stride: Option<Size>,
-) -> Result<(), (&'static str, String)> {
-    for (field, v) in [("stride", stride), ("block", block), ("block_stride", block_stride)] {
+/// The strides and pattern of a `read`, `write` or `fetch`, or the field at fault and why:
+/// `random` needs a `count`; `count` and `seed` belong to `random` only.
+fn check_access(r: &AccessRange) -> Result<(), (&'static str, String)> {
+    for (field, v) in [("stride", r.stride), ("block", r.block), ("block_stride", r.block_stride)] {
         if v.is_some_and(|s| s.0 == 0) {
             return Err((field, "must be greater than 0".into()));
         }
     }
-    if block.is_none() && block_stride.is_some() {
+    if r.block.is_none() && r.block_stride.is_some() {
         return Err(("block_stride", "needs a block".into()));
     }
-    Ok(())
-}
-
-/// The access pattern of a `read`, `write` or `fetch`: `random` needs a `count`; `count` and
-/// `seed` belong to `random` only.
-fn check_pattern(
-    pattern: &Option<String>,
-    count: Option<u64>,
-    seed: Option<u64>,
-) -> Result<(), (&'static str, String)> {
-    match pattern.as_deref() {
-        None | Some("sequential") => {
-            if count.is_some() || seed.is_some() {
-                let field = if count.is_some() { "count" } else { "seed" };
+    match r.pattern {
+        Pattern::Sequential => {
+            if r.count.is_some() || r.seed.is_some() {
+                let field = if r.count.is_some() { "count" } else { "seed" };
                 return Err((field, "belongs to pattern \"random\"".into()));
             }
         }
-        Some("random") => {
-            if count.is_none() {
+        Pattern::Random => {
+            if r.count.is_none() {
                 return Err(("count", "pattern \"random\" needs a count of accesses".into()));
             }
         }
-        Some(p) => return Err(("pattern", format!("{p:?} is not one of sequential, random"))),
     }
     Ok(())
 }
@@ -626,212 +618,182 @@ fn check_pattern(
 /// Validate `ops`, which `depth` loop, fork and thread ops enclose.
 fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -> Result<(), Error> {
     let err = |i: usize, field: &str, msg: String| Error::Workload(format!("{path}[{i}].{field}: {msg}"));
-    let known_file = |names: &Vec<String>, i: usize, field: &str, f: &str| -> Result<(), Error> {
-        if names.contains(&file_key(f)) {
-            Ok(())
-        } else {
-            Err(err(i, field, format!("no file named {f:?} is created before this op")))
-        }
-    };
-    let known = |names: &Vec<String>, i: usize, field: &str, r: &str| -> Result<(), Error> {
-        if names.iter().any(|n| n == r) {
-            Ok(())
-        } else {
-            Err(err(i, field, format!("no region named {r:?} is mapped before this op")))
-        }
-    };
     for (i, op) in ops.iter().enumerate() {
+        // What the op names must have been made by an op before it.
+        for (field, name, file) in op.references() {
+            let (made, what) = if file {
+                (names.contains(&file_key(name)), format!("no file named {name:?} is created before this op"))
+            } else {
+                (names.iter().any(|n| n == name), format!("no region named {name:?} is mapped before this op"))
+            };
+            if !made {
+                return Err(err(i, field, what));
+            }
+        }
+        op.check_fields().map_err(|(field, msg)| err(i, field, msg))?;
         match op {
-            Op::Mmap(MmapOp { name, size, align, prot, flags, file, file_offset, .. }) => {
-                if size.0 == 0 {
-                    return Err(err(i, "size", "must be greater than 0".into()));
-                }
-                if size.0 > 1 << 47 {
-                    return Err(err(i, "size", "larger than the 128 TiB user address space".into()));
-                }
-                if let Some(a) = align {
-                    if !a.0.is_power_of_two() || a.0 < 4096 {
-                        return Err(err(i, "align", "must be a power of two of at least 4096".into()));
-                    }
-                }
-                if parse_prot(prot).is_none() {
-                    return Err(err(i, "prot", format!("{prot:?} is not one of none, r, rw, rx, rwx")));
-                }
-                let mut shared = 0;
-                for f in flags {
-                    match f.as_str() {
-                        "private" | "shared" => shared += 1,
-                        "anonymous" | "dontexpand" | "hugetlb" => {}
-                        _ => {
-                            return Err(err(
-                                i,
-                                "flags",
-                                format!(
-                                    "unknown flag {f:?} (expected private, shared, anonymous, hugetlb, dontexpand)"
-                                ),
-                            ))
-                        }
-                    }
-                }
-                if shared != 1 {
-                    return Err(err(i, "flags", "exactly one of private and shared is required".into()));
-                }
-                match file {
-                    Some(f) => {
-                        known_file(names, i, "file", f)?;
-                        if let Some(bad) = flags.iter().find(|f| matches!(f.as_str(), "anonymous" | "hugetlb")) {
-                            return Err(err(i, "flags", format!("{bad:?} does not go with a file")));
-                        }
-                        if file_offset.is_some_and(|o| o.0 % 4096 != 0) {
-                            return Err(err(i, "file_offset", "must be a multiple of the page size (4096)".into()));
-                        }
-                    }
-                    None => {
-                        if file_offset.is_some() {
-                            return Err(err(i, "file_offset", "needs a file".into()));
-                        }
-                        if !flags.iter().any(|f| f == "anonymous") {
-                            return Err(err(
-                                i,
-                                "flags",
-                                "a mapping is of a file (\"file\") or anonymous (add \"anonymous\")".into(),
-                            ));
-                        }
-                    }
-                }
-                names.push(name.clone());
-            }
-            Op::Exec(ExecOp { file, name, text_size, align, addr }) => {
-                known_file(names, i, "file", file)?;
-                if text_size.0 == 0 || text_size.0 > 1 << 47 {
-                    return Err(err(i, "text_size", "must be between 1 byte and 128 TiB".into()));
-                }
-                if let Some(a) = align {
-                    if !a.0.is_power_of_two() || a.0 < 4096 {
-                        return Err(err(i, "align", "must be a power of two of at least 4096".into()));
-                    }
-                }
-                if addr.is_some_and(|x| x.0 % 4096 != 0) {
-                    return Err(err(i, "addr", "must be a multiple of the page size (4096)".into()));
-                }
-                names.push(name.clone());
-            }
-            Op::Munmap(MunmapOp { region, .. })
-            | Op::Mlock(MunmapOp { region, .. })
-            | Op::Munlock(MunmapOp { region, .. }) => known(names, i, "region", region)?,
-            Op::Mremap(MremapOp { region, size, addr, fixed }) => {
-                known(names, i, "region", region)?;
-                if size.0 == 0 {
-                    return Err(err(i, "size", "must be greater than 0".into()));
-                }
-                if addr.is_some() != *fixed {
-                    let field = if *fixed { "fixed" } else { "addr" };
-                    return Err(err(
-                        i,
-                        field,
-                        "an address is given with fixed: true (MREMAP_FIXED), and only then".into(),
-                    ));
-                }
-            }
-            Op::Mprotect(MprotectOp { region, prot, .. }) => {
-                known(names, i, "region", region)?;
-                if parse_prot(prot).is_none() {
-                    return Err(err(i, "prot", format!("{prot:?} is not one of none, r, rw, rx, rwx")));
-                }
-            }
-            Op::Madvise(MadviseOp { region, advice, .. }) => {
-                known(names, i, "region", region)?;
-                if !MADVICE.contains(&advice.as_str()) {
-                    return Err(err(i, "advice", format!("{advice:?} is not one of {}", MADVICE.join(", "))));
-                }
-            }
-            Op::Read(ReadOp { region, stride, block, block_stride, pattern, count, seed, .. })
-            | Op::Write(WriteOp { region, stride, block, block_stride, pattern, count, seed, .. }) => {
-                known(names, i, "region", region)?;
-                check_access(*stride, *block, *block_stride).map_err(|(f, m)| err(i, f, m))?;
-                check_pattern(pattern, *count, *seed).map_err(|(f, m)| err(i, f, m))?;
-            }
-            Op::Fetch(FetchOp { region, stride, pattern, count, seed, .. }) => {
-                known(names, i, "region", region)?;
-                check_access(*stride, None, None).map_err(|(f, m)| err(i, f, m))?;
-                check_pattern(pattern, *count, *seed).map_err(|(f, m)| err(i, f, m))?;
-            }
-            Op::Compare(CompareOp { a, b, length, stride, .. }) => {
-                known(names, i, "a.region", &a.region)?;
-                known(names, i, "b.region", &b.region)?;
-                if length.0 == 0 {
-                    return Err(err(i, "length", "must be greater than 0".into()));
-                }
-                if stride.is_some_and(|s| s.0 == 0) {
-                    return Err(err(i, "stride", "must be greater than 0".into()));
-                }
-            }
-            Op::Create(CreateOp { file, size, fs }) => {
-                check_file_name(file).map_err(|m| err(i, "file", m))?;
-                if !matches!(fs.as_str(), "ext4" | "tmpfs") {
-                    return Err(err(i, "fs", format!("{fs:?} is not one of ext4, tmpfs")));
-                }
-                if size.0 > 1 << 47 {
-                    return Err(err(i, "size", "larger than 128 TiB".into()));
-                }
-                names.push(file_key(file));
-            }
-            Op::Pwrite(PwriteOp { file, chunk, .. }) | Op::Pread(PreadOp { file, chunk, .. }) => {
-                known_file(names, i, "file", file)?;
-                if chunk.is_some_and(|c| c.0 == 0 || c.0 > 1 << 30) {
-                    return Err(err(i, "chunk", "must be between 1 byte and 1 GiB".into()));
-                }
-            }
-            Op::Fadvise(FadviseOp { file, advice, .. }) => {
-                known_file(names, i, "file", file)?;
-                if !matches!(advice.as_str(), "dontneed" | "willneed") {
-                    return Err(err(i, "advice", format!("{advice:?} is not one of dontneed, willneed")));
-                }
-            }
-            Op::Fsync(FsyncOp { file }) => known_file(names, i, "file", file)?,
+            Op::Mmap(MmapOp { name, .. }) | Op::Exec(ExecOp { name, .. }) => names.push(name.clone()),
+            Op::Create(CreateOp { file, .. }) => names.push(file_key(file)),
             Op::Loop(_) | Op::Fork(_) | Op::Thread(_) if depth >= MAX_NESTING => {
                 return Err(Error::Workload(format!(
                     "{path}[{i}]: nesting deeper than {MAX_NESTING} levels (loop, fork, thread)"
                 )));
             }
-            Op::Loop(LoopOp { body, count }) => {
-                // A body that never runs maps nothing: its regions are not known after the loop.
-                if *count == 0 {
-                    let mut scratch = names.clone();
-                    validate_ops(body, &format!("{path}[{i}].body"), &mut scratch, depth + 1)?;
-                } else {
-                    validate_ops(body, &format!("{path}[{i}].body"), names, depth + 1)?;
+            // A body that never runs maps nothing: its regions are not known after the loop.
+            Op::Loop(LoopOp { body, count: 0 }) => {
+                validate_ops(body, &format!("{path}[{i}].body"), &mut names.clone(), depth + 1)?
+            }
+            Op::Loop(LoopOp { body, .. }) => validate_ops(body, &format!("{path}[{i}].body"), names, depth + 1)?,
+            Op::Fork(ForkOp { program, .. }) | Op::Thread(ForkOp { program, .. }) => {
+                validate_ops(program, &format!("{path}[{i}].program"), &mut names.clone(), depth + 1)?
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+impl Op {
+    /// The regions and files the op names, each as (field, name, is a file).
+    fn references(&self) -> Vec<(&'static str, &str, bool)> {
+        match self {
+            Op::Mmap(MmapOp { file: Some(f), .. }) | Op::Exec(ExecOp { file: f, .. }) => vec![("file", f, true)],
+            Op::Munmap(MunmapOp { region, .. })
+            | Op::Mlock(MunmapOp { region, .. })
+            | Op::Munlock(MunmapOp { region, .. })
+            | Op::Mremap(MremapOp { region, .. })
+            | Op::Mprotect(MprotectOp { region, .. })
+            | Op::Madvise(MadviseOp { region, .. })
+            | Op::Atomic(AtomicOp { region, .. })
+            | Op::Read(ReadOp { range: AccessRange { region, .. }, .. })
+            | Op::Write(WriteOp { range: AccessRange { region, .. }, .. })
+            | Op::Fetch(FetchOp { range: AccessRange { region, .. } }) => vec![("region", region, false)],
+            Op::Compare(CompareOp { a, b, .. }) => vec![("a.region", &a.region, false), ("b.region", &b.region, false)],
+            Op::Pwrite(PwriteOp { file, .. })
+            | Op::Pread(PreadOp { file, .. })
+            | Op::Fadvise(FadviseOp { file, .. })
+            | Op::Fsync(FsyncOp { file }) => vec![("file", file, true)],
+            _ => Vec::new(),
+        }
+    }
+
+    /// The checks of the op's own fields that their types do not make: ranges, and fields
+    /// that go together. The field at fault and why.
+    fn check_fields(&self) -> Result<(), (&'static str, String)> {
+        let fail = |field: &'static str, msg: &str| Err((field, msg.to_string()));
+        let pow2_align = |a: &Option<Size>| a.is_some_and(|a| !a.0.is_power_of_two() || a.0 < 4096);
+        match self {
+            Op::Mmap(m) => return m.check_fields(),
+            Op::Exec(ExecOp { text_size, align, addr, .. }) => {
+                if text_size.0 == 0 || text_size.0 > 1 << 47 {
+                    return fail("text_size", "must be between 1 byte and 128 TiB");
+                }
+                if pow2_align(align) {
+                    return fail("align", "must be a power of two of at least 4096");
+                }
+                if addr.is_some_and(|x| x.0 % 4096 != 0) {
+                    return fail("addr", "must be a multiple of the page size (4096)");
                 }
             }
-            Op::Fork(ForkOp { count, program, .. }) | Op::Thread(ForkOp { count, program, .. }) => {
+            Op::Mremap(MremapOp { size, addr, fixed, .. }) => {
+                if size.0 == 0 {
+                    return fail("size", "must be greater than 0");
+                }
+                if addr.is_some() != *fixed {
+                    let field = if *fixed { "fixed" } else { "addr" };
+                    return fail(field, "an address is given with fixed: true (MREMAP_FIXED), and only then");
+                }
+            }
+            Op::Read(ReadOp { range, .. }) | Op::Write(WriteOp { range, .. }) | Op::Fetch(FetchOp { range }) => {
+                check_access(range)?
+            }
+            Op::Compare(CompareOp { length, stride, .. }) => {
+                if length.0 == 0 {
+                    return fail("length", "must be greater than 0");
+                }
+                if stride.is_some_and(|s| s.0 == 0) {
+                    return fail("stride", "must be greater than 0");
+                }
+            }
+            Op::Create(CreateOp { file, size, fs }) => {
+                check_file_name(file).map_err(|m| ("file", m))?;
+                if !matches!(fs.as_str(), "ext4" | "tmpfs") {
+                    return Err(("fs", format!("{fs:?} is not one of ext4, tmpfs")));
+                }
+                if size.0 > 1 << 47 {
+                    return fail("size", "larger than 128 TiB");
+                }
+            }
+            Op::Pwrite(PwriteOp { chunk: Some(c), .. }) | Op::Pread(PreadOp { chunk: Some(c), .. })
+                if c.0 == 0 || c.0 > 1 << 30 =>
+            {
+                return fail("chunk", "must be between 1 byte and 1 GiB");
+            }
+            Op::Fadvise(FadviseOp { advice, .. }) if !matches!(advice.as_str(), "dontneed" | "willneed") => {
+                return Err(("advice", format!("{advice:?} is not one of dontneed, willneed")));
+            }
+            Op::Fork(ForkOp { count, .. }) | Op::Thread(ForkOp { count, .. }) => {
                 if *count == 0 {
-                    return Err(err(i, "count", "must be at least 1".into()));
+                    return fail("count", "must be at least 1");
                 }
                 if *count > 100_000 {
-                    return Err(err(i, "count", "at most 100000 processes per fork op".into()));
+                    return fail("count", "at most 100000 processes per fork op");
                 }
-                let mut child = names.clone();
-                validate_ops(program, &format!("{path}[{i}].program"), &mut child, depth + 1)?;
             }
             Op::Set(SetOp { knob, value }) => {
                 let mut k = crate::kernel::knobs::Knobs::default();
-                k.set(knob, &value.0).map_err(|e| err(i, "knob", e))?;
+                k.set(knob, &value.0).map_err(|e| ("knob", e.to_string()))?;
             }
-            Op::Atomic(AtomicOp { region, .. }) => known(names, i, "region", region)?,
             Op::Sleep(SleepOp { ms, until_ms }) => {
                 let (field, v) = match (ms, until_ms) {
                     (Some(v), None) => ("ms", v),
                     (None, Some(v)) => ("until_ms", v),
-                    _ => return Err(err(i, "ms", "exactly one of ms and until_ms is required".into())),
+                    _ => return fail("ms", "exactly one of ms and until_ms is required"),
                 };
                 if !(v.is_finite() && (0.0..=1e9).contains(v)) {
-                    return Err(err(i, field, "must be a number of milliseconds between 0 and 1e9".into()));
+                    return fail(field, "must be a number of milliseconds between 0 and 1e9");
                 }
             }
-            Op::Wait(_) | Op::Exit(_) | Op::Snapshot(_) => {}
+            _ => {}
         }
+        Ok(())
     }
-    Ok(())
+}
+
+impl MmapOp {
+    /// An mmap's size, alignment and flags, which go together.
+    fn check_fields(&self) -> Result<(), (&'static str, String)> {
+        let MmapOp { size, align, flags, file, file_offset, .. } = self;
+        let fail = |field: &'static str, msg: &str| Err((field, msg.to_string()));
+        if size.0 == 0 {
+            return fail("size", "must be greater than 0");
+        }
+        if size.0 > 1 << 47 {
+            return fail("size", "larger than the 128 TiB user address space");
+        }
+        if align.is_some_and(|a| !a.0.is_power_of_two() || a.0 < 4096) {
+            return fail("align", "must be a power of two of at least 4096");
+        }
+        if flags.iter().filter(|f| matches!(f, MapFlag::Private | MapFlag::Shared)).count() != 1 {
+            return fail("flags", "exactly one of private and shared is required");
+        }
+        if file.is_some() {
+            if let Some(bad) = flags.iter().find(|f| matches!(f, MapFlag::Anonymous | MapFlag::Hugetlb)) {
+                return Err(("flags", format!("{:?} does not go with a file", bad.word())));
+            }
+            if file_offset.is_some_and(|o| o.0 % 4096 != 0) {
+                return fail("file_offset", "must be a multiple of the page size (4096)");
+            }
+        } else {
+            if file_offset.is_some() {
+                return fail("file_offset", "needs a file");
+            }
+            if !flags.contains(&MapFlag::Anonymous) {
+                return fail("flags", "a mapping is of a file (\"file\") or anonymous (add \"anonymous\")");
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-use super::spec::Size;
+use crate::units::Size;
 
 /// The `create` op: `open(F, O_CREAT | O_TRUNC)` of a file of `size` bytes on `fs`.
 #[derive(Clone, Debug, Deserialize, PartialEq)]

@@ -73,13 +73,15 @@ impl Interp {
             }
             self.tasks[t].page_faults += 1;
             retry = true;
-            let outcome = self.kernel.do_user_addr_fault(mm, addr, access);
+            let fault = self.kernel.handle_user_fault(mm, addr, access);
+            let outcome = fault.outcome;
+            self.io_wait_pages += fault.io_wait_pages;
             {
                 let entry = self.machine.exec_cycles(cpu, self.machine.p.cost.fault_entry_exit);
                 let handler = self.machine.exec_cycles(cpu, self.machine.p.cost.fault_handler);
                 let perf = &mut self.tasks[t].perf;
                 perf.charge("asm_exc_page_fault", entry);
-                perf.charge(self.kernel.fault_path, handler);
+                perf.charge(fault.handler, handler);
             }
             self.charge_work(t);
             match outcome {
@@ -141,7 +143,7 @@ impl Interp {
                     return Err(Stop::Dead);
                 }
                 FaultOutcome::Oom => {
-                    if let Some(victim) = self.kernel.oom_victim.take() {
+                    if let Some(victim) = fault.oom_victim {
                         self.kill_mm(victim);
                         if self.tasks[t].mm.is_none() {
                             return Err(Stop::Dead);

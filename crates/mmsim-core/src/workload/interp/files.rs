@@ -59,7 +59,9 @@ impl Interp {
                 let mut pos = offset.0;
                 while pos < offset.0 + len {
                     let n = chunk.min(offset.0 + len - pos);
-                    let done = self.kernel.file_write(filp, pos, n, value);
+                    let r = self.kernel.ksys_pwrite64(filp, pos, n, value);
+                    self.io_wait_pages += r.effects.io_wait_pages;
+                    let done = r.ret.expect("pwrite64 returns bytes written");
                     if let Some(o) = self.oracle.as_mut() {
                         o.file_write(file, pos, done, value);
                     }
@@ -79,7 +81,9 @@ impl Interp {
                 let mut bad = None;
                 while pos < offset.0 + len {
                     let n = chunk.min(offset.0 + len - pos);
-                    let (got, first_bad) = self.kernel.file_read(filp, pos, n, *expect);
+                    let r = self.kernel.ksys_pread64(filp, pos, n, *expect);
+                    self.io_wait_pages += r.effects.io_wait_pages;
+                    let (got, first_bad) = r.ret.expect("pread64 returns bytes read");
                     self.check_file_read(pid, file, pos, got);
                     self.charge_syscall(t);
                     self.charge_io(t);
@@ -97,12 +101,14 @@ impl Interp {
             }
             Op::Fadvise(FadviseOp { offset, length, advice, .. }) => {
                 let a = if advice == "dontneed" { Fadvise::DontNeed } else { Fadvise::WillNeed };
-                self.kernel.file_fadvise(filp, offset.0, length.map_or(0, |l| l.0), a);
+                let r = self.kernel.ksys_fadvise64_64(filp, offset.0, length.map_or(0, |l| l.0), a);
+                self.io_wait_pages += r.effects.io_wait_pages;
                 self.charge_syscall(t);
                 self.charge_io(t);
             }
             Op::Fsync(_) => {
-                self.kernel.file_fsync(filp);
+                let r = self.kernel.do_fsync(filp);
+                self.io_wait_pages += r.effects.io_wait_pages;
                 self.charge_syscall(t);
                 self.charge_io(t);
             }
@@ -149,7 +155,7 @@ impl Interp {
     /// The block device time task `t` waited for since the last charge (`io_schedule`): the
     /// device's latency plus the transfer of the pages it read (profile `block`).
     pub(super) fn charge_io(&mut self, t: usize) {
-        let pages = std::mem::take(&mut self.kernel.io_wait_pages);
+        let pages = std::mem::take(&mut self.io_wait_pages);
         if pages == 0 {
             return;
         }

@@ -109,7 +109,8 @@ impl Interp {
         }
         self.khugepaged.cpu_cycles[cpu] += spent;
         // The reads a collapse waited for (`page_cache_sync_readahead` then the folio lock).
-        let pages = std::mem::take(&mut self.kernel.io_wait_pages);
+        // (and those system calls waited for that no task was charged for yet).
+        let pages = self.kernel.take_kthread_io_wait() + std::mem::take(&mut self.io_wait_pages);
         let freq = self.machine.p.cpu.freq_ghz;
         let io = if pages == 0 {
             0.0

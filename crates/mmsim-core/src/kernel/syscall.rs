@@ -1,0 +1,206 @@
+//! The system-call layer: the entry points a task calls into the memory manager by, named
+//! after Linux's (`vm_mmap_pgoff`, `do_vmi_munmap`, `do_mprotect_pkey`, `do_madvise`,
+//! `do_mremap`, `do_mlock`, `ksys_pread64`, ...), with typed arguments (`uapi.rs`'s flag
+//! sets, `VirtAddr`) and a typed outcome: the call's return value or errno, and what the
+//! caller must know (`Effects`: the faults GUP took, the ranges it broke COW on, the pages
+//! it waited for). The workload interpreter and the trace replayer both call this layer.
+//!
+//! While it serves a call the memory manager adds to `Kernel::current`, the part of the
+//! calling task's `task_struct` it writes to (Linux's `mm_account_fault` adds GUP's faults to
+//! `current->min_flt`/`maj_flt`); each entry point hands that over in its outcome and
+//! leaves it empty, so nothing outside the kernel reads a result from a field.
+
+use super::fault::{Access, FaultOutcome};
+use super::filemap::Fadvise;
+use super::mmap::{Errno, MmapArgs};
+use super::uapi::{Advice, MapFlags, Prot};
+use super::{Kernel, MmId};
+use crate::units::VirtAddr;
+
+/// What a system call did besides its return value, for the task that made it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Effects {
+    /// Minor faults `__get_user_pages` took (a populate): the task's min_flt.
+    pub min_flt: u64,
+    /// Major faults GUP took (it waited for the block device): the task's maj_flt.
+    pub maj_flt: u64,
+    /// Ranges of private writable file mappings GUP faulted in for write (FOLL_WRITE broke
+    /// COW: from then on they hold private copies, which later writes to the file miss).
+    pub cow_ranges: Vec<(u64, u64)>,
+    /// Pages of I/O the call waited for (a major fault's read, a read(2) of uncached data,
+    /// fsync).
+    pub io_wait_pages: u64,
+}
+
+impl Effects {
+    /// GUP took faults: the task's min_flt and maj_flt grow by them.
+    pub fn gup_faults(&self) -> u64 {
+        self.min_flt + self.maj_flt
+    }
+}
+
+/// A system call's outcome: its return value or errno, and its effects.
+#[must_use]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SysRet<T> {
+    pub ret: Result<T, Errno>,
+    pub effects: Effects,
+}
+
+/// The part of the calling task's `task_struct` the memory manager writes to while it serves
+/// a call or a fault; drained into the entry point's outcome (see the module comment).
+#[derive(Clone, Debug, Default)]
+pub struct Current {
+    pub(super) effects: Effects,
+    /// The handler that resolved the last fault (`do_anonymous_page`, `do_wp_page`, ...).
+    pub(super) fault_path: &'static str,
+}
+
+/// A user page fault's outcome (`do_user_addr_fault`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fault {
+    pub outcome: FaultOutcome,
+    /// The handler that resolved it: its cycles are charged to it, as perf report shows a
+    /// handler's self time.
+    pub handler: &'static str,
+    /// Pages of I/O the fault waited for.
+    pub io_wait_pages: u64,
+    /// On VM_FAULT_OOM: the mm the OOM killer chose, which the caller must kill.
+    pub oom_victim: Option<MmId>,
+}
+
+/// The arguments of mmap(2), typed, and mmsim's two extensions.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MmapReq {
+    pub addr: VirtAddr,
+    pub len: u64,
+    pub prot: Prot,
+    pub flags: MapFlags,
+    /// The open file mapped (`Kernel::filps`) and the offset in pages it maps from.
+    pub file: Option<u32>,
+    pub pgoff: u64,
+    /// mmsim's `align`: the start's alignment, as user space gets it (map `len + align`,
+    /// keep the aligned part). 0: none.
+    pub align: u64,
+    /// mmsim's `dontexpand`: VM_DONTEXPAND on the vma (Linux sets it only from a driver).
+    pub dontexpand: bool,
+}
+
+impl Kernel {
+    /// Hand the effects gathered in `current` to an entry point's outcome.
+    fn sysret<T>(&mut self, ret: Result<T, Errno>) -> SysRet<T> {
+        SysRet { ret, effects: std::mem::take(&mut self.current.effects) }
+    }
+
+    /// `vm_mmap_pgoff` -> `do_mmap`.
+    pub fn vm_mmap_pgoff(&mut self, mm: MmId, req: MmapReq) -> SysRet<u64> {
+        let args = MmapArgs {
+            addr: req.addr.0,
+            len: req.len,
+            prot: req.prot.vm_flags(),
+            shared: req.flags.contains(MapFlags::SHARED),
+            fixed: req.flags.contains(MapFlags::FIXED),
+            align: req.align,
+            dontexpand: req.dontexpand,
+            hugetlb: req.flags.contains(MapFlags::HUGETLB),
+            file: req.file,
+            pgoff: req.pgoff,
+        };
+        let r = self.do_mmap(mm, args);
+        self.sysret(r)
+    }
+
+    /// munmap(2): `do_vmi_munmap`.
+    pub fn do_vmi_munmap(&mut self, mm: MmId, start: VirtAddr, len: u64) -> SysRet<()> {
+        let r = self.do_munmap(mm, start.0, len);
+        self.sysret(r)
+    }
+
+    /// mprotect(2): `do_mprotect_pkey` (no protection keys).
+    pub fn do_mprotect_pkey(&mut self, mm: MmId, start: VirtAddr, len: u64, prot: Prot) -> SysRet<()> {
+        let r = self.do_mprotect(mm, start.0, len, prot.vm_flags());
+        self.sysret(r)
+    }
+
+    /// madvise(2): `do_madvise`.
+    pub fn do_madvise(&mut self, mm: MmId, start: VirtAddr, len: u64, advice: Advice) -> SysRet<()> {
+        let r = self.madvise_do_behavior(mm, start.0, len, advice);
+        self.sysret(r)
+    }
+
+    /// mremap(2) with MREMAP_MAYMOVE, and MREMAP_FIXED to `new_addr`: `do_mremap`.
+    pub fn do_mremap(
+        &mut self,
+        mm: MmId,
+        addr: VirtAddr,
+        old_len: u64,
+        new_len: u64,
+        new_addr: Option<VirtAddr>,
+    ) -> SysRet<u64> {
+        let r = self.mremap_vrm(mm, addr.0, old_len, new_len, new_addr.map(|a| a.0));
+        self.sysret(r)
+    }
+
+    /// mlock(2): `do_mlock`.
+    pub fn do_mlock(&mut self, mm: MmId, start: VirtAddr, len: u64) -> SysRet<()> {
+        let r = self.mlock_apply_populate(mm, start.0, len, true);
+        self.sysret(r)
+    }
+
+    /// munlock(2).
+    pub fn sys_munlock(&mut self, mm: MmId, start: VirtAddr, len: u64) -> SysRet<()> {
+        let r = self.mlock_apply_populate(mm, start.0, len, false);
+        self.sysret(r)
+    }
+
+    /// pwrite64(2) of `count` bytes of `value` at `pos` of an open file: bytes written.
+    pub fn ksys_pwrite64(&mut self, filp: u32, pos: u64, count: u64, value: u8) -> SysRet<u64> {
+        let n = self.file_write(filp, pos, count, value);
+        self.sysret(Ok(n))
+    }
+
+    /// pread64(2): the bytes read and, with `expect`, the first byte that differs from it.
+    pub fn ksys_pread64(
+        &mut self,
+        filp: u32,
+        pos: u64,
+        count: u64,
+        expect: Option<u8>,
+    ) -> SysRet<(u64, Option<(u64, u8)>)> {
+        let r = self.file_read(filp, pos, count, expect);
+        self.sysret(Ok(r))
+    }
+
+    /// posix_fadvise(2): `ksys_fadvise64_64`.
+    pub fn ksys_fadvise64_64(&mut self, filp: u32, offset: u64, len: u64, advice: Fadvise) -> SysRet<()> {
+        self.file_fadvise(filp, offset, len, advice);
+        self.sysret(Ok(()))
+    }
+
+    /// fsync(2): `do_fsync`.
+    pub fn do_fsync(&mut self, filp: u32) -> SysRet<()> {
+        self.file_fsync(filp);
+        self.sysret(Ok(()))
+    }
+
+    /// A user page fault at `addr` (the arch's `do_user_addr_fault`): its outcome, the
+    /// handler that resolved it and what it waited for; on VM_FAULT_OOM, the OOM killer's
+    /// victim for the caller to kill.
+    pub fn handle_user_fault(&mut self, mm: MmId, addr: u64, access: Access) -> Fault {
+        let outcome = self.do_user_addr_fault(mm, addr, access);
+        let effects = std::mem::take(&mut self.current.effects);
+        debug_assert!(effects.gup_faults() == 0 && effects.cow_ranges.is_empty(), "a fault takes no GUP faults");
+        Fault {
+            outcome,
+            handler: self.current.fault_path,
+            io_wait_pages: effects.io_wait_pages,
+            oom_victim: if outcome == FaultOutcome::Oom { self.oom_victim.take() } else { None },
+        }
+    }
+
+    /// Pages of I/O waited for outside a system call or fault (khugepaged's reads), handed
+    /// to the kernel thread that waited.
+    pub fn take_kthread_io_wait(&mut self) -> u64 {
+        std::mem::take(&mut self.current.effects.io_wait_pages)
+    }
+}

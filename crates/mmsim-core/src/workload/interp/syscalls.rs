@@ -1,0 +1,287 @@
+//! The memory ops of a program as system calls: each op is one method that works out its
+//! arguments, calls the kernel's system-call layer (`kernel/syscall.rs`) and hands the outcome
+//! to `finish_call`, the one place the task's accounting and the reference model follow a
+//! call. The trace replayer calls the same layer.
+
+use std::rc::Rc;
+
+use super::{Interp, SerialBatch, TaskState};
+use crate::kernel::filemap::FMode;
+use crate::kernel::mmap::Errno;
+use crate::kernel::syscall::{Effects, MmapReq};
+use crate::kernel::uapi::{Advice, MapFlag, MapFlags, Prot};
+use crate::units::VirtAddr;
+use crate::workload::spec::*;
+
+/// A system call made, as the reference model needs it: the range it acted on and what it
+/// came to.
+pub(super) enum Call<'a> {
+    /// mmap(2) placed a mapping of `len` bytes (pages, or huge pages for MAP_HUGETLB) at `addr`.
+    Mmap { addr: u64, len: u64, prot: Prot, shared: bool, file: Option<(&'a str, u64)> },
+    /// munmap(2) unmapped [addr, addr + len).
+    Munmap { addr: u64, len: u64 },
+    /// mprotect(2) over [addr, addr + len) came to `ret`.
+    Mprotect { addr: u64, len: u64, prot: Prot, ret: Result<(), Errno> },
+    /// MADV_DONTNEED zapped [addr, addr + len).
+    DontNeed { addr: u64, len: u64 },
+    /// mremap(2) of [old, old + old_len) to `new_len` bytes at `new`, or its error (with the
+    /// MREMAP_FIXED target).
+    Mremap { old: u64, old_len: u64, new_len: u64, ret: Result<u64, Errno>, fixed: Option<u64> },
+    /// A call the reference model has nothing to follow.
+    Other,
+}
+
+impl Interp {
+    /// The faults `__get_user_pages` took in a system call (a populate): min_flt and the
+    /// handler's time, no exception and no perf event; the ranges it broke COW on; the pages
+    /// it waited for, charged when the task next waits (`charge_io`). Then the reference model
+    /// follows `call`, and the invariants are checked (`after_syscall`).
+    pub(super) fn finish_call(&mut self, t: usize, effects: Effects, call: Call) {
+        let Effects { min_flt, maj_flt, cow_ranges, io_wait_pages } = effects;
+        self.io_wait_pages += io_wait_pages;
+        let tgid = self.tasks[t].tgid;
+        if let Some(o) = self.oracle.as_mut() {
+            for (s, e) in cow_ranges {
+                o.break_cow(tgid, s, e);
+            }
+        }
+        let faults = min_flt + maj_flt;
+        if faults > 0 {
+            self.tasks[t].minflt += min_flt as i64;
+            self.tasks[t].majflt += maj_flt as i64;
+            let cpu = self.tasks[t].cpu;
+            let c = self.machine.exec_cycles(cpu, self.machine.p.cost.fault_handler * faults as f64);
+            self.tasks[t].perf.charge("__get_user_pages", c);
+        }
+        self.oracle_follow(t, call);
+        self.after_syscall();
+    }
+
+    /// The reference model follows a system call.
+    fn oracle_follow(&mut self, t: usize, call: Call) {
+        let g = self.kernel.geo;
+        let tgid = self.tasks[t].tgid;
+        let Some(o) = self.oracle.as_mut() else { return };
+        let page_len = |len: u64| g.page_align(len).unwrap_or(len);
+        match call {
+            Call::Mmap { addr, len, prot, shared, file: Some((f, off)) } => {
+                o.mmap_file(tgid, addr, len, prot.vm_flags(), shared, f, off)
+            }
+            Call::Mmap { addr, len, prot, shared, file: None } => o.mmap(tgid, addr, len, prot.vm_flags(), shared),
+            Call::Munmap { addr, len } => o.munmap(tgid, addr, page_len(len)),
+            // The mapped part up to a hole is changed even when the call fails with ENOMEM;
+            // EINVAL changed nothing.
+            Call::Mprotect { addr, len, prot, ret } => {
+                if ret != Err(Errno::EINVAL) {
+                    o.mprotect(tgid, addr, page_len(len), prot.vm_flags());
+                }
+            }
+            Call::DontNeed { addr, len } => o.dontneed(tgid, addr, len),
+            Call::Mremap { old, old_len, new_len, ret: Ok(new), .. } => {
+                o.mremap(tgid, old, page_len(old_len), new, g.page_align(new_len).expect("fits"))
+            }
+            // A fixed remap that failed to move its entries (ENOMEM) has already unmapped its
+            // target and, when shrinking, the source's tail, as Linux's mremap_to does before
+            // move_vma; earlier errors change nothing.
+            Call::Mremap { old, old_len, new_len, ret: Err(Errno::ENOMEM), fixed: Some(na) } => {
+                let (old_len, new_len) = (page_len(old_len), g.page_align(new_len).expect("fits"));
+                o.munmap(tgid, na, new_len);
+                if new_len < old_len {
+                    o.munmap(tgid, old + new_len, old_len - new_len);
+                }
+            }
+            Call::Mremap { .. } | Call::Other => {}
+        }
+    }
+
+    /// A failed system call: an event naming the call and its errno.
+    fn syscall_failed(&mut self, t: usize, what: std::fmt::Arguments, e: Errno) {
+        let pid = self.tasks[t].pid;
+        self.event(pid, "syscall", format!("{what}: {}", e.name()));
+    }
+
+    /// An `mmap` op (or an exec's text mapping, `exec`): open(2) of its file, mmap(2), close(2).
+    /// A failed mmap ends the task (the program could not go on without its memory).
+    pub(super) fn sys_mmap(&mut self, t: usize, op: &MmapOp, exec: bool) {
+        let pid = self.tasks[t].pid;
+        let mm = self.tasks[t].mm.expect("running task has an mm");
+        let MmapOp { name, size, align, prot, flags, addr, fixed, file, file_offset } = op;
+        let shared = flags.contains(&MapFlag::Shared);
+        // The runner opens a file O_RDWR for a shared mapping (an mprotect may make it
+        // writable), O_RDONLY for a private one; the ELF loader denies writers.
+        let mode = match (exec, shared) {
+            (true, _) => FMode::Exec,
+            (false, true) => FMode::Write,
+            (false, false) => FMode::Read,
+        };
+        // open(2) for the mapping; the vma holds the file, close(2) follows.
+        let filp = match file.as_deref().map(|f| self.kernel.file_lookup(f)) {
+            None => None,
+            Some(Some(obj)) => match self.kernel.file_open(obj, mode) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    self.syscall_failed(t, format_args!("mmap {name} ({} bytes)", size.0), e);
+                    self.exit_task(t, TaskState::Exited);
+                    return;
+                }
+            },
+            Some(None) => {
+                let f = file.as_deref().unwrap_or_default();
+                self.event(pid, "syscall", format!("mmap {name} ({} bytes): ENOENT (no file {f:?})", size.0));
+                self.exit_task(t, TaskState::Exited);
+                return;
+            }
+        };
+        let mut map = if shared { MapFlags::SHARED } else { MapFlags::PRIVATE };
+        for (f, m) in [(MapFlag::Anonymous, MapFlags::ANONYMOUS), (MapFlag::Hugetlb, MapFlags::HUGETLB)] {
+            if flags.contains(&f) {
+                map |= m;
+            }
+        }
+        if *fixed {
+            map |= MapFlags::FIXED;
+        }
+        let hugetlb = map.contains(MapFlags::HUGETLB);
+        let req = MmapReq {
+            addr: VirtAddr(addr.map_or(0, |a| a.0)),
+            len: size.0,
+            prot: *prot,
+            flags: map,
+            file: filp,
+            pgoff: file_offset.map_or(0, |o| o.0 >> self.kernel.geo.page_shift),
+            align: align.map_or(0, |a| a.0),
+            dontexpand: flags.contains(&MapFlag::DontExpand),
+        };
+        let r = self.kernel.vm_mmap_pgoff(mm, req);
+        if let Some(f) = filp {
+            self.kernel.fput(f);
+        }
+        let g = self.kernel.geo;
+        let call = match r.ret {
+            Ok(a) => {
+                // A MAP_HUGETLB region is its huge-page-rounded length, as the kernel maps it
+                // (and the native runner names it).
+                let len = if hugetlb { size.0.next_multiple_of(g.hpage_pmd_size()) } else { size.0 };
+                self.tasks[t].regions.insert(name.clone(), (a, len));
+                let len = if hugetlb { len } else { g.page_align(size.0).expect("fits") };
+                let file = file.as_deref().map(|f| (f, file_offset.map_or(0, |x| x.0)));
+                Call::Mmap { addr: a, len, prot: *prot, shared, file }
+            }
+            Err(e) => {
+                self.syscall_failed(t, format_args!("mmap {name} ({} bytes)", size.0), e);
+                self.exit_task(t, TaskState::Exited);
+                Call::Other
+            }
+        };
+        self.finish_call(t, r.effects, call);
+    }
+
+    /// A `munmap` op (nothing for an empty range).
+    pub(super) fn sys_munmap(&mut self, t: usize, op: &MunmapOp) {
+        let mm = self.tasks[t].mm.expect("running task has an mm");
+        let (a, len) = self.range(t, &op.region, op.offset.0, op.length.map(|l| l.0));
+        if len == 0 {
+            self.after_syscall();
+            return;
+        }
+        let r = self.kernel.do_vmi_munmap(mm, VirtAddr(a), len);
+        let call = match r.ret {
+            Ok(()) => Call::Munmap { addr: a, len },
+            Err(e) => {
+                self.syscall_failed(t, format_args!("munmap {}", op.region), e);
+                Call::Other
+            }
+        };
+        self.finish_call(t, r.effects, call);
+    }
+
+    /// An `mlock` or `munlock` op.
+    pub(super) fn sys_mlock(&mut self, t: usize, op: &MunmapOp, lock: bool) {
+        let mm = self.tasks[t].mm.expect("running task has an mm");
+        let (a, len) = self.range(t, &op.region, op.offset.0, op.length.map(|l| l.0));
+        let r = if lock {
+            self.kernel.do_mlock(mm, VirtAddr(a), len)
+        } else {
+            self.kernel.sys_munlock(mm, VirtAddr(a), len)
+        };
+        if let Err(e) = r.ret {
+            let name = if lock { "mlock" } else { "munlock" };
+            self.syscall_failed(t, format_args!("{name} {}", op.region), e);
+        }
+        self.finish_call(t, r.effects, Call::Other);
+    }
+
+    /// An `mremap` op: the region names the mapping at its new place afterwards.
+    pub(super) fn sys_mremap(&mut self, t: usize, op: &MremapOp) {
+        let mm = self.tasks[t].mm.expect("running task has an mm");
+        let (a, len) = self.region(t, &op.region);
+        let to = op.addr.map(|x| x.0);
+        let r = self.kernel.do_mremap(mm, VirtAddr(a), len, op.size.0, to.map(VirtAddr));
+        match r.ret {
+            Ok(na) => {
+                self.tasks[t].regions.insert(op.region.clone(), (na, op.size.0));
+            }
+            Err(e) => self.syscall_failed(t, format_args!("mremap {}", op.region), e),
+        }
+        let call = Call::Mremap { old: a, old_len: len, new_len: op.size.0, ret: r.ret, fixed: to };
+        self.finish_call(t, r.effects, call);
+    }
+
+    /// An `mprotect` op.
+    pub(super) fn sys_mprotect(&mut self, t: usize, op: &MprotectOp) {
+        let mm = self.tasks[t].mm.expect("running task has an mm");
+        let (a, len) = self.range(t, &op.region, op.offset.0, op.length.map(|l| l.0));
+        let r = self.kernel.do_mprotect_pkey(mm, VirtAddr(a), len, op.prot);
+        if let Err(e) = r.ret {
+            self.syscall_failed(t, format_args!("mprotect {}", op.region), e);
+        }
+        self.finish_call(t, r.effects, Call::Mprotect { addr: a, len, prot: op.prot, ret: r.ret });
+    }
+
+    /// A `madvise` op.
+    pub(super) fn sys_madvise(&mut self, t: usize, op: &MadviseOp) {
+        let mm = self.tasks[t].mm.expect("running task has an mm");
+        let (a, len) = self.range(t, &op.region, op.offset.0, op.length.map(|l| l.0));
+        let zapped = (op.advice == Advice::DontNeed).then(|| self.kernel.madvise_dontneed_extent(mm, a, len));
+        let r = self.kernel.do_madvise(mm, VirtAddr(a), len, op.advice);
+        if let Err(e) = r.ret {
+            self.syscall_failed(t, format_args!("madvise {} {}", op.region, op.advice.word()), e);
+        }
+        let call = zapped.map_or(Call::Other, |end| Call::DontNeed { addr: a, len: end - a });
+        self.finish_call(t, r.effects, call);
+    }
+
+    /// A `fork` or `thread` op: `count` clone(2)s (`kernel_clone`), each child running
+    /// `program` (a thread shares the address space, CLONE_VM | CLONE_THREAD).
+    pub(super) fn sys_clone(&mut self, t: usize, op: &ForkOp, thread: bool) {
+        let ForkOp { count, program, cpu } = op;
+        let prog = Rc::new(program.clone());
+        let first = self.tasks.len() as u32 + 1;
+        for i in 0..*count {
+            self.fork(t, prog.clone(), cpu.map(|c| (c + i) as usize), thread);
+            if self.tasks[t].state != TaskState::Running || self.check_host_memory() {
+                break;
+            }
+        }
+        let last = self.tasks.len() as u32;
+        if self.serial && last >= first {
+            self.serial_stack.push(SerialBatch { creator: t, first, next: first, last });
+        }
+        self.after_syscall();
+    }
+
+    /// A `sleep` op: nanosleep(2); the task blocks, and `round` adds its CPU's time at the end
+    /// of the quantum (the time it went to sleep) and wakes it then plus `ms`, or at
+    /// `until_ms` (TIMER_ABSTIME) if that is later.
+    pub(super) fn sys_nanosleep(&mut self, t: usize, op: &SleepOp) {
+        let freq = self.machine.p.cpu.freq_ghz * 1e9;
+        self.tasks[t].wake_absolute = op.until_ms.is_some();
+        let cycles = op.ms.or(op.until_ms).unwrap_or(0.0) * 1e-3 * freq;
+        let cpu = self.tasks[t].cpu;
+        self.machine.drain_translations(cpu, &mut self.tasks[t].perf);
+        let cost = self.machine.exec_cycles(cpu, self.machine.p.cost.syscall);
+        self.tasks[t].perf.charge("entry_SYSCALL_64", cost);
+        self.tasks[t].wake_at = cycles;
+        self.tasks[t].state = TaskState::Sleeping;
+    }
+}
