@@ -310,7 +310,7 @@ impl Kernel {
     }
 
     /// Apply a knob change at run time (as writing to sysfs would).
-    pub fn set_knob(&mut self, name: &str, value: &str) -> Result<(), String> {
+    pub fn set_knob(&mut self, name: &str, value: &str) -> Result<(), knobs::KnobError> {
         self.knobs.set(name, value)?;
         self.sync_knobs();
         if name == "vm/nr_hugepages" {

@@ -671,7 +671,7 @@ impl Interp {
                         format!("set {knob}: can only be set before the run (a kernel build, patch or boot parameter)"),
                     );
                 } else if let Err(e) = self.kernel.set_knob(knob, &value.0) {
-                    self.event(pid, "syscall", e);
+                    self.event(pid, "syscall", e.to_string());
                 } else if knob == "vm/scrub_start" && self.kernel.knobs.scrub_start.is_some() {
                     // The seed's scrub_start_handler wakes kscrubd.
                     self.kernel.mem.scrub_wake = true;

@@ -582,7 +582,7 @@ fn validate(w: &Workload) -> Result<(), Error> {
     }
     let mut k = crate::kernel::knobs::Knobs::default();
     for (name, v) in &w.knobs {
-        k.set(name, &v.0).map_err(|e| err(format!("knobs.{name}"), &e))?;
+        k.set(name, &v.0).map_err(|e| err(format!("knobs.{name}"), &e.to_string()))?;
     }
     let mut names = Vec::new();
     validate_ops(&w.program, "program", &mut names, 0)
