@@ -26,7 +26,8 @@
  *                                        its place is that of a private anonymous mapping of
  *                                        SIZE + ALIGN (mapped PROT_NONE, the file mapped over
  *                                        it MAP_FIXED at the aligned address, the rest unmapped)
- *   munmap NAME OFFSET LENGTH            LENGTH -1: to the region's end
+ *   munmap NAME OFFSET LENGTH            LENGTH -1: to the region's end; nothing left of
+ *                                        the region past OFFSET: no call (as mmsim)
  *   mlock NAME OFFSET LENGTH / munlock NAME OFFSET LENGTH
  *   mremap NAME SIZE FIXED ADDR          mremap(MREMAP_MAYMOVE, with FIXED 1 also
  *                                        MREMAP_FIXED to ADDR); the region moves with it
@@ -137,9 +138,13 @@
  * as is); mmsim places `align` the same way (kernel/mmap.rs). Reads touch one byte per
  * stride through a volatile pointer, so the compiler cannot elide them.
  *
- * Events are lines too (label "__event", with "kind" and "message" as mmsim's events): a
- * failed mmap ("syscall", "mmap NAME (SIZE bytes): ENOMEM") ends the task, as in mmsim; a
- * failed madvise or file op is an event and the task goes on; a task
+ * Events are lines too (label "__event", with "kind" and "message" as mmsim's events). Every
+ * system call of an op that fails is one ("syscall", with "errno", the message as mmsim's
+ * engine words it): a failed mmap ("mmap NAME (SIZE bytes): ENOMEM") ends the task, as in
+ * mmsim; a failed munmap, mprotect, mlock, munlock, mremap ("munmap NAME: EINVAL",
+ * "mremap NAME: EFAULT"), madvise ("madvise NAME ADVICE: EINVAL") or file op ("open FILE:
+ * ENOENT", "pread FILE: EIO") is an event and the task goes on (mmsim validate compares the
+ * list of them, task by task); a task
  * killed by SIGSEGV or SIGBUS ("segfault", with "signal" and "addr") says so from its signal
  * handler, then dies of the signal (no core dump: RLIMIT_CORE is 0); a child killed by any
  * other signal is reported by its parent ("killed"). The runner goes on after a child's death;
@@ -773,17 +778,21 @@ static void run(int from, int to)
 			break;
 		}
 		case MUNMAP: {
+			/* Nothing to unmap (an offset at or past the region's end) is no call, as
+			 * in mmsim (munmap of length 0 would fail with EINVAL). */
 			struct region *r = region(o->name);
-			munmap(r->addr + o->a, span(r, o->a, o->b));
+			size_t len = span(r, o->a, o->b);
+			if (len > 0 && munmap(r->addr + o->a, len) < 0)
+				event_fail("munmap", o->name, NULL, errno);
 			break;
 		}
 		case MLOCK:
 		case MUNLOCK: {
 			struct region *r = region(o->name);
-			if (o->kind == MLOCK)
-				mlock(r->addr + o->a, span(r, o->a, o->b));
-			else
-				munlock(r->addr + o->a, span(r, o->a, o->b));
+			int err = o->kind == MLOCK ? mlock(r->addr + o->a, span(r, o->a, o->b))
+						   : munlock(r->addr + o->a, span(r, o->a, o->b));
+			if (err < 0)
+				event_fail(o->kind == MLOCK ? "mlock" : "munlock", o->name, NULL, errno);
 			break;
 		}
 		case MREMAP: {
@@ -793,12 +802,15 @@ static void run(int from, int to)
 			if (p != MAP_FAILED) {
 				r->addr = p;
 				r->size = (size_t)o->a;
+			} else {
+				event_fail("mremap", o->name, NULL, errno);
 			}
 			break;
 		}
 		case MPROTECT: {
 			struct region *r = region(o->name);
-			mprotect(r->addr + o->a, span(r, o->a, o->b), (int)o->c);
+			if (mprotect(r->addr + o->a, span(r, o->a, o->b), (int)o->c) < 0)
+				event_fail("mprotect", o->name, NULL, errno);
 			break;
 		}
 		case MADVISE: {
@@ -820,13 +832,13 @@ static void run(int from, int to)
 			if (fd >= 0)
 				close(fd);
 			if (err)
-				event_fail("fadvise", o->name, fd < 0 ? NULL : o->name2, err);
+				event_fail(fd < 0 ? "open" : "fadvise", o->name, fd < 0 ? NULL : o->name2, err);
 			break;
 		}
 		case FSYNC: {
 			int fd = open_file(o->name, O_RDONLY);
 			if (fd < 0 || fsync(fd) < 0)
-				event_fail("fsync", o->name, NULL, errno);
+				event_fail(fd < 0 ? "open" : "fsync", o->name, NULL, errno);
 			if (fd >= 0)
 				close(fd);
 			break;

@@ -6,7 +6,8 @@
  * of the run. Each pwrite, pread, fadvise and fsync op opens the file, makes its calls and
  * closes it (a fresh struct file: readahead state starts anew with each op); a file mapping
  * opens it, maps it and closes the descriptor. A failed call of a file op is an event
- * ("syscall": "pread FILE: ENOENT", "fadvise FILE ADVICE: EINVAL") and the op ends there.
+ * ("syscall": "open FILE: ENOENT", "pread FILE: EIO", "fadvise FILE ADVICE: EINVAL", as
+ * mmsim words them) and the op ends there.
  */
 
 /* Open a workload's file by name: in the ext4 directory, else the tmpfs one (see the header).
@@ -124,7 +125,9 @@ static void do_rw(const struct op *o)
 	const char *call = o->kind == PWRITE ? "pwrite" : "pread";
 	int fd = open_file(o->name, o->kind == PWRITE ? O_WRONLY : O_RDONLY);
 	if (fd < 0) {
-		event_fail(call, o->name, NULL, errno);
+		/* As mmsim names it: "open FILE: ENOENT", or a write open's other error
+		 * ("pwrite FILE: ETXTBSY"). */
+		event_fail(o->kind == PWRITE && errno != ENOENT ? call : "open", o->name, NULL, errno);
 		return;
 	}
 	size_t chunk = (size_t)o->c;

@@ -444,11 +444,61 @@ def run_both(
 EVENT = "__event"
 
 
+#: The system calls of a workload's ops whose failures both sides report (the runner every
+#: one it makes: native/runner.c; mmsim's engine as Linux fails them), compared task by task
+#: in order (:func:`compare_syscalls`). "open" is a file op's open(2).
+SYSCALLS = ("mmap", "munmap", "mprotect", "madvise", "mlock", "munlock", "mremap", "open", *FILE_OPS)
+
+
+def failed_syscall(e: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """A failed system call of either side's events, as (call, what, errno): "munmap p:
+    EINVAL" is ("munmap", "p", "EINVAL"), "madvise p collapse: EINVAL" ("madvise", "p
+    collapse", "EINVAL"), "mmap x (4096 bytes): ENOMEM" ("mmap", "x", "ENOMEM"), "pread f:
+    ENOENT" ("pread", "f", "ENOENT"); None for another event (a `set` op's, a fault's)."""
+    if e.get("kind") != "syscall":
+        return None
+    head, sep, err = str(e.get("message", "")).partition(": ")
+    words = head.split()
+    if not sep or not words or words[0] not in SYSCALLS:
+        return None
+    what = words[1] if words[0] == "mmap" and len(words) > 1 else " ".join(words[1:])
+    return words[0], what, (err.split() or ["?"])[0]
+
+
+def compare_syscalls(native: list[Mapping[str, Any]], sim: list[Mapping[str, Any]]) -> str:
+    """Why the failed system calls of the kernel's run and mmsim's differ ("" if they do not):
+    each task's list of them (call, region or file, errno: :func:`failed_syscall`), in order,
+    must be the same on both sides; the first difference is named."""
+
+    def lists(events: list[Mapping[str, Any]]) -> dict[int, list[tuple[str, str, str]]]:
+        out: dict[int, list[tuple[str, str, str]]] = {}
+        for e in events:
+            f = failed_syscall(e)
+            if f is not None:
+                out.setdefault(int(e.get("pid", 0)), []).append(f)
+        return out
+
+    def show(calls: list[tuple[str, str, str]], i: int) -> str:
+        return f"`{calls[i][0]} {calls[i][1]}: {calls[i][2]}`" if i < len(calls) else "none"
+
+    kernel, mmsim = lists(native), lists(sim)
+    for pid in sorted(set(kernel) | set(mmsim)):
+        a, b = kernel.get(pid, []), mmsim.get(pid, [])
+        if a == b:
+            continue
+        i = next(i for i in range(max(len(a), len(b))) if i >= len(a) or i >= len(b) or a[i] != b[i])
+        return (
+            f"pid {pid}: failed system calls differ: failure {i + 1} is {show(a, i)} on the kernel, {show(b, i)} "
+            f"in mmsim ({len(a)} failed on the kernel, {len(b)} in mmsim)"
+        )
+    return ""
+
+
 def _event_key(e: Mapping[str, Any]) -> str | None:
     """What a compared event says, on either side: a task's death by SIGSEGV or SIGBUS (mmsim's
-    kind "segfault" covers both: the message says SIGBUS), a failed mmap with its error
-    ("mmap-ENOMEM"), a failed madvise with its advice and error ("madvise-collapse-EINVAL",
-    from "madvise REGION ADVICE: EINVAL"), a failed file op with its error ("pread-ENOENT"), a
+    kind "segfault" covers both: the message says SIGBUS), a failed system call with its error
+    ("mmap-ENOMEM", "munmap-EINVAL", "open-ENOENT"; a madvise with its advice,
+    "madvise-collapse-EINVAL", from "madvise REGION ADVICE: EINVAL": :func:`failed_syscall`), a
     pread's failed expect ("pread-expect", from "pread FILE at 0xOFFSET: expected E, found V"),
     a kill by another signal (SIGKILL: mmsim's OOM killer); None for events the runner does
     not have."""
@@ -456,15 +506,13 @@ def _event_key(e: Mapping[str, Any]) -> str | None:
     if kind == "segfault":
         return str(e.get("signal") or ("SIGBUS" if msg.startswith("SIGBUS") else "SIGSEGV"))
     if kind == "syscall":
-        head, _, err = msg.rpartition(": ")
-        words, err = head.split(), err.strip()
-        if words[:1] == ["mmap"]:
-            return "mmap-" + err
-        if words[:1] == ["madvise"] and len(words) >= 3:
-            return f"madvise-{words[2]}-{err}"
-        if words[:1] and words[0] in FILE_OPS:
-            return f"{words[0]}-{err}"
-        return None
+        f = failed_syscall(e)
+        if f is None:
+            return None
+        call, what, err = f
+        if call == "madvise" and len(what.split()) >= 2:
+            return f"madvise-{what.split()[1]}-{err}"
+        return f"{call}-{err}"
     if kind == "expect" and msg.startswith("pread "):
         # The runner's only expect events (a read op's failed expect ends its run instead).
         return "pread-expect"
@@ -565,16 +613,19 @@ def reads_cold_files(program: list[Mapping[str, Any]]) -> bool:
     return False
 
 
-def _verdict(name: str, pins: str, counters: list[dict[str, Any]]) -> dict[str, Any]:
-    """Pass unless a counter differs (:func:`differs`; the reason names each)."""
+def _verdict(name: str, pins: str, counters: list[dict[str, Any]], syscalls: str = "") -> dict[str, Any]:
+    """Pass unless a counter differs (:func:`differs`; the reason names each) or the failed
+    system calls do (`syscalls`: :func:`compare_syscalls`, named first)."""
     bad = [c for c in counters if differs(c)]
-    reason = ", ".join(f"{c['name']}: kernel {c['kernel']}, mmsim {c['simulated']}" for c in bad)
-    return _result(name, "fail" if bad else "pass", reason, pins, counters)
+    reason = "; ".join(
+        x for x in (syscalls, ", ".join(f"{c['name']}: kernel {c['kernel']}, mmsim {c['simulated']}" for c in bad)) if x
+    )
+    return _result(name, "fail" if bad or syscalls else "pass", reason, pins, counters)
 
 
 def validate_case(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """Run one case natively and in mmsim with the host's settings (and the hugetlb pool its
-    knobs ask for); compare the changes between the `before` and `after` snapshots of each
+    """Run one case natively and in mmsim with the host's settings (and its knobs set on the
+    host: :func:`with_knobs`); compare the changes between the `before` and `after` snapshots of each
     process, the system-wide counters between the first one's, and the events of every task."""
     for knob, value in case.needs.items():
         if str(host.get(knob)) != value:
@@ -652,8 +703,9 @@ def _run_case(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, float
                     }
                 )
     counters += compare_events(events, sim.get("events", []))
-    result = _verdict(case.name, case.pins, counters)
-    noise = _host_tables(case, native) if result["status"] == "fail" else ""
+    syscalls = compare_syscalls(events, sim.get("events", []))
+    result = _verdict(case.name, case.pins, counters, syscalls)
+    noise = _host_tables(case, native) if result["status"] == "fail" and not syscalls else ""
     if noise and all(c["name"] in case.vmstat for c in counters if c["kernel"] != c["simulated"]):
         return {**result, "status": "skip", "reason": f"{noise} (mmsim: {result['reason']})"}
     return result
@@ -732,7 +784,8 @@ def validate_workload(
     """Run a user's workload natively and in mmsim; compare consecutive snapshots per process,
     from each process's implicit start to its end (see :func:`with_baselines`), the
     system-wide `events` and :data:`HUGETLB_COUNTERS` between pid 1's, and each task's fatal
-    signals and failed mmaps. The workload's `knobs` may size the hugetlb pool
+    signals, and the failed system calls of each task (:func:`compare_syscalls`). The
+    workload's `knobs` may size the hugetlb pool
     (:data:`POOL_KNOBS`: see :func:`with_pool`); its other knobs are the host's to set
     (``--host-set``)."""
     name = str(workload.get("name", "workload"))
@@ -753,7 +806,7 @@ def validate_workload(
         if isinstance(counters, str):
             return _result(name, "fail", counters, "", [])
         counters += compare_events(native_events, sim.get("events", []))
-        return _verdict(name, pins, counters)
+        return _verdict(name, pins, counters, compare_syscalls(native_events, sim.get("events", [])))
 
     def body(h: Mapping[str, Any]) -> dict[str, Any]:
         r = once(h)

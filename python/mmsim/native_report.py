@@ -47,7 +47,8 @@ def native_report(workload: Mapping[str, Any]) -> dict[str, Any]:
     the page-table pages a run needs do not depend on where its regions landed). The
     workload's hugetlb pool knobs (:data:`POOL_KNOBS`) are written for the run and restored
     after it, and ``knobs`` has the host's settings during the run. ``events`` are as
-    mmsim's: a task killed by SIGSEGV or SIGBUS ("segfault"), a failed mmap ("syscall")."""
+    mmsim's: a task killed by SIGSEGV or SIGBUS ("segfault"), a failed system call ("syscall":
+    "munmap p: EINVAL", as mmsim's engine words it)."""
     changes = {k: v for k, v in (workload.get("knobs") or {}).items() if k in POOL_KNOBS}
     with HostSettings(changes, source="run --native: knobs") if changes else contextlib.nullcontext():
         host = host_settings()
@@ -82,7 +83,7 @@ def native_report(workload: Mapping[str, Any]) -> dict[str, Any]:
         "baseline": snap(start) if start else {},
         "snapshots": [snap(r) for r in rows if r["label"] not in ("__start", "__maps", EVENT)],
         "perf_unsupported": unsupported,
-        # As mmsim's: a task killed by SIGSEGV or SIGBUS ("segfault"), a failed mmap ("syscall").
+        # As mmsim's: a task killed by SIGSEGV or SIGBUS ("segfault"), a failed system call ("syscall").
         "events": [{"pid": r["pid"], "kind": r["kind"], "message": r["message"]} for r in rows if r["label"] == EVENT],
         # The workload creates files: the page cache's counters (FILE_COUNTERS) are its too.
         "files": bool(file_systems(workload.get("program", []))),
