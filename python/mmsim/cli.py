@@ -161,8 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KNOB=VALUE",
-        help="change a host THP knob or the hugetlb pool (vm/nr_hugepages, vm/nr_overcommit_hugepages) for the "
-        "run (needs root; restored on exit)",
+        help="change a host knob for the run: a THP or khugepaged knob, the hugetlb pool (vm/nr_hugepages, "
+        "vm/nr_overcommit_hugepages), fault_around_bytes where debugfs is mounted, ... (needs root; restored on "
+        "exit; a workload's own knobs are set for its case)",
     )
     va.add_argument(
         "--dir",

@@ -63,16 +63,28 @@ def tmpfs_huge(path: str | Path) -> str:
     return opts.get("huge") or "never"
 
 
-def read_ahead_kb(path: str | Path, attr: str = "read_ahead_kb") -> int | None:
-    """read_ahead_kb (or another queue attribute, such as max_sectors_kb) of the block device
+def queue_file(path: str | Path, attr: str = "read_ahead_kb") -> Path | None:
+    """The sysfs file of a queue attribute (read_ahead_kb, max_sectors_kb) of the block device
     the filesystem of `path` is on (a partition's is its disk's); None where there is none
-    (tmpfs) or sysfs does not say."""
+    (tmpfs)."""
     try:
         dev = os.stat(path).st_dev
         d = Path(os.path.realpath(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}"))
         if (d / "partition").exists():
             d = d.parent
-        return int((d / "queue" / attr).read_text())
+    except OSError:
+        return None
+    f = d / "queue" / attr
+    return f if f.is_file() else None
+
+
+def read_ahead_kb(path: str | Path, attr: str = "read_ahead_kb") -> int | None:
+    """read_ahead_kb (or another queue attribute, such as max_sectors_kb) of the block device
+    the filesystem of `path` is on (:func:`queue_file`); None where there is none (tmpfs) or
+    sysfs does not say."""
+    f = queue_file(path, attr)
+    try:
+        return int(f.read_text()) if f else None
     except (OSError, ValueError):
         return None
 
