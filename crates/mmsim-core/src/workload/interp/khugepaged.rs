@@ -109,8 +109,7 @@ impl Interp {
         }
         self.khugepaged.cpu_cycles[cpu] += spent;
         // The reads a collapse waited for (`page_cache_sync_readahead` then the folio lock).
-        // (and those system calls waited for that no task was charged for yet).
-        let pages = self.kernel.take_kthread_io_wait() + std::mem::take(&mut self.io_wait_pages);
+        let pages = self.kernel.take_kthread_io_wait();
         let freq = self.machine.p.cpu.freq_ghz;
         let io = if pages == 0 {
             0.0

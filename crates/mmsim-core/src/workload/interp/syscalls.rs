@@ -33,12 +33,15 @@ pub(super) enum Call<'a> {
 
 impl Interp {
     /// The faults `__get_user_pages` took in a system call (a populate): min_flt and the
-    /// handler's time, no exception and no perf event; the ranges it broke COW on; the pages
-    /// it waited for, charged when the task next waits (`charge_io`). Then the reference model
-    /// follows `call`, and the invariants are checked (`after_syscall`).
+    /// handler's time, no exception and no perf event; the ranges it broke COW on; the time
+    /// the task waited for the pages it read (`charge_io`). Then the reference model follows
+    /// `call`, and the invariants are checked (`after_syscall`).
     pub(super) fn finish_call(&mut self, t: usize, effects: Effects, call: Call) {
         let Effects { min_flt, maj_flt, cow_ranges, io_wait_pages } = effects;
-        self.io_wait_pages += io_wait_pages;
+        if io_wait_pages > 0 {
+            self.io_wait_pages += io_wait_pages;
+            self.charge_io(t);
+        }
         let tgid = self.tasks[t].tgid;
         if let Some(o) = self.oracle.as_mut() {
             for (s, e) in cow_ranges {
