@@ -15,7 +15,7 @@
  * PROGRAM is the workload compiled by mmsim (python/mmsim/native.py), one op per line:
  *
  *   mmap NAME SIZE ALIGN PROT FLAGS ADDR FIXED [FILE FILE_OFFSET]
- *                                        PROT: none r rw rx rwx; FLAGS: bit 0 MAP_SHARED
+ *                                        PROT: PROT_* bits; FLAGS: bit 0 MAP_SHARED
  *                                        (else MAP_PRIVATE), bit 1 MAP_HUGETLB, bit 2 a mapping
  *                                        of FILE at FILE_OFFSET (else anonymous; FILE "-");
  *                                        FIXED: 0 or 1; ADDR: a hint (0: none), the address
@@ -31,10 +31,12 @@
  *   mlock NAME OFFSET LENGTH / munlock NAME OFFSET LENGTH
  *   mremap NAME SIZE FIXED ADDR          mremap(MREMAP_MAYMOVE, with FIXED 1 also
  *                                        MREMAP_FIXED to ADDR); the region moves with it
- *   mprotect NAME OFFSET LENGTH PROT
- *   madvise NAME OFFSET LENGTH ADVICE    ADVICE: hugepage nohugepage dontneed populate_read
- *                                        populate_write collapse (MADV_COLLAPSE) willneed
- *                                        sequential random normal; a failure is an event
+ *   mprotect NAME OFFSET LENGTH PROT     PROT: PROT_* bits
+ *   brk NAME DELTA                       sbrk(DELTA); NAME is the heap from where the break
+ *                                        was at the first brk op naming it to the break now
+ *   madvise NAME OFFSET LENGTH ADVICE MADV
+ *                                        ADVICE: the workload's word, MADV: its MADV_* value
+ *                                        (the engine's schema); a failure is an event
  *                                        ("madvise NAME ADVICE: EINVAL")
  *   read NAME OFFSET LENGTH STRIDE EXPECT BLOCK BSTRIDE COUNT SEED
  *                                        EXPECT -1: none; BLOCK 0: one byte per step, else
@@ -224,6 +226,7 @@ enum kind {
 	FADVISE,
 	FSYNC,
 	DROP_CACHES,
+	BRK,
 	END
 };
 
@@ -246,6 +249,27 @@ struct region {
 };
 static struct region regions[MAX_REGIONS];
 static int nregions;
+/* The heap's start (/proc/self/stat's start_brk), read before the program. */
+static unsigned long start_brk;
+
+/* Name [addr, addr + size) NAME, a new region or the one of that name. */
+static void set_region(const char *name, char *addr, size_t size)
+{
+	struct region *r = NULL;
+	for (int k = 0; k < nregions; k++)
+		if (!strcmp(regions[k].name, name))
+			r = &regions[k];
+	if (!r) {
+		if (nregions == MAX_REGIONS) {
+			fprintf(stderr, "runner: more than %d regions\n", MAX_REGIONS);
+			exit(3);
+		}
+		r = &regions[nregions++];
+	}
+	snprintf(r->name, sizeof r->name, "%s", name);
+	r->addr = addr;
+	r->size = size;
+}
 
 static int out_fd;
 
@@ -761,20 +785,20 @@ static void run(int from, int to)
 				event_syscall("mmap", o->name, (size_t)o->a, errno);
 				end_task();
 			}
-			struct region *r = NULL;
+			set_region(o->name, p, size);
+			break;
+		}
+		case BRK: {
+			/* sbrk(DELTA): the region is the heap from where the break was at the first
+			 * brk op naming it to the break now. */
+			char *from = sbrk(0);
 			for (int k = 0; k < nregions; k++)
 				if (!strcmp(regions[k].name, o->name))
-					r = &regions[k];
-			if (!r) {
-				if (nregions == MAX_REGIONS) {
-					fprintf(stderr, "runner: more than %d regions\n", MAX_REGIONS);
-					exit(3);
-				}
-				r = &regions[nregions++];
-			}
-			snprintf(r->name, sizeof r->name, "%s", o->name);
-			r->addr = p;
-			r->size = size;
+					from = regions[k].addr;
+			if (sbrk(o->a) == (void *)-1)
+				event_fail("brk", o->name, NULL, errno);
+			char *now = sbrk(0);
+			set_region(o->name, from, now > from ? (size_t)(now - from) : 0);
 			break;
 		}
 		case MUNMAP: {

@@ -1,19 +1,6 @@
 /* The program (included once, by runner.c, which defines `struct op` and the tables): the
- * line format of the header of runner.c read into `ops`, with the protection and advice
- * names the workload uses. */
-
-static int prot_of(const char *p)
-{
-	if (!strcmp(p, "none"))
-		return PROT_NONE;
-	if (!strcmp(p, "r"))
-		return PROT_READ;
-	if (!strcmp(p, "rw") || !strcmp(p, "w"))
-		return PROT_READ | PROT_WRITE;
-	if (!strcmp(p, "rx") || !strcmp(p, "x"))
-		return PROT_READ | PROT_EXEC;
-	return PROT_READ | PROT_WRITE | PROT_EXEC;
-}
+ * line format of the header of runner.c read into `ops`. Protections come as PROT_* bits and
+ * advice as MADV_* values, which the Python side takes from the engine's schema. */
 
 static struct region *region(const char *name)
 {
@@ -21,31 +8,6 @@ static struct region *region(const char *name)
 		if (!strcmp(regions[i].name, name))
 			return &regions[i];
 	fprintf(stderr, "runner: no region %s\n", name);
-	exit(3);
-}
-
-/* madvise's advice by mmsim's name (see the header). */
-static int advice_of(const char *adv)
-{
-	static const struct {
-		const char *name;
-		int advice;
-	} known[] = {
-		{"hugepage", MADV_HUGEPAGE},
-		{"nohugepage", MADV_NOHUGEPAGE},
-		{"dontneed", MADV_DONTNEED},
-		{"populate_read", 22 /* MADV_POPULATE_READ */},
-		{"populate_write", 23 /* MADV_POPULATE_WRITE */},
-		{"collapse", 25 /* MADV_COLLAPSE */},
-		{"willneed", MADV_WILLNEED},
-		{"sequential", MADV_SEQUENTIAL},
-		{"random", MADV_RANDOM},
-		{"normal", MADV_NORMAL},
-	};
-	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-		if (!strcmp(adv, known[i].name))
-			return known[i].advice;
-	fprintf(stderr, "runner: unknown madvise advice %s\n", adv);
 	exit(3);
 }
 
@@ -63,29 +25,27 @@ static void parse(FILE *f)
 			exit(3);
 		}
 		if (!strcmp(w, "mmap")) {
-			char prot[8];
 			o->kind = MMAP;
-			sscanf(line, "%*s %63s %lld %lld %7s %lld %lld %lld %63s %lld", o->name, &o->a, &o->b, prot, &o->d,
+			sscanf(line, "%*s %63s %lld %lld %lld %lld %lld %lld %63s %lld", o->name, &o->a, &o->b, &o->c, &o->d,
 			       &o->f, &o->g, o->name2, &o->e);
-			o->c = prot_of(prot);
 		} else if (!strcmp(w, "mlock") || !strcmp(w, "munlock")) {
 			o->kind = w[1] == 'l' ? MLOCK : MUNLOCK;
 			sscanf(line, "%*s %63s %lld %lld", o->name, &o->a, &o->b);
 		} else if (!strcmp(w, "mremap")) {
 			o->kind = MREMAP;
 			sscanf(line, "%*s %63s %lld %lld %lld", o->name, &o->a, &o->b, &o->c);
+		} else if (!strcmp(w, "brk")) {
+			o->kind = BRK;
+			sscanf(line, "%*s %63s %lld", o->name, &o->a);
 		} else if (!strcmp(w, "munmap")) {
 			o->kind = MUNMAP;
 			sscanf(line, "%*s %63s %lld %lld", o->name, &o->a, &o->b);
 		} else if (!strcmp(w, "mprotect")) {
-			char prot[8];
 			o->kind = MPROTECT;
-			sscanf(line, "%*s %63s %lld %lld %7s", o->name, &o->a, &o->b, prot);
-			o->c = prot_of(prot);
+			sscanf(line, "%*s %63s %lld %lld %lld", o->name, &o->a, &o->b, &o->c);
 		} else if (!strcmp(w, "madvise")) {
 			o->kind = MADVISE;
-			sscanf(line, "%*s %63s %lld %lld %63s", o->name, &o->a, &o->b, o->name2);
-			o->c = advice_of(o->name2);
+			sscanf(line, "%*s %63s %lld %lld %63s %lld", o->name, &o->a, &o->b, o->name2, &o->c);
 		} else if (!strcmp(w, "create")) {
 			char fs[16] = "";
 			o->kind = CREATE;

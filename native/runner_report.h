@@ -249,9 +249,18 @@ static void catch_fatal_signals(void)
  * as [start, end, perms, kind], so that mmsim can start from the same layout (where its
  * top-down mmap puts a region, which page tables already exist, and which neighbour a region
  * may merge with, depend on it). kind: "stack", "heap", "file" (a path), "special" (another
- * [name]: vdso, vvar, vsyscall) or "" (anonymous). */
+ * [name]: vdso, vvar, vsyscall) or "" (anonymous); and "brk": [start_brk, brk], where the
+ * heap begins and its break. */
 static void emit_maps(void)
 {
+	/* start_brk is the 47th field of /proc/self/stat, after the command's ")". */
+	if (slurp("/proc/self/stat", file_buf, sizeof file_buf) < 0)
+		die("/proc/self/stat");
+	char *f = strrchr(file_buf, ')');
+	for (int field = 2; f && field < 47; field++)
+		f = strchr(f + 1, ' ');
+	if (!f || sscanf(f + 1, "%lu", &start_brk) != 1)
+		die("start_brk");
 	static char out[1 << 16];
 	size_t len = 0;
 	if (slurp("/proc/self/maps", file_buf, sizeof file_buf) < 0)
@@ -279,7 +288,7 @@ static void emit_maps(void)
 			break;
 		line = nl + 1;
 	}
-	len += snprintf(out + len, sizeof out - len, "]}\n");
+	len += snprintf(out + len, sizeof out - len, "],\"brk\":[%lu,%lu]}\n", start_brk, (unsigned long)sbrk(0));
 	if (write(out_fd, out, len) != (ssize_t)len)
 		die("write maps");
 }

@@ -394,7 +394,7 @@ TASK_SIZE = 0x7FFFFFFFF000
 STACK_TOP_VMA = 132 * 1024
 
 
-def host_layout(maps: list[list[Any]]) -> list[dict[str, Any]]:
+def host_layout(maps: list[list[Any]], brk: list[int] | None = None) -> list[dict[str, Any]]:
     """Ops that give mmsim's first process the runner's address space before the program: an
     anonymous stand-in at the address of each of the runner's mappings (its binary, heap,
     libraries, vdso, stack, thread stacks), every page written, so that mmsim's top-down mmap
@@ -404,10 +404,25 @@ def host_layout(maps: list[list[Any]]) -> list[dict[str, Any]]:
     mapping's is shared, and a file's or a special mapping's (vdso) never merges (mmsim's
     `dontexpand`, until mmsim models files). A PROT_NONE mapping (the runner's mlock-drain
     page, a library's gap) is a stand-in never written. mmsim's own stack vma stands for the
-    top of the runner's stack."""
+    top of the runner's stack. The runner's heap is mmsim's too: ``brk`` ([start_brk, brk])
+    is where it begins and ends (the workload's ``start_brk``, :func:`_host_workload`), and
+    a `brk` op grows mmsim's to the same break."""
     ops: list[dict[str, Any]] = []
+    start_brk, cur_brk = brk or (0, 0)
     for i, (start, end, perms, kind) in enumerate(maps):
         if start >= TASK_SIZE:
+            continue
+        if kind == "heap" and start_brk and start <= start_brk <= end:
+            # Without address randomization the kernel's heap vma begins with the bss, which
+            # brk expanded: a stand-in for the bss, then mmsim's brk to the same break.
+            names = []
+            if start < start_brk:
+                names.append(f"__host{i}bss")
+                ops.append({"op": "mmap", "name": names[-1], "size": start_brk - start, "addr": start, "fixed": True})
+            names.append(f"__host{i}")
+            ops.append({"op": "brk", "name": names[-1], "delta": cur_brk - start_brk})
+            ops += [{"op": "write", "region": n} for n in names if n != names[-1] or cur_brk > start_brk]
+            ops += [{"op": "madvise", "region": n, "advice": "nohugepage"} for n in names]
             continue
         if kind == "stack":
             end = min(end, TASK_SIZE - STACK_TOP_VMA)
@@ -440,8 +455,11 @@ def run_both(
     from mmsim.workload import run_workload
 
     rows = run_native({"name": name, "program": program})
-    maps = next((r["maps"] for r in rows if r["label"] == "__maps"), [])
-    w = _host_workload(name, host_layout(maps) + list(program), host)
+    maps_row = next((r for r in rows if r["label"] == "__maps"), {})
+    maps, brk = maps_row.get("maps", []), maps_row.get("brk")
+    w = _host_workload(name, host_layout(maps, brk) + list(program), host)
+    if brk and brk[0]:
+        w["start_brk"] = brk[0]
     try:
         sim = run_workload(w, sets=SIM_SETS)
     except MmsimError as e:
@@ -457,7 +475,7 @@ EVENT = "__event"
 #: The system calls of a workload's ops whose failures both sides report (the runner every
 #: one it makes: native/runner.c; mmsim's engine as Linux fails them), compared task by task
 #: in order (:func:`compare_syscalls`). "open" is a file op's open(2).
-SYSCALLS = ("mmap", "munmap", "mprotect", "madvise", "mlock", "munlock", "mremap", "open", *FILE_OPS)
+SYSCALLS = ("mmap", "munmap", "mprotect", "madvise", "mlock", "munlock", "mremap", "brk", "open", *FILE_OPS)
 
 
 def failed_syscall(e: Mapping[str, Any]) -> tuple[str, str, str] | None:

@@ -4,10 +4,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from mmsim import _mmsim
 from mmsim._mmsim import MmsimError
 
 _SIZE = re.compile(r"^\s*(0x[0-9a-fA-F]+|\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
@@ -28,22 +30,31 @@ def parse_size(v: Any) -> int:
     return n << (10 * " KMGT".index((m.group(2) or " ").upper()))
 
 
-#: The mmap flags the native runner maps with (mmsim's own `dontexpand` has no native form).
-MMAP_FLAGS = ("private", "shared", "anonymous", "hugetlb")
+#: The workload format's vocabularies as the engine declares them (kernel/uapi.rs), with
+#: Linux's values: this module keeps no copies.
+SCHEMA: dict[str, Any] = json.loads(_mmsim.schema())
 
-#: madvise advice the native runner knows (native/runner.c's advice_of).
-MADVICE = (
-    "hugepage",
-    "nohugepage",
-    "dontneed",
-    "populate_read",
-    "populate_write",
-    "collapse",
-    "willneed",
-    "sequential",
-    "random",
-    "normal",
-)
+#: The mmap flags the native runner maps with (mmsim's own, such as `dontexpand`, have no
+#: Linux value and no native form).
+MMAP_FLAGS = tuple(f["word"] for f in SCHEMA["map_flags"] if f["value"] >= 0)
+
+#: madvise advice the native runner knows: every advice of the engine, which the runner
+#: passes to madvise(2) as its MADV_* number.
+MADVICE = tuple(a["word"] for a in SCHEMA["advice"])
+ADVICE_VALUE = {a["word"]: a["value"] for a in SCHEMA["advice"]}
+
+#: PROT_* bits by the letter a workload's prot word spells them with.
+PROT_BITS = {p["word"]: p["value"] for p in SCHEMA["prot"]}
+
+
+def prot_bits(word: str) -> int:
+    """The PROT_* bits of a prot word (``"none"``, or r, w and x in that order).
+
+    >>> prot_bits("rw"), prot_bits("none"), prot_bits("wx")
+    (3, 0, 6)
+    """
+    return 0 if word == "none" else sum(PROT_BITS[c] for c in word)
+
 
 #: The filesystems a workload's files may be on, and posix_fadvise's advice the runner knows.
 FILESYSTEMS = ("ext4", "tmpfs")
@@ -153,8 +164,14 @@ def _compile(ops: list[Mapping[str, Any]]) -> list[str]:
                 tail = f" {_file_name(op)} {parse_size(op.get('file_offset', 0))}"
             out.append(
                 f"mmap {op['name']} {parse_size(op['size'])} {parse_size(op.get('align', 0))} "
-                f"{op.get('prot', 'rw')} {bits} {parse_size(op.get('addr', 0))} {int(bool(op.get('fixed')))}{tail}"
+                f"{prot_bits(op.get('prot', 'rw'))} {bits} {parse_size(op.get('addr', 0))} "
+                f"{int(bool(op.get('fixed')))}{tail}"
             )
+        elif kind == "brk":
+            delta = op["delta"]
+            sign = -1 if isinstance(delta, str) and delta.strip().startswith("-") else 1
+            n = sign * parse_size(delta.strip().lstrip("-")) if isinstance(delta, str) else int(delta)
+            out.append(f"brk {op['name']} {n}")
         elif kind == "mremap":
             fixed = bool(op.get("fixed"))
             out.append(f"mremap {region} {parse_size(op['size'])} {int(fixed)} {parse_size(op.get('addr', 0))}")
@@ -167,9 +184,9 @@ def _compile(ops: list[Mapping[str, Any]]) -> list[str]:
                     f"validate: madvise {region}: advice {advice!r} is not one the native runner knows "
                     f"({', '.join(MADVICE)})"
                 )
-            out.append(f"madvise {region} {off} {length} {advice}")
+            out.append(f"madvise {region} {off} {length} {advice} {ADVICE_VALUE[advice]}")
         elif kind in ("munmap", "mprotect"):
-            extra = {"munmap": "", "mprotect": f" {op.get('prot')}"}[kind]
+            extra = {"munmap": "", "mprotect": f" {prot_bits(str(op.get('prot')))}"}[kind]
             out.append(f"{kind} {region} {off} {length}{extra}")
         elif kind in ("read", "write"):
             value = op.get("expect", -1) if kind == "read" else op.get("value", 1)

@@ -291,6 +291,10 @@ fn boot(
     kernel.sabotage = opts.sabotage;
     let first_cpu = w.cpu.unwrap_or(0) as usize % w.machine.cpus as usize;
     let mut it = Interp::new(kernel, machine, w.program.clone(), first_cpu, opts.check).map_err(Error::Limit)?;
+    if let (Some(b), Some(mm)) = (w.start_brk, it.tasks[0].mm) {
+        let m = it.kernel.mm_mut(mm);
+        (m.start_brk, m.brk) = (b.0, b.0);
+    }
     it.check_invariants_each_op = opts.invariants_each_op;
     it.fast_forward = opts.fast_forward.unwrap_or(true);
     it.sample = opts.sample;

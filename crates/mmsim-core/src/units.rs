@@ -202,6 +202,32 @@ impl<'de> Deserialize<'de> for Size {
     }
 }
 
+/// A signed size: a `Size`, or one with a leading minus ("-4M", -4096).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct SignedSize(pub i64);
+
+impl<'de> Deserialize<'de> for SignedSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<SignedSize, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(i64),
+            Str(String),
+        }
+        let expected = "expected a size: bytes as an integer, or a string like \"4M\" or \"-4M\"";
+        let n = match Raw::deserialize(d).map_err(|_| de::Error::custom(expected))? {
+            Raw::Int(n) => return Ok(SignedSize(n)),
+            Raw::Str(s) => match s.trim().strip_prefix('-') {
+                Some(rest) => parse_size(rest).map(|n| (n, true)),
+                None => parse_size(&s).map(|n| (n, false)),
+            },
+        };
+        let (n, neg) = n.map_err(de::Error::custom)?;
+        let n = i64::try_from(n).map_err(|_| de::Error::custom("size out of range"))?;
+        Ok(SignedSize(if neg { -n } else { n }))
+    }
+}
+
 /// Parse a size: an integer number of bytes, or a string with an optional K/M/G/T suffix
 /// (powers of 1024, optional trailing "B"/"iB"), e.g. "200M", "4KiB", "0x200000".
 pub fn parse_size(s: &str) -> Result<u64, String> {

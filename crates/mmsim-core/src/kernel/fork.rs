@@ -8,6 +8,13 @@ use super::{vm_fault, Kernel, MmId};
 /// Size of the initial stack vma (setup_arg_pages expands the stack by 128 KiB, plus the
 /// argument page).
 pub const STACK_SIZE: u64 = 132 * 1024;
+/// `start_brk` of the first process: where the ELF loader's `set_brk` leaves the break, after
+/// the program's bss. Linux places it after the bss of an executable loaded at
+/// ELF_ET_DYN_BASE (2/3 of TASK_SIZE, 0x5555_5555_4000 for x86-64 PIE) and randomizes it by
+/// up to 32 MiB; mmsim takes the PIE base's next 2 MiB boundary, with no randomization.
+/// A workload's `start_brk` puts it elsewhere.
+pub const START_BRK: u64 = 0x5555_5560_0000;
+
 /// mmap_base for a process with an 8 MiB stack rlimit and no randomisation: the gap is
 /// clamped to at least 128 MiB (mmap_base() in arch/x86/mm/mmap.c).
 pub fn mmap_base(geo: crate::units::Geometry) -> u64 {
@@ -31,6 +38,9 @@ impl Kernel {
     /// (arguments and environment) is written. Not counted as the workload's faults.
     pub fn exec_mm(&mut self) -> Option<MmId> {
         let mm = self.mm_alloc()?;
+        // The ELF loader's set_brk: the heap begins after the program's bss.
+        let m = self.mm_mut(mm);
+        (m.start_brk, m.brk) = (START_BRK, START_BRK);
         let start = self.geo.task_size() - STACK_SIZE;
         let vma = Vma {
             start,
@@ -56,8 +66,9 @@ impl Kernel {
         let child = self.mm_alloc()?;
         let vmas: Vec<Vma> = self.mm(parent).vmas.values().cloned().collect();
         {
-            let p = self.mm(parent).mmap_base;
-            self.mm_mut(child).mmap_base = p;
+            let (p, sb, b) = (self.mm(parent).mmap_base, self.mm(parent).start_brk, self.mm(parent).brk);
+            let c = self.mm_mut(child);
+            (c.mmap_base, c.start_brk, c.brk) = (p, sb, b);
         }
         for v in vmas {
             let mut cv = v.clone();

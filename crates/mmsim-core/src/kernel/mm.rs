@@ -120,6 +120,9 @@ pub struct MmStruct {
     pub users: u32,
     /// `hugetlb_usage`, in base pages (HugetlbPages).
     pub hugetlb_usage: i64,
+    /// `start_brk` and `brk`: where the heap begins and its current break (`brk(2)`).
+    pub start_brk: u64,
+    pub brk: u64,
 }
 
 impl MmStruct {
@@ -135,6 +138,8 @@ impl MmStruct {
             hiwater_rss: 0,
             users: 1,
             hugetlb_usage: 0,
+            start_brk: 0,
+            brk: 0,
         }
     }
 

@@ -364,7 +364,7 @@ impl Kernel {
 
     /// `is_mergeable_vma` + `is_mergeable_anon_vma`: can `a` (below) and `b` (above) be one vma.
     /// Where only one has an anon_vma, it must not be a fork child's (it would be dup'ed).
-    fn can_merge(a: &Vma, b: &Vma, geo: crate::units::Geometry) -> bool {
+    pub(super) fn can_merge(a: &Vma, b: &Vma, geo: crate::units::Geometry) -> bool {
         if a.end != b.start || a.flags != b.flags || a.flags & vm::DONTEXPAND != 0 {
             return false;
         }

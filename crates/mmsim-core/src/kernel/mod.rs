@@ -2,6 +2,7 @@
 //! and the counters. Each Linux file it mirrors is a module here adding `impl Kernel` methods
 //! named after the Linux functions (memory.rs, huge_memory.rs, mmap.rs, ...).
 
+pub mod brk;
 pub mod check;
 pub mod content;
 pub mod fault;

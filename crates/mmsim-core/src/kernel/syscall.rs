@@ -153,6 +153,12 @@ impl Kernel {
         self.sysret(r)
     }
 
+    /// brk(2): the break after the call (the old one when it could not move).
+    pub fn sys_brk(&mut self, mm: MmId, addr: VirtAddr) -> SysRet<u64> {
+        let b = self.sys_brk_inner(mm, addr.0);
+        self.sysret(Ok(b))
+    }
+
     /// pwrite64(2) of `count` bytes of `value` at `pos` of an open file: bytes written.
     pub fn ksys_pwrite64(&mut self, filp: u32, pos: u64, count: u64, value: u8) -> SysRet<u64> {
         let n = self.file_write(filp, pos, count, value);

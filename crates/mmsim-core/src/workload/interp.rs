@@ -513,6 +513,7 @@ impl Interp {
                 op,
                 Op::Mmap(_)
                     | Op::Exec(_)
+                    | Op::Brk(_)
                     | Op::Munmap(_)
                     | Op::Mremap(_)
                     | Op::Mlock(_)
@@ -619,6 +620,7 @@ impl Interp {
             Op::Mremap(m) => self.sys_mremap(t, m),
             Op::Mprotect(m) => self.sys_mprotect(t, m),
             Op::Madvise(m) => self.sys_madvise(t, m),
+            Op::Brk(b) => self.sys_brk(t, b),
             Op::Read(ReadOp { range, expect }) => self.start_access(t, Access::Read, range, *expect),
             Op::Write(WriteOp { range, value }) => self.start_access(t, Access::Write, range, *value),
             Op::Fetch(FetchOp { range }) => self.start_access(t, Access::Exec, range, None),

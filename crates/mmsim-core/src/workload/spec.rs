@@ -12,7 +12,7 @@ pub use super::nesting::{MAX_JSON_DEPTH, MAX_NESTING};
 pub use super::spec_files::{check_file_name, file_key, CreateOp, FadviseOp, FsyncOp, PreadOp, PwriteOp};
 use crate::error::Error;
 pub use crate::kernel::uapi::{Advice, MapFlag, Pattern, Prot};
-pub use crate::units::Size;
+pub use crate::units::{SignedSize, Size};
 
 /// A knob value: sysfs takes text; numbers and booleans are accepted too.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,6 +83,10 @@ pub struct Workload {
     /// CPU of the first process (default 0).
     #[serde(default)]
     pub cpu: Option<u64>,
+    /// The first process's `start_brk`, where its heap begins (mmsim's own; default
+    /// `kernel::fork::START_BRK`): page-aligned, below the mmap area.
+    #[serde(default)]
+    pub start_brk: Option<Size>,
     pub program: Vec<Op>,
 }
 
@@ -124,6 +128,17 @@ pub enum Op {
     Fadvise(FadviseOp),
     Fsync(FsyncOp),
     Exec(ExecOp),
+    Brk(BrkOp),
+}
+
+/// The `brk` op: sbrk(`delta`), the C library's move of the break by `delta` bytes (negative
+/// shrinks) through brk(2). The region `name` is the heap from where the break was at the
+/// first `brk` op naming it (`start_brk` in a process that had no heap) to the break now.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BrkOp {
+    pub name: String,
+    pub delta: SignedSize,
 }
 
 /// The `exec` op: map a file's text as the ELF loader maps a PT_LOAD segment of `R E`
@@ -449,7 +464,7 @@ const FIELD_MARK: &str = "\u{1}";
 pub const OPS: &[&str] = &[
     "mmap", "munmap", "mremap", "mprotect", "madvise", "mlock", "munlock", "read", "write", "compare", "loop", "fork",
     "thread", "wait", "sleep", "exit", "snapshot", "set", "atomic", "fetch", "create", "pwrite", "pread", "fadvise",
-    "fsync", "exec",
+    "fsync", "exec", "brk",
 ];
 
 impl<'de> Deserialize<'de> for Op {
@@ -489,6 +504,7 @@ impl<'de> Deserialize<'de> for Op {
             "fadvise" => Op::Fadvise(field::<FadviseOp, D>(v)?),
             "fsync" => Op::Fsync(field::<FsyncOp, D>(v)?),
             "exec" => Op::Exec(field::<ExecOp, D>(v)?),
+            "brk" => Op::Brk(field::<BrkOp, D>(v)?),
             other => {
                 return Err(de::Error::custom(format!(
                     "{FIELD_MARK}op: unknown op {other:?} (expected one of {op_names})"
@@ -544,23 +560,12 @@ macro_rules! word_deserialize {
     };
 }
 
-word_deserialize!(Prot, parse_prot, |w| format!("{w:?} is not one of none, r, rw, rx, rwx"));
+word_deserialize!(Prot, Prot::from_word, |w| {
+    format!("{w:?} is not none or a combination of r, w and x in that order (r, w, x, rw, rx, wx, rwx)")
+});
 word_deserialize!(MapFlag, MapFlag::from_word, |w| format!("unknown flag {w:?} (expected {})", MapFlag::words()));
 word_deserialize!(Advice, Advice::from_word, |w| format!("{w:?} is not one of {}", Advice::words()));
 word_deserialize!(Pattern, Pattern::from_word, |w| format!("{w:?} is not one of {}", Pattern::words()));
-
-/// A workload's prot word: "none", "r", "rw", "rx", "rwx"; "w" and "x" are taken as "rw"
-/// and "rx".
-pub fn parse_prot(s: &str) -> Option<Prot> {
-    let p = Prot::from_word(s)?;
-    if p == Prot::WRITE | Prot::EXEC {
-        return None;
-    }
-    if p == Prot::WRITE || p == Prot::EXEC {
-        return Some(p | Prot::READ);
-    }
-    Some(p)
-}
 
 fn validate(w: &Workload) -> Result<(), Error> {
     let err = |path: String, msg: &str| Error::Workload(format!("{path}: {msg}"));
@@ -572,6 +577,9 @@ fn validate(w: &Workload) -> Result<(), Error> {
     }
     if w.machine.cpus == 0 || w.machine.cpus > 4096 {
         return Err(err("machine.cpus".into(), "must be between 1 and 4096"));
+    }
+    if w.start_brk.is_some_and(|b| b.0 % 4096 != 0 || !(65536..(1 << 47) - (1 << 30)).contains(&b.0)) {
+        return Err(err("start_brk".into(), "must be a multiple of 4096 between 64K and 128T - 1G"));
     }
     if !crate::hw::profile::names().contains(&w.machine.profile.as_str()) {
         let known = crate::hw::profile::names().join(", ");
@@ -632,7 +640,11 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -
         }
         op.check_fields().map_err(|(field, msg)| err(i, field, msg))?;
         match op {
-            Op::Mmap(MmapOp { name, .. }) | Op::Exec(ExecOp { name, .. }) => names.push(name.clone()),
+            Op::Mmap(MmapOp { name, .. }) | Op::Exec(ExecOp { name, .. }) | Op::Brk(BrkOp { name, .. })
+                if !names.contains(name) =>
+            {
+                names.push(name.clone())
+            }
             Op::Create(CreateOp { file, .. }) => names.push(file_key(file)),
             Op::Loop(_) | Op::Fork(_) | Op::Thread(_) if depth >= MAX_NESTING => {
                 return Err(Error::Workload(format!(

@@ -287,4 +287,41 @@ impl Interp {
         self.tasks[t].wake_at = cycles;
         self.tasks[t].state = TaskState::Sleeping;
     }
+
+    /// A `brk` op: the C library's sbrk(`delta`), which calls brk(2) with the break moved by
+    /// `delta` and fails with ENOMEM when the kernel left it where it was. The region names
+    /// the heap from where the break was at the first `brk` op naming it to the break now.
+    pub(super) fn sys_brk(&mut self, t: usize, op: &BrkOp) {
+        let mm = self.tasks[t].mm.expect("running task has an mm");
+        let old = self.kernel.mm(mm).brk;
+        // The region begins where the break was at the first `brk` op that named it.
+        let start = self.tasks[t].regions.get(&op.name).map_or(old, |r| r.0);
+        let Some(want) = old.checked_add_signed(op.delta.0) else {
+            self.syscall_failed(t, format_args!("brk {}", op.name), Errno::ENOMEM);
+            self.after_syscall();
+            return;
+        };
+        let r = self.kernel.sys_brk(mm, VirtAddr(want));
+        let now = r.ret.expect("brk returns the break");
+        self.tasks[t].regions.insert(op.name.clone(), (start, now.saturating_sub(start)));
+        let g = self.kernel.geo;
+        let (old_end, new_end) = (g.page_align(old).expect("fits"), g.page_align(now).expect("fits"));
+        let call = if new_end > old_end {
+            Call::Mmap {
+                addr: old_end,
+                len: new_end - old_end,
+                prot: Prot::READ | Prot::WRITE,
+                shared: false,
+                file: None,
+            }
+        } else if new_end < old_end {
+            Call::Munmap { addr: new_end, len: old_end - new_end }
+        } else {
+            Call::Other
+        };
+        if now != want {
+            self.syscall_failed(t, format_args!("brk {}", op.name), Errno::ENOMEM);
+        }
+        self.finish_call(t, r.effects, call);
+    }
 }
