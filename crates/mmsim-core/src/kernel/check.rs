@@ -106,6 +106,31 @@ impl CheckScratch {
     }
 }
 
+/// What the folio walk of `check_folios` counted.
+struct FolioTotals {
+    anon_mapped: i64,
+    file_mapped: i64,
+    anon_thps: i64,
+    hugetlb_in_use: u64,
+}
+
+/// No frame may be claimed twice, nor lie past the end of memory.
+fn check_runs_disjoint(runs: &mut [(u32, u32, Owner)], n: u64) -> Result<(), String> {
+    runs.sort_unstable_by_key(|r| r.0);
+    for (i, &(a, len, o)) in runs.iter().enumerate() {
+        let end = a as u64 + len as u64;
+        if end > n {
+            return Err(format!("frames {a:#x}..{end:#x} ({o:?}) run past the end of memory"));
+        }
+        if let Some(&(b, _, o2)) = runs.get(i + 1) {
+            if (b as u64) < end {
+                return Err(format!("frame {b:#x} owned twice: {o:?} and {o2:?}"));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Take (and consume) frame `pfn`'s count.
 #[inline]
 fn take(count: &mut [i32], pfn: usize) -> i32 {
@@ -124,6 +149,23 @@ impl Kernel {
     fn check_with(&self, c: &mut CheckScratch) -> Result<(), String> {
         let n = self.mem.nr_pages();
         let mut runs = std::mem::take(&mut c.runs);
+        self.check_free_lists(&mut runs)?;
+        self.check_hugetlb_pool(&mut runs)?;
+        let (nr_tables, hzp_pmds) = self.check_mms(c, &mut runs)?;
+        self.check_shared_tables(c)?;
+        check_runs_disjoint(&mut runs, n)?;
+        self.check_hzp_and_mlock(hzp_pmds, nr_tables)?;
+        self.check_page_caches(c, n)?;
+        c.count(n as usize);
+        let totals = self.check_folios(c, &runs, n)?;
+        c.runs = runs;
+        c.unconsumed()?;
+        self.check_totals(totals)
+    }
+
+    /// The buddy lists: their counts, and no zeroed block holding data; their frames join
+    /// the claimed runs with the other boot-time owners (reserved, the huge zero page).
+    fn check_free_lists(&self, runs: &mut Vec<(u32, u32, Owner)>) -> Result<(), String> {
         let mut free_total = 0;
         let mut zeroed_total = 0;
         for (pfn, order, zeroed) in self.mem.free_blocks() {
@@ -160,6 +202,11 @@ impl Kernel {
         if let Some(z) = self.huge_zero.pfn {
             runs.push((z.0, self.geo.hpage_pmd_nr() as u32, Owner::HugeZero));
         }
+        Ok(())
+    }
+
+    /// The hugetlb pool's free pages: hugetlb folios nobody references.
+    fn check_hugetlb_pool(&self, runs: &mut Vec<(u32, u32, Owner)>) -> Result<(), String> {
         // The hugetlb pool's free pages: hugetlb folios nobody references.
         let h = &self.hugetlb;
         if h.free_list.len() as u64 != h.free_huge_pages || h.resv_huge_pages > h.free_huge_pages {
@@ -177,6 +224,12 @@ impl Kernel {
             }
             runs.push((f, self.geo.hpage_pmd_nr() as u32, Owner::HugetlbFree));
         }
+        Ok(())
+    }
+
+    /// Every mm's page tables recounted against VmPTE and rss; returns the tables found and
+    /// the huge zero pmds.
+    fn check_mms(&self, c: &mut CheckScratch, runs: &mut Vec<(u32, u32, Owner)>) -> Result<(i64, u64), String> {
         let mut nr_tables = 0i64;
         let mut hzp_pmds = 0u64;
         for (id, m) in self.mms.iter().enumerate() {
@@ -197,7 +250,11 @@ impl Kernel {
             hzp_pmds += hzp;
             runs.extend(c.tables.drain(..).map(|t| (t, 1, Owner::Table)));
         }
-        // Seed 003: every shared table's users and sharers as the kernel keeps them.
+        Ok((nr_tables, hzp_pmds))
+    }
+
+    /// Seed 003: every shared table's users and sharers as the kernel keeps them.
+    fn check_shared_tables(&self, c: &CheckScratch) -> Result<(), String> {
         for (&t, r) in &c.shared {
             let mut want = self.pt_reach.get(&t).cloned().unwrap_or_default();
             let mut got = r.mms.clone();
@@ -214,19 +271,11 @@ impl Kernel {
         if let Some(&t) = self.pt_reach.keys().find(|t| !c.shared.contains_key(t)) {
             return Err(format!("pt_reach lists page table {t:#x}, which no mm reaches"));
         }
-        // No frame may be claimed twice, nor lie past the end of memory.
-        runs.sort_unstable_by_key(|r| r.0);
-        for (i, &(a, len, o)) in runs.iter().enumerate() {
-            let end = a as u64 + len as u64;
-            if end > n {
-                return Err(format!("frames {a:#x}..{end:#x} ({o:?}) run past the end of memory"));
-            }
-            if let Some(&(b, _, o2)) = runs.get(i + 1) {
-                if (b as u64) < end {
-                    return Err(format!("frame {b:#x} owned twice: {o:?} and {o2:?}"));
-                }
-            }
-        }
+        Ok(())
+    }
+
+    /// The huge zero page's refcount, the mlocked folios (NR_MLOCK) and nr_page_table_pages.
+    fn check_hzp_and_mlock(&self, hzp_pmds: u64, nr_tables: i64) -> Result<(), String> {
         if let Some(want) = self.huge_zero_expected_refcount(hzp_pmds) {
             if want != self.huge_zero.refcount {
                 return Err(format!(
@@ -260,6 +309,12 @@ impl Kernel {
                 self.stat.items[VmItem::NrPageTablePages]
             ));
         }
+        Ok(())
+    }
+
+    /// Page caches: shmem's (NR_SHMEM) and every file's (NR_FILE_PAGES), each slot a page of
+    /// a folio of its inode at the folio's index.
+    fn check_page_caches(&self, c: &mut CheckScratch, n: u64) -> Result<(), String> {
         // Page caches: shmem's (NR_SHMEM) and every file's (NR_FILE_PAGES).
         let mut shmem_refs = 0;
         for (obj, o) in self.shmem.iter().enumerate() {
@@ -306,7 +361,12 @@ impl Kernel {
         if let Some(&p) = c.cache_refs.iter().find(|&&p| p as u64 >= n) {
             return Err(format!("a shmem page cache holds frame {p:#x}, past the end of memory"));
         }
-        c.count(n as usize);
+        Ok(())
+    }
+
+    /// Every frame between the claimed runs is allocated and belongs to a folio; each folio's
+    /// counts are checked against the mappings found. Returns the totals to check.
+    fn check_folios(&self, c: &mut CheckScratch, runs: &[(u32, u32, Owner)], n: u64) -> Result<FolioTotals, String> {
         // Every frame between the claimed runs is allocated and belongs to a folio; check
         // each folio's counts against the mappings found.
         let mut anon_mapped = 0i64;
@@ -368,8 +428,12 @@ impl Kernel {
             pfn = a as u64 + len as u64;
             next_run += 1;
         }
-        c.runs = runs;
-        c.unconsumed()?;
+        Ok(FolioTotals { anon_mapped, file_mapped, anon_thps, hugetlb_in_use })
+    }
+
+    /// The vmstat items the folio walk recounted.
+    fn check_totals(&self, t: FolioTotals) -> Result<(), String> {
+        let FolioTotals { anon_mapped, file_mapped, anon_thps, hugetlb_in_use } = t;
         if anon_mapped != self.stat.items[VmItem::NrAnonPages] {
             return Err(format!(
                 "nr_anon_pages: recount {anon_mapped}, kernel says {}",
