@@ -79,9 +79,9 @@ def test_compile_program_writes_the_file_ops_and_refuses_what_the_runner_cannot_
     assert compile_program(prog).splitlines() == [
         "create f 67108864 ext4",
         "create t.1 2097152 tmpfs",
-        "mmap p 67108864 2097152 r 4 0 0 f 0",
-        "mmap q 1048576 0 rw 5 0 0 t.1 1048576",
-        "madvise p 0 -1 collapse",
+        "mmap p 67108864 2097152 1 4 0 0 f 0",  # PROT_READ
+        "mmap q 1048576 0 3 5 0 0 t.1 1048576",  # PROT_READ | PROT_WRITE
+        "madvise p 0 -1 collapse 25",  # MADV_COLLAPSE
         "fork 1",
         "pwrite f 4096 8192 2097152 7",
         "pread f 0 -1 4096 0",

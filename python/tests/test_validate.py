@@ -346,7 +346,9 @@ def test_compile_program_maps_hugetlb_and_names_an_unknown_flag():
     from mmsim.native import compile_program
 
     prog = [{"op": "mmap", "name": "h", "size": "3M", "align": "1G", "flags": ["shared", "anonymous", "hugetlb"]}]
-    assert compile_program(prog) == "mmap h 3145728 1073741824 rw 3 0 0\n", "bit 0 shared, bit 1 MAP_HUGETLB"
+    assert compile_program(prog) == "mmap h 3145728 1073741824 3 3 0 0\n", (
+        "PROT_READ | PROT_WRITE; bit 0 shared, bit 1 MAP_HUGETLB"
+    )
     with pytest.raises(MmsimError, match=r"mmap h: flags: 'huge' is not a flag"):
         compile_program([{"op": "mmap", "name": "h", "size": "2M", "flags": ["private", "anonymous", "huge"]}])
 
