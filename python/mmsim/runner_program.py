@@ -186,7 +186,7 @@ def _compile(ops: list[Mapping[str, Any]]) -> list[str]:
                 )
             out.append(f"madvise {region} {off} {length} {advice} {ADVICE_VALUE[advice]}")
         elif kind in ("munmap", "mprotect"):
-            extra = {"munmap": "", "mprotect": f" {prot_bits(str(op.get('prot')))}"}[kind]
+            extra = f" {prot_bits(str(op.get('prot')))}" if kind == "mprotect" else ""
             out.append(f"{kind} {region} {off} {length}{extra}")
         elif kind in ("read", "write"):
             value = op.get("expect", -1) if kind == "read" else op.get("value", 1)
