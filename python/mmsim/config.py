@@ -144,8 +144,20 @@ class Program:
             {"op": "mremap", "region": str(region), "size": size, **_opt(addr=addr, fixed=addr is not None or None)}
         )
 
-    def mlock(self, region: str, *, offset: Size | None = None, length: Size | None = None) -> None:
-        self.append({"op": "mlock", "region": str(region), **_opt(offset=offset, length=length)})
+    def mlock(
+        self, region: str, *, offset: Size | None = None, length: Size | None = None, onfault: bool = False
+    ) -> None:
+        """mlock(2) of the range, or with ``onfault`` mlock2(MLOCK_ONFAULT) (no populate)."""
+        self.append(
+            {"op": "mlock", "region": str(region), **_opt(offset=offset, length=length, onfault=onfault or None)}
+        )
+
+    def mlockall(self, *flags: str) -> None:
+        """mlockall(2) with ``"current"``, ``"future"`` and/or ``"onfault"``."""
+        self.append({"op": "mlockall", "flags": list(flags)})
+
+    def munlockall(self) -> None:
+        self.append({"op": "munlockall"})
 
     def munlock(self, region: str, *, offset: Size | None = None, length: Size | None = None) -> None:
         self.append({"op": "munlock", "region": str(region), **_opt(offset=offset, length=length)})

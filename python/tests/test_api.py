@@ -126,13 +126,18 @@ def test_knobs():
 
 
 def test_builder_has_every_op_and_runs_them():
-    """mremap, mlock, munlock, sleep, hugetlb mappings and random access from the builder, run."""
+    """mremap, mlock (and mlock2's onfault), munlock, mlockall, munlockall, sleep, hugetlb
+    mappings and random access from the builder, run."""
     w = mmsim.Workload("builder-ops", knobs={"vm/nr_hugepages": 4})
     h = w.mmap("h", "4M", hugetlb=True)
     p = w.mmap("p", "1M")
     w.write(h, pattern="random", count=10, seed=3, stride=4096)
     w.mlock(p)
     w.munlock(p, length="4K")
+    w.mlock(p, length="8K", onfault=True)
+    w.mlockall("current", "onfault")
+    w.munlockall()
+    w.mlockall("future")
     w.mremap(p, "2M")
     w.read(p, pattern="random", count=5, seed=1, block=128)
     w.sleep(1)

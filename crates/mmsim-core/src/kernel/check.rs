@@ -4,7 +4,7 @@
 //! analogue of CONFIG_DEBUG_VM checks: a check costs about what is in use, so fuzz mode runs
 //! one after every system call and every page fault.
 
-use super::mm::MmCounter;
+use super::mm::{vm, MmCounter};
 use super::mm_types::{pg, FrameData, NIL};
 use super::vmstat::VmItem;
 use super::{Kernel, MmId};
@@ -245,6 +245,19 @@ impl Kernel {
             }
             if rss != m.rss {
                 return Err(format!("mm {id}: rss recount {rss:?} (file, anon, shmem), kernel says {:?}", m.rss));
+            }
+            // locked_vm (VmLck): the pages of the VM_LOCKED vmas; VM_LOCKONFAULT only with it.
+            let locked: i64 = m
+                .vmas
+                .values()
+                .filter(|v| v.flags & vm::LOCKED != 0)
+                .map(|v| (v.len() >> self.geo.page_shift) as i64)
+                .sum();
+            if locked != m.locked_vm {
+                return Err(format!("mm {id}: locked_vm recount {locked} pages, kernel says {}", m.locked_vm));
+            }
+            if let Some(v) = m.vmas.values().find(|v| v.flags & vm::LOCKED_MASK == vm::LOCKONFAULT) {
+                return Err(format!("mm {id}: vma {:#x}-{:#x} is VM_LOCKONFAULT without VM_LOCKED", v.start, v.end));
             }
             nr_tables += c.tables.len() as i64;
             hzp_pmds += hzp;

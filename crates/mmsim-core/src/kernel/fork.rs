@@ -72,8 +72,10 @@ impl Kernel {
         }
         for v in vmas {
             let mut cv = v.clone();
-            // dup_mmap: the child's vmas are not locked (VM_LOCKED_MASK cleared).
-            cv.flags &= !super::mm::vm::LOCKED;
+            // dup_mmap: the child's vmas are not locked (VM_LOCKED_MASK cleared); mm_init
+            // left its def_flags empty (VM_INIT_DEF_MASK keeps no VM_LOCKED: mlockall's
+            // MCL_FUTURE is not inherited).
+            cv.flags &= !vm::LOCKED_MASK;
             if v.anon_vma.is_some() {
                 // anon_vma_fork: the parent's chain cloned, plus an anon_vma of its own.
                 cv.anon_vma = Some(self.new_anon_vma());

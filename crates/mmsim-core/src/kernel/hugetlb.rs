@@ -598,7 +598,7 @@ impl Kernel {
         let f = self.hugetlb_file(vma);
         let idx = vma.linear_page_index(addr, self.geo);
         let mms: Vec<MmId> = self.hfile(f).mms.iter().map(|e| e.0).collect();
-        let flags = vma.flags & !vm::LOCKED;
+        let flags = vma.flags & !vm::LOCKED_MASK;
         for m in mms {
             let svmas: Vec<Vma> = self.mm(m).vmas.values().filter(|v| v.backing == vma.backing).cloned().collect();
             for sv in svmas {
@@ -612,7 +612,7 @@ impl Kernel {
                 let saddr = sv.start + ((idx - sv.pgoff) << self.geo.page_shift);
                 let sbase = saddr & !(pud_size - 1);
                 if self.geo.table_index(addr, 1) != self.geo.table_index(saddr, 1)
-                    || sv.flags & !vm::LOCKED != flags
+                    || sv.flags & !vm::LOCKED_MASK != flags
                     || sv.start > sbase
                     || sv.end < sbase + pud_size
                     || sv.flags & vm::MAYSHARE == 0

@@ -1,8 +1,11 @@
-//! mm/mlock.c: mlock(2) and munlock(2). `apply_vma_lock_flags` sets or clears VM_LOCKED on the
-//! vmas of the range (`mlock_fixup`, splitting and merging them) and keeps mm->locked_vm
-//! (VmLck); `mlock_vma_pages_range` mlocks or munlocks the folios already mapped; mlock then
-//! populates the range (`__mm_populate`: write faults where the mapping is private and
-//! writable, read faults elsewhere). A folio is PG_mlocked while it has mlocks outstanding:
+//! mm/mlock.c: mlock(2), mlock2(2), munlock(2), mlockall(2) and munlockall(2).
+//! `apply_vma_lock_flags` (and `apply_mlockall_flags` over every vma) sets or clears VM_LOCKED
+//! and VM_LOCKONFAULT on the vmas of the range (`mlock_fixup`, splitting and merging them)
+//! and keeps mm->locked_vm (VmLck); `mlock_vma_pages_range` mlocks or munlocks the folios
+//! already mapped; a lock then populates the range (`__mm_populate`: write faults where the
+//! mapping is private and writable, read faults elsewhere; none in a VM_LOCKONFAULT vma,
+//! whose pages are mlocked as they are faulted in). mlockall's MCL_FUTURE puts VM_LOCKED in
+//! mm->def_flags, which every later mmap takes (and populates, `vm_mmap_pgoff`). A folio is PG_mlocked while it has mlocks outstanding:
 //! NR_MLOCK (Mlocked) and unevictable_pgs_mlocked / unevictable_pgs_munlocked count the
 //! changes. Differs from Linux: mmsim has no LRU, so the per-CPU mlock batches are not
 //! modelled; `mlock_count` is the exact count of a folio's mlocks, where Linux's can
@@ -17,14 +20,16 @@ use super::{Kernel, MmId};
 use crate::units::Pfn;
 
 impl Kernel {
-    /// `do_mlock` (lock) or `sys_munlock`: the page-rounded range's vmas get or lose
-    /// VM_LOCKED; ENOMEM at a hole (after changing the vmas before it, as Linux does). mlock
-    /// then populates the range (`__mm_populate`, its faults added to `gup_faults`): one that
-    /// stops at a PROT_NONE vma fails with ENOMEM (`__mlock_posix_error_return` of GUP's
-    /// -EFAULT).
-    pub fn mlock_apply_populate(&mut self, mm: MmId, start: u64, len: u64, lock: bool) -> Result<(), Errno> {
-        let (start, end) = self.do_mlock_fixup(mm, start, len, lock)?;
-        if lock {
+    /// `do_mlock` (mlock(2) and mlock2(2): `vm_flags` VM_LOCKED, with MLOCK_ONFAULT also
+    /// VM_LOCKONFAULT) or `sys_munlock` (`vm_flags` 0): the page-rounded range's vmas get
+    /// `vm_flags` in place of their VM_LOCKED_MASK bits; ENOMEM at a hole (after changing the
+    /// vmas before it, as Linux does). A lock then populates the range (`__mm_populate`, its
+    /// faults added to `gup_faults`; VM_LOCKONFAULT vmas are skipped): one that stops at a
+    /// PROT_NONE vma fails with ENOMEM (`__mlock_posix_error_return` of GUP's -EFAULT).
+    pub fn mlock_apply_populate(&mut self, mm: MmId, start: u64, len: u64, vm_flags: u32) -> Result<(), Errno> {
+        debug_assert_eq!(vm_flags & !vm::LOCKED_MASK, 0);
+        let (start, end) = self.apply_vma_lock_flags(mm, start, len, vm_flags)?;
+        if vm_flags & vm::LOCKED != 0 {
             self.mm_populate(mm, start, end, false)
         } else {
             Ok(())
@@ -32,7 +37,7 @@ impl Kernel {
     }
 
     /// `apply_vma_lock_flags` over the page-rounded range; returns it.
-    fn do_mlock_fixup(&mut self, mm: MmId, start: u64, len: u64, lock: bool) -> Result<(u64, u64), Errno> {
+    fn apply_vma_lock_flags(&mut self, mm: MmId, start: u64, len: u64, vm_flags: u32) -> Result<(u64, u64), Errno> {
         let g = self.geo;
         let len = g.page_align(len.checked_add(start & !g.page_mask()).ok_or(Errno::EINVAL)?).ok_or(Errno::EINVAL)?;
         let start = start & g.page_mask();
@@ -41,33 +46,74 @@ impl Kernel {
         if self.knobs.ptshare != 0 {
             self.pt_unshare_range(mm, start, end);
         }
-        // apply_vma_lock_flags
         let mut addr = start;
         while addr < end {
             let Some(v) = self.mm(mm).vma_lookup(addr).cloned() else {
                 return Err(Errno::ENOMEM);
             };
             let stop = v.end.min(end);
-            self.mlock_fixup(mm, &v, addr, stop, lock);
+            let newflags = (v.flags & !vm::LOCKED_MASK) | vm_flags;
+            self.mlock_fixup(mm, &v, addr, stop, newflags);
             addr = stop;
         }
         Ok((start, end))
     }
 
-    /// `mlock_fixup`: VM_LOCKED set or cleared on [start, end) of `v`, locked_vm changed by
-    /// its pages, and the mapped folios mlocked or munlocked. Special vmas (VM_DONTEXPAND is
-    /// part of VM_SPECIAL) are left alone.
-    fn mlock_fixup(&mut self, mm: MmId, v: &Vma, start: u64, end: u64, lock: bool) {
-        let newflags = if lock { v.flags | vm::LOCKED } else { v.flags & !vm::LOCKED };
-        if newflags == v.flags || v.flags & vm::DONTEXPAND != 0 {
+    /// mlockall(2) (`apply_mlockall_flags`; munlockall(2) with no flags): MCL_FUTURE puts
+    /// VM_LOCKED (and with MCL_ONFAULT VM_LOCKONFAULT) in mm->def_flags, anything else takes
+    /// them out of it; unless only MCL_FUTURE is asked for, every vma gets VM_LOCKED (and
+    /// VM_LOCKONFAULT) with MCL_CURRENT, loses them without, and MCL_CURRENT then populates
+    /// the whole address space (`mm_populate(0, TASK_SIZE)`, errors ignored).
+    pub fn apply_mlockall_flags(&mut self, mm: MmId, flags: super::uapi::MclFlags) {
+        use super::uapi::MclFlags;
+        let onfault = if flags.contains(MclFlags::ONFAULT) { vm::LOCKONFAULT } else { 0 };
+        let m = self.mm_mut(mm);
+        m.def_flags &= !vm::LOCKED_MASK;
+        if flags.contains(MclFlags::FUTURE) {
+            m.def_flags |= vm::LOCKED | onfault;
+            if !flags.contains(MclFlags::CURRENT) {
+                return;
+            }
+        }
+        let to_add = if flags.contains(MclFlags::CURRENT) { vm::LOCKED | onfault } else { 0 };
+        if self.knobs.ptshare != 0 {
+            self.pt_unshare_range(mm, 0, self.geo.task_size());
+        }
+        let mut addr = 0;
+        while let Some(v) = self.mm(mm).find_vma(addr).cloned() {
+            let newflags = (v.flags & !vm::LOCKED_MASK) | to_add;
+            self.mlock_fixup(mm, &v, v.start, v.end, newflags);
+            addr = v.end;
+        }
+        if flags.contains(MclFlags::CURRENT) {
+            let _ = self.mm_populate(mm, 0, self.geo.task_size(), true);
+        }
+    }
+
+    /// `mlock_fixup`: [start, end) of `v` gets `newflags` (its VM_LOCKED_MASK bits changed),
+    /// locked_vm changes by its pages where VM_LOCKED comes or goes, and the mapped folios are
+    /// mlocked or munlocked (`mlock_vma_pages_range`), not when the range was locked and stays
+    /// locked (only VM_LOCKONFAULT changes: "mlocking twice would be wrong"). Special vmas
+    /// (VM_DONTEXPAND is part of VM_SPECIAL; hugetlb vmas are VM_DONTEXPAND here) are left
+    /// alone.
+    fn mlock_fixup(&mut self, mm: MmId, v: &Vma, start: u64, end: u64, newflags: u32) {
+        let oldflags = v.flags;
+        if newflags == oldflags || oldflags & vm::DONTEXPAND != 0 {
             return;
         }
         self.split_vma(mm, start);
         self.split_vma(mm, end);
         self.mm_mut(mm).vmas.get_mut(&start).expect("isolated vma").flags = newflags;
         let pages = ((end - start) >> self.geo.page_shift) as i64;
-        self.mm_mut(mm).locked_vm += if lock { pages } else { -pages };
-        self.mlock_range(mm, start, end, lock, true);
+        let (lock, was) = (newflags & vm::LOCKED != 0, oldflags & vm::LOCKED != 0);
+        self.mm_mut(mm).locked_vm += match (lock, was) {
+            (false, _) => -pages,
+            (true, true) => 0,
+            (true, false) => pages,
+        };
+        if !(lock && was) {
+            self.mlock_range(mm, start, end, lock, true);
+        }
         self.vma_merge_around(mm, start);
     }
 
@@ -187,6 +233,11 @@ impl Kernel {
             if v.flags & vm::DONTEXPAND != 0 && v.flags & vm::HUGETLB == 0 {
                 continue;
             }
+            // populate_vma_page_range: a VM_LOCKONFAULT vma has nothing to do (before GUP's
+            // check of the vma's flags: no error at a PROT_NONE one).
+            if v.flags & vm::LOCKONFAULT != 0 {
+                continue;
+            }
             if v.flags & (vm::READ | vm::WRITE | vm::EXEC) == 0 {
                 if ignore_errors {
                     continue;
@@ -201,9 +252,14 @@ impl Kernel {
     }
 
     /// `populate_vma_page_range`: `__get_user_pages` over [start, end) (inside `v`) with a
-    /// write where the vma is private and writable (breaking COW), a read elsewhere. False if
-    /// a fault failed (OOM, SIGBUS).
+    /// write where the vma is private and writable (breaking COW), a read elsewhere; nothing
+    /// in a VM_LOCKONFAULT vma. False if a fault failed (OOM, SIGBUS).
     pub(super) fn populate_vma_page_range(&mut self, mm: MmId, v: &Vma, start: u64, end: u64) -> bool {
+        // "Rightly or wrongly, the VM_LOCKONFAULT case has never used faultin_page() to
+        // break COW, so it has no work to do here."
+        if v.flags & vm::LOCKONFAULT != 0 {
+            return true;
+        }
         let write = v.flags & (vm::WRITE | vm::SHARED) == vm::WRITE;
         self.get_user_pages(mm, v, start, end, write).is_ok()
     }
@@ -393,5 +449,74 @@ mod tests {
         assert_eq!(d[0][..2], [16, 0]);
         // q-locked -> grown: the 2 MiB added are populated and locked.
         assert_eq!(d[2][..2], [512, 2048]);
+    }
+    /// mlock2(MLOCK_ONFAULT) (mlock2-tests.c's test_mlock_onfault and
+    /// test_lock_onfault_of_present): the 64 pages written before are mlocked at once, nothing
+    /// is populated; 128 pages written later are mlocked as they fault, 128 read map the zero
+    /// page (not mlocked); a plain mlock of the last MiB populates it; MLOCK_ONFAULT over a
+    /// PROT_NONE mapping is no error (plain mlock's populate fails there: ENOMEM). Every count
+    /// is Linux 6.18's (`mmsim validate experiments/validate/mlock2-onfault.json`).
+    #[test]
+    fn mlock2_onfault_locks_what_faults_as_linux_does() {
+        let r = run_case("mlock2-onfault");
+        let d = deltas(&r);
+        assert_eq!(d[0], [0, 4096, 256, 64, 0], "written -> locked-onfault");
+        assert_eq!(d[1], [128, 0, 512, 128, 0], "-> touched");
+        assert_eq!(d[2], [128, 0, 0, 0, 0], "-> read: zero pages");
+        assert_eq!(d[3], [256, 0, 1024, 256, 0], "-> locked: mlock populates");
+        assert_eq!(d[4], [0, 64, 0, 0, 0], "-> prot-none");
+        assert_eq!(d[5], [0, -4096, -1792, 0, 448], "-> unlocked");
+        let enomem: Vec<_> = r.events.iter().filter(|e| e.message.ends_with("ENOMEM")).map(|e| &e.message).collect();
+        assert_eq!(enomem, ["mlock n: ENOMEM"]);
+    }
+
+    /// mlockall(MCL_CURRENT | MCL_FUTURE), then mmaps: each is locked and populated (a 1 MiB
+    /// private one with 256 write faults, a read-only one with 128 read faults of the zero
+    /// page, a shared one's 64 shmem pages mlocked, a PROT_NONE one locked only); a locked
+    /// mapping's mremap growth is populated; munlockall unlocks everything, and a later mmap
+    /// is not locked. Linux 6.18's counts (`mmsim validate
+    /// experiments/validate/mlockall-future.json`, which also gives mmsim the native runner's
+    /// own mappings for MCL_CURRENT to lock).
+    #[test]
+    fn mlockall_future_locks_and_populates_new_mappings_as_linux_does() {
+        let r = run_case("mlockall-future");
+        let d = deltas(&r);
+        assert_eq!(d[1], [448, 1856, 1280, 320, 0], "locked -> mapped");
+        assert_eq!(d[2], [128, 512, 512, 128, 0], "mapped -> grown");
+        assert_eq!(d[4][..2], [64, 0], "unlocked -> after: not locked");
+        assert_eq!(rows(&r)[4][1], 0, "munlockall: VmLck 0");
+    }
+
+    /// mlockall(MCL_CURRENT | MCL_ONFAULT): nothing populated, the present pages mlocked; the
+    /// 128 pages written then are mlocked as they fault; mlockall(MCL_ONFAULT) alone is EINVAL;
+    /// mlockall(MCL_CURRENT) then drops VM_LOCKONFAULT and populates the other 256. Linux
+    /// 6.18's counts (`mmsim validate experiments/validate/mlockall-onfault.json`).
+    #[test]
+    fn mlockall_onfault_mlocks_on_fault_as_linux_does() {
+        let r = run_case("mlockall-onfault");
+        let d = deltas(&r);
+        assert_eq!(d[0][0], 0, "written -> locked-onfault: no populate");
+        assert_eq!(d[1], [128, 0, 512, 128, 0], "-> touched");
+        // The 256 pages not written yet; here also the 32 of mmsim's stack vma that exec did
+        // not write (validate's stand-in of the runner's stack has them all, as the kernel).
+        assert_eq!(d[2][..2], [256 + 32, 0], "-> populated");
+        assert_eq!(rows(&r)[4][1..3], [0, 0], "munlockall");
+        let einval: Vec<_> = r.events.iter().filter(|e| e.message.ends_with("EINVAL")).map(|e| &e.message).collect();
+        assert_eq!(einval, ["mlockall: EINVAL"]);
+    }
+
+    /// mlockall(MCL_FUTURE) is not inherited: the fork child's mmaps are not locked, its COW
+    /// copies of the parent's locked pages not mlocked; the child's own MCL_FUTURE |
+    /// MCL_ONFAULT locks its next mmap on fault. Linux 6.18's counts (`mmsim validate
+    /// experiments/validate/mlockall-fork.json`).
+    #[test]
+    fn mlockall_future_is_not_inherited_as_linux_has_it() {
+        let r = run_case("mlockall-fork");
+        assert_eq!(rows(&r)[0][..4], [256, 1024, 1024, 256], "the parent's mmap, populated and locked");
+        let d = deltas(&r);
+        // The child's 32 pages mlocked on fault and munlocked by its munlockall; the parent's
+        // 256 writes reuse its pages after the child's exit.
+        assert_eq!(d[0], [256, 0, 0, 32, 32]);
+        assert_eq!(d[1], [0, -1024, -1024, 0, 256]);
     }
 }

@@ -32,6 +32,15 @@ pub mod vm {
     pub const SEQ_READ: u32 = 1 << 15;
     /// VM_RAND_READ (MADV_RANDOM): no fault readahead.
     pub const RAND_READ: u32 = 1 << 16;
+    /// VM_LOCKONFAULT (mlock2's MLOCK_ONFAULT, mlockall's MCL_ONFAULT): with VM_LOCKED, the
+    /// range is not populated; pages are mlocked as they are faulted in.
+    pub const LOCKONFAULT: u32 = 1 << 17;
+    /// VM_LOCKED_MASK: the bits mlock, munlock and mlockall set and clear.
+    pub const LOCKED_MASK: u32 = LOCKED | LOCKONFAULT;
+    /// mmsim's own `nomerge` mmap flag: the vma never merges with a neighbour, and is
+    /// otherwise an ordinary vma (mlock locks it). Validate's stand-ins of the runner's file
+    /// mappings, which Linux never merges with anonymous memory.
+    pub const NOMERGE: u32 = 1 << 18;
     /// The access bits that mprotect changes.
     pub const ACCESS: u32 = READ | WRITE | EXEC;
 }
@@ -111,6 +120,9 @@ pub struct MmStruct {
     pub pgtables_bytes: i64,
     /// locked_vm: pages of VM_LOCKED vmas (VmLck).
     pub locked_vm: i64,
+    /// `def_flags`: vm flags every new vma gets (mlockall's MCL_FUTURE: VM_LOCKED, with
+    /// MCL_ONFAULT also VM_LOCKONFAULT).
+    pub def_flags: u32,
     pub flags: u32,
     /// `mmap_base`: where top-down allocation starts.
     pub mmap_base: u64,
@@ -133,6 +145,7 @@ impl MmStruct {
             rss: [0; 3],
             pgtables_bytes: 0,
             locked_vm: 0,
+            def_flags: 0,
             flags: 0,
             mmap_base,
             hiwater_rss: 0,

@@ -53,6 +53,9 @@ pub struct MmapArgs {
     pub align: u64,
     /// VM_DONTEXPAND on the new vma (mmsim's `dontexpand` flag): it never merges.
     pub dontexpand: bool,
+    /// mmsim's `nomerge` flag: vm::NOMERGE on the new vma, which never merges (and is
+    /// otherwise ordinary: mlock locks it, as it does the file mappings it stands for).
+    pub nomerge: bool,
     /// MAP_HUGETLB: huge pages from the hugetlb pool (the length is rounded up to one, the
     /// address is aligned to one, the pages are reserved).
     pub hugetlb: bool,
@@ -129,9 +132,13 @@ impl Kernel {
         } else {
             self.get_unmapped_area(mm, a.addr, len, a.shared)?
         };
-        let mut flags = a.prot | vm::MAYREAD | vm::MAYWRITE | vm::MAYEXEC;
+        // do_mmap: the mm's def_flags too (mlockall's MCL_FUTURE: VM_LOCKED).
+        let mut flags = a.prot | vm::MAYREAD | vm::MAYWRITE | vm::MAYEXEC | self.mm(mm).def_flags;
         if a.dontexpand {
             flags |= vm::DONTEXPAND;
+        }
+        if a.nomerge {
+            flags |= vm::NOMERGE;
         }
         let backing = if let Some(f) = a.file {
             if a.shared {
@@ -155,6 +162,8 @@ impl Kernel {
             Backing::File(_) => a.pgoff,
             _ => 0,
         };
+        let populate = flags & vm::LOCKED != 0;
+        let flags = self.mmap_locked_flags(mm, flags, len);
         let vma = Vma { start: addr, end: addr + len, flags, pgoff, backing, anon_vma: None, fork_child: false };
         self.mm_mut(mm).vmas.insert(addr, vma);
         self.vma_merge_around(mm, addr);
@@ -162,7 +171,26 @@ impl Kernel {
             // __mmap_new_vma's khugepaged_enter_vma (READ_ONLY_THP_FOR_FS).
             self.khugepaged_enter_vma(mm, addr);
         }
+        if populate {
+            // vm_mmap_pgoff's mm_populate: do_mmap's vm_flags had VM_LOCKED (from
+            // def_flags), whatever the vma kept; errors ignored.
+            let _ = self.mm_populate(mm, addr, addr + len, true);
+        }
         Ok(addr)
+    }
+
+    /// `__mmap_complete` of a mapping whose vm_flags have VM_LOCKED (from def_flags): a
+    /// special vma (VM_DONTEXPAND; hugetlb's is too) loses VM_LOCKED_MASK, any other adds its
+    /// pages to locked_vm. The vma's flags.
+    fn mmap_locked_flags(&mut self, mm: MmId, flags: u32, len: u64) -> u32 {
+        if flags & vm::LOCKED == 0 {
+            return flags;
+        }
+        if flags & vm::DONTEXPAND != 0 {
+            return flags & !vm::LOCKED_MASK;
+        }
+        self.mm_mut(mm).locked_vm += (len >> self.geo.page_shift) as i64;
+        flags
     }
 
     /// `do_mmap` of MAP_HUGETLB (`hugetlb_file_setup`, `hugetlb_get_unmapped_area`,
@@ -203,9 +231,14 @@ impl Kernel {
         if a.shared {
             flags |= vm::SHARED | vm::MAYSHARE;
         }
+        // def_flags' VM_LOCKED: not on a hugetlb vma, but do_mmap's populate all the same.
+        let populate = self.mm(mm).def_flags & vm::LOCKED != 0;
         let backing = Backing::Hugetlb(file);
         let vma = Vma { start: addr, end: addr + len, flags, pgoff: 0, backing, anon_vma: None, fork_child: false };
         self.mm_mut(mm).vmas.insert(addr, vma);
+        if populate {
+            let _ = self.mm_populate(mm, addr, addr + len, true);
+        }
         Ok(addr)
     }
 
@@ -365,7 +398,7 @@ impl Kernel {
     /// `is_mergeable_vma` + `is_mergeable_anon_vma`: can `a` (below) and `b` (above) be one vma.
     /// Where only one has an anon_vma, it must not be a fork child's (it would be dup'ed).
     pub(super) fn can_merge(a: &Vma, b: &Vma, geo: crate::units::Geometry) -> bool {
-        if a.end != b.start || a.flags != b.flags || a.flags & vm::DONTEXPAND != 0 {
+        if a.end != b.start || a.flags != b.flags || a.flags & (vm::DONTEXPAND | vm::NOMERGE) != 0 {
             return false;
         }
         match (a.backing, b.backing) {

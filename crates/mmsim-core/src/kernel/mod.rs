@@ -43,6 +43,8 @@ mod hugetlb_tests;
 #[cfg(test)]
 mod khugepaged_tests;
 #[cfg(test)]
+mod mlock_tests;
+#[cfg(test)]
 mod ptshare_tests;
 #[cfg(test)]
 mod tests;

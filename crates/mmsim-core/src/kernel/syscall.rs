@@ -1,6 +1,6 @@
 //! The system-call layer: the entry points a task calls into the memory manager by, named
 //! after Linux's (`vm_mmap_pgoff`, `do_vmi_munmap`, `do_mprotect_pkey`, `do_madvise`,
-//! `do_mremap`, `do_mlock`, `ksys_pread64`, ...), with typed arguments (`uapi.rs`'s flag
+//! `do_mremap`, `do_mlock`, `sys_mlockall`, `ksys_pread64`, ...), with typed arguments (`uapi.rs`'s flag
 //! sets, `VirtAddr`) and a typed outcome: the call's return value or errno, and what the
 //! caller must know (`Effects`: the faults GUP took, the ranges it broke COW on, the pages
 //! it waited for). The workload interpreter and the trace replayer both call this layer.
@@ -12,8 +12,9 @@
 
 use super::fault::{Access, FaultOutcome};
 use super::filemap::Fadvise;
+use super::mm::vm;
 use super::mmap::{Errno, MmapArgs};
-use super::uapi::{Advice, MapFlags, Prot};
+use super::uapi::{Advice, MapFlags, MclFlags, MlockFlags, Prot};
 use super::{Kernel, MmId};
 use crate::units::VirtAddr;
 
@@ -84,6 +85,8 @@ pub struct MmapReq {
     pub align: u64,
     /// mmsim's `dontexpand`: VM_DONTEXPAND on the vma (Linux sets it only from a driver).
     pub dontexpand: bool,
+    /// mmsim's `nomerge`: a vma that never merges (validate's stand-ins of file mappings).
+    pub nomerge: bool,
 }
 
 impl Kernel {
@@ -102,6 +105,7 @@ impl Kernel {
             fixed: req.flags.contains(MapFlags::FIXED),
             align: req.align,
             dontexpand: req.dontexpand,
+            nomerge: req.nomerge,
             hugetlb: req.flags.contains(MapFlags::HUGETLB),
             file: req.file,
             pgoff: req.pgoff,
@@ -141,15 +145,21 @@ impl Kernel {
         self.sysret(r)
     }
 
-    /// mlock(2): `do_mlock`.
-    pub fn do_mlock(&mut self, mm: MmId, start: VirtAddr, len: u64) -> SysRet<()> {
-        let r = self.mlock_apply_populate(mm, start.0, len, true);
+    /// mlock(2) (`flags` empty) and mlock2(2): `do_mlock`, VM_LOCKED on the range's vmas,
+    /// with MLOCK_ONFAULT also VM_LOCKONFAULT (no populate: pages are mlocked as they are
+    /// faulted in). A flag other than MLOCK_ONFAULT: EINVAL.
+    pub fn do_mlock(&mut self, mm: MmId, start: VirtAddr, len: u64, flags: MlockFlags) -> SysRet<()> {
+        if !MlockFlags::all().contains(flags) {
+            return self.sysret(Err(Errno::EINVAL));
+        }
+        let vm_flags = vm::LOCKED | if flags.contains(MlockFlags::ONFAULT) { vm::LOCKONFAULT } else { 0 };
+        let r = self.mlock_apply_populate(mm, start.0, len, vm_flags);
         self.sysret(r)
     }
 
-    /// munlock(2).
+    /// munlock(2): VM_LOCKED and VM_LOCKONFAULT off the range's vmas.
     pub fn sys_munlock(&mut self, mm: MmId, start: VirtAddr, len: u64) -> SysRet<()> {
-        let r = self.mlock_apply_populate(mm, start.0, len, false);
+        let r = self.mlock_apply_populate(mm, start.0, len, 0);
         self.sysret(r)
     }
 
@@ -157,6 +167,22 @@ impl Kernel {
     pub fn sys_brk(&mut self, mm: MmId, addr: VirtAddr) -> SysRet<u64> {
         let b = self.sys_brk_inner(mm, addr.0);
         self.sysret(Ok(b))
+    }
+
+    /// mlockall(2): EINVAL for no flags, only MCL_ONFAULT, or a flag Linux does not have;
+    /// else `apply_mlockall_flags` (no RLIMIT_MEMLOCK: the caller has CAP_IPC_LOCK).
+    pub fn sys_mlockall(&mut self, mm: MmId, flags: MclFlags) -> SysRet<()> {
+        if flags.is_empty() || !MclFlags::all().contains(flags) || flags == MclFlags::ONFAULT {
+            return self.sysret(Err(Errno::EINVAL));
+        }
+        self.apply_mlockall_flags(mm, flags);
+        self.sysret(Ok(()))
+    }
+
+    /// munlockall(2): `apply_mlockall_flags(0)`, every vma and mm->def_flags unlocked.
+    pub fn sys_munlockall(&mut self, mm: MmId) -> SysRet<()> {
+        self.apply_mlockall_flags(mm, MclFlags::empty());
+        self.sysret(Ok(()))
     }
 
     /// pwrite64(2) of `count` bytes of `value` at `pos` of an open file: bytes written.

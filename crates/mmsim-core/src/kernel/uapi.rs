@@ -195,6 +195,25 @@ declare_vocabulary! {
         Anonymous = ("anonymous", 0x20, "MAP_ANONYMOUS"),
         Hugetlb = ("hugetlb", 0x40000, "MAP_HUGETLB"),
         DontExpand = ("dontexpand", -1, ""),
+        /// mmsim's own: a vma that never merges with a neighbour and is otherwise ordinary
+        /// (validate's stand-ins of the native runner's file mappings, which mlockall locks).
+        NoMerge = ("nomerge", -1, ""),
+    }
+}
+
+declare_vocabulary! {
+    /// The flags of the workload's `mlockall` op: `MCL_*` of mlockall(2).
+    pub enum MclFlag {
+        Current = ("current", 1, "MCL_CURRENT"),
+        Future = ("future", 2, "MCL_FUTURE"),
+        OnFault = ("onfault", 4, "MCL_ONFAULT"),
+    }
+}
+
+impl MclFlag {
+    /// The `MclFlags` a list of them asks for.
+    pub fn flags(list: &[MclFlag]) -> MclFlags {
+        list.iter().fold(MclFlags::empty(), |f, m| f | MclFlags::from_bits_retain(m.value() as u32))
     }
 }
 
@@ -229,5 +248,7 @@ mod tests {
         assert_eq!(Advice::Collapse.linux_name(), "MADV_COLLAPSE");
         assert_eq!(MapFlag::from_word("hugetlb").map(MapFlag::value), Some(MapFlags::HUGETLB.bits() as i64));
         assert_eq!(Pattern::words(), "sequential, random");
+        assert_eq!(MclFlag::flags(&[MclFlag::Current, MclFlag::OnFault]), MclFlags::CURRENT | MclFlags::ONFAULT);
+        assert_eq!(MclFlag::Future.linux_name(), "MCL_FUTURE");
     }
 }

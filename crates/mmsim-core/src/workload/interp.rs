@@ -518,6 +518,8 @@ impl Interp {
                     | Op::Mremap(_)
                     | Op::Mlock(_)
                     | Op::Munlock(_)
+                    | Op::Mlockall(_)
+                    | Op::Munlockall(_)
                     | Op::Mprotect(_)
                     | Op::Madvise(_)
                     | Op::Fork(_)
@@ -615,8 +617,10 @@ impl Interp {
             Op::Exec(e) => self.sys_mmap(t, &e.to_mmap(), true),
             Op::Mmap(m) => self.sys_mmap(t, m, false),
             Op::Munmap(m) => self.sys_munmap(t, m),
-            Op::Mlock(m) => self.sys_mlock(t, m, true),
-            Op::Munlock(m) => self.sys_mlock(t, m, false),
+            Op::Mlock(m) => self.sys_mlock(t, &m.range(), Some(m.onfault)),
+            Op::Munlock(m) => self.sys_mlock(t, m, None),
+            Op::Mlockall(m) => self.sys_mlockall(t, Some(m)),
+            Op::Munlockall(_) => self.sys_mlockall(t, None),
             Op::Mremap(m) => self.sys_mremap(t, m),
             Op::Mprotect(m) => self.sys_mprotect(t, m),
             Op::Madvise(m) => self.sys_madvise(t, m),

@@ -11,7 +11,7 @@ use super::nesting::check_nesting;
 pub use super::nesting::{MAX_JSON_DEPTH, MAX_NESTING};
 pub use super::spec_files::{check_file_name, file_key, CreateOp, FadviseOp, FsyncOp, PreadOp, PwriteOp};
 use crate::error::Error;
-pub use crate::kernel::uapi::{Advice, MapFlag, Pattern, Prot};
+pub use crate::kernel::uapi::{Advice, MapFlag, MclFlag, Pattern, Prot};
 pub use crate::units::{SignedSize, Size};
 
 /// A knob value: sysfs takes text; numbers and booleans are accepted too.
@@ -105,8 +105,10 @@ pub enum Op {
     Mmap(MmapOp),
     Munmap(MunmapOp),
     Mremap(MremapOp),
-    Mlock(MunmapOp),
+    Mlock(MlockOp),
     Munlock(MunmapOp),
+    Mlockall(MlockallOp),
+    Munlockall(MunlockallOp),
     Mprotect(MprotectOp),
     Madvise(MadviseOp),
     Read(ReadOp),
@@ -208,6 +210,40 @@ pub struct MunmapOp {
     #[serde(default)]
     pub length: Option<Size>,
 }
+
+/// The `mlock` op: mlock(2) of the range, or with `onfault` mlock2(2) with MLOCK_ONFAULT
+/// (the range is locked, not populated: pages are mlocked as they are faulted in).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MlockOp {
+    pub region: String,
+    #[serde(default)]
+    pub offset: Size,
+    #[serde(default)]
+    pub length: Option<Size>,
+    #[serde(default)]
+    pub onfault: bool,
+}
+
+impl MlockOp {
+    /// Its range, as a `munmap` op's.
+    pub fn range(&self) -> MunmapOp {
+        MunmapOp { region: self.region.clone(), offset: self.offset, length: self.length }
+    }
+}
+
+/// The `mlockall` op: mlockall(2) with the `MCL_*` its `flags` name (`current`, `future`,
+/// `onfault`; at least one). Only `onfault` fails with EINVAL, as on Linux.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MlockallOp {
+    pub flags: Vec<MclFlag>,
+}
+
+/// The `munlockall` op: munlockall(2).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MunlockallOp {}
 
 /// The `mremap` op: resize the region to `size` bytes (MREMAP_MAYMOVE: it moves if it cannot
 /// grow in place), or move it to `addr` with `fixed` (MREMAP_FIXED). The region names the
@@ -462,9 +498,9 @@ const FIELD_MARK: &str = "\u{1}";
 
 /// Every op of the workload format, as its `op` field names it.
 pub const OPS: &[&str] = &[
-    "mmap", "munmap", "mremap", "mprotect", "madvise", "mlock", "munlock", "read", "write", "compare", "loop", "fork",
-    "thread", "wait", "sleep", "exit", "snapshot", "set", "atomic", "fetch", "create", "pwrite", "pread", "fadvise",
-    "fsync", "exec", "brk",
+    "mmap", "munmap", "mremap", "mprotect", "madvise", "mlock", "munlock", "mlockall", "munlockall", "read", "write",
+    "compare", "loop", "fork", "thread", "wait", "sleep", "exit", "snapshot", "set", "atomic", "fetch", "create",
+    "pwrite", "pread", "fadvise", "fsync", "exec", "brk",
 ];
 
 impl<'de> Deserialize<'de> for Op {
@@ -481,8 +517,10 @@ impl<'de> Deserialize<'de> for Op {
             "mmap" => Op::Mmap(field::<MmapOp, D>(v)?),
             "munmap" => Op::Munmap(field::<MunmapOp, D>(v)?),
             "mremap" => Op::Mremap(field::<MremapOp, D>(v)?),
-            "mlock" => Op::Mlock(field::<MunmapOp, D>(v)?),
+            "mlock" => Op::Mlock(field::<MlockOp, D>(v)?),
             "munlock" => Op::Munlock(field::<MunmapOp, D>(v)?),
+            "mlockall" => Op::Mlockall(field::<MlockallOp, D>(v)?),
+            "munlockall" => Op::Munlockall(field::<MunlockallOp, D>(v)?),
             "mprotect" => Op::Mprotect(field::<MprotectOp, D>(v)?),
             "madvise" => Op::Madvise(field::<MadviseOp, D>(v)?),
             "read" => Op::Read(field::<ReadOp, D>(v)?),
@@ -565,6 +603,7 @@ word_deserialize!(Prot, Prot::from_word, |w| {
 });
 word_deserialize!(MapFlag, MapFlag::from_word, |w| format!("unknown flag {w:?} (expected {})", MapFlag::words()));
 word_deserialize!(Advice, Advice::from_word, |w| format!("{w:?} is not one of {}", Advice::words()));
+word_deserialize!(MclFlag, MclFlag::from_word, |w| format!("unknown flag {w:?} (expected {})", MclFlag::words()));
 word_deserialize!(Pattern, Pattern::from_word, |w| format!("{w:?} is not one of {}", Pattern::words()));
 
 fn validate(w: &Workload) -> Result<(), Error> {
@@ -671,7 +710,7 @@ impl Op {
         match self {
             Op::Mmap(MmapOp { file: Some(f), .. }) | Op::Exec(ExecOp { file: f, .. }) => vec![("file", f, true)],
             Op::Munmap(MunmapOp { region, .. })
-            | Op::Mlock(MunmapOp { region, .. })
+            | Op::Mlock(MlockOp { region, .. })
             | Op::Munlock(MunmapOp { region, .. })
             | Op::Mremap(MremapOp { region, .. })
             | Op::Mprotect(MprotectOp { region, .. })
@@ -706,6 +745,9 @@ impl Op {
                 if addr.is_some_and(|x| x.0 % 4096 != 0) {
                     return fail("addr", "must be a multiple of the page size (4096)");
                 }
+            }
+            Op::Mlockall(MlockallOp { flags }) if flags.is_empty() => {
+                return Err(("flags", format!("must name at least one of {}", MclFlag::words())));
             }
             Op::Mremap(MremapOp { size, addr, fixed, .. }) => {
                 if size.0 == 0 {
@@ -911,6 +953,23 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("program[1].region"), "{e}");
+        let e = parse_workload(r#"{"program":[{"op":"mlockall","flags":[]}]}"#).unwrap_err();
+        assert_eq!(e.to_string(), "workload: program[0].flags: must name at least one of current, future, onfault");
+        let e = parse_workload(r#"{"program":[{"op":"mlockall","flags":["now"]}]}"#).unwrap_err();
+        assert!(e.to_string().contains("program[0].flags") && e.to_string().contains("\"now\""), "{e}");
+        let e = parse_workload(r#"{"program":[{"op":"munlockall","flags":["current"]}]}"#).unwrap_err();
+        assert!(e.to_string().contains("flags"), "{e}");
+        let e =
+            parse_workload(&format!(r#"{{"program":[{mm},{{"op":"mlock","region":"p","onfault":1}}]}}"#)).unwrap_err();
+        assert!(e.to_string().contains("program[1].onfault"), "{e}");
+        let w = parse_workload(&format!(
+            r#"{{"program":[{mm},{{"op":"mlock","region":"p","onfault":true}},{{"op":"mlockall","flags":["current","onfault"]}},{{"op":"munlockall"}}]}}"#
+        ))
+        .unwrap();
+        assert!(matches!(&w.program[1], Op::Mlock(MlockOp { onfault: true, .. })));
+        assert!(
+            matches!(&w.program[2], Op::Mlockall(MlockallOp { flags }) if flags == &[MclFlag::Current, MclFlag::OnFault])
+        );
         let e = parse_workload(r#"{"program":[{"op":"jump"}]}"#).unwrap_err();
         assert!(e.to_string().contains("jump"), "{e}");
         let e = parse_workload(r#"{"program":[{"op":"fork","program":[{"op":"write","region":"x","stride":0}]}]}"#)

@@ -9,7 +9,7 @@ use super::{Interp, SerialBatch, TaskState};
 use crate::kernel::filemap::FMode;
 use crate::kernel::mmap::Errno;
 use crate::kernel::syscall::{Effects, MmapReq};
-use crate::kernel::uapi::{Advice, MapFlag, MapFlags, Prot};
+use crate::kernel::uapi::{Advice, MapFlag, MapFlags, MclFlag, MlockFlags, Prot};
 use crate::units::VirtAddr;
 use crate::workload::spec::*;
 
@@ -35,18 +35,12 @@ impl Interp {
     /// The faults `__get_user_pages` took in a system call (a populate): min_flt and the
     /// handler's time, no exception and no perf event; the ranges it broke COW on; the time
     /// the task waited for the pages it read (`charge_io`). Then the reference model follows
-    /// `call`, and the invariants are checked (`after_syscall`).
+    /// `call` and the COW breaks, and the invariants are checked (`after_syscall`).
     pub(super) fn finish_call(&mut self, t: usize, effects: Effects, call: Call) {
         let Effects { min_flt, maj_flt, cow_ranges, io_wait_pages } = effects;
         if io_wait_pages > 0 {
             self.io_wait_pages += io_wait_pages;
             self.charge_io(t);
-        }
-        let tgid = self.tasks[t].tgid;
-        if let Some(o) = self.oracle.as_mut() {
-            for (s, e) in cow_ranges {
-                o.break_cow(tgid, s, e);
-            }
         }
         let faults = min_flt + maj_flt;
         if faults > 0 {
@@ -56,7 +50,15 @@ impl Interp {
             let c = self.machine.exec_cycles(cpu, self.machine.p.cost.fault_handler * faults as f64);
             self.tasks[t].perf.charge("__get_user_pages", c);
         }
+        // The call first, then the COW GUP broke inside what it left (an mmap's or a grown
+        // mremap's populate under VM_LOCKED is of the new mapping).
         self.oracle_follow(t, call);
+        let tgid = self.tasks[t].tgid;
+        if let Some(o) = self.oracle.as_mut() {
+            for (s, e) in cow_ranges {
+                o.break_cow(tgid, s, e);
+            }
+        }
         self.after_syscall();
     }
 
@@ -154,6 +156,7 @@ impl Interp {
             pgoff: file_offset.map_or(0, |o| o.0 >> self.kernel.geo.page_shift),
             align: align.map_or(0, |a| a.0),
             dontexpand: flags.contains(&MapFlag::DontExpand),
+            nomerge: flags.contains(&MapFlag::NoMerge),
         };
         let r = self.kernel.vm_mmap_pgoff(mm, req);
         if let Some(f) = filp {
@@ -198,18 +201,34 @@ impl Interp {
         self.finish_call(t, r.effects, call);
     }
 
-    /// An `mlock` or `munlock` op.
-    pub(super) fn sys_mlock(&mut self, t: usize, op: &MunmapOp, lock: bool) {
+    /// An `mlock` op (`lock`: with MLOCK_ONFAULT or not) or a `munlock` op (`lock` None).
+    pub(super) fn sys_mlock(&mut self, t: usize, op: &MunmapOp, lock: Option<bool>) {
         let mm = self.tasks[t].mm.expect("running task has an mm");
         let (a, len) = self.range(t, &op.region, op.offset.0, op.length.map(|l| l.0));
-        let r = if lock {
-            self.kernel.do_mlock(mm, VirtAddr(a), len)
-        } else {
-            self.kernel.sys_munlock(mm, VirtAddr(a), len)
+        let r = match lock {
+            Some(onfault) => {
+                let flags = if onfault { MlockFlags::ONFAULT } else { MlockFlags::empty() };
+                self.kernel.do_mlock(mm, VirtAddr(a), len, flags)
+            }
+            None => self.kernel.sys_munlock(mm, VirtAddr(a), len),
         };
         if let Err(e) = r.ret {
-            let name = if lock { "mlock" } else { "munlock" };
+            let name = if lock.is_some() { "mlock" } else { "munlock" };
             self.syscall_failed(t, format_args!("{name} {}", op.region), e);
+        }
+        self.finish_call(t, r.effects, Call::Other);
+    }
+
+    /// An `mlockall` op, or a `munlockall` op (None).
+    pub(super) fn sys_mlockall(&mut self, t: usize, op: Option<&MlockallOp>) {
+        let mm = self.tasks[t].mm.expect("running task has an mm");
+        let r = match op {
+            Some(m) => self.kernel.sys_mlockall(mm, MclFlag::flags(&m.flags)),
+            None => self.kernel.sys_munlockall(mm),
+        };
+        if let Err(e) = r.ret {
+            let name = if op.is_some() { "mlockall" } else { "munlockall" };
+            self.syscall_failed(t, format_args!("{name}"), e);
         }
         self.finish_call(t, r.effects, Call::Other);
     }
