@@ -28,7 +28,11 @@
  *                                        it MAP_FIXED at the aligned address, the rest unmapped)
  *   munmap NAME OFFSET LENGTH            LENGTH -1: to the region's end; nothing left of
  *                                        the region past OFFSET: no call (as mmsim)
- *   mlock NAME OFFSET LENGTH / munlock NAME OFFSET LENGTH
+ *   mlock NAME OFFSET LENGTH ONFAULT     mlock(), or with ONFAULT 1 mlock2(MLOCK_ONFAULT)
+ *   munlock NAME OFFSET LENGTH
+ *   mlockall FLAGS                       FLAGS: MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT (1, 2, 4);
+ *                                        a failure is an event ("mlockall: EINVAL")
+ *   munlockall
  *   mremap NAME SIZE FIXED ADDR          mremap(MREMAP_MAYMOVE, with FIXED 1 also
  *                                        MREMAP_FIXED to ADDR); the region moves with it
  *   mprotect NAME OFFSET LENGTH PROT     PROT: PROT_* bits
@@ -108,6 +112,18 @@
  *    workload sees it, so the page cache it reports is the workload's.
  *  - minflt is the task's own (getrusage RUSAGE_THREAD), as mmsim counts faults per task.
  *
+ * mlockall(MCL_CURRENT) locks the runner's own mappings too. mmsim's stand-ins of them (see
+ * python/mmsim/native.py host_layout) are locked alike (VmLck) and their pages present alike
+ * (no populate fault: the runner wrote or read every page of its own before the program, its
+ * vdso's too), but the pages of its file mappings are the page cache's, which other processes
+ * map and may have mlocked, in folios whose size the filesystem chose: how many of them an
+ * mlockall counts in unevictable_pgs_mlocked (and munlockall in _munlocked) would be the
+ * host's. So for a program with an mlockall op, a lock helper (start_lock_helper) holds them
+ * mlocked from before the program to its end: the runner's own mlocks and munlocks of them
+ * then change no count (mlock_count goes up and down), as mmsim's stand-ins of them, which
+ * map the zero page, change none. The runner's writable memory is its own, written, and
+ * mirrored by written stand-ins: its mlocks count on both sides.
+ *
  * Host state: before the program, the runner reads a 2 MiB-aligned MADV_HUGEPAGE range and
  * unmaps it. Where THP and use_zero_page are on, that makes sure the huge zero folio exists
  * and keeps it (the mm that mapped it holds a reference until it exits), so that a workload's
@@ -177,6 +193,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -208,6 +225,8 @@ enum kind {
 	MREMAP,
 	MLOCK,
 	MUNLOCK,
+	MLOCKALL,
+	MUNLOCKALL,
 	MPROTECT,
 	MADVISE,
 	READ,
@@ -287,6 +306,13 @@ static char path_buf[NFS * PATH_MAX + 512];
 static char *io_buf;
 /* One PROT_NONE page, mlocked and munlocked before each snapshot (see drain_mlock_batch). */
 static char *drain_page;
+/* The drain page's lock, as an mlockall(MCL_CURRENT) of this mm left it: 0 none, 1 VM_LOCKED,
+ * 2 VM_LOCKED | VM_LOCKONFAULT (threads share it with their mm; a forked child starts at 0). */
+static int drain_locked;
+/* The program has an mlockall op: the lock helper holds the runner's file pages mlocked (see
+ * start_lock_helper). */
+static int uses_mlockall;
+static pid_t lock_helper;
 /* FLUSH_PAGES pages (MAP_SHARED), mapped only where the TLB splits huge pages (see the header
  * and flush_tlb); NULL elsewhere. */
 static char *flush_pages;
@@ -519,8 +545,9 @@ static void find_own(void)
 		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &a, &b, perms, &path) >= 3 && perms[0] == 'r' &&
 		    perms[3] == 'p') {
 			int writable = perms[1] == 'w';
-			/* Writable private memory, or a file's pages (not [vvar] and the like). */
-			if (writable || (path > 0 && line[path] == '/')) {
+			/* Writable private memory, or a file's pages, or the vdso's (not [vvar]: an
+			 * mlockall populates the vdso, not VM_IO/VM_PFNMAP [vvar]). */
+			if (writable || (path > 0 && (line[path] == '/' || !strncmp(line + path, "[vdso]", 6)))) {
 				own[nown].start = (char *)a;
 				own[nown].end = (char *)b;
 				own[nown].writable = writable;
@@ -688,6 +715,7 @@ static void do_fork(int at)
 			 * here and of breaking copy-on-write on the runner's pages are its own. */
 			cur.pid = first + (int)i;
 			cur.nchildren = 0;
+			drain_locked = 0; /* dup_mmap: the child's vmas are not locked */
 			close_perf();
 			read_own();
 			touch_own();
@@ -813,12 +841,25 @@ static void run(int from, int to)
 		case MLOCK:
 		case MUNLOCK: {
 			struct region *r = region(o->name);
-			int err = o->kind == MLOCK ? mlock(r->addr + o->a, span(r, o->a, o->b))
-						   : munlock(r->addr + o->a, span(r, o->a, o->b));
+			char *a = r->addr + o->a;
+			size_t len = span(r, o->a, o->b);
+			int err = o->kind == MUNLOCK ? munlock(a, len) : o->c ? mlock2(a, len, MLOCK_ONFAULT) : mlock(a, len);
 			if (err < 0)
 				event_fail(o->kind == MLOCK ? "mlock" : "munlock", o->name, NULL, errno);
 			break;
 		}
+		case MLOCKALL:
+			if (mlockall((int)o->a) < 0)
+				event_fail("mlockall", "", NULL, errno);
+			else if (o->a & MCL_CURRENT)
+				drain_locked = o->a & MCL_ONFAULT ? 2 : 1;
+			break;
+		case MUNLOCKALL:
+			if (munlockall() < 0)
+				event_fail("munlockall", "", NULL, errno);
+			else
+				drain_locked = 0;
+			break;
 		case MREMAP: {
 			struct region *r = region(o->name);
 			int flags = MREMAP_MAYMOVE | (o->b ? MREMAP_FIXED : 0);
@@ -954,6 +995,38 @@ static void __attribute__((noinline)) grow_stack(void)
 		pad[i] = 0;
 }
 
+/* The lock helper (see the header), for a program with an mlockall op: a child that reads
+ * and mlocks every page of the runner's private read-only mappings (its file mappings and the
+ * vdso, with the anonymous pages relocation left in them), tells the runner it is done, and
+ * sleeps until the runner ends (or dies: PR_SET_PDEATHSIG). */
+static void start_lock_helper(void)
+{
+	int fds[2];
+	char c = 0;
+	if (!uses_mlockall)
+		return;
+	if (pipe(fds) < 0)
+		die("pipe");
+	lock_helper = fork();
+	if (lock_helper < 0)
+		die("fork lock helper");
+	if (lock_helper == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		read_own();
+		for (int i = 0; i < nown; i++)
+			if (!own[i].writable)
+				mlock(own[i].start, (size_t)(own[i].end - own[i].start));
+		if (write(fds[1], &c, 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	close(fds[1]);
+	if (read(fds[0], &c, 1) != 1)
+		die("lock helper");
+	close(fds[0]);
+}
+
 /* Make sure the huge zero folio exists and keep it (see the header). */
 static void hold_huge_zero_folio(void)
 {
@@ -1016,6 +1089,7 @@ int main(int argc, char **argv)
 	 * first snapshot too, whose code and buffers are then faulted in). */
 	find_own();
 	read_own();
+	start_lock_helper();
 	touch_own();
 	open_perf();
 	snapshot("__start");
@@ -1023,5 +1097,9 @@ int main(int argc, char **argv)
 	run(0, nops);
 	for (int k = 0; k < cur.nchildren; k++)
 		waitpid(cur.children[k], NULL, 0);
+	if (lock_helper > 0) {
+		kill(lock_helper, SIGKILL);
+		waitpid(lock_helper, NULL, 0);
+	}
 	return 0;
 }

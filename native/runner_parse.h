@@ -30,7 +30,14 @@ static void parse(FILE *f)
 			       &o->f, &o->g, o->name2, &o->e);
 		} else if (!strcmp(w, "mlock") || !strcmp(w, "munlock")) {
 			o->kind = w[1] == 'l' ? MLOCK : MUNLOCK;
-			sscanf(line, "%*s %63s %lld %lld", o->name, &o->a, &o->b);
+			sscanf(line, "%*s %63s %lld %lld %lld", o->name, &o->a, &o->b, &o->c);
+		} else if (!strcmp(w, "mlockall")) {
+			o->kind = MLOCKALL;
+			sscanf(line, "%*s %lld", &o->a);
+			uses_mlockall = 1;
+		} else if (!strcmp(w, "munlockall")) {
+			o->kind = MUNLOCKALL;
+			uses_mlockall = 1;
 		} else if (!strcmp(w, "mremap")) {
 			o->kind = MREMAP;
 			sscanf(line, "%*s %63s %lld %lld %lld", o->name, &o->a, &o->b, &o->c);

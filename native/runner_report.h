@@ -39,11 +39,20 @@ static int proc_fields(char *buf, size_t cap, const char *path, const char *cons
  * munlock of the runner's own PROT_NONE page (no fault: populate stops with ENOMEM at once)
  * drain it, and leave VmLck as it was. With the runner pinned to one CPU (main), the batch
  * drained is the one the workload filled, and a snapshot sees every munlock done, as mmsim
- * counts them. Best effort: without CAP_IPC_LOCK and RLIMIT_MEMLOCK it does nothing. */
+ * counts them. Best effort: without CAP_IPC_LOCK and RLIMIT_MEMLOCK it does nothing. Where an
+ * mlockall(MCL_CURRENT) of the workload locked the page with the rest (drain_locked), it is
+ * munlocked and locked again, as it was. */
 static void drain_mlock_batch(void)
 {
 	if (drain_page == NULL)
 		return;
+	if (drain_locked) {
+		/* An mlockall(MCL_CURRENT) locked the page too: munlock, then lock it again as it
+		 * was (the populate's ENOMEM at a PROT_NONE page is no failure). */
+		munlock(drain_page, 4096);
+		mlock2(drain_page, 4096, drain_locked == 2 ? MLOCK_ONFAULT : 0);
+		return;
+	}
 	if (mlock(drain_page, 4096) < 0 && errno != ENOMEM)
 		return;
 	munlock(drain_page, 4096);
@@ -153,8 +162,8 @@ static void event_fail(const char *call, const char *name, const char *what, int
 	const char *e = strerrorname_np(err);
 	int len = snprintf(buf, sizeof buf,
 			   "{\"label\":\"__event\",\"pid\":%d,\"kind\":\"syscall\",\"errno\":\"%s\","
-			   "\"message\":\"%s %s%s%s: %s\"}\n",
-			   cur.pid, e ? e : "?", call, escaped(name, esc, sizeof esc), what ? " " : "",
+			   "\"message\":\"%s%s%s%s%s: %s\"}\n",
+			   cur.pid, e ? e : "?", call, *name ? " " : "", escaped(name, esc, sizeof esc), what ? " " : "",
 			   what ? escaped(what, esc2, sizeof esc2) : "", e ? e : "?");
 	write_line(buf, (size_t)len);
 }

@@ -389,24 +389,29 @@ SIM_SETS = {"engine.schedule": "serial"}
 BEGIN, END = "__begin", "__end"
 
 
-#: mmsim's first process: a 132 KiB stack vma below TASK_SIZE (kernel/fork.rs exec_mm).
+#: The top of the user address space (x86-64), where the stack ends.
 TASK_SIZE = 0x7FFFFFFFF000
-STACK_TOP_VMA = 132 * 1024
 
 
 def host_layout(maps: list[list[Any]], brk: list[int] | None = None) -> list[dict[str, Any]]:
     """Ops that give mmsim's first process the runner's address space before the program: an
     anonymous stand-in at the address of each of the runner's mappings (its binary, heap,
-    libraries, vdso, stack, thread stacks), every page written, so that mmsim's top-down mmap
+    libraries, vdso, stack, thread stacks), every page present, so that mmsim's top-down mmap
     puts the workload's regions where the kernel did and the same page tables exist already
-    (VmPTE would otherwise differ by the tables the runner's own mappings share with them).
+    (VmPTE would otherwise differ by the tables the runner's own mappings share with them),
+    and an mlockall finds what the kernel finds (no page to populate; the same vmas to lock).
     A stand-in merges with a workload's region only where the kernel's mapping would: a shared
-    mapping's is shared, and a file's or a special mapping's (vdso) never merges (mmsim's
-    `dontexpand`, until mmsim models files). A PROT_NONE mapping (the runner's mlock-drain
-    page, a library's gap) is a stand-in never written. mmsim's own stack vma stands for the
-    top of the runner's stack. The runner's heap is mmsim's too: ``brk`` ([start_brk, brk])
-    is where it begins and ends (the workload's ``start_brk``, :func:`_host_workload`), and
-    a `brk` op grows mmsim's to the same break."""
+    mapping's is shared (its own shmem object), a private file mapping's never merges and is
+    otherwise an ordinary vma that mlockall locks (mmsim's `nomerge`), a special mapping's
+    (vdso, vvar) never merges nor is locked (mmsim's `dontexpand`, VM_SPECIAL). Writable and
+    anonymous memory is written, as the runner wrote its own; a read-only private file
+    mapping's stand-in is read, mapping the zero page, which no mlock counts: the runner's lock
+    helper holds those page-cache pages mlocked (native/runner.c). A PROT_NONE mapping (the
+    runner's mlock-drain page, a library's gap) is a stand-in never touched. The stack's
+    stand-in replaces mmsim's own stack vma (the runner wrote all of its stack). The runner's
+    heap is mmsim's too: ``brk`` ([start_brk, brk]) is where it begins and ends (the
+    workload's ``start_brk``, :func:`_host_workload`), and a `brk` op grows mmsim's to the
+    same break."""
     ops: list[dict[str, Any]] = []
     start_brk, cur_brk = brk or (0, 0)
     for i, (start, end, perms, kind) in enumerate(maps):
@@ -424,20 +429,20 @@ def host_layout(maps: list[list[Any]], brk: list[int] | None = None) -> list[dic
             ops += [{"op": "write", "region": n} for n in names if n != names[-1] or cur_brk > start_brk]
             ops += [{"op": "madvise", "region": n, "advice": "nohugepage"} for n in names]
             continue
-        if kind == "stack":
-            end = min(end, TASK_SIZE - STACK_TOP_VMA)
-            if end <= start:
-                continue
         name = f"__host{i}"
-        flags = ["shared" if perms[3:4] == "s" else "private", "anonymous"]
-        if kind in ("file", "special"):
+        shared = perms[3:4] == "s"
+        flags = ["shared" if shared else "private", "anonymous"]
+        if kind == "special":
             flags.append("dontexpand")
+        elif kind == "file" and not shared:
+            flags.append("nomerge")
         ops.append({"op": "mmap", "name": name, "size": end - start, "addr": start, "fixed": True, "flags": flags})
-        if perms[:3] != "---":
-            ops.append({"op": "write", "region": name})
+        prot = "".join(c for c in perms[:3] if c != "-") or "none"
+        if prot != "none":
+            page_cache = kind == "file" and not shared and "w" not in prot
+            ops.append({"op": "read" if page_cache else "write", "region": name})
         # The runner marks its writable memory MADV_NOHUGEPAGE (vm flags decide merging), and
         # a stand-in ends with the mapping's own protection.
-        prot = "".join(c for c in perms[:3] if c != "-") or "none"
         if "w" in prot:
             ops.append({"op": "madvise", "region": name, "advice": "nohugepage"})
         elif prot in ("none", "r", "rx"):
@@ -475,7 +480,20 @@ EVENT = "__event"
 #: The system calls of a workload's ops whose failures both sides report (the runner every
 #: one it makes: native/runner.c; mmsim's engine as Linux fails them), compared task by task
 #: in order (:func:`compare_syscalls`). "open" is a file op's open(2).
-SYSCALLS = ("mmap", "munmap", "mprotect", "madvise", "mlock", "munlock", "mremap", "brk", "open", *FILE_OPS)
+SYSCALLS = (
+    "mmap",
+    "munmap",
+    "mprotect",
+    "madvise",
+    "mlock",
+    "munlock",
+    "mlockall",
+    "munlockall",
+    "mremap",
+    "brk",
+    "open",
+    *FILE_OPS,
+)
 
 
 def failed_syscall(e: Mapping[str, Any]) -> tuple[str, str, str] | None:

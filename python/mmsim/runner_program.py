@@ -55,6 +55,9 @@ def prot_bits(word: str) -> int:
     """
     return 0 if word == "none" else sum(PROT_BITS[c] for c in word)
 
+#: mlockall's flags, with Linux's MCL_* values (native/runner.c passes them to mlockall).
+MCL_FLAGS = {"current": 1, "future": 2, "onfault": 4}
+
 
 #: The filesystems a workload's files may be on, and posix_fadvise's advice the runner knows.
 FILESYSTEMS = ("ext4", "tmpfs")
@@ -144,8 +147,9 @@ def _compile(ops: list[Mapping[str, Any]]) -> list[str]:
         if kind == "mmap":
             file = op.get("file")
             flags = op.get("flags", ["private"] if file is not None else ["private", "anonymous"])
-            if "dontexpand" in flags:
-                raise MmsimError("validate: the native runner cannot map with the dontexpand flag (mmsim's own)")
+            for own in ("dontexpand", "nomerge"):
+                if own in flags:
+                    raise MmsimError(f"validate: the native runner cannot map with the {own} flag (mmsim's own)")
             unknown = [f for f in flags if f not in MMAP_FLAGS]
             if unknown:
                 raise MmsimError(
@@ -175,8 +179,18 @@ def _compile(ops: list[Mapping[str, Any]]) -> list[str]:
         elif kind == "mremap":
             fixed = bool(op.get("fixed"))
             out.append(f"mremap {region} {parse_size(op['size'])} {int(fixed)} {parse_size(op.get('addr', 0))}")
-        elif kind in ("mlock", "munlock"):
-            out.append(f"{kind} {region} {off} {length}")
+        elif kind == "mlock":
+            out.append(f"mlock {region} {off} {length} {int(bool(op.get('onfault')))}")
+        elif kind == "munlock":
+            out.append(f"munlock {region} {off} {length}")
+        elif kind == "mlockall":
+            flags = op.get("flags") or []
+            unknown = [f for f in flags if f not in MCL_FLAGS]
+            if unknown or not flags:
+                raise MmsimError(f"validate: mlockall: flags {flags!r}: a non-empty list of {', '.join(MCL_FLAGS)}")
+            out.append(f"mlockall {sum(MCL_FLAGS[f] for f in set(flags))}")
+        elif kind == "munlockall":
+            out.append("munlockall")
         elif kind == "madvise":
             advice = op.get("advice")
             if advice not in MADVICE:

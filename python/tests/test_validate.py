@@ -203,13 +203,16 @@ def test_mmsim_starts_from_the_runners_layout():
         "size": 0x2000,
         "addr": 0x555555554000,
         "fixed": True,
-        "flags": ["private", "anonymous", "dontexpand"],
-    }, "a file mapping's stand-in never merges with a workload's region"
+        "flags": ["private", "anonymous", "nomerge"],
+    }, "a file mapping's stand-in never merges with a workload's region, and mlockall locks it"
     assert mmaps[1]["flags"] == ["shared", "anonymous"], "a shared mapping's stand-in is shared"
     assert mmaps[2]["flags"] == ["private", "anonymous"], "an anonymous one is anonymous"
-    assert mmaps[3]["size"] == TASK_SIZE - 132 * 1024 - 0x7FFFFFF00000, "mmsim's own stack vma is the top"
+    assert mmaps[3]["size"] == TASK_SIZE - 0x7FFFFFF00000, "the whole stack, written: it replaces mmsim's own"
     text = [o for o in ops if o.get("region") == "__host0"]
-    assert [o["op"] for o in text] == ["write", "mprotect"] and text[-1]["prot"] == "rx", text
+    # Read: the zero page stands for the page cache's pages, which no mlock of the runner counts.
+    assert [o["op"] for o in text] == ["read", "mprotect"] and text[-1]["prot"] == "rx", text
+    vdso = host_layout([[0x7FFFF7FC5000, 0x7FFFF7FC7000, "r-xp", "special"]])
+    assert vdso[0]["flags"] == ["private", "anonymous", "dontexpand"], "a special mapping is VM_SPECIAL"
     rw = [o for o in ops if o.get("region") == "__host2"]
     assert [o.get("advice") for o in rw] == [None, "nohugepage"], "writable memory is MADV_NOHUGEPAGE"
 
@@ -351,6 +354,26 @@ def test_compile_program_maps_hugetlb_and_names_an_unknown_flag():
     )
     with pytest.raises(MmsimError, match=r"mmap h: flags: 'huge' is not a flag"):
         compile_program([{"op": "mmap", "name": "h", "size": "2M", "flags": ["private", "anonymous", "huge"]}])
+
+
+def test_compile_program_mlock2_mlockall_and_munlockall():
+    from mmsim import MmsimError
+    from mmsim.native import compile_program
+
+    prog = [
+        {"op": "mmap", "name": "p", "size": "1M"},
+        {"op": "mlock", "region": "p", "onfault": True},
+        {"op": "mlock", "region": "p", "length": "4K"},
+        {"op": "munlock", "region": "p"},
+        {"op": "mlockall", "flags": ["onfault", "current", "future"]},
+        {"op": "munlockall"},
+    ]
+    lines = compile_program(prog).splitlines()[1:]
+    assert lines == ["mlock p 0 -1 1", "mlock p 0 4096 0", "munlock p 0 -1", "mlockall 7", "munlockall"]
+    with pytest.raises(MmsimError, match="mlockall: flags"):
+        compile_program([{"op": "mlockall", "flags": ["now"]}])
+    with pytest.raises(MmsimError, match="nomerge flag"):
+        compile_program([{"op": "mmap", "name": "p", "size": "1M", "flags": ["private", "anonymous", "nomerge"]}])
 
 
 def test_hugetlb_counters_mmsim_does_not_report_count_as_zero():

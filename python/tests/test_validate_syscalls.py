@@ -31,6 +31,12 @@ FAILURES = {
         "mremap-EINVAL",
     ),
     "mlock-hole": ([MAP, HOLE, {"op": "mlock", "region": "p"}], "mlock p: ENOMEM", "mlock-ENOMEM"),
+    "mlock2-onfault-hole": (
+        [MAP, HOLE, {"op": "mlock", "region": "p", "onfault": True}],
+        "mlock p: ENOMEM",
+        "mlock-ENOMEM",
+    ),
+    "mlockall-onfault-only": ([MAP, {"op": "mlockall", "flags": ["onfault"]}], "mlockall: EINVAL", "mlockall-EINVAL"),
 }
 
 
