@@ -122,17 +122,63 @@ class Task:
     own: set[str] = field(default_factory=set)  # regions a thread mapped itself
     pinned: set[str] = field(default_factory=set)  # shared with running threads: no munmap/mprotect
     children: bool = False  # created tasks not waited for yet
+    # The mm's def_flags after mlockall (shared by its threads): 0 none, LOCK_POPULATE
+    # (MCL_FUTURE: later mmaps locked and populated), LOCK_ONFAULT (and MCL_ONFAULT).
+    lock_future: list[int] = field(default_factory=lambda: [0])
+    # No mlockall(MCL_CURRENT) here: a forked child, or a task that forked or made threads
+    # (the runner's own memory is then not as mmsim's stand-ins of it have it: native/runner.c).
+    no_current: bool = False
 
     def fork(self) -> Task:
-        return Task({k: r.copy() for k, r in self.regions.items()})
+        """The child's view: its regions unlocked and no def_flags (dup_mmap, mm_init)."""
+        self.no_current = True
+        return Task({k: r.copy() for k, r in self.regions.items()}, no_current=True)
 
     def spawn_thread(self) -> Task:
         self.pinned |= set(self.regions)
-        return Task(dict(self.regions), thread=True)
+        self.no_current = True
+        return Task(dict(self.regions), thread=True, lock_future=self.lock_future, no_current=True)
+
+    def mlockall(self, flags: set[str]) -> list[Region]:
+        """mlockall with `flags` (not only "onfault", which is EINVAL): the regions whose every
+        mapped page MCL_CURRENT locks (each no longer one vma for mremap), and def_flags."""
+        onfault = "onfault" in flags
+        self.lock_future[0] = (LOCK_ONFAULT if onfault else LOCK_POPULATE) if "future" in flags else 0
+        if "current" not in flags:
+            return []
+        for r in self.regions.values():
+            r.set_locked(0, len(r.pages), True)
+            r.whole = False
+        return list(self.regions.values())
+
+    def munlockall(self) -> None:
+        self.lock_future[0] = 0
+        for r in self.regions.values():
+            r.set_locked(0, len(r.pages), False)
+
+    def mapped_under_def_flags(self, r: Region) -> bool:
+        """A region just mapped takes def_flags: locked (not one vma for mremap, whose growth
+        would populate). Whether its mmap populated it."""
+        if not self.lock_future[0]:
+            return False
+        r.set_locked(0, len(r.pages), True)
+        r.whole = False
+        return self.lock_future[0] == LOCK_POPULATE
 
     def may_change(self, name: str) -> bool:
         """May this task munmap or mprotect the region (no thread of its mm uses it)?"""
         return name not in self.pinned and (not self.thread or name in self.own)
+
+
+#: Task.lock_future's states (mlockall's MCL_FUTURE, with MCL_ONFAULT or not).
+LOCK_POPULATE, LOCK_ONFAULT = 1, 2
+#: mlockall's flags as the workload names them.
+MCL = ("current", "future", "onfault")
+
+
+def populated_bytes(r: Region) -> int:
+    """What a populate of the whole region touches: its readable pages."""
+    return _touched_bytes(r, [q for q, x in enumerate(r.pages) if x in (R, RW)])
 
 
 def _size(v: Any) -> int:
@@ -269,11 +315,13 @@ class Checker:
             if len(task.regions) >= 60:
                 self.problem(p, "too many regions for the native runner")
             npages = -(-size // PAGE)
-            task.regions[name] = Region(
-                size, bytearray([PROT[prot]]) * npages, "shared" in flags, size >= HPAGE, file=file
-            )
+            r = Region(size, bytearray([PROT[prot]]) * npages, "shared" in flags, size >= HPAGE, file=file)
+            task.regions[name] = r
             if task.thread:
                 task.own.add(name)
+            if task.mapped_under_def_flags(r) and count:
+                # vm_mmap_pgoff's populate (of the whole mapping mmap made, alignment's too).
+                self.touched += mult * (populated_bytes(r) + (HPAGE if op.get("align") else 0))
         elif kind in FILE_OPS:
             self.file_op(op, kind, task, p, depth, loop)
         elif kind in ("munmap", "mprotect", "madvise"):
@@ -319,9 +367,23 @@ class Checker:
             if kind == "mlock" and any(r.pages[q] in (UNMAPPED, NONE) for q in range(ext[0] // PAGE, ext[1] // PAGE)):
                 self.problem(p, "mlock over a hole or PROT_NONE (ENOMEM)")
             r.set_locked(ext[0] // PAGE, ext[1] // PAGE, kind == "mlock")
-            if kind == "mlock" and count:
+            if kind == "mlock" and count and not op.get("onfault"):
                 # The populate faults in every accessible page of the range.
                 self.touched += mult * _touched_bytes(r, list(range(ext[0] // PAGE, ext[1] // PAGE)))
+        elif kind == "mlockall":
+            flags = op.get("flags")
+            if not isinstance(flags, list) or not flags or any(f not in MCL for f in flags):
+                self.problem(p, f"mlockall flags {flags!r}")
+                return
+            if set(flags) == {"onfault"}:
+                return  # EINVAL
+            if "current" in flags and (task.thread or depth or loop or task.no_current):
+                self.problem(p, "mlockall(MCL_CURRENT) in a child, a thread, a loop, or after a fork or thread")
+            for r in task.mlockall(set(flags)):
+                if count and "onfault" not in flags:
+                    self.touched += mult * populated_bytes(r)
+        elif kind == "munlockall":
+            task.munlockall()
         elif kind == "mremap":
             r = self.region(task, p, op.get("region"))
             if r is None:

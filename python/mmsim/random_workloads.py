@@ -32,6 +32,7 @@ from mmsim.random_checker import (
     MAX_REGION,
     MAX_TASKS,
     MAX_TOUCHED,
+    MCL,
     NONE,
     PAGE,
     PROT,
@@ -48,6 +49,7 @@ from mmsim.random_checker import (
     check_workload,
     count_ops,
     parse_error,
+    populated_bytes,
     touched_pages,
 )
 
@@ -160,6 +162,8 @@ class Generator:
             options.append((1.0, lambda: self.munmap(task, changeable)))
             options.append((1.5, lambda: self.mprotect(task, changeable)))
             options.append((0.8, lambda: self.mlock(task, changeable, mult)))
+        if mapped:
+            options.append((0.6, lambda: self.mlockall(task, depth, mult, loop)))
             remappable = [n for n in changeable if task.regions[n].remappable()]
             if remappable:
                 options.append((1.0, lambda: self.mremap(task, remappable)))
@@ -243,10 +247,11 @@ class Generator:
             op["flags"] = ["shared", "anonymous"]
         elif rng.random() < 0.3:
             op["flags"] = ["private", "anonymous"]
-        task.regions[name] = Region(size, bytearray([PROT[prot]]) * -(-size // PAGE), shared, size >= HPAGE)
+        r = Region(size, bytearray([PROT[prot]]) * -(-size // PAGE), shared, size >= HPAGE)
+        task.regions[name] = r
         if task.thread:
             task.own.add(name)
-        return [op]
+        return self.mapped(task, r, op)
 
     def create(self) -> list[dict[str, Any]]:
         """A file on ext4 (cold: on the device, not cached) or tmpfs (empty and sparse), and now
@@ -327,10 +332,11 @@ class Generator:
         prot = rng.choices(("rw", "r", "none"), (5, 4, 1))[0]
         if prot != "rw" or rng.random() < 0.2:
             op["prot"] = prot
-        task.regions[name] = Region(size, bytearray([PROT[prot]]) * npages, shared, size >= HPAGE, file=file)
+        r = Region(size, bytearray([PROT[prot]]) * npages, shared, size >= HPAGE, file=file)
+        task.regions[name] = r
         if task.thread:
             task.own.add(name)
-        return [op]
+        return self.mapped(task, r, op)
 
     def page_range(self, r: Region, runs: list[tuple[int, int]]) -> tuple[int, int]:
         """A page range [s, e) inside one of `runs`: whole, across a 2 MiB boundary or random."""
@@ -374,19 +380,61 @@ class Generator:
         name = rng.choice(names)
         r = task.regions[name]
         lock = rng.random() < 0.7
+        onfault = lock and rng.random() < 0.35
         # mlock's populate stops at a PROT_NONE page (ENOMEM); munlock takes any mapped range.
         runs = r.runs(lambda x: x in (R, RW) if lock else x != UNMAPPED)
         if not runs:
             return []
         s, e = self.page_range(r, runs)
-        if lock:
+        if lock and not onfault:
             cost = mult * _touched_bytes(r, list(range(s, e)))
             if self.touched + cost > MAX_TOUCHED:
                 return []
             self.touched += cost
         r.whole = False
         r.set_locked(s, e, lock)
-        return [{"op": "mlock" if lock else "munlock", "region": name, **self.range_fields(r, s, e)}]
+        op = {"op": "mlock" if lock else "munlock", "region": name, **self.range_fields(r, s, e)}
+        if onfault:
+            op["onfault"] = True
+        return [op]
+
+    def mlockall(self, task: Task, depth: int, mult: int, loop: bool) -> list[dict[str, Any]]:
+        """mlockall (MCL_CURRENT only where the runner's own memory is as mmsim's stand-ins have
+        it: the first process's own program, before any fork or thread; never MCL_ONFAULT alone,
+        EINVAL: a generated workload makes no call that fails), or munlockall."""
+        rng = self.rng
+        if rng.random() < 0.3:
+            task.munlockall()
+            return [{"op": "munlockall"}]
+        choices = [("future",), ("future", "onfault")]
+        weights = [2.0, 1.5]
+        if not task.thread and depth == 0 and not loop and not task.no_current:
+            choices += [("current",), ("current", "future"), ("current", "onfault"), ("current", "future", "onfault")]
+            weights += [4.0, 4.0, 4.0, 2.0]
+        flags = list(rng.choices(choices, weights)[0])
+        rng.shuffle(flags)
+        op = {"op": "mlockall", "flags": flags}
+        if "current" in flags and "onfault" not in flags:
+            cost = mult * sum(populated_bytes(r) for r in task.regions.values())
+            if self.touched + cost > MAX_TOUCHED:
+                return []
+            self.touched += cost
+        task.mlockall(set(flags))
+        assert set(flags) <= set(MCL)
+        return [op]
+
+    def mapped(self, task: Task, r: Region, op: dict[str, Any]) -> list[dict[str, Any]]:
+        """An mmap op made: under mlockall's MCL_FUTURE the mapping is locked and populated
+        (within the budget, else no mmap)."""
+        if task.lock_future[0]:
+            cost = populated_bytes(r) + (HPAGE if op.get("align") else 0)
+            if task.lock_future[0] == 1 and self.touched + cost > MAX_TOUCHED:
+                del task.regions[op["name"]]
+                task.own.discard(op["name"])
+                return []
+            if task.mapped_under_def_flags(r):
+                self.touched += cost
+        return [op]
 
     def mremap(self, task: Task, names: list[str]) -> list[dict[str, Any]]:
         name = self.rng.choice(names)

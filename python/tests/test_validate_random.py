@@ -50,6 +50,7 @@ def test_generated_workloads_are_valid_safe_and_varied():
     knobs: Counter[tuple[str, str]] = Counter()
     sizes, aligns, prots, advice, patterns = Counter(), Counter(), Counter(), Counter(), Counter()
     files: Counter[str] = Counter()
+    locks: Counter[str] = Counter()
     for seed in SEEDS:
         w = vr.generate_case(seed, 0).workload
         assert vr.check_workload(w) == [], (seed, w)
@@ -77,8 +78,12 @@ def test_generated_workloads_are_valid_safe_and_varied():
                 patterns["random" if op.get("pattern") == "random" else "block" if "block" in op else "plain"] += 1
             if op["op"] == "snapshot":
                 assert vr.LABEL.fullmatch(op["label"])
+            if op["op"] == "mlock":
+                locks["mlock onfault" if op.get("onfault") else "mlock"] += 1
+            if op["op"] == "mlockall":
+                locks.update(op["flags"])
     ops = {"mmap", "munmap", "mremap", "mprotect", "madvise", "read", "write", "compare", "atomic", "loop", "fork"}
-    ops |= {"wait", "mlock", "munlock"}
+    ops |= {"wait", "mlock", "munlock", "mlockall", "munlockall"}
     ops |= {"snapshot", "exit"} | ({"thread"} if vr.THREADS else set())
     ops |= {"create", "pwrite", "pread", "fadvise", "fsync"}
     assert set(kinds) == ops, kinds
@@ -87,6 +92,7 @@ def test_generated_workloads_are_valid_safe_and_varied():
     assert set(advice) == set(vr_files.FILE_ADVICE)
     assert kinds["mmap"] > 100 and files["file"] > 30 and files["shared"] > 10 and files["tmpfs"] > 10, files
     assert set(patterns) == {"plain", "random", "block"}, patterns
+    assert set(locks) == {"mlock", "mlock onfault", "current", "future", "onfault"}, locks
 
 
 def test_generated_workloads_never_fault_in_mmsim():
@@ -125,6 +131,36 @@ def test_the_checker_refuses_unsafe_workloads():
     ]
     for program in bad:
         assert vr.check_workload({"program": program}), program
+
+
+def test_the_checker_follows_mlockall():
+    """mlockall(MCL_CURRENT) only where the runner's memory is as mmsim's stand-ins have it
+    (pid 1, before any fork or thread, outside loops); under MCL_FUTURE an mmap is populated,
+    and counts against the budget; a fork's child does not inherit it."""
+    m = {"op": "mmap", "name": "p", "size": "4M"}
+    cur = {"op": "mlockall", "flags": ["current", "future"]}
+    ok = [
+        [m, cur, {"op": "write", "region": "p"}, {"op": "munlockall"}],
+        [m, {"op": "mlockall", "flags": ["onfault"]}],  # EINVAL, harmless
+        [m, {"op": "fork", "program": [{"op": "mlockall", "flags": ["future", "onfault"]}]}, {"op": "wait"}],
+    ]
+    for program in ok:
+        assert vr.check_workload({"program": program}) == [], program
+    bad = [
+        [m, {"op": "fork", "program": [cur]}, {"op": "wait"}],
+        [m, {"op": "fork", "program": []}, {"op": "wait"}, cur],
+        [m, {"op": "loop", "count": 2, "body": [cur]}],
+        [m, {"op": "mlockall", "flags": []}],
+        [m, {"op": "mlockall", "flags": ["now"]}],
+        # MCL_FUTURE: 40 mmaps of 16M are populated, more than 512M.
+        [{"op": "mlockall", "flags": ["future"]}, *({**m, "name": f"p{i}", "size": "16M"} for i in range(40))],
+    ]
+    for program in bad:
+        assert vr.check_workload({"program": program}), program
+    big = [{**m, "name": f"p{i}", "size": "16M"} for i in range(40)]
+    assert vr.check_workload({"program": [{"op": "mlockall", "flags": ["future", "onfault"]}, *big]}) == [], (
+        "MCL_ONFAULT populates nothing"
+    )
 
 
 def _fake_run(calls: list[dict[str, Any]]):
