@@ -185,6 +185,24 @@ fn madvise_collapse_on_ext4_and_tmpfs() {
     }
 }
 
+/// MADV_COLLAPSE of a range inside one PMD that reaches neither of its ends is EINVAL on
+/// Linux 6.18 (madvise_collapse's hstart > hend), one from a PMD boundary to the next PMD
+/// boundary's page before (hstart == hend) succeeds with nothing to do. Found by `validate
+/// --random` (seed 20261124, case 45: 12 KiB at 5.19 MiB of a private tmpfs mapping).
+#[test]
+fn madvise_collapse_of_a_range_inside_one_pmd() {
+    let r = run(
+        json!([{"op": "create", "file": "t", "size": "10M", "fs": "tmpfs"},
+               {"op": "mmap", "name": "m", "size": "6M", "file": "t", "file_offset": "4M", "flags": ["private"],
+                "align": "2M"},
+               {"op": "madvise", "region": "m", "advice": "collapse", "offset": 5439488, "length": 12288},
+               {"op": "madvise", "region": "m", "advice": "collapse", "offset": "2052K", "length": "2044K"}]),
+        json!({}),
+    );
+    let einval: Vec<_> = r.events.iter().map(|e| e.message.as_str()).collect();
+    assert_eq!(einval, ["madvise m collapse: EINVAL"]);
+}
+
 /// A write to a private writable mapping of a PMD-mapped file folio: the pmd is zapped
 /// (thp_split_pmd), one page is copied; a later read maps the folio's other 510 pages.
 #[test]

@@ -62,6 +62,12 @@ impl Kernel {
         }
         let hstart = start.next_multiple_of(hsize);
         let hend = end & !(hsize - 1);
+        if hstart > hend {
+            // A range inside one PMD that reaches neither of its ends: no THP collapsed, and
+            // `thps == (hend - hstart) >> HPAGE_PMD_SHIFT` fails on the unsigned wrap, so
+            // madvise_collapse_errno(SCAN_FAIL): EINVAL. (hstart == hend: nothing to do, 0.)
+            return Err(Errno::EINVAL);
+        }
         let mut addr = hstart;
         let mut result = Ok(());
         while addr < hend {
