@@ -50,16 +50,24 @@ impl Kernel {
         }
         self.do_brk_flags(mm, oldbrk, newbrk - oldbrk);
         self.mm_mut(mm).brk = addr;
+        if self.mm(mm).def_flags & vm::LOCKED != 0 {
+            // mm_populate(oldbrk, newbrk - oldbrk), errors ignored.
+            let _ = self.mm_populate(mm, oldbrk, newbrk, true);
+        }
         addr
     }
 
     /// `do_brk_flags`: map [addr, addr + len) anonymous and read-write (VM_DATA_DEFAULT_FLAGS |
-    /// VM_ACCOUNT), expanding the vma that ends at `addr` when it could merge with the new
+    /// VM_ACCOUNT | mm->def_flags, adding to locked_vm under MCL_FUTURE), expanding the vma that ends at `addr` when it could merge with the new
     /// part (`vma_merge_new_range` with just_expand: only the vma before; at the first brk
     /// that is the bss the ELF loader mapped up to `start_brk`), else a vma of its own that
     /// merges with nothing.
     fn do_brk_flags(&mut self, mm: MmId, addr: u64, len: u64) {
-        let flags = vm::READ | vm::WRITE | vm::MAYREAD | vm::MAYWRITE | vm::MAYEXEC | vm::ACCOUNT;
+        let flags =
+            vm::READ | vm::WRITE | vm::MAYREAD | vm::MAYWRITE | vm::MAYEXEC | vm::ACCOUNT | self.mm(mm).def_flags;
+        if flags & vm::LOCKED != 0 {
+            self.mm_mut(mm).locked_vm += (len >> self.geo.page_shift) as i64;
+        }
         let pgoff = addr >> self.geo.page_shift;
         let new = Vma {
             start: addr,
@@ -125,7 +133,7 @@ mod tests {
     fn a_locked_neighbour_keeps_the_new_part_apart() {
         let (mut k, mm, b) = setup();
         k.sys_brk_inner(mm, b + 2 * P);
-        k.mlock_apply_populate(mm, b, 2 * P, true).unwrap();
+        k.mlock_apply_populate(mm, b, 2 * P, vm::LOCKED).unwrap();
         k.sys_brk_inner(mm, b + 4 * P);
         assert_eq!(k.mm(mm).draw(b, b + 4 * P, P), "AABB", "VM_LOCKED differs: not expanded");
         k.check_invariants().unwrap();

@@ -256,3 +256,24 @@ fn mremap_growth_populates_unless_onfault() {
     assert_eq!((r.effects.min_flt, k.mm(mm).locked_vm), (8, 24));
     check(&k);
 }
+
+/// brk under MCL_FUTURE: do_brk_flags takes def_flags (the heap's new part is VM_LOCKED and
+/// counts in VmLck) and brk populates it (mm_populate); under MCL_ONFAULT nothing is
+/// populated; a shrink gives the pages back.
+#[test]
+fn brk_after_mcl_future_locks_and_populates_the_heap() {
+    let (mut k, mm) = kernel();
+    k.sys_mlockall(mm, MclFlags::FUTURE).ret.unwrap();
+    let b = k.mm(mm).brk;
+    let r = k.sys_brk(mm, VirtAddr(b + 8 * P));
+    assert_eq!((r.ret, r.effects.gup_faults()), (Ok(b + 8 * P), 8), "eight populate faults");
+    assert_eq!(counts(&k, mm), [8, 8, 8, 0]);
+    assert_eq!(flags_at(&k, mm, b), vm::LOCKED);
+    k.sys_brk(mm, VirtAddr(b + 2 * P)).ret.unwrap();
+    assert_eq!(counts(&k, mm), [2, 2, 8, 6], "shrunk: six pages unmapped and munlocked");
+    k.sys_mlockall(mm, MclFlags::FUTURE | MclFlags::ONFAULT).ret.unwrap();
+    let r = k.sys_brk(mm, VirtAddr(b + 6 * P));
+    assert_eq!(r.effects.gup_faults(), 0, "VM_LOCKONFAULT: nothing populated");
+    assert_eq!(counts(&k, mm), [6, 2, 8, 6]);
+    check(&k);
+}

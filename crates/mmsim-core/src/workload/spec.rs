@@ -498,9 +498,35 @@ const FIELD_MARK: &str = "\u{1}";
 
 /// Every op of the workload format, as its `op` field names it.
 pub const OPS: &[&str] = &[
-    "mmap", "munmap", "mremap", "mprotect", "madvise", "mlock", "munlock", "mlockall", "munlockall", "read", "write",
-    "compare", "loop", "fork", "thread", "wait", "sleep", "exit", "snapshot", "set", "atomic", "fetch", "create",
-    "pwrite", "pread", "fadvise", "fsync", "exec", "brk",
+    "mmap",
+    "munmap",
+    "mremap",
+    "mprotect",
+    "madvise",
+    "mlock",
+    "munlock",
+    "mlockall",
+    "munlockall",
+    "read",
+    "write",
+    "compare",
+    "loop",
+    "fork",
+    "thread",
+    "wait",
+    "sleep",
+    "exit",
+    "snapshot",
+    "set",
+    "atomic",
+    "fetch",
+    "create",
+    "pwrite",
+    "pread",
+    "fadvise",
+    "fsync",
+    "exec",
+    "brk",
 ];
 
 impl<'de> Deserialize<'de> for Op {
