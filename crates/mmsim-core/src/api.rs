@@ -59,7 +59,7 @@ pub fn profiles_json() -> String {
     let list: Vec<serde_json::Value> = crate::hw::profile::BUILTIN
         .iter()
         .map(|(name, text)| {
-            let desc = crate::hw::profile::parse(text, &[]).map(|p| p.description).unwrap_or_else(|e| e);
+            let desc = crate::hw::profile::parse(text, &[]).map(|p| p.description).unwrap_or_else(|e| e.to_string());
             serde_json::json!({"name": name, "description": desc})
         })
         .collect();
@@ -71,7 +71,7 @@ pub fn profile_show_json(name: &str) -> Result<String, Error> {
     let text = crate::hw::profile::BUILTIN.iter().find(|b| b.0 == name).map(|b| b.1).ok_or_else(|| {
         Error::Profile(format!("unknown profile {name:?} (known: {})", crate::hw::profile::names().join(", ")))
     })?;
-    let flat = crate::hw::profile::flatten(text).map_err(Error::Profile)?;
+    let flat = crate::hw::profile::flatten(text)?;
     Ok(serde_json::to_string(&flat).expect("serialise"))
 }
 

@@ -261,7 +261,7 @@ fn boot(
     hw_sets: &[(String, String)],
     opts: &RunOptions,
 ) -> Result<(Interp, Vec<(String, String)>), Error> {
-    let profile = crate::hw::profile::builtin(&w.machine.profile, hw_sets).map_err(Error::Profile)?;
+    let profile = crate::hw::profile::builtin(&w.machine.profile, hw_sets)?;
     let geo = profile.geometry();
     let limit = opts.max_memory.unwrap_or(DEFAULT_MAX_MEMORY);
     if w.machine.memory.0 > limit {
@@ -290,7 +290,7 @@ fn boot(
     let mut kernel = Kernel::new(w.machine.memory.0, knobs, geo);
     kernel.sabotage = opts.sabotage;
     let first_cpu = w.cpu.unwrap_or(0) as usize % w.machine.cpus as usize;
-    let mut it = Interp::new(kernel, machine, w.program.clone(), first_cpu, opts.check).map_err(Error::Limit)?;
+    let mut it = Interp::new(kernel, machine, w.program.clone(), first_cpu, opts.check)?;
     if let (Some(b), Some(mm)) = (w.start_brk, it.tasks[0].mm) {
         let m = it.kernel.mm_mut(mm);
         (m.start_brk, m.brk) = (b.0, b.0);

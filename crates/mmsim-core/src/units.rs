@@ -23,10 +23,10 @@ impl Geometry {
     pub const X86_64: Geometry = Geometry { page_shift: 12 };
 
     /// The geometry of a base page size in bytes, or why it is not one mmsim models.
-    pub fn from_page_size(bytes: u64) -> Result<Geometry, String> {
+    pub fn from_page_size(bytes: u64) -> Result<Geometry, SizeError> {
         match bytes {
             4096 | 16384 | 65536 => Ok(Geometry { page_shift: bytes.trailing_zeros() }),
-            _ => Err(format!("{bytes} is not a modelled page size (4K, 16K or 64K)")),
+            _ => Err(SizeError::PageSize(bytes)),
         }
     }
     /// The base page size in bytes (PAGE_SIZE).
@@ -228,15 +228,30 @@ impl<'de> Deserialize<'de> for SignedSize {
     }
 }
 
+/// Why a size was refused, with the text as given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    #[error("empty size")]
+    Empty,
+    #[error("bad hex size {0:?}")]
+    Hex(String),
+    #[error("bad size {0:?} (expected bytes or a number with K/M/G/T)")]
+    Syntax(String),
+    #[error("size {0:?} overflows 64 bits")]
+    Overflow(String),
+    #[error("{0} is not a modelled page size (4K, 16K or 64K)")]
+    PageSize(u64),
+}
+
 /// Parse a size: an integer number of bytes, or a string with an optional K/M/G/T suffix
 /// (powers of 1024, optional trailing "B"/"iB"), e.g. "200M", "4KiB", "0x200000".
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, SizeError> {
     let t = s.trim();
     if t.is_empty() {
-        return Err("empty size".into());
+        return Err(SizeError::Empty);
     }
     if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        return u64::from_str_radix(hex, 16).map_err(|_| format!("bad hex size {s:?}"));
+        return u64::from_str_radix(hex, 16).map_err(|_| SizeError::Hex(s.into()));
     }
     let upper = t.to_ascii_uppercase();
     let body = upper.strip_suffix("IB").or_else(|| upper.strip_suffix('B')).unwrap_or(&upper);
@@ -248,8 +263,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         _ => (body, 0),
     };
     let num = num.trim();
-    let n: u64 = num.parse().map_err(|_| format!("bad size {s:?} (expected bytes or a number with K/M/G/T)"))?;
-    n.checked_mul(1u64 << shift).ok_or_else(|| format!("size {s:?} overflows 64 bits"))
+    let n: u64 = num.parse().map_err(|_| SizeError::Syntax(s.into()))?;
+    n.checked_mul(1u64 << shift).ok_or_else(|| SizeError::Overflow(s.into()))
 }
 
 #[cfg(test)]

@@ -178,10 +178,19 @@ mod tags;
 use order::{Chain, Link, NibbleList, EMPTY_CHAIN};
 use tags::TagGroup;
 
+/// Why an array's shape was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AssocError {
+    #[error("{entries} entries do not divide into sets of {ways} ways")]
+    Sets { entries: usize, ways: usize },
+    #[error("{0} ways: a set has fewer than {NONE}")]
+    Ways(usize),
+}
+
 impl SetAssoc {
     /// `entries` in total, `ways` per set (ways == entries: fully associative). The number of
     /// sets need not be a power of two (then the set index is the key modulo the sets).
-    pub fn new(entries: usize, ways: usize, policy: Replacement) -> Result<SetAssoc, String> {
+    pub fn new(entries: usize, ways: usize, policy: Replacement) -> Result<SetAssoc, AssocError> {
         if entries == 0 {
             return Ok(SetAssoc {
                 ways: 0,
@@ -212,10 +221,10 @@ impl SetAssoc {
             });
         }
         if ways == 0 || !entries.is_multiple_of(ways) {
-            return Err(format!("{entries} entries do not divide into sets of {ways} ways"));
+            return Err(AssocError::Sets { entries, ways });
         }
         if ways >= NONE as usize {
-            return Err(format!("{ways} ways: a set has fewer than {NONE}"));
+            return Err(AssocError::Ways(ways));
         }
         let sets = entries / ways;
         let lanes = ways.next_multiple_of(LANES);

@@ -4,6 +4,7 @@
 
 use serde::Deserialize;
 
+use crate::error::Error;
 use crate::units::Size;
 
 /// A set-associative array (TLB level or page-walk cache).
@@ -228,8 +229,8 @@ pub const DEFAULT_REPLACEMENT: &str = "lru";
 
 /// Read profile text and fill in the parameters a file may leave out (`replacement` of every
 /// TLB array and cache level), so that `profiles show` lists them and `--set` can change them.
-fn read_toml(text: &str) -> Result<toml::Value, String> {
-    let mut v: toml::Value = toml::from_str(text).map_err(|e| format!("profile: {}", e.message()))?;
+fn read_toml(text: &str) -> Result<toml::Value, Error> {
+    let mut v: toml::Value = toml::from_str(text).map_err(|e| Error::Profile(format!("profile: {}", e.message())))?;
     for section in ["tlb", "cache"] {
         if let Some(t) = v.get_mut(section).and_then(|s| s.as_table_mut()) {
             for (_, item) in t.iter_mut() {
@@ -245,24 +246,24 @@ fn read_toml(text: &str) -> Result<toml::Value, String> {
 }
 
 /// Parse a profile from TOML text, applying `overrides` (PATH, VALUE) first.
-pub fn parse(text: &str, overrides: &[(String, String)]) -> Result<Profile, String> {
+pub fn parse(text: &str, overrides: &[(String, String)]) -> Result<Profile, Error> {
     let mut v = read_toml(text)?;
     for (path, value) in overrides {
         set_path(&mut v, path, value)?;
     }
-    let p: Profile =
-        serde_path_to_error::deserialize(v).map_err(|e| format!("profile: {}: {}", e.path(), e.inner()))?;
+    let p: Profile = serde_path_to_error::deserialize(v)
+        .map_err(|e| Error::Profile(format!("profile: {}: {}", e.path(), e.inner())))?;
     validate(&p)?;
     Ok(p)
 }
 
 /// A built-in profile by name, with overrides.
-pub fn builtin(name: &str, overrides: &[(String, String)]) -> Result<Profile, String> {
+pub fn builtin(name: &str, overrides: &[(String, String)]) -> Result<Profile, Error> {
     let text = BUILTIN
         .iter()
         .find(|b| b.0 == name)
         .map(|b| b.1)
-        .ok_or_else(|| format!("unknown profile {name:?} (known: {})", names().join(", ")))?;
+        .ok_or_else(|| Error::Profile(format!("unknown profile {name:?} (known: {})", names().join(", "))))?;
     parse(text, overrides)
 }
 
@@ -272,38 +273,40 @@ pub fn names() -> Vec<&'static str> {
 }
 
 /// Replace the value at a dotted `path` with `value` (parsed as the type already there).
-fn set_path(root: &mut toml::Value, path: &str, value: &str) -> Result<(), String> {
+fn set_path(root: &mut toml::Value, path: &str, value: &str) -> Result<(), Error> {
     let mut cur = root;
     let parts: Vec<&str> = path.split('.').collect();
     for (i, part) in parts.iter().enumerate() {
-        let table = cur.as_table_mut().ok_or_else(|| format!("hw.{path}: {} is not a table", parts[..i].join(".")))?;
+        let table = cur
+            .as_table_mut()
+            .ok_or_else(|| Error::Profile(format!("hw.{path}: {} is not a table", parts[..i].join("."))))?;
         let known: Vec<String> = table.keys().cloned().collect();
-        cur = table
-            .get_mut(*part)
-            .ok_or_else(|| format!("hw.{path}: no parameter {part:?} here (known: {})", known.join(", ")))?;
+        cur = table.get_mut(*part).ok_or_else(|| {
+            Error::Profile(format!("hw.{path}: no parameter {part:?} here (known: {})", known.join(", ")))
+        })?;
     }
     let new = match cur {
         toml::Value::Integer(_) => match crate::units::parse_size(value) {
             Ok(n) => toml::Value::Integer(n as i64),
-            Err(_) => return Err(format!("hw.{path}: expected an integer, got {value:?}")),
+            Err(_) => return Err(Error::Profile(format!("hw.{path}: expected an integer, got {value:?}"))),
         },
-        toml::Value::Float(_) => {
-            toml::Value::Float(value.parse().map_err(|_| format!("hw.{path}: expected a number, got {value:?}"))?)
-        }
+        toml::Value::Float(_) => toml::Value::Float(
+            value.parse().map_err(|_| Error::Profile(format!("hw.{path}: expected a number, got {value:?}")))?,
+        ),
         toml::Value::Boolean(_) => toml::Value::Boolean(match value {
             "true" | "1" => true,
             "false" | "0" => false,
-            _ => return Err(format!("hw.{path}: expected true or false, got {value:?}")),
+            _ => return Err(Error::Profile(format!("hw.{path}: expected true or false, got {value:?}"))),
         }),
         toml::Value::String(_) => toml::Value::String(value.to_string()),
-        _ => return Err(format!("hw.{path}: is a table, set one of its parameters")),
+        _ => return Err(Error::Profile(format!("hw.{path}: is a table, set one of its parameters"))),
     };
     *cur = new;
     Ok(())
 }
 
 /// Every (PATH, VALUE) of a profile, in file order.
-pub fn flatten(text: &str) -> Result<Vec<(String, String)>, String> {
+pub fn flatten(text: &str) -> Result<Vec<(String, String)>, Error> {
     let v = read_toml(text)?;
     let mut out = Vec::new();
     fn walk(prefix: &str, v: &toml::Value, out: &mut Vec<(String, String)>) {
@@ -322,12 +325,12 @@ pub fn flatten(text: &str) -> Result<Vec<(String, String)>, String> {
     Ok(out)
 }
 
-fn validate(p: &Profile) -> Result<(), String> {
+fn validate(p: &Profile) -> Result<(), Error> {
     let pos = |name: &str, v: f64| {
         if v > 0.0 && v.is_finite() {
             Ok(())
         } else {
-            Err(format!("profile: {name}: must be positive"))
+            Err(Error::Profile(format!("profile: {name}: must be positive")))
         }
     };
     pos("cpu.freq_ghz", p.cpu.freq_ghz)?;
@@ -338,28 +341,30 @@ fn validate(p: &Profile) -> Result<(), String> {
     pos("memory.stream_mlp", p.memory.stream_mlp)?;
     pos("memory.bandwidth", p.memory.bandwidth)?;
     if !(p.memory.offload_bandwidth >= 0.0 && p.memory.offload_bandwidth.is_finite()) {
-        return Err("profile: memory.offload_bandwidth: must be 0 (no engine) or a positive number of GB/s".into());
+        return Err(Error::Profile(
+            "profile: memory.offload_bandwidth: must be 0 (no engine) or a positive number of GB/s".into(),
+        ));
     }
     let at_least_one = |name: &str, v: u32| {
         if v >= 1 {
             Ok(())
         } else {
-            Err(format!("profile: {name}: must be at least 1"))
+            Err(Error::Profile(format!("profile: {name}: must be at least 1")))
         }
     };
     at_least_one("cpu.smt", p.cpu.smt)?;
     at_least_one("smp.numa_nodes", p.smp.numa_nodes)?;
     at_least_one("tlb.page_walkers", p.tlb.page_walkers)?;
     if !(p.cpu.smt_throughput >= 1.0 && p.cpu.smt_throughput <= p.cpu.smt as f64) {
-        return Err("profile: cpu.smt_throughput: must be between 1 and cpu.smt".into());
+        return Err(Error::Profile("profile: cpu.smt_throughput: must be between 1 and cpu.smt".into()));
     }
     pos("cost.clear_bytes_per_cycle", p.cost.clear_bytes_per_cycle)?;
     pos("cost.copy_bytes_per_cycle", p.cost.copy_bytes_per_cycle)?;
     pos("cost.instruction_bytes", p.cost.instruction_bytes)?;
     let geo = crate::units::Geometry::from_page_size(p.memory.page_size.0)
-        .map_err(|e| format!("profile: memory.page_size: {e}"))?;
+        .map_err(|e| Error::Profile(format!("profile: memory.page_size: {e}")))?;
     if !p.cache.line.is_power_of_two() || p.cache.line < 16 || p.cache.line > geo.page_size() {
-        return Err("profile: cache.line: must be a power of two between 16 and the page size".into());
+        return Err(Error::Profile("profile: cache.line: must be a power of two between 16 and the page size".into()));
     }
     let arrays = [
         ("tlb.itlb_4k", &p.tlb.itlb_4k),
@@ -374,7 +379,7 @@ fn validate(p: &Profile) -> Result<(), String> {
     ];
     for (name, a) in arrays {
         super::assoc::SetAssoc::new(a.entries, a.ways, replacement(name, &a.replacement)?)
-            .map_err(|e| format!("profile: {name}: {e}"))?;
+            .map_err(|e| Error::Profile(format!("profile: {name}: {e}")))?;
     }
     for (name, c) in [
         ("cache.l1d", &p.cache.l1d),
@@ -384,18 +389,18 @@ fn validate(p: &Profile) -> Result<(), String> {
     ] {
         let lines = c.size.0 / p.cache.line;
         if lines == 0 || c.size.0 % p.cache.line != 0 {
-            return Err(format!("profile: {name}.size: must be a positive multiple of the line size"));
+            return Err(Error::Profile(format!("profile: {name}.size: must be a positive multiple of the line size")));
         }
         super::assoc::SetAssoc::new(lines as usize, c.ways, replacement(name, &c.replacement)?)
-            .map_err(|e| format!("profile: {name}: {e}"))?;
+            .map_err(|e| Error::Profile(format!("profile: {name}: {e}")))?;
     }
     Ok(())
 }
 
 /// Parse a replacement policy name for `field`.
-pub fn replacement(field: &str, s: &str) -> Result<super::assoc::Replacement, String> {
+pub fn replacement(field: &str, s: &str) -> Result<super::assoc::Replacement, Error> {
     super::assoc::Replacement::parse(s)
-        .ok_or_else(|| format!("profile: {field}.replacement: {s:?} is not one of lru, fifo, random"))
+        .ok_or_else(|| Error::Profile(format!("profile: {field}.replacement: {s:?} is not one of lru, fifo, random")))
 }
 
 #[cfg(test)]
@@ -422,15 +427,15 @@ mod tests {
         .unwrap();
         assert_eq!(p.cache.llc.size.0, 8 << 20);
         assert_eq!(p.tlb.dtlb_4k.entries, 4);
-        let e = builtin("default", &[("cache.llc.bogus".into(), "1".into())]).unwrap_err();
+        let e = builtin("default", &[("cache.llc.bogus".into(), "1".into())]).unwrap_err().to_string();
         assert!(e.contains("hw.cache.llc.bogus") && e.contains("known"), "{e}");
-        let e = builtin("default", &[("tlb.dtlb_4k.entries".into(), "x".into())]).unwrap_err();
+        let e = builtin("default", &[("tlb.dtlb_4k.entries".into(), "x".into())]).unwrap_err().to_string();
         assert!(e.contains("expected an integer"), "{e}");
-        let e = builtin("default", &[("tlb.dtlb_4k.entries".into(), "3".into())]).unwrap_err();
+        let e = builtin("default", &[("tlb.dtlb_4k.entries".into(), "3".into())]).unwrap_err().to_string();
         assert!(e.contains("tlb.dtlb_4k"), "{e}");
-        let e = builtin("default", &[("tlb.page_walkers".into(), "0".into())]).unwrap_err();
+        let e = builtin("default", &[("tlb.page_walkers".into(), "0".into())]).unwrap_err().to_string();
         assert!(e.contains("tlb.page_walkers"), "{e}");
-        let e = builtin("default", &[("cpu.rob".into(), "-1".into())]).unwrap_err();
+        let e = builtin("default", &[("cpu.rob".into(), "-1".into())]).unwrap_err().to_string();
         assert!(e.contains("cpu.rob"), "{e}");
         assert_eq!(builtin("default", &[("cpu.rob".into(), "0".into())]).unwrap().cpu.rob, 0, "in order");
     }
@@ -451,7 +456,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!((p.cache.l1d.replacement.as_str(), p.tlb.stlb.replacement.as_str()), ("fifo", "random"));
-        let e = builtin("default", &[("cache.llc.replacement".into(), "plru".into())]).unwrap_err();
+        let e = builtin("default", &[("cache.llc.replacement".into(), "plru".into())]).unwrap_err().to_string();
         assert!(e.contains("cache.llc.replacement") && e.contains("lru, fifo, random"), "{e}");
     }
 }

@@ -386,10 +386,13 @@ impl Interp {
         program: Vec<Op>,
         first_cpu: usize,
         check: bool,
-    ) -> Result<Interp, String> {
+    ) -> Result<Interp, crate::error::Error> {
         let geo = kernel.geo;
         if geo != machine.geo {
-            return Err(format!("the kernel's {geo:?} is not the machine's {:?}", machine.geo));
+            return Err(crate::error::Error::Profile(format!(
+                "the kernel's {geo:?} is not the machine's {:?}",
+                machine.geo
+            )));
         }
         let mut it = Interp {
             kernel,
@@ -449,7 +452,10 @@ impl Interp {
         it.hw_bytes = it.machine.host_bytes();
         // The first process exists before the workload starts: fault injection does not apply.
         let (fmo, fe) = (it.kernel.mem.fail_min_order.take(), std::mem::take(&mut it.kernel.mem.fail_every));
-        let mm = it.kernel.exec_mm().ok_or("machine too small to start the first process")?;
+        let mm = it
+            .kernel
+            .exec_mm()
+            .ok_or_else(|| crate::error::Error::Limit("machine too small to start the first process".into()))?;
         (it.kernel.mem.fail_min_order, it.kernel.mem.fail_every) = (fmo, fe);
         it.tasks.push(Task::new(1, 1, 0, mm, Rc::new(program), HashMap::new(), first_cpu));
         it.kernel.work.clear();

@@ -796,7 +796,7 @@ impl Op {
                 }
             }
             Op::Create(CreateOp { file, size, fs }) => {
-                check_file_name(file).map_err(|m| ("file", m))?;
+                check_file_name(file).map_err(|m| ("file", m.to_string()))?;
                 if !matches!(fs.as_str(), "ext4" | "tmpfs") {
                     return Err(("fs", format!("{fs:?} is not one of ext4, tmpfs")));
                 }

@@ -86,9 +86,14 @@ pub fn file_key(name: &str) -> String {
     format!("\0file:{name}")
 }
 
+/// A name that is not a file name mmsim and the native runner can use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a file name (1 to 64 of A-Z a-z 0-9 _ . -)")]
+pub struct BadFileName(pub String);
+
 /// Check a file name: `[A-Za-z0-9_.-]`, 1 to 64 characters (what the native runner can use
 /// as a path component).
-pub fn check_file_name(name: &str) -> Result<(), String> {
+pub fn check_file_name(name: &str) -> Result<(), BadFileName> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name != "."
@@ -97,6 +102,6 @@ pub fn check_file_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("{name:?} is not a file name (1 to 64 of A-Z a-z 0-9 _ . -)"))
+        Err(BadFileName(name.into()))
     }
 }

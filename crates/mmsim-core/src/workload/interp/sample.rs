@@ -28,14 +28,25 @@ pub struct SampleSpec {
     pub warmup: u32,
 }
 
+/// Why a `UNITS[:WARMUP]` sampling spec was refused, with the part as given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SampleError {
+    #[error("UNITS {0:?} is not a number")]
+    Units(String),
+    #[error("WARMUP {0:?} is not a number")]
+    Warmup(String),
+    #[error("UNITS is {0}: at least 2 units are needed for a confidence interval")]
+    TooFewUnits(u32),
+}
+
 impl SampleSpec {
     /// `UNITS[:WARMUP]`, UNITS at least 2 (a variance needs two), WARMUP 1 if left out.
-    pub fn parse(s: &str) -> Result<SampleSpec, String> {
+    pub fn parse(s: &str) -> Result<SampleSpec, SampleError> {
         let (u, w) = s.split_once(':').unwrap_or((s, "1"));
-        let units: u32 = u.trim().parse().map_err(|_| format!("UNITS {u:?} is not a number"))?;
-        let warmup: u32 = w.trim().parse().map_err(|_| format!("WARMUP {w:?} is not a number"))?;
+        let units: u32 = u.trim().parse().map_err(|_| SampleError::Units(u.into()))?;
+        let warmup: u32 = w.trim().parse().map_err(|_| SampleError::Warmup(w.into()))?;
         if units < 2 {
-            return Err(format!("UNITS is {units}: at least 2 units are needed for a confidence interval"));
+            return Err(SampleError::TooFewUnits(units));
         }
         Ok(SampleSpec { units, warmup })
     }
