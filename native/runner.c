@@ -21,9 +21,9 @@
  *                                        FIXED: 0 or 1; ADDR: a hint (0: none), the address
  *                                        with FIXED. With MAP_HUGETLB the kernel rounds the
  *                                        length up to 2 MiB (the region's size is the rounded
- *                                        one) and ALIGN is done in 2 MiB-rounded sizes. A file
- *                                        is opened read-write, mapped and closed; with ALIGN
- *                                        its place is that of a private anonymous mapping of
+ *                                        one). A file is opened read-write, mapped and closed;
+ *                                        with ALIGN a file's or a hugetlb mapping's place is
+ *                                        that of a private anonymous mapping of
  *                                        SIZE + ALIGN (mapped PROT_NONE, the file mapped over
  *                                        it MAP_FIXED at the aligned address, the rest unmapped)
  *   munmap NAME OFFSET LENGTH            LENGTH -1: to the region's end; nothing left of
@@ -589,9 +589,8 @@ static void run(int from, int to);
  * size in *sizep. */
 static char *map_region(const struct op *o, size_t *sizep)
 {
-	/* MAP_HUGETLB: the kernel rounds the length up to the huge page (2 MiB) and munmaps
-	 * only at 2 MiB boundaries, so the over-mapping for ALIGN is done in 2 MiB-rounded
-	 * sizes (an ALIGN of 2 MiB or less is the kernel's own). */
+	/* MAP_HUGETLB: the kernel rounds the length up to the huge page (2 MiB); an ALIGN of
+	 * 2 MiB or less is the kernel's own, a larger one is a PROT_NONE reservation. */
 	size_t unit = o->d & 2 ? HPAGE : 4096;
 	size_t size = ((size_t)o->a + unit - 1) & ~(unit - 1), align = o->b > (long long)unit ? (size_t)o->b : 0;
 	int file = (o->d & 4) != 0, fd = -1;
@@ -621,11 +620,12 @@ static char *map_region(const struct op *o, size_t *sizep)
 				align = 0;
 			}
 		}
-		if (p == MAP_FAILED && (!file || !align)) {
+		if (p == MAP_FAILED && (!(file || (o->d & 2)) || !align)) {
 			p = mmap(NULL, size + align, prot, flags, fd, off);
 		} else if (p == MAP_FAILED) {
-			/* A file's offset stays where it is: reserve SIZE + ALIGN, map the file over
-			 * its aligned part; the trim below unmaps the rest of the reservation. */
+			/* A file's offset stays where it is, and a hugetlb mapping reserves only
+			 * its own huge pages: reserve SIZE + ALIGN, map the region over its aligned
+			 * part; the trim below unmaps the rest of the reservation. */
 			p = mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 			if (p != MAP_FAILED) {
 				char *a = (char *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));

@@ -238,3 +238,35 @@ fn the_seeds_rules_share_hugetlb_pmd_tables_at_fork() {
     assert_eq!(c("c1").minflt - c("c0").minflt, 0, "shared at fork: no fault at all");
     assert_eq!(r.vmstat.get("mmsim_pt_share"), Some(1));
 }
+
+/// `align` on a hugetlb mapping is done as user space does it: a PROT_NONE reservation of
+/// size + align, the region mapped MAP_FIXED at the aligned address inside it. Only the
+/// region's own huge pages are reserved: 2 GiB aligned to 1 GiB fits a pool of 1,100 pages
+/// (mapping 3 GiB of huge pages and trimming would need 1,536 and fail with ENOMEM).
+#[test]
+fn an_aligned_hugetlb_mapping_reserves_only_its_own_pages() {
+    let r = run(json!({"machine": {"memory": "4G"}, "knobs": {"vm/nr_hugepages": 1100}, "program": [
+        {"op": "mmap", "name": "h", "size": "2G", "align": "1G", "flags": ["private", "anonymous", "hugetlb"]},
+        {"op": "snapshot", "label": "mapped"},
+        {"op": "write", "region": "h", "stride": "1G"},
+        {"op": "snapshot", "label": "touched"}]}));
+    assert!(r.events.is_empty(), "{:?}", r.events);
+    assert_eq!(pool(snap(&r, "mapped")), [1100, 1100, 1024, 0, 0]);
+    assert_eq!(pool(snap(&r, "touched")), [1100, 1098, 1022, 0, 1024], "nr_hugetlb in base pages");
+    // The kernel's view: one 1 GiB-aligned hugetlb vma of 2 GiB, nothing of the reservation left.
+    let knobs = crate::kernel::knobs::Knobs { nr_hugepages: 1100, ..Default::default() };
+    let mut k = crate::kernel::Kernel::new(4 << 30, knobs, crate::units::Geometry::X86_64);
+    let mm = k.exec_mm().unwrap();
+    let before = k.mm(mm).vmas.len();
+    let args = crate::kernel::mmap::MmapArgs {
+        len: 2 << 30,
+        align: 1 << 30,
+        prot: crate::kernel::mm::vm::READ | crate::kernel::mm::vm::WRITE,
+        hugetlb: true,
+        ..Default::default()
+    };
+    let a = k.do_mmap(mm, args).unwrap();
+    let v = k.mm(mm).vma_lookup(a).unwrap();
+    assert_eq!((a % (1 << 30), v.end - v.start, k.mm(mm).vmas.len()), (0, 2 << 30, before + 1));
+    k.check_invariants().unwrap();
+}

@@ -85,16 +85,28 @@ impl Kernel {
         // A hugetlb mapping is aligned to its huge page size already.
         let align = if a.hugetlb && a.align <= hsize { 0 } else { a.align };
         let a = MmapArgs { align, ..a };
-        if a.file.is_some()
+        if (a.file.is_some() || a.hugetlb)
             && !a.fixed
             && a.align > self.geo.page_size()
             && !self.hint_is_free(mm, a.addr, len, a.align)
         {
-            // A file is aligned as user space does it: reserve len + align of PROT_NONE
-            // anonymous memory, map the file MAP_FIXED at the aligned address inside, and
-            // unmap the rest of the reservation (the file's offset stays the one asked for).
+            // A file or a hugetlb mapping is aligned as user space does it: reserve len + align
+            // of PROT_NONE anonymous memory, map the region MAP_FIXED at the aligned address
+            // inside, and unmap the rest of the reservation (a file's offset stays the one
+            // asked for; a hugetlb mapping reserves only its own huge pages).
             let padded = len.checked_add(a.align).ok_or(Errno::ENOMEM)?;
-            let reserve = MmapArgs { addr: 0, len: padded, align: 0, prot: 0, shared: false, file: None, ..a };
+            let reserve = MmapArgs {
+                addr: 0,
+                len: padded,
+                align: 0,
+                prot: 0,
+                shared: false,
+                file: None,
+                hugetlb: false,
+                dontexpand: false,
+                nomerge: false,
+                ..a
+            };
             let p = self.do_mmap(mm, reserve)?;
             let start = (p + a.align - 1) & !(a.align - 1);
             self.do_mmap(mm, MmapArgs { addr: start, len, align: 0, fixed: true, ..a })?;
