@@ -14,7 +14,7 @@ use super::fault::{Access, FaultOutcome};
 use super::filemap::Fadvise;
 use super::mm::vm;
 use super::mmap::{Errno, MmapArgs};
-use super::uapi::{Advice, MapFlags, MclFlags, MlockFlags, Prot};
+use super::uapi::{Advice, CloneFlags, MapFlags, MclFlags, MlockFlags, Prot};
 use super::{Kernel, MmId};
 use crate::units::VirtAddr;
 
@@ -183,6 +183,27 @@ impl Kernel {
     pub fn sys_munlockall(&mut self, mm: MmId) -> SysRet<()> {
         self.apply_mlockall_flags(mm, MclFlags::empty());
         self.sysret(Ok(()))
+    }
+
+    /// The address space side of fork(2) and clone(2) (`kernel_clone` -> `copy_process` ->
+    /// `copy_mm`): with CLONE_VM the child shares `mm` (`mmget`), else it gets a copy
+    /// (`dup_mm`; ENOMEM when memory runs out). The caller allocates the pid, and puts the
+    /// mm back (`do_exit`) if that fails, as `bad_fork_cleanup_mm` does.
+    pub fn kernel_clone(&mut self, mm: MmId, flags: CloneFlags) -> SysRet<MmId> {
+        let r = if flags.contains(CloneFlags::VM) {
+            self.mmget(mm);
+            Ok(mm)
+        } else {
+            self.dup_mm(mm).ok_or(Errno::ENOMEM)
+        };
+        self.sysret(r)
+    }
+
+    /// The address space side of exit(2) (`do_exit` -> `exit_mm` -> `mmput`): the task stops
+    /// using `mm`, and the last user tears it down (`exit_mmap`). True when the mm went.
+    pub fn do_exit(&mut self, mm: MmId) -> SysRet<bool> {
+        let gone = self.mmput(mm);
+        self.sysret(Ok(gone))
     }
 
     /// pwrite64(2) of `count` bytes of `value` at `pos` of an open file: bytes written.

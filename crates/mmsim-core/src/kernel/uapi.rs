@@ -79,6 +79,15 @@ bitflags! {
 }
 
 bitflags! {
+    /// `CLONE_*` of clone(2) that decide the child's address space (fork(2) is none of them).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    pub struct CloneFlags: u64 {
+        const VM = 0x100;
+        const THREAD = 0x10000;
+    }
+}
+
+bitflags! {
     /// `MREMAP_*` of mremap(2).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     pub struct MremapFlags: u32 {

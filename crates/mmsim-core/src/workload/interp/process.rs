@@ -4,6 +4,7 @@
 use std::rc::Rc;
 
 use super::*;
+use crate::kernel::uapi::CloneFlags;
 
 impl Interp {
     /// Record the task that created `mm` (`mm->owner`, mm_init_owner).
@@ -76,16 +77,12 @@ impl Interp {
         let parent_pid = self.tasks[t].pid;
         let mm = self.tasks[t].mm.expect("mm");
         let pid = self.tasks.len() as u32 + 1;
-        let (child_mm, tgid) = if thread {
-            self.kernel.mmget(mm);
-            (mm, self.tasks[t].tgid)
-        } else {
-            let Some(child_mm) = self.kernel.dup_mm(mm) else {
-                self.event(parent_pid, "fork-failed", "fork: ENOMEM".into());
-                return;
-            };
-            (child_mm, pid)
+        let flags = if thread { CloneFlags::VM | CloneFlags::THREAD } else { CloneFlags::empty() };
+        let Ok(child_mm) = self.kernel.kernel_clone(mm, flags).ret else {
+            self.event(parent_pid, "fork-failed", "fork: ENOMEM".into());
+            return;
         };
+        let tgid = if thread { self.tasks[t].tgid } else { pid };
         // alloc_pid, which copy_process calls after copy_mm: idr_alloc_cyclic finds no free
         // pid below pid_max (-ENOSPC, returned as -EAGAIN), and bad_fork_cleanup_mm puts the
         // mm it copied or took. Differs from Linux: once its cursor has passed RESERVED_PIDS,
@@ -93,7 +90,7 @@ impl Interp {
         // tasks count against it; mmsim counts only how many are in use.
         let pid_max = self.kernel.knobs.pid_max;
         if self.pid_allocated + 1 >= pid_max {
-            self.kernel.mmput(child_mm);
+            let _ = self.kernel.do_exit(child_mm);
             let call = if thread { "clone" } else { "fork" };
             let used = self.pid_allocated;
             self.event(
@@ -145,7 +142,7 @@ impl Interp {
         self.tasks[t].frames.clear();
         self.tasks[t].mm = None;
         // The last task using the mm tears it down (mmput).
-        if self.kernel.mmput(mm) {
+        if self.kernel.do_exit(mm).ret == Ok(true) {
             if let Some(o) = self.oracle.as_mut() {
                 o.exit(self.tasks[t].tgid);
             }
