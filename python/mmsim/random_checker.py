@@ -69,11 +69,13 @@ class Region:
     whole: bool = True  # one vma: never munmapped, mprotected or madvised in part or whole
     locked: bytearray | None = None  # 1 for each page in a VM_LOCKED vma (None: none ever was)
     file: str | None = None  # the file it maps (None: anonymous memory)
+    heap: bool = False  # the heap: from the break at its first brk op to the break now
 
     def copy(self) -> Region:
         """The region as a fork child has it: the same pages, none locked (dup_mmap clears
         VM_LOCKED)."""
-        return Region(self.size, bytearray(self.pages), self.shared, self.thp, self.whole, file=self.file)
+        pages = bytearray(self.pages)
+        return Region(self.size, pages, self.shared, self.thp, self.whole, file=self.file, heap=self.heap)
 
     def any_locked(self, s: int, e: int) -> bool:
         """Is a page of [s, e) in a locked vma (MADV_DONTNEED there is EINVAL)?"""
@@ -89,7 +91,19 @@ class Region:
     def remappable(self) -> bool:
         """A private anonymous region still one vma with one protection: mremap takes it whole."""
         one_prot = len(set(self.pages)) == 1 and self.pages[0] != UNMAPPED
-        return not self.shared and self.file is None and self.whole and one_prot
+        return not self.shared and self.file is None and self.whole and one_prot and not self.heap
+
+    def brk(self, size: int, locked: bool) -> None:
+        """The break moved to `size` bytes past the heap's start: pages past the new end are
+        unmapped, new ones are read-write (and locked under MCL_FUTURE)."""
+        n = -(-size // PAGE)
+        old = len(self.pages)
+        self.pages = self.pages[:n] + bytearray([RW]) * max(0, n - old)
+        if self.locked is not None or locked:
+            lk = (self.locked or bytearray(old))[:n]
+            self.locked = lk + (b"\x01" if locked else b"\x00") * max(0, n - old)
+        self.size = size
+        self.thp = size >= HPAGE
 
     def remap(self, size: int) -> None:
         """mremap to `size` bytes: the pages keep their protection, new ones take it too."""
@@ -170,6 +184,8 @@ class Task:
         return name not in self.pinned and (not self.thread or name in self.own)
 
 
+#: The name of the heap region of every brk op the generator makes.
+HEAP = "heap"
 #: Task.lock_future's states (mlockall's MCL_FUTURE, with MCL_ONFAULT or not).
 LOCK_POPULATE, LOCK_ONFAULT = 1, 2
 #: mlockall's flags as the workload names them.
@@ -384,6 +400,8 @@ class Checker:
                     self.touched += mult * populated_bytes(r)
         elif kind == "munlockall":
             task.munlockall()
+        elif kind == "brk":
+            self.brk(op, task, p, mult, count, loop)
         elif kind == "mremap":
             r = self.region(task, p, op.get("region"))
             if r is None:
@@ -470,6 +488,31 @@ class Checker:
                 self.problem(p, f"snapshot label {op.get('label')!r}")
         else:
             self.problem(p, f"an op the generator does not make: {kind!r}")
+
+    def brk(self, op: Mapping[str, Any], task: Task, p: str, mult: int, count: bool, loop: bool) -> None:
+        """The C library's sbrk: the heap region (HEAP, the one name the generator gives it)
+        moved by a page-multiple `delta` within 0..MAX_REGION, outside loops and threads."""
+        name, delta = op.get("name"), op.get("delta")
+        if name != HEAP or loop or not task.may_change(HEAP):
+            self.problem(p, "a brk the generator does not make (name, in a loop or a thread)")
+            return
+        try:
+            neg = isinstance(delta, str) and delta.startswith("-")
+            d = -_size(delta[1:]) if neg else _size(delta)
+        except (MmsimError, TypeError) as e:
+            self.problem(p, f"brk delta {delta!r}: {e}")
+            return
+        r = task.regions.get(HEAP)
+        if r is None:
+            r = task.regions[HEAP] = Region(0, bytearray(), False, False, heap=True)
+        size = r.size + d
+        if d % PAGE or not 0 <= size <= MAX_REGION:
+            self.problem(p, f"brk delta {d} (the heap would be {size} bytes)")
+            return
+        grown = list(range(len(r.pages), -(-size // PAGE)))
+        r.brk(size, bool(task.lock_future[0]))
+        if count and task.lock_future[0] == LOCK_POPULATE:
+            self.touched += mult * _touched_bytes(r, grown)
 
     def file_mapping(self, op: Mapping[str, Any], file: Any, size: int, p: str) -> bool:
         """Is a file mmap one the generator makes: of a file created before, at a page-aligned

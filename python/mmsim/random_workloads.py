@@ -23,10 +23,12 @@ from mmsim.random_checker import (
     ENABLED,
     FILE_ADVICE,
     FILE_OPS,
+    HEAP,
     HPAGE,
     HPAGE_PAGES,
     KNOBS,
     LABEL,
+    LOCK_POPULATE,
     MAX_FILE,
     MAX_FILES,
     MAX_REGION,
@@ -104,11 +106,15 @@ class Generator:
         self.tasks = 1
         self.touched = 0
         self.files: dict[str, int] = {}  # name -> size in bytes
+        # brk ops, from a stream of their own: the other ops of a seed's workloads stay those
+        # drawn before brk was added, until a heap exists.
+        self.brk_rng = random.Random(0)
 
     # -- the workload and its programs ----------------------------------------------------
 
     def workload(self, name: str) -> dict[str, Any]:
         rng = self.rng
+        self.brk_rng = random.Random(f"{name}:brk")
         knobs = {k: rng.choice(KNOBS[k]) for k in (ENABLED, ZERO_PAGE)}
         # defrag from a stream of its own, so that the workloads of a seed stay those drawn
         # before it was added.
@@ -149,6 +155,10 @@ class Generator:
         return self.rng.choice([f"s{n}", f"snap_{n}", f"after-op.{n}", f"L{n}-x"])
 
     def op(self, task: Task, depth: int, mult: int, loop: bool) -> list[dict[str, Any]]:
+        brk = self.brk(task, mult) if not loop and task.may_change(HEAP) and self.brk_rng.random() < 0.04 else []
+        return brk + self.other_op(task, depth, mult, loop)
+
+    def other_op(self, task: Task, depth: int, mult: int, loop: bool) -> list[dict[str, Any]]:
         rng = self.rng
         readable = any(any(s in (R, RW) for s in r.pages) for r in task.regions.values())
         writable = any(any(s == RW for s in r.pages) for r in task.regions.values())
@@ -435,6 +445,33 @@ class Generator:
             if task.mapped_under_def_flags(r):
                 self.touched += cost
         return [op]
+
+    def brk(self, task: Task, mult: int) -> list[dict[str, Any]]:
+        """sbrk: the heap grows by 1-64 pages or up to 4 MiB, or shrinks by part or all of it
+        (page multiples, within MAX_REGION); under MCL_FUTURE the growth is populated, within
+        the budget."""
+        rng = self.brk_rng
+        r = task.regions.get(HEAP)
+        size = r.size if r else 0
+        if size and rng.random() < 0.4:
+            delta = -PAGE * rng.randint(1, size // PAGE)
+        else:
+            pages = rng.randint(1, 64) if rng.random() < 0.6 else rng.randint(1, 2 * HPAGE_PAGES)
+            delta = min(pages * PAGE, MAX_REGION - size)
+            if delta <= 0:
+                return []
+            if task.lock_future[0] == LOCK_POPULATE:
+                cost = mult * delta  # at most: a THP-backed growth counts its huge pages
+                if self.touched + cost + HPAGE > MAX_TOUCHED:
+                    return []
+                self.touched += cost + HPAGE
+        if r is None:
+            r = task.regions[HEAP] = Region(0, bytearray(), False, False, heap=True)
+        r.brk(size + delta, bool(task.lock_future[0]))
+        text = _size_text(rng, abs(delta))
+        if delta < 0:
+            text = f"-{text}" if isinstance(text, str) else -text
+        return [{"op": "brk", "name": HEAP, "delta": text}]
 
     def mremap(self, task: Task, names: list[str]) -> list[dict[str, Any]]:
         name = self.rng.choice(names)

@@ -83,7 +83,7 @@ def test_generated_workloads_are_valid_safe_and_varied():
             if op["op"] == "mlockall":
                 locks.update(op["flags"])
     ops = {"mmap", "munmap", "mremap", "mprotect", "madvise", "read", "write", "compare", "atomic", "loop", "fork"}
-    ops |= {"wait", "mlock", "munlock", "mlockall", "munlockall"}
+    ops |= {"wait", "mlock", "munlock", "mlockall", "munlockall", "brk"}
     ops |= {"snapshot", "exit"} | ({"thread"} if vr.THREADS else set())
     ops |= {"create", "pwrite", "pread", "fadvise", "fsync"}
     assert set(kinds) == ops, kinds
@@ -161,6 +161,36 @@ def test_the_checker_follows_mlockall():
     assert vr.check_workload({"program": [{"op": "mlockall", "flags": ["future", "onfault"]}, *big]}) == [], (
         "MCL_ONFAULT populates nothing"
     )
+
+
+def test_the_checker_follows_brk():
+    """sbrk of the one heap region: grown and shrunk by page multiples within 0..MAX_REGION,
+    never in a loop or a thread; a page past the break is not mapped; the heap is never
+    mremapped; under MCL_FUTURE a growth is populated and counts against the budget."""
+    grow = {"op": "brk", "name": "heap", "delta": "64K"}
+    ok = [
+        [grow, {"op": "write", "region": "heap"}, {"op": "brk", "name": "heap", "delta": -4096}],
+        [grow, {"op": "brk", "name": "heap", "delta": "-64K"}, grow, {"op": "read", "region": "heap"}],
+        [grow, {"op": "fork", "program": [grow, {"op": "write", "region": "heap"}]}, {"op": "wait"}],
+    ]
+    for program in ok:
+        assert vr.check_workload({"program": program}) == [], program
+    bad = [
+        [grow, {"op": "brk", "name": "heap", "delta": "-8K"}, {"op": "write", "region": "heap", "offset": "60K"}],
+        [{"op": "brk", "name": "other", "delta": "4K"}],
+        [{"op": "brk", "name": "heap", "delta": 100}],
+        [{"op": "brk", "name": "heap", "delta": "-4K"}],
+        [{"op": "brk", "name": "heap", "delta": "17M"}],
+        [{"op": "loop", "count": 2, "body": [grow]}],
+        [{"op": "thread", "program": [grow]}, {"op": "wait"}],
+        [grow, {"op": "mremap", "region": "heap", "size": "1M"}],
+    ]
+    for program in bad:
+        assert vr.check_workload({"program": program}), program
+    # MCL_FUTURE: each 16M growth after a 16M shrink is populated again: 40 of them pass 512M.
+    cycle = [{"op": "brk", "name": "heap", "delta": "16M"}, {"op": "brk", "name": "heap", "delta": "-16M"}]
+    assert vr.check_workload({"program": [{"op": "mlockall", "flags": ["future"]}, *cycle * 40]})
+    assert vr.check_workload({"program": [{"op": "mlockall", "flags": ["future", "onfault"]}, *cycle * 40]}) == []
 
 
 def _fake_run(calls: list[dict[str, Any]]):
