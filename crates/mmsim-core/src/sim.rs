@@ -355,18 +355,18 @@ fn final_checks(it: &mut Interp) -> (CheckSummary, bool, Vec<crate::report::Even
             if it.kernel.all_free() {
                 Ok(())
             } else {
-                Err(format!(
+                Err(crate::kernel::check::Violation(format!(
                     "conservation: {} frames still allocated after every process exited (page cache {})",
                     it.kernel.mem.nr_pages()
                         - it.kernel.mem.free_pages
                         - it.kernel.mem.reserved
                         - it.kernel.huge_zero_pages(),
                     it.kernel.stat.items[crate::kernel::vmstat::VmItem::NrFilePages]
-                ))
+                )))
             }
         });
         if let Err(e) = inv {
-            it.invariant_violation.get_or_insert(e);
+            it.invariant_violation.get_or_insert(e.0);
         }
     }
     let mut events = it.events.clone();

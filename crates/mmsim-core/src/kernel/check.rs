@@ -10,6 +10,18 @@ use super::vmstat::VmItem;
 use super::{Kernel, MmId};
 use crate::units::Pfn;
 
+/// A broken invariant, in words: the first thing `check_invariants` found wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Violation(pub String);
+
+/// `Violation(format!(...))`.
+macro_rules! violation {
+    ($($t:tt)*) => {
+        Violation(format!($($t)*))
+    };
+}
+
 /// Who owns a run of frames, as found by the recount.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Owner {
@@ -92,14 +104,14 @@ impl CheckScratch {
     }
 
     /// A listed frame whose count the folio scan did not consume is no folio page.
-    fn unconsumed(&self) -> Result<(), String> {
+    fn unconsumed(&self) -> Result<(), Violation> {
         for (what, list, count) in [
             ("a pte maps", &self.pte_maps, &self.pte_count),
             ("a huge pmd maps", &self.pmd_maps, &self.pmd_count),
             ("a shmem page cache holds", &self.cache_refs, &self.cache_count),
         ] {
             if let Some(p) = list.iter().find(|&&p| count[p as usize] != 0) {
-                return Err(format!("{what} frame {p:#x}, which is not a page of an allocated folio"));
+                return Err(violation!("{what} frame {p:#x}, which is not a page of an allocated folio"));
             }
         }
         Ok(())
@@ -115,16 +127,16 @@ struct FolioTotals {
 }
 
 /// No frame may be claimed twice, nor lie past the end of memory.
-fn check_runs_disjoint(runs: &mut [(u32, u32, Owner)], n: u64) -> Result<(), String> {
+fn check_runs_disjoint(runs: &mut [(u32, u32, Owner)], n: u64) -> Result<(), Violation> {
     runs.sort_unstable_by_key(|r| r.0);
     for (i, &(a, len, o)) in runs.iter().enumerate() {
         let end = a as u64 + len as u64;
         if end > n {
-            return Err(format!("frames {a:#x}..{end:#x} ({o:?}) run past the end of memory"));
+            return Err(violation!("frames {a:#x}..{end:#x} ({o:?}) run past the end of memory"));
         }
         if let Some(&(b, _, o2)) = runs.get(i + 1) {
             if (b as u64) < end {
-                return Err(format!("frame {b:#x} owned twice: {o:?} and {o2:?}"));
+                return Err(violation!("frame {b:#x} owned twice: {o:?} and {o2:?}"));
             }
         }
     }
@@ -139,14 +151,14 @@ fn take(count: &mut [i32], pfn: usize) -> i32 {
 
 impl Kernel {
     /// Check every invariant; Err describes the first violation found.
-    pub fn check_invariants(&self) -> Result<(), String> {
+    pub fn check_invariants(&self) -> Result<(), Violation> {
         let mut c = self.check_scratch.borrow_mut();
         let r = self.check_with(&mut c);
         c.reset();
         r
     }
 
-    fn check_with(&self, c: &mut CheckScratch) -> Result<(), String> {
+    fn check_with(&self, c: &mut CheckScratch) -> Result<(), Violation> {
         let n = self.mem.nr_pages();
         let mut runs = std::mem::take(&mut c.runs);
         self.check_free_lists(&mut runs)?;
@@ -165,7 +177,7 @@ impl Kernel {
 
     /// The buddy lists: their counts, and no zeroed block holding data; their frames join
     /// the claimed runs with the other boot-time owners (reserved, the huge zero page).
-    fn check_free_lists(&self, runs: &mut Vec<(u32, u32, Owner)>) -> Result<(), String> {
+    fn check_free_lists(&self, runs: &mut Vec<(u32, u32, Owner)>) -> Result<(), Violation> {
         let mut free_total = 0;
         let mut zeroed_total = 0;
         for (pfn, order, zeroed) in self.mem.free_blocks() {
@@ -177,17 +189,17 @@ impl Kernel {
                 if let Some(i) =
                     (pfn..pfn + (1 << order)).find(|&i| !matches!(self.mem.data[i as usize], FrameData::Zero))
                 {
-                    return Err(format!(
+                    return Err(violation!(
                         "free block {pfn:#x} of order {order} is on the zeroed list but frame {i:#x} holds data"
                     ));
                 }
             }
         }
         if free_total != self.mem.free_pages {
-            return Err(format!("free lists hold {free_total} pages, counter says {}", self.mem.free_pages));
+            return Err(violation!("free lists hold {free_total} pages, counter says {}", self.mem.free_pages));
         }
         if zeroed_total != self.mem.zeroed_free_pages {
-            return Err(format!(
+            return Err(violation!(
                 "zeroed free lists hold {zeroed_total} pages, counter says {}",
                 self.mem.zeroed_free_pages
             ));
@@ -206,11 +218,11 @@ impl Kernel {
     }
 
     /// The hugetlb pool's free pages: hugetlb folios nobody references.
-    fn check_hugetlb_pool(&self, runs: &mut Vec<(u32, u32, Owner)>) -> Result<(), String> {
+    fn check_hugetlb_pool(&self, runs: &mut Vec<(u32, u32, Owner)>) -> Result<(), Violation> {
         // The hugetlb pool's free pages: hugetlb folios nobody references.
         let h = &self.hugetlb;
         if h.free_list.len() as u64 != h.free_huge_pages || h.resv_huge_pages > h.free_huge_pages {
-            return Err(format!(
+            return Err(violation!(
                 "hugetlb: {} pages on the free list, free_huge_pages {}, resv_huge_pages {}",
                 h.free_list.len(),
                 h.free_huge_pages,
@@ -220,7 +232,7 @@ impl Kernel {
         for &f in &h.free_list {
             let p = &self.mem.pages[f as usize];
             if !p.test(pg::HUGETLB) || p.refcount != 0 || p.entire_mapcount != 0 {
-                return Err(format!("free hugetlb page {f:#x}: flags {:#x}, refcount {}", p.flags, p.refcount));
+                return Err(violation!("free hugetlb page {f:#x}: flags {:#x}, refcount {}", p.flags, p.refcount));
             }
             runs.push((f, self.geo.hpage_pmd_nr() as u32, Owner::HugetlbFree));
         }
@@ -229,7 +241,7 @@ impl Kernel {
 
     /// Every mm's page tables recounted against VmPTE and rss; returns the tables found and
     /// the huge zero pmds.
-    fn check_mms(&self, c: &mut CheckScratch, runs: &mut Vec<(u32, u32, Owner)>) -> Result<(i64, u64), String> {
+    fn check_mms(&self, c: &mut CheckScratch, runs: &mut Vec<(u32, u32, Owner)>) -> Result<(i64, u64), Violation> {
         let mut nr_tables = 0i64;
         let mut hzp_pmds = 0u64;
         for (id, m) in self.mms.iter().enumerate() {
@@ -241,10 +253,10 @@ impl Kernel {
             self.recount_table(id, m.pgd, 3, c, &mut rss, &mut reached, &mut hzp)?;
             let pgtables = (reached - 1) * self.geo.page_size() as i64;
             if pgtables != m.pgtables_bytes {
-                return Err(format!("mm {id}: VmPTE recount {pgtables} bytes, kernel says {}", m.pgtables_bytes));
+                return Err(violation!("mm {id}: VmPTE recount {pgtables} bytes, kernel says {}", m.pgtables_bytes));
             }
             if rss != m.rss {
-                return Err(format!("mm {id}: rss recount {rss:?} (file, anon, shmem), kernel says {:?}", m.rss));
+                return Err(violation!("mm {id}: rss recount {rss:?} (file, anon, shmem), kernel says {:?}", m.rss));
             }
             // locked_vm (VmLck): the pages of the VM_LOCKED vmas; VM_LOCKONFAULT only with it.
             let locked: i64 = m
@@ -254,10 +266,10 @@ impl Kernel {
                 .map(|v| (v.len() >> self.geo.page_shift) as i64)
                 .sum();
             if locked != m.locked_vm {
-                return Err(format!("mm {id}: locked_vm recount {locked} pages, kernel says {}", m.locked_vm));
+                return Err(violation!("mm {id}: locked_vm recount {locked} pages, kernel says {}", m.locked_vm));
             }
             if let Some(v) = m.vmas.values().find(|v| v.flags & vm::LOCKED_MASK == vm::LOCKONFAULT) {
-                return Err(format!("mm {id}: vma {:#x}-{:#x} is VM_LOCKONFAULT without VM_LOCKED", v.start, v.end));
+                return Err(violation!("mm {id}: vma {:#x}-{:#x} is VM_LOCKONFAULT without VM_LOCKED", v.start, v.end));
             }
             nr_tables += c.tables.len() as i64;
             hzp_pmds += hzp;
@@ -267,45 +279,49 @@ impl Kernel {
     }
 
     /// Seed 003: every shared table's users and sharers as the kernel keeps them.
-    fn check_shared_tables(&self, c: &CheckScratch) -> Result<(), String> {
+    fn check_shared_tables(&self, c: &CheckScratch) -> Result<(), Violation> {
         for (&t, r) in &c.shared {
             let mut want = self.pt_reach.get(&t).cloned().unwrap_or_default();
             let mut got = r.mms.clone();
             want.sort_unstable();
             got.sort_unstable();
             if want != got {
-                return Err(format!("page table {t:#x} is reached by mms {got:?}, pt_reach says {want:?}"));
+                return Err(violation!("page table {t:#x} is reached by mms {got:?}, pt_reach says {want:?}"));
             }
             let share = self.mem.pages[t as usize].mapcount;
             if share != r.entries - 1 {
-                return Err(format!("page table {t:#x}: {} upper entries point at it, share count {share}", r.entries));
+                return Err(violation!(
+                    "page table {t:#x}: {} upper entries point at it, share count {share}",
+                    r.entries
+                ));
             }
         }
         if let Some(&t) = self.pt_reach.keys().find(|t| !c.shared.contains_key(t)) {
-            return Err(format!("pt_reach lists page table {t:#x}, which no mm reaches"));
+            return Err(violation!("pt_reach lists page table {t:#x}, which no mm reaches"));
         }
         Ok(())
     }
 
     /// The huge zero page's refcount, the mlocked folios (NR_MLOCK) and nr_page_table_pages.
-    fn check_hzp_and_mlock(&self, hzp_pmds: u64, nr_tables: i64) -> Result<(), String> {
+    fn check_hzp_and_mlock(&self, hzp_pmds: u64, nr_tables: i64) -> Result<(), Violation> {
         if let Some(want) = self.huge_zero_expected_refcount(hzp_pmds) {
             if want != self.huge_zero.refcount {
-                return Err(format!(
+                return Err(violation!(
                     "huge zero refcount {} but {want} expected ({hzp_pmds} huge zero pmds, policy {:?})",
-                    self.huge_zero.refcount, self.knobs.hzp_refcount
+                    self.huge_zero.refcount,
+                    self.knobs.hzp_refcount
                 ));
             }
         }
         if hzp_pmds > 0 && self.huge_zero.pfn.is_none() {
-            return Err(format!("{hzp_pmds} pmds map a huge zero page that is not allocated"));
+            return Err(violation!("{hzp_pmds} pmds map a huge zero page that is not allocated"));
         }
         // mlocked folios: allocated, flagged, and NR_MLOCK their pages.
         let mut mlocked = 0;
         for (&h, &n) in &self.mlock_count {
             let p = &self.mem.pages[h as usize];
             if n == 0 || !p.test(pg::MLOCKED) || p.refcount <= 0 {
-                return Err(format!(
+                return Err(violation!(
                     "folio {h:#x}: mlock_count {n}, PG_mlocked {}, refcount {}",
                     p.test(pg::MLOCKED),
                     p.refcount
@@ -314,10 +330,10 @@ impl Kernel {
             mlocked += self.folio_nr_pages(Pfn(h)) as i64;
         }
         if mlocked != self.stat.items[VmItem::NrMlock] {
-            return Err(format!("nr_mlock: recount {mlocked}, kernel says {}", self.stat.items[VmItem::NrMlock]));
+            return Err(violation!("nr_mlock: recount {mlocked}, kernel says {}", self.stat.items[VmItem::NrMlock]));
         }
         if nr_tables != self.stat.items[VmItem::NrPageTablePages] {
-            return Err(format!(
+            return Err(violation!(
                 "nr_page_table_pages: recount {nr_tables}, kernel says {}",
                 self.stat.items[VmItem::NrPageTablePages]
             ));
@@ -327,7 +343,7 @@ impl Kernel {
 
     /// Page caches: shmem's (NR_SHMEM) and every file's (NR_FILE_PAGES), each slot a page of
     /// a folio of its inode at the folio's index.
-    fn check_page_caches(&self, c: &mut CheckScratch, n: u64) -> Result<(), String> {
+    fn check_page_caches(&self, c: &mut CheckScratch, n: u64) -> Result<(), Violation> {
         // Page caches: shmem's (NR_SHMEM) and every file's (NR_FILE_PAGES).
         let mut shmem_refs = 0;
         for (obj, o) in self.shmem.iter().enumerate() {
@@ -346,10 +362,11 @@ impl Kernel {
                     continue;
                 }
                 if h.mapping != obj as u32 || h.index as u64 + (p - head) as u64 != i {
-                    return Err(format!(
+                    return Err(violation!(
                         "page cache of inode {obj}, index {i}: frame {p:#x} is of folio {head:#x} (mapping {}, \
                          index {})",
-                        h.mapping, h.index
+                        h.mapping,
+                        h.index
                     ));
                 }
             }
@@ -359,7 +376,7 @@ impl Kernel {
         }
         let file_refs = c.cache_refs.len();
         if file_refs as i64 != self.stat.items[VmItem::NrFilePages] {
-            return Err(format!(
+            return Err(violation!(
                 "nr_file_pages: recount {file_refs}, kernel says {}",
                 self.stat.items[VmItem::NrFilePages]
             ));
@@ -369,17 +386,17 @@ impl Kernel {
             c.cache_refs.extend(o.pages.iter().copied().filter(|&p| p != NIL));
         }
         if shmem_refs as i64 != self.stat.items[VmItem::NrShmem] {
-            return Err(format!("nr_shmem: recount {shmem_refs}, kernel says {}", self.stat.items[VmItem::NrShmem]));
+            return Err(violation!("nr_shmem: recount {shmem_refs}, kernel says {}", self.stat.items[VmItem::NrShmem]));
         }
         if let Some(&p) = c.cache_refs.iter().find(|&&p| p as u64 >= n) {
-            return Err(format!("a shmem page cache holds frame {p:#x}, past the end of memory"));
+            return Err(violation!("a shmem page cache holds frame {p:#x}, past the end of memory"));
         }
         Ok(())
     }
 
     /// Every frame between the claimed runs is allocated and belongs to a folio; each folio's
     /// counts are checked against the mappings found. Returns the totals to check.
-    fn check_folios(&self, c: &mut CheckScratch, runs: &[(u32, u32, Owner)], n: u64) -> Result<FolioTotals, String> {
+    fn check_folios(&self, c: &mut CheckScratch, runs: &[(u32, u32, Owner)], n: u64) -> Result<FolioTotals, Violation> {
         // Every frame between the claimed runs is allocated and belongs to a folio; check
         // each folio's counts against the mappings found.
         let mut anon_mapped = 0i64;
@@ -394,15 +411,15 @@ impl Kernel {
                 let head = pfn as usize;
                 let p = &self.mem.pages[head];
                 if p.test(pg::TAIL) || p.head != head as u32 {
-                    return Err(format!("frame {head:#x} is allocated but belongs to nothing (head {:#x})", p.head));
+                    return Err(violation!("frame {head:#x} is allocated but belongs to nothing (head {:#x})", p.head));
                 }
                 let nr = if p.test(pg::HEAD) { 1u64 << p.order } else { 1 };
                 if pfn + nr > gap_end {
-                    return Err(format!("folio {head:#x} ({nr} pages) overlaps frames owned by something else"));
+                    return Err(violation!("folio {head:#x} ({nr} pages) overlaps frames owned by something else"));
                 }
                 let pmd = take(&mut c.pmd_count, head);
                 if p.entire_mapcount != pmd {
-                    return Err(format!(
+                    return Err(violation!(
                         "folio {head:#x}: entire_mapcount {} but {pmd} pmds map it",
                         p.entire_mapcount
                     ));
@@ -412,7 +429,7 @@ impl Kernel {
                     let sp = &self.mem.pages[head + i];
                     let m = take(&mut c.pte_count, head + i);
                     if sp.mapcount != m {
-                        return Err(format!("page {:#x}: mapcount {} but {m} ptes map it", head + i, sp.mapcount));
+                        return Err(violation!("page {:#x}: mapcount {} but {m} ptes map it", head + i, sp.mapcount));
                     }
                     // The page cache holds a reference per page of a folio.
                     refs += m + take(&mut c.cache_count, head + i);
@@ -430,10 +447,10 @@ impl Kernel {
                     hugetlb_in_use += 1;
                 }
                 if refs == 0 {
-                    return Err(format!("folio {head:#x} ({nr} pages) is allocated but unreferenced (leak)"));
+                    return Err(violation!("folio {head:#x} ({nr} pages) is allocated but unreferenced (leak)"));
                 }
                 if p.refcount != refs {
-                    return Err(format!("folio {head:#x}: refcount {} but {refs} references found", p.refcount));
+                    return Err(violation!("folio {head:#x}: refcount {} but {refs} references found", p.refcount));
                 }
                 pfn += nr;
             }
@@ -445,23 +462,26 @@ impl Kernel {
     }
 
     /// The vmstat items the folio walk recounted.
-    fn check_totals(&self, t: FolioTotals) -> Result<(), String> {
+    fn check_totals(&self, t: FolioTotals) -> Result<(), Violation> {
         let FolioTotals { anon_mapped, file_mapped, anon_thps, hugetlb_in_use } = t;
         if anon_mapped != self.stat.items[VmItem::NrAnonPages] {
-            return Err(format!(
+            return Err(violation!(
                 "nr_anon_pages: recount {anon_mapped}, kernel says {}",
                 self.stat.items[VmItem::NrAnonPages]
             ));
         }
         if file_mapped != self.stat.items[VmItem::NrMapped] {
-            return Err(format!("nr_mapped: recount {file_mapped}, kernel says {}", self.stat.items[VmItem::NrMapped]));
+            return Err(violation!(
+                "nr_mapped: recount {file_mapped}, kernel says {}",
+                self.stat.items[VmItem::NrMapped]
+            ));
         }
         let h = &self.hugetlb;
         if hugetlb_in_use + h.free_huge_pages != h.nr_huge_pages
             || (hugetlb_in_use * self.geo.hpage_pmd_nr()) as i64 != self.stat.items[VmItem::NrHugetlb]
             || h.surplus_huge_pages > h.nr_huge_pages
         {
-            return Err(format!(
+            return Err(violation!(
                 "hugetlb: {hugetlb_in_use} pages in use and {} free, nr_huge_pages {}, surplus {}, nr_hugetlb {}",
                 h.free_huge_pages,
                 h.nr_huge_pages,
@@ -470,7 +490,7 @@ impl Kernel {
             ));
         }
         if anon_thps != self.stat.items[VmItem::NrAnonThps] {
-            return Err(format!(
+            return Err(violation!(
                 "nr_anon_transparent_hugepages: recount {anon_thps}, kernel says {}",
                 self.stat.items[VmItem::NrAnonThps]
             ));
@@ -491,7 +511,7 @@ impl Kernel {
         rss: &mut [i64; 3],
         reached: &mut i64,
         hzp: &mut u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         if !self.pt_reach.is_empty() && self.pt_reach.contains_key(&table.0) {
             if let Some(r) = c.shared.get_mut(&table.0) {
                 r.entries += 1;
@@ -521,7 +541,7 @@ impl Kernel {
             return Ok(());
         }
         if self.mem.pages[table.idx()].mapcount != 0 {
-            return Err(format!(
+            return Err(violation!(
                 "page table {:#x} has share count {} but pt_reach does not list it",
                 table.0,
                 self.mem.pages[table.idx()].mapcount
@@ -566,20 +586,20 @@ impl Kernel {
         rss: &mut [i64; 3],
         reached: &mut i64,
         hzp: &mut u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         c.tables.push(table.0);
         *reached += 1;
         if !self.mem.pages[table.idx()].test(pg::TABLE) {
-            return Err(format!("frame {:#x} used as a {} table lacks PG_table", table.0, level));
+            return Err(violation!("frame {:#x} used as a {} table lacks PG_table", table.0, level));
         }
         for (i, e) in self.present_entries(table) {
             if e.pfn().idx() >= self.mem.pages.len() {
-                return Err(format!("entry {:#x}[{i}] points past the end of memory ({:#x})", table.0, e.pfn().0));
+                return Err(violation!("entry {:#x}[{i}] points past the end of memory ({:#x})", table.0, e.pfn().0));
             }
             if level == 0 {
                 if e.special() {
                     if !self.is_zero_pfn(e.pfn()) {
-                        return Err(format!("special pte to {:#x}, not the zero page", e.pfn().0));
+                        return Err(violation!("special pte to {:#x}, not the zero page", e.pfn().0));
                     }
                     continue;
                 }
@@ -592,7 +612,7 @@ impl Kernel {
             } else if level == 1 && e.huge() && self.is_file_pmd(e) {
                 // A page-cache folio: no deposited table (x86), in the file or shmem rss.
                 if self.deposited.contains_key(&(table.0, i as u16)) {
-                    return Err(format!("file pmd {:#x}[{i}] has a deposited table", table.0));
+                    return Err(violation!("file pmd {:#x}[{i}] has a deposited table", table.0));
                 }
                 c.pmd_maps.push(e.pfn().0);
                 rss[self.mm_counter(e.pfn()) as usize] += self.geo.hpage_pmd_nr() as i64;
@@ -600,7 +620,7 @@ impl Kernel {
                 let dep = self
                     .deposited
                     .get(&(table.0, i as u16))
-                    .ok_or_else(|| format!("huge pmd {:#x}[{i}] has no deposited table", table.0))?;
+                    .ok_or_else(|| violation!("huge pmd {:#x}[{i}] has no deposited table", table.0))?;
                 c.tables.push(*dep);
                 *reached += 1;
                 if self.pt_reach.contains_key(dep) {
@@ -658,7 +678,7 @@ mod tests {
         // A pte duplicated onto its neighbour: a mapcount is off.
         let e1 = k.entry(slot.table, slot.idx + 1);
         k.set_entry(slot.table, slot.idx + 1, e);
-        let err = k.check_invariants().unwrap_err();
+        let err = k.check_invariants().unwrap_err().0;
         assert!(err.contains("mapcount") || err.contains("refcount"), "{err}");
         k.set_entry(slot.table, slot.idx + 1, e1);
         k.check_invariants().unwrap();
@@ -683,7 +703,7 @@ mod tests {
         let (slot, page) = k.shmem[obj].as_ref().unwrap().pages.cached().next().unwrap();
         let free = k.mem.free_blocks()[0].0;
         k.shmem[obj].as_mut().unwrap().pages.store(slot, free);
-        let err = k.check_invariants().unwrap_err();
+        let err = k.check_invariants().unwrap_err().0;
         assert!(err.contains("not a page of an allocated folio") || err.contains("refcount"), "{err}");
         k.shmem[obj].as_mut().unwrap().pages.store(slot, page);
         k.check_invariants().unwrap();

@@ -749,7 +749,7 @@ impl Interp {
         if self.check_invariants_each_op && self.invariant_violation.is_none() {
             self.check.invariant_checks += 1;
             if let Err(e) = self.kernel.check_invariants() {
-                self.invariant_violation = Some(e);
+                self.invariant_violation = Some(e.0);
             }
         }
     }
