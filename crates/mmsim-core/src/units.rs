@@ -100,6 +100,16 @@ impl Geometry {
     pub const fn pmd_mask(self) -> u64 {
         !(self.hpage_pmd_size() - 1)
     }
+    /// `offset_in_page`: the byte offset of `addr` within its page (`addr & ~PAGE_MASK`).
+    #[inline(always)]
+    pub const fn offset_in_page(self, addr: u64) -> u64 {
+        addr & (self.page_size() - 1)
+    }
+    /// `PAGE_ALIGNED`: is `addr` at the start of a page.
+    #[inline(always)]
+    pub const fn page_aligned(self, addr: u64) -> bool {
+        self.offset_in_page(addr) == 0
+    }
     /// PAGE_ALIGN: round up to a page, or None on overflow.
     #[inline(always)]
     pub const fn page_align(self, x: u64) -> Option<u64> {
@@ -295,6 +305,7 @@ mod tests {
 
     #[test]
     fn ia64_geometry() {
+        assert_eq!((Geometry::X86_64.offset_in_page(0x1234), Geometry::X86_64.page_aligned(0x3000)), (0x234, true));
         let g = Geometry::from_page_size(16384).unwrap();
         assert_eq!((g.page_shift, g.ptrs_per_table(), g.pmd_shift(), g.hpage_pmd_order()), (14, 2048, 25, 11));
         assert_eq!(g.table_index((5 << 25) | (7 << 14) | 123, 0), 7);
