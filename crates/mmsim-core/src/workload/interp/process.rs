@@ -81,9 +81,14 @@ impl Interp {
             (mm, self.tasks[t].tgid)
         } else {
             let Some(child_mm) = self.kernel.dup_mm(mm) else {
+                self.apply_lazyfree_discards(None);
                 self.event(parent_pid, "fork-failed", "fork: ENOMEM".into());
                 return;
             };
+            // What reclaim discarded while the mm was copied: the parent's pages now (before
+            // the reference model copies it), the child's once it has the copy.
+            self.forking = Some(child_mm);
+            self.apply_lazyfree_discards(None);
             (child_mm, pid)
         };
         // alloc_pid, which copy_process calls after copy_mm: idr_alloc_cyclic finds no free
@@ -93,7 +98,9 @@ impl Interp {
         // tasks count against it; mmsim counts only how many are in use.
         let pid_max = self.kernel.knobs.pid_max;
         if self.pid_allocated + 1 >= pid_max {
+            self.forking = None;
             self.kernel.mmput(child_mm);
+            self.apply_lazyfree_discards(None);
             let call = if thread { "clone" } else { "fork" };
             let used = self.pid_allocated;
             self.event(
@@ -125,6 +132,8 @@ impl Interp {
             if let Some(o) = self.oracle.as_mut() {
                 o.fork(self.tasks[t].tgid, pid);
             }
+            self.forking = None;
+            self.apply_lazyfree_discards(None);
         }
     }
 
