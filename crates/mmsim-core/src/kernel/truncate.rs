@@ -5,9 +5,11 @@
 //!
 //! A page-cache hole: every mapping of the hole's pages is unmapped (a private mapping's own
 //! copies stay: `even_cows` is false), the folios inside the hole leave the page cache and are
-//! freed, a large folio the hole covers in part is split into base pages first (Linux's
-//! `try_folio_split` may leave larger pieces outside the hole: the same pages stay cached
-//! and mapped), and ext4 deallocates the hole's blocks: the range reads as zeroes from then
+//! freed, a large folio the hole covers in part is split into base pages first and, as a
+//! split file folio is, unmapped from every mapping (Linux's `try_folio_split` may leave
+//! larger pieces outside the hole: the same pages stay cached) unless it is an ext4 folio
+//! with dirty buffers, which does not split (the hole's part is zeroed in place), and ext4
+//! deallocates the hole's blocks: the range reads as zeroes from then
 //! on, in every mapping and through read(2). Dirty folios in the hole are dropped, not
 //! written (data=ordered). A hugetlbfs hole frees the huge pages it covers whole (unmapped
 //! from every mapping; their unused reservations given back) and zeroes the part of a huge
@@ -42,15 +44,25 @@ impl Kernel {
             };
             let head = self.head_of(p);
             let (fi, nr) = (self.mem.pages[head.idx()].index as u64, self.folio_nr_pages(head));
+            let h = self.mem.pages[head.idx()];
+            // truncate_inode_partial_folio: split_folio fails on an ext4 folio with dirty
+            // buffers (filemap_release_folio); mmsim splits no mlocked folio nor text copy.
+            let splittable = !(ext4 && h.test(pg::DIRTY)) && !h.test(pg::MLOCKED) && !h.test(pg::TEXT_COPY);
             if fi >= start && fi + nr <= end {
                 self.filemap_remove_folio(obj, head);
-            } else if self.split_pagecache_folio(obj, head) {
+            } else if splittable {
+                // The split unmaps a file folio from every mapping (unmap_folio) and does not
+                // map it back (remap_page is for anonymous folios): its pages outside the hole
+                // stay cached, mapped nowhere.
+                self.unmap_mapping_pages(obj, fi, fi + nr);
+                let split = self.split_pagecache_folio(obj, head);
+                debug_assert!(split, "an unmapped folio splits");
                 for k in fi.max(start)..(fi + nr).min(end) {
                     self.filemap_remove_folio(obj, Pfn(head.0 + (k - fi) as u32));
                 }
             } else {
-                // A folio that cannot be split (mlocked): its part in the hole is zeroed
-                // (folio_zero_range) and it stays.
+                // A folio that is not split: its part in the hole is zeroed (folio_zero_range)
+                // and it stays, in the cache and in the mappings outside the hole.
                 let (a, b) = (fi.max(start), (fi + nr).min(end));
                 self.mem.zero_frames(head.0 + (a - fi) as u32, b - a);
             }
