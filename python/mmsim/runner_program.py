@@ -55,6 +55,7 @@ def prot_bits(word: str) -> int:
     """
     return 0 if word == "none" else sum(PROT_BITS[c] for c in word)
 
+
 #: mlockall's flags, with Linux's MCL_* values (native/runner.c passes them to mlockall).
 MCL_FLAGS = {"current": 1, "future": 2, "onfault": 4}
 

@@ -428,6 +428,41 @@ fn free_splitting_a_thp_maps_its_zero_pages_to_the_zero_page() {
     assert_eq!(pid(d, 1).minflt, pid(c, 1).minflt, "the zero pages are mapped: no fault");
 }
 
+/// MADV_FREE of memory a fork child shares (madvise_free_huge_pmd and madvise_free_pte_range
+/// skip what `folio_maybe_mapped_shared` says others map): a THP the parent maps too is left
+/// whole (no split, not lazyfree), the small pages are lazyfree (their folio is not dirty)
+/// but only the child's ptes are clean, so only the child counts them in LazyFree. Both
+/// keep their data. As the host kernel does (`experiments/validate/free-then-write.json`).
+#[test]
+fn free_of_memory_shared_with_a_child_leaves_its_thp_and_lazyfrees_its_small_pages() {
+    let r = run(json!({"knobs":{"transparent_hugepage/enabled":"madvise"},"program":[
+        {"op":"mmap","name":"t","size":"2M","align":"2M"},
+        {"op":"madvise","region":"t","advice":"hugepage"},
+        {"op":"write","region":"t","value":1},
+        {"op":"mmap","name":"q","size":"64K"},
+        {"op":"write","region":"q","value":2},
+        {"op":"snapshot","label":"a"},
+        {"op":"fork","program":[
+            {"op":"snapshot","label":"forked"},
+            {"op":"madvise","region":"t","advice":"free"},
+            {"op":"madvise","region":"q","advice":"free"},
+            {"op":"snapshot","label":"freed"},
+            {"op":"read","region":"t","expect":1},
+            {"op":"read","region":"q","expect":2}]},
+        {"op":"wait"},
+        {"op":"snapshot","label":"b"},
+        {"op":"read","region":"t","expect":1},
+        {"op":"read","region":"q","expect":2}]}));
+    let (a, forked, freed, b) = (snap(&r, "a"), snap(&r, "forked"), snap(&r, "freed"), snap(&r, "b"));
+    assert_eq!(pid(a, 1).anon_huge_pages, 2048);
+    assert_eq!(vmstat(freed, "pglazyfree") - vmstat(forked, "pglazyfree"), 16, "q's pages, not the THP");
+    assert_eq!(vmstat(freed, "thp_split_pmd"), vmstat(forked, "thp_split_pmd"));
+    assert_eq!((pid(freed, 2).lazy_free, pid(freed, 2).anon_huge_pages), (64, 2048));
+    assert_eq!((pid(freed, 1).lazy_free, pid(freed, 1).rss_anon), (0, pid(a, 1).rss_anon));
+    assert_eq!(pid(freed, 2).rss_anon, pid(forked, 2).rss_anon, "nothing unmapped");
+    assert_eq!((pid(b, 1).lazy_free, pid(b, 1).rss_anon), (0, pid(a, 1).rss_anon));
+}
+
 /// MADV_FREE's errors (madvise_dontneed_free_valid_vma, madvise_free_single_vma): an mlocked
 /// vma, a hugetlb one, shared anonymous memory and a file mapping are EINVAL.
 #[test]
