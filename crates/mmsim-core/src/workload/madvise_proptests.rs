@@ -60,7 +60,7 @@ fn op() -> impl Strategy<Value = Value> {
             .prop_map(|((r, (o, l)), a)| json!({"op": "madvise", "region": r, "offset": o, "length": l, "advice": a})),
         // Memory pressure: a region as large as most of the free memory, written, which the
         // allocations reclaim lazyfree pages for (or the OOM killer takes a process).
-        3 => (1u64..14, prop::bool::ANY).prop_map(|(mb, keep)| {
+        3 => (4u64..24, prop::bool::ANY).prop_map(|(mb, keep)| {
             let mut ops = vec![
                 json!({"op": "mmap", "name": "x", "size": mb << 20, "addr": 0x5000_0000u64, "fixed": true}),
                 json!({"op": "write", "region": "x", "value": 9}),
@@ -97,7 +97,7 @@ fn workload() -> impl Strategy<Value = Value> {
         prop_oneof![Just("always"), Just("madvise"), Just("never")],
         0u8..2,
         prop_oneof![Just(4096u64), Just(65536)],
-        prop_oneof![Just("24M"), Just("40M")],
+        prop_oneof![Just("24M"), Just("32M")],
     );
     knobs.prop_flat_map(|(thp, zp, around, mem)| {
         let body = prop::collection::vec(
@@ -170,7 +170,7 @@ fn check(w: &Value) -> Result<(), String> {
 }
 
 fn cases() -> u32 {
-    std::env::var("MMSIM_MADVISE_FUZZ_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(40)
+    std::env::var("MMSIM_MADVISE_FUZZ_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(16)
 }
 
 fn seed() -> u64 {
