@@ -398,8 +398,8 @@ fn free_takes_a_whole_thp_whole_and_splits_one_it_covers_in_part() {
 }
 
 /// The split MADV_FREE makes of a THP it covers in part maps the pages that hold only zeroes
-/// by the shared zero page and frees them (`remap_page` with RMP_USE_SHARED_ZEROPAGE, Linux
-/// >= 6.12): a THP only read (allocated on a read fault without the huge zero page) leaves
+/// by the shared zero page and frees them (`remap_page` with RMP_USE_SHARED_ZEROPAGE, since
+/// Linux 6.12): a THP only read (allocated on a read fault without the huge zero page) leaves
 /// nothing in rss and nothing lazyfree; one written in one page keeps that page. Found by
 /// `validate --random` (kernel RssAnon 4 kB, mmsim 2048 kB).
 #[test]

@@ -47,7 +47,7 @@ impl Kernel {
             let h = self.mem.pages[head.idx()];
             // truncate_inode_partial_folio: split_folio fails on an ext4 folio with dirty
             // buffers (filemap_release_folio); mmsim splits no mlocked folio nor text copy.
-            let splittable = !(ext4 && h.test(pg::DIRTY)) && !h.test(pg::MLOCKED) && !h.test(pg::TEXT_COPY);
+            let splittable = !(h.test(pg::MLOCKED) || h.test(pg::TEXT_COPY) || ext4 && h.test(pg::DIRTY));
             if fi >= start && fi + nr <= end {
                 self.filemap_remove_folio(obj, head);
             } else if splittable {
