@@ -86,11 +86,13 @@ reproduce: build ## run every seed experiment at full scale beside the published
 FUZZ_SEED ?= $(shell date +%s)
 FUZZ_CASES ?= 20000
 PTSHARE_FUZZ_CASES ?= 150
+MADVISE_FUZZ_CASES ?= 150
 # The cargo profile flag of the campaign's build: release by default; empty for the test
 # profile, which `make test` builds anyway and which checks integer overflow (CI uses it).
 FUZZ_RELEASE ?= --release
-fuzz: ## differential fuzzing campaigns against the reference model (FUZZ_SEED, FUZZ_CASES, PTSHARE_FUZZ_CASES, FUZZ_RELEASE)
+fuzz: ## differential fuzzing campaigns against the reference model (FUZZ_SEED, FUZZ_CASES, PTSHARE_FUZZ_CASES, MADVISE_FUZZ_CASES, FUZZ_RELEASE)
 	MMSIM_FUZZ_SEED=$(FUZZ_SEED) MMSIM_FUZZ_CASES=$(FUZZ_CASES) MMSIM_PTSHARE_FUZZ_CASES=$(PTSHARE_FUZZ_CASES) \
+		MMSIM_MADVISE_FUZZ_CASES=$(MADVISE_FUZZ_CASES) \
 		cargo test $(FUZZ_RELEASE) -p mmsim-core --lib fuzz_campaign -- --ignored --nocapture
 
 clean: ## remove the virtualenv and build outputs

@@ -7,7 +7,7 @@
  *
  * A snapshot line has the task's "minflt" and "majflt" (getrusage, the runner's own faults
  * taken out: see runner.c), /proc/self/status's VmRSS VmHWM RssAnon RssFile RssShmem VmPTE
- * VmLck HugetlbPages, smaps_rollup's AnonHugePages, and system-wide "vmstat" and "meminfo"
+ * VmLck HugetlbPages, smaps_rollup's AnonHugePages and LazyFree, and system-wide "vmstat" and "meminfo"
  * objects (the keys below; a kernel without one has no key) and "perf". */
 
 /* Append ,"KEY":value pairs from a /proc file whose lines are "Key: value kB" or "key value". */
@@ -39,9 +39,11 @@ static int proc_fields(char *buf, size_t cap, const char *path, const char *cons
  * munlock of the runner's own PROT_NONE page (no fault: populate stops with ENOMEM at once)
  * drain it, and leave VmLck as it was. With the runner pinned to one CPU (main), the batch
  * drained is the one the workload filled, and a snapshot sees every munlock done, as mmsim
- * counts them. Best effort: without CAP_IPC_LOCK and RLIMIT_MEMLOCK it does nothing. Where an
- * mlockall(MCL_CURRENT) of the workload locked the page with the rest (drain_locked), it is
- * munlocked and locked again, as it was. */
+ * counts them. lru_add_drain drains the CPU's other folio batches too: MADV_FREE's lazyfree
+ * batch (pglazyfree, and smaps' LazyFree, change only when a folio leaves it). Best effort:
+ * without CAP_IPC_LOCK and RLIMIT_MEMLOCK it does nothing. Where an mlockall(MCL_CURRENT) of
+ * the workload locked the page with the rest (drain_locked), it is munlocked and locked
+ * again, as it was. */
 static void drain_mlock_batch(void)
 {
 	if (drain_page == NULL)
@@ -68,12 +70,15 @@ static void snapshot(const char *label)
 					      "ShmemPmdMapped", "ShmemHugePages", NULL};
 	static const char *const status[] = {"VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem",
 					     "VmPTE", "VmLck", "HugetlbPages", NULL};
-	static const char *const smaps[] = {"AnonHugePages", NULL};
+	static const char *const smaps[] = {"AnonHugePages", "LazyFree", NULL};
 	static const char *const vmstat[] = {"pgfault", "thp_fault_alloc", "thp_fault_fallback", "thp_split_pmd",
 					     "thp_zero_page_alloc", "thp_zero_page_alloc_failed", "nr_page_table_pages",
 					     "nr_anon_pages", "nr_anon_transparent_hugepages", "thp_collapse_alloc",
 					     "unevictable_pgs_mlocked", "unevictable_pgs_munlocked", "nr_mlock",
 					     "nr_hugetlb",
+					     /* MADV_FREE: pages made lazyfree (counted as this CPU's lazyfree
+					      * batch drains: drain_mlock_batch drains it too) and discarded. */
+					     "pglazyfree", "pglazyfreed",
 					     /* The page cache: pages, events, and KiB read from disks. */
 					     "nr_file_pages", "nr_mapped", "nr_shmem", "nr_file_hugepages",
 					     "nr_file_pmdmapped", "nr_shmem_hugepages", "nr_shmem_pmdmapped", "pgmajfault",

@@ -150,7 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run workloads on this machine's kernel and in mmsim, and compare",
         description="Run each workload natively (native/runner.c, real system calls) and in mmsim configured "
         "like the host (its THP settings and hugetlb pool), and compare faults, RssAnon, RssShmem, VmPTE, VmLck, "
-        "AnonHugePages, HugetlbPages, THP, mlock and hugetlb pool events between snapshots. --suite runs the "
+        "AnonHugePages, HugetlbPages, LazyFree, THP, mlock, MADV_FREE and hugetlb pool events between snapshots. "
+        "--suite runs the "
         "built-in cases. Exits 1 if a counter differs.",
     )
     va.add_argument("workloads", nargs="*", metavar="WORKLOAD", help="workload files (.json, .yaml)")

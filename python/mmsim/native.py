@@ -4,7 +4,7 @@ what the kernel did with what mmsim predicts (``mmsim validate``).
 The runner executes the workload compiled to a line format (:func:`compile_program`) with real
 mmap/munmap/mprotect/madvise/fork/wait and one-byte-per-stride reads and writes, and reports
 at each ``snapshot`` the process's fault counts (getrusage), /proc/self/status, smaps_rollup's
-AnonHugePages and system-wide /proc/vmstat and /proc/meminfo counters. Comparisons are of
+AnonHugePages and LazyFree and system-wide /proc/vmstat and /proc/meminfo counters. Comparisons are of
 changes between two snapshots of one process: a real process's start-up (libc, stack) is not
 the workload's.
 
@@ -784,6 +784,12 @@ THP_EVENTS = ("thp_fault_alloc", "thp_zero_page_alloc", "thp_split_pmd")
 #: "stranded", which mmsim, with no LRU and no per-CPU batches, does not model (README's
 #: deliberate differences); the campaign is for finding the differences not yet known.
 MLOCK_EVENTS = ("unevictable_pgs_mlocked", "unevictable_pgs_munlocked")
+#: MADV_FREE's events, compared like the THP events in the suite, a user's workloads and the
+#: random campaign: pages made lazyfree (Linux counts a small folio when its CPU's lazyfree
+#: batch drains, which the runner makes happen before each snapshot, on the one CPU it runs
+#: on: native/runner_report.h) and lazyfree pages reclaim discarded (none, unless the host
+#: is short of memory).
+LAZYFREE_EVENTS = ("pglazyfree", "pglazyfreed")
 
 #: The hugetlb pool's system-wide counters, compared between pid 1's snapshots in every
 #: workload (the random campaign's too): /proc/meminfo's HugePages_Free, HugePages_Rsvd and
@@ -794,7 +800,18 @@ HUGETLB_COUNTERS = ("HugePages_Free", "HugePages_Rsvd", "HugePages_Surp", "nr_hu
 #: The per-process counters compared between a process's consecutive snapshots. RssFile counts
 #: the runner's own text too, the same in every snapshot of a process (a forked child maps it
 #: again before its first: native/runner.c), so its changes are the workload's.
-FIELDS = ("minflt", "majflt", "RssAnon", "RssFile", "RssShmem", "VmPTE", "VmLck", "AnonHugePages", "HugetlbPages")
+FIELDS = (
+    "minflt",
+    "majflt",
+    "RssAnon",
+    "RssFile",
+    "RssShmem",
+    "VmPTE",
+    "VmLck",
+    "AnonHugePages",
+    "HugetlbPages",
+    "LazyFree",
+)
 
 #: The page cache's system-wide counters a native run reports (/proc/vmstat's and
 #: /proc/meminfo's, see native/runner_report.h), shown by `mmsim run --native`. Other processes
@@ -825,7 +842,9 @@ FILE_COUNTERS = (
 
 
 def validate_workload(
-    workload: Mapping[str, Any], host: Mapping[str, Any], events: tuple[str, ...] = THP_EVENTS + MLOCK_EVENTS
+    workload: Mapping[str, Any],
+    host: Mapping[str, Any],
+    events: tuple[str, ...] = THP_EVENTS + MLOCK_EVENTS + LAZYFREE_EVENTS,
 ) -> dict[str, Any]:
     """Run a user's workload natively and in mmsim; compare consecutive snapshots per process,
     from each process's implicit start to its end (see :func:`with_baselines`), the
@@ -890,7 +909,7 @@ def _system_only(result: Mapping[str, Any]) -> bool:
 def compare_snapshots(
     native: list[dict[str, Any]],
     sim: list[dict[str, Any]],
-    events: tuple[str, ...] = THP_EVENTS + MLOCK_EVENTS,
+    events: tuple[str, ...] = THP_EVENTS + MLOCK_EVENTS + LAZYFREE_EVENTS,
     system: tuple[str, ...] = HUGETLB_COUNTERS,
     io_timing: bool = False,
 ) -> list[dict[str, Any]] | str:

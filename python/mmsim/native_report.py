@@ -11,6 +11,7 @@ from mmsim.native import (
     EVENT,
     FILE_COUNTERS,
     HUGETLB_COUNTERS,
+    LAZYFREE_EVENTS,
     POOL_KNOBS,
     THP_EVENTS,
     HostSettings,
@@ -33,6 +34,7 @@ PROCESS_FIELDS = (
     "VmLck",
     "AnonHugePages",
     "HugetlbPages",
+    "LazyFree",
 )
 
 
@@ -119,7 +121,7 @@ def format_native(report: Mapping[str, Any]) -> str:
             for s in report["snapshots"]
         ):
             cols.insert(1 if f == "majflt" else len(cols), f)
-    system_counters = THP_EVENTS + HUGETLB_COUNTERS + (FILE_COUNTERS if report.get("files") else ())
+    system_counters = THP_EVENTS + LAZYFREE_EVENTS + HUGETLB_COUNTERS + (FILE_COUNTERS if report.get("files") else ())
     head = f"  {'snapshot':<16} {'pid':>4} " + " ".join(f"{f:>13}" for f in cols)
     lines += [" Changes since the start (pid 1) or the process's first snapshot (kB for sizes):", head]
     for s in report["snapshots"]:

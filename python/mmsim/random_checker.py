@@ -37,6 +37,13 @@ MAX_FILE = 16 << 20
 #: memory is not modelled: README's deliberate differences).
 ADVICE = ("hugepage", "nohugepage", "dontneed", "willneed", "sequential", "random", "normal")
 FILE_ADVICE = (*ADVICE, "collapse")
+#: madvise advice drawn from a stream of its own (the workloads of a seed drawn before they
+#: were added keep their shape), each where it succeeds: MADV_FREE on private anonymous
+#: memory, MADV_REMOVE on shared memory (anonymous or a file), neither over an mlocked page
+#: (EINVAL); MADV_DONTFORK and MADV_DOFORK anywhere (a child forked after MADV_DONTFORK has
+#: nothing mapped there: the model unmaps those pages in its copy).
+FORK_ADVICE = ("dontfork", "dofork")
+LAZY_ADVICE = ("free", "remove", *FORK_ADVICE)
 ENABLED = "transparent_hugepage/enabled"
 ZERO_PAGE = "transparent_hugepage/use_zero_page"
 #: The host knobs each case sets, and their values.
@@ -70,12 +77,29 @@ class Region:
     locked: bytearray | None = None  # 1 for each page in a VM_LOCKED vma (None: none ever was)
     file: str | None = None  # the file it maps (None: anonymous memory)
     heap: bool = False  # the heap: from the break at its first brk op to the break now
+    dontfork: bytearray | None = None  # 1 for each page in a VM_DONTCOPY vma (None: none ever was)
 
     def copy(self) -> Region:
         """The region as a fork child has it: the same pages, none locked (dup_mmap clears
-        VM_LOCKED)."""
+        VM_LOCKED), none of those MADV_DONTFORK left out (the child has nothing mapped there)."""
         pages = bytearray(self.pages)
-        return Region(self.size, pages, self.shared, self.thp, self.whole, file=self.file, heap=self.heap)
+        whole = self.whole
+        if self.dontfork is not None and any(self.dontfork):
+            for q, d in enumerate(self.dontfork):
+                if d:
+                    pages[q] = UNMAPPED
+            whole = False
+        return Region(self.size, pages, self.shared, self.thp, whole, file=self.file, heap=self.heap)
+
+    def set_dontfork(self, s: int, e: int, on: bool) -> None:
+        """MADV_DONTFORK (`on`) or MADV_DOFORK of pages [s, e) (the mapped ones), or their
+        munmap (`on` False)."""
+        if self.dontfork is None:
+            if not on:
+                return
+            self.dontfork = bytearray(len(self.pages))
+        for q in range(s, e):
+            self.dontfork[q] = 1 if on and self.pages[q] != UNMAPPED else 0
 
     def any_locked(self, s: int, e: int) -> bool:
         """Is a page of [s, e) in a locked vma (MADV_DONTNEED there is EINVAL)?"""
@@ -102,6 +126,9 @@ class Region:
         if self.locked is not None or locked:
             lk = (self.locked or bytearray(old))[:n]
             self.locked = lk + (b"\x01" if locked else b"\x00") * max(0, n - old)
+        if self.dontfork is not None:
+            # The new part is a vma of its own without VM_DONTCOPY (do_brk_flags cannot expand).
+            self.dontfork = self.dontfork[:n] + bytearray(max(0, n - old))
         self.size = size
         self.thp = size >= HPAGE
 
@@ -109,6 +136,7 @@ class Region:
         """mremap to `size` bytes: the pages keep their protection, new ones take it too."""
         self.pages = bytearray([self.pages[0]]) * -(-size // PAGE)
         self.locked = None
+        self.dontfork = None
         self.size = size
         self.thp = size >= HPAGE
 
@@ -358,6 +386,7 @@ class Checker:
                 for q in pages:
                     r.pages[q] = UNMAPPED
                 r.set_locked(ext[0] // PAGE, ext[1] // PAGE, False)
+                r.set_dontfork(ext[0] // PAGE, ext[1] // PAGE, False)
             else:
                 if any(r.pages[q] == UNMAPPED for q in pages):
                     self.problem(p, f"{kind} over a hole")
@@ -368,10 +397,16 @@ class Checker:
                     for q in pages:
                         if r.pages[q]:
                             r.pages[q] = PROT[op["prot"]]
-                elif op.get("advice") not in (FILE_ADVICE if r.file else ADVICE):
+                elif op.get("advice") not in (FILE_ADVICE if r.file else ADVICE) + LAZY_ADVICE:
                     self.problem(p, f"advice {op.get('advice')!r}")
-                elif op["advice"] == "dontneed" and r.any_locked(ext[0] // PAGE, ext[1] // PAGE):
-                    self.problem(p, "dontneed over a locked range (EINVAL)")
+                elif op["advice"] in ("dontneed", "free", "remove") and r.any_locked(ext[0] // PAGE, ext[1] // PAGE):
+                    self.problem(p, f"{op['advice']} over a locked range (EINVAL)")
+                elif op["advice"] == "free" and (r.shared or r.file):
+                    self.problem(p, "free of shared or file memory (EINVAL)")
+                elif op["advice"] == "remove" and not r.shared:
+                    self.problem(p, "remove of private memory (EINVAL, EACCES)")
+                elif op["advice"] in FORK_ADVICE:
+                    r.set_dontfork(ext[0] // PAGE, ext[1] // PAGE, op["advice"] == "dontfork")
         elif kind in ("mlock", "munlock"):
             r = self.region(task, p, op.get("region"))
             if r is None:

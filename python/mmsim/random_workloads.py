@@ -24,11 +24,13 @@ from mmsim.random_checker import (
     FILE_ADVICE,
     FILE_OPS,
     HEAP,
+    FORK_ADVICE,
     HPAGE,
     HPAGE_PAGES,
     KNOBS,
     LABEL,
     LOCK_POPULATE,
+    LAZY_ADVICE,
     MAX_FILE,
     MAX_FILES,
     MAX_REGION,
@@ -61,8 +63,10 @@ __all__ = [
     "ENABLED",
     "FILE_ADVICE",
     "FILE_OPS",
+    "FORK_ADVICE",
     "KNOBS",
     "LABEL",
+    "LAZY_ADVICE",
     "MAX_FILE",
     "MAX_FILES",
     "MAX_REGION",
@@ -109,12 +113,15 @@ class Generator:
         # brk ops, from a stream of their own: the other ops of a seed's workloads stay those
         # drawn before brk was added, until a heap exists.
         self.brk_rng = random.Random(0)
+        # MADV_FREE, MADV_REMOVE, MADV_DONTFORK and MADV_DOFORK, from a stream of their own.
+        self.lazy_rng = random.Random(0)
 
     # -- the workload and its programs ----------------------------------------------------
 
     def workload(self, name: str) -> dict[str, Any]:
         rng = self.rng
         self.brk_rng = random.Random(f"{name}:brk")
+        self.lazy_rng = random.Random(f"{name}:lazy-advice")
         knobs = {k: rng.choice(KNOBS[k]) for k in (ENABLED, ZERO_PAGE)}
         # defrag from a stream of its own, so that the workloads of a seed stay those drawn
         # before it was added.
@@ -499,6 +506,18 @@ class Generator:
         if advice == "dontneed" and r.any_locked(s, e):
             # MADV_DONTNEED refuses a VM_LOCKED vma (EINVAL): advise it instead.
             advice = "hugepage"
+        # Now and then one of the advice added later, where it succeeds (random_checker's
+        # LAZY_ADVICE), from a stream of its own.
+        unlocked = not r.any_locked(s, e)
+        lazy = [(a, 1.0) for a in FORK_ADVICE]
+        if unlocked and not r.shared and not r.file:
+            lazy.append(("free", 2.0))
+        if unlocked and r.shared:
+            lazy.append(("remove", 3.0))
+        if self.lazy_rng.random() < 0.3:
+            advice = self.lazy_rng.choices([a for a, _ in lazy], [w for _, w in lazy])[0]
+        if advice in FORK_ADVICE:
+            r.set_dontfork(s, e, advice == "dontfork")
         return [{"op": "madvise", "region": name, "advice": advice, **self.range_fields(r, s, e)}]
 
     def byte_range(self, r: Region, s: int, e: int) -> tuple[int, int]:

@@ -297,7 +297,8 @@ def campaign(
             )
     # The random campaign compares every exact counter but the mlock events (see
     # native.MLOCK_EVENTS: Linux's per-CPU mlock batches, a known difference).
-    validate = validate or functools.partial(native.validate_workload, events=native.THP_EVENTS)
+    events = native.THP_EVENTS + native.LAZYFREE_EVENTS
+    validate = validate or functools.partial(native.validate_workload, events=events)
     read_host = host_settings or native.host_settings
     t0 = time.monotonic()
     cases = [generate_case(seed, i, threads) for i in range(n)]

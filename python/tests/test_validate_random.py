@@ -89,7 +89,8 @@ def test_generated_workloads_are_valid_safe_and_varied():
     assert set(kinds) == ops, kinds
     assert len(knobs) == sum(len(v) for v in vr.KNOBS.values()) == 10, knobs
     assert min(sizes.values()) > 20 and set(aligns) >= {"None", "2M", "4K"} and set(prots) == {"rw", "r", "none"}
-    assert set(advice) == set(vr_files.FILE_ADVICE)
+    assert set(advice) == set(vr_files.FILE_ADVICE) | set(vr_files.LAZY_ADVICE), advice
+    assert min(advice[a] for a in vr_files.LAZY_ADVICE) >= 20, advice
     assert kinds["mmap"] > 100 and files["file"] > 30 and files["shared"] > 10 and files["tmpfs"] > 10, files
     assert set(patterns) == {"plain", "random", "block"}, patterns
     assert set(locks) == {"mlock", "mlock onfault", "current", "future", "onfault"}, locks

@@ -22,6 +22,8 @@ struct RefVma {
     /// A private file mapping: the file's object and the page offset of `start` in it, which
     /// a page not yet written reads (POSIX: unspecified; Linux: the page cache, until COW).
     file: Option<(u32, u64)>,
+    /// MADV_DONTFORK: a fork child does not get the mapping.
+    dontcopy: bool,
 }
 
 /// One process's memory as POSIX defines it.
@@ -59,9 +61,15 @@ impl Oracle {
         self.spaces.insert(pid, RefSpace::default());
     }
 
-    /// fork: the child gets a copy of the private pages and the same shared objects.
+    /// fork: the child gets a copy of the private pages and the same shared objects, but
+    /// for the mappings MADV_DONTFORK left out (nothing is mapped there in the child).
     pub fn fork(&mut self, parent: u32, child: u32) {
-        let s = self.spaces[&parent].clone();
+        let mut s = self.spaces[&parent].clone();
+        let out: Vec<(u64, u64)> = s.vmas.iter().filter(|(_, v)| v.dontcopy).map(|(&a, v)| (a, v.end)).collect();
+        for (a, e) in out {
+            s.vmas.remove(&a);
+            s.private.retain(|&p, _| p < a || p >= e);
+        }
         self.spaces.insert(child, s);
     }
 
@@ -78,7 +86,7 @@ impl Oracle {
             (self.next_obj, 0)
         });
         let sp = self.spaces.get_mut(&pid).expect("process");
-        sp.vmas.insert(addr, RefVma { end: addr + len, prot, shared, file: None });
+        sp.vmas.insert(addr, RefVma { end: addr + len, prot, shared, file: None, dontcopy: false });
     }
 
     /// A file of that name, all zeroes (create: O_TRUNC of a new file).
@@ -116,7 +124,7 @@ impl Oracle {
         let at = (o, offset / self.geo.page_size());
         let (shared, file) = if shared { (Some(at), None) } else { (None, Some(at)) };
         let sp = self.spaces.get_mut(&pid).expect("process");
-        sp.vmas.insert(addr, RefVma { end: addr + len, prot, shared, file });
+        sp.vmas.insert(addr, RefVma { end: addr + len, prot, shared, file, dontcopy: false });
     }
 
     fn split(sp: &mut RefSpace, at: u64, page_size: u64) {
@@ -181,7 +189,7 @@ impl Oracle {
         self.munmap(pid, old, old_len);
         self.munmap(pid, new, new_len);
         let sp = self.spaces.get_mut(&pid).expect("process");
-        sp.vmas.insert(new, RefVma { end: new + new_len, prot: v.prot, shared: v.shared, file: v.file });
+        sp.vmas.insert(new, RefVma { end: new + new_len, ..v });
         sp.private.extend(moved);
     }
 
@@ -204,6 +212,46 @@ impl Oracle {
         Self::split(sp, end, ps);
         for (_, v) in sp.vmas.range_mut(addr..end) {
             v.prot = prot;
+        }
+    }
+
+    /// MADV_DONTFORK (`on`) or MADV_DOFORK over [addr, addr + len): every mapping in the
+    /// range, holes skipped (madvise goes on past them).
+    pub fn dontfork(&mut self, pid: u32, addr: u64, len: u64, on: bool) {
+        let ps = self.geo.page_size();
+        let sp = self.spaces.get_mut(&pid).expect("process");
+        Self::split(sp, addr, ps);
+        Self::split(sp, addr + len, ps);
+        for (_, v) in sp.vmas.range_mut(addr..addr + len) {
+            v.dontcopy = on;
+        }
+    }
+
+    /// MADV_REMOVE over [addr, addr + len): the shared objects' pages the range maps read as
+    /// zero again (a hole in the file), in every mapping of them.
+    pub fn remove(&mut self, pid: u32, addr: u64, len: u64) {
+        let ps = self.geo.page_size();
+        let sp = &self.spaces[&pid];
+        let mut holes = Vec::new();
+        for (&s, v) in sp.vmas.range(..addr + len) {
+            let (from, to) = (s.max(addr), v.end.min(addr + len));
+            if let (Some((o, off)), true) = (v.shared, from < to) {
+                let first = off + (from - s) / ps;
+                holes.push((o, first, first + (to - from) / ps));
+            }
+        }
+        for (o, a, b) in holes {
+            if let Some(obj) = self.objects.get_mut(&o) {
+                obj.retain(|&i, _| i < a || i >= b);
+            }
+        }
+    }
+
+    /// Reclaim discarded the lazyfree (MADV_FREE) pages of [addr, addr + len): they read as
+    /// zero now.
+    pub fn discard(&mut self, pid: u32, addr: u64, len: u64) {
+        if self.spaces.contains_key(&pid) {
+            self.dontneed(pid, addr, len);
         }
     }
 

@@ -98,6 +98,9 @@ pub struct ProcessStatus {
     pub vm_lck: i64,
     #[serde(rename = "AnonHugePages")]
     pub anon_huge_pages: i64,
+    /// kB of smaps' LazyFree: mapped pages MADV_FREE made lazyfree, not written since.
+    #[serde(rename = "LazyFree")]
+    pub lazy_free: i64,
     /// kB of hugetlb pages this mm counts (mm->hugetlb_usage).
     #[serde(rename = "HugetlbPages")]
     pub hugetlb_pages: i64,

@@ -448,6 +448,7 @@ pub fn process_status(k: &Kernel, t: &Task, freq: f64) -> ProcessStatus {
         vm_pte: 0,
         vm_lck: 0,
         anon_huge_pages: 0,
+        lazy_free: 0,
         hugetlb_pages: 0,
         perf: perf_metrics(&t.perf, t.page_faults, t.minflt, t.majflt, freq, None),
     };
@@ -461,6 +462,7 @@ pub fn process_status(k: &Kernel, t: &Task, freq: f64) -> ProcessStatus {
         st.vm_pte = m.pgtables_bytes / 1024;
         st.vm_lck = m.locked_vm * kb_per_page(k);
         st.anon_huge_pages = anon_huge_kb(k, mm);
+        st.lazy_free = k.lazyfree_pages(mm) as i64 * kb_per_page(k);
         st.hugetlb_pages = m.hugetlb_usage * kb_per_page(k);
     }
     st

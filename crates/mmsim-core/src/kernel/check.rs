@@ -124,6 +124,8 @@ struct FolioTotals {
     file_mapped: i64,
     anon_thps: i64,
     hugetlb_in_use: u64,
+    /// Folios flagged PG_lazyfree.
+    lazy_flagged: usize,
 }
 
 /// No frame may be claimed twice, nor lie past the end of memory.
@@ -403,6 +405,7 @@ impl Kernel {
         let mut file_mapped = 0i64;
         let mut anon_thps = 0i64;
         let mut hugetlb_in_use = 0u64;
+        let mut lazy_flagged = 0usize;
         let mut pfn = 0u64;
         let mut next_run = 0;
         loop {
@@ -446,6 +449,9 @@ impl Kernel {
                 if p.test(pg::HUGETLB) {
                     hugetlb_in_use += 1;
                 }
+                if p.test(pg::LAZYFREE) {
+                    lazy_flagged += 1;
+                }
                 if refs == 0 {
                     return Err(violation!("folio {head:#x} ({nr} pages) is allocated but unreferenced (leak)"));
                 }
@@ -458,12 +464,12 @@ impl Kernel {
             pfn = a as u64 + len as u64;
             next_run += 1;
         }
-        Ok(FolioTotals { anon_mapped, file_mapped, anon_thps, hugetlb_in_use })
+        Ok(FolioTotals { anon_mapped, file_mapped, anon_thps, hugetlb_in_use, lazy_flagged })
     }
 
     /// The vmstat items the folio walk recounted.
     fn check_totals(&self, t: FolioTotals) -> Result<(), Violation> {
-        let FolioTotals { anon_mapped, file_mapped, anon_thps, hugetlb_in_use } = t;
+        let FolioTotals { anon_mapped, file_mapped, anon_thps, hugetlb_in_use, lazy_flagged } = t;
         if anon_mapped != self.stat.items[VmItem::NrAnonPages] {
             return Err(violation!(
                 "nr_anon_pages: recount {anon_mapped}, kernel says {}",
@@ -488,6 +494,24 @@ impl Kernel {
                 h.surplus_huge_pages,
                 self.stat.items[VmItem::NrHugetlb]
             ));
+        }
+        // Lazyfree folios: allocated anonymous heads flagged so, each on the list once, and
+        // reclaim's rmap walk finds every mapping of each.
+        if lazy_flagged != self.lazyfree.len() {
+            return Err(format!("{lazy_flagged} folios flagged lazyfree, {} on the list", self.lazyfree.len()));
+        }
+        for h in self.lazyfree.heads() {
+            let p = &self.mem.pages[h as usize];
+            if !p.test(pg::LAZYFREE) || !p.test(pg::ANON) || p.refcount <= 0 || p.head != h {
+                return Err(format!(
+                    "lazyfree folio {h:#x}: flags {:#x}, refcount {}, head {:#x}",
+                    p.flags, p.refcount, p.head
+                ));
+            }
+            let (found, mapped) = (self.lazyfree_rmap_count(Pfn(h)), self.folio_mapcount(Pfn(h)));
+            if found as i64 != mapped {
+                return Err(format!("lazyfree folio {h:#x}: mapped {mapped} times, the rmap walk finds {found}"));
+            }
         }
         if anon_thps != self.stat.items[VmItem::NrAnonThps] {
             return Err(violation!(

@@ -59,9 +59,10 @@ impl Kernel {
         Some(mm)
     }
 
-    /// `dup_mm` -> `dup_mmap`: copy every vma (a shmem mapping takes a file reference, a vma
-    /// with an anon_vma gets its own child anon_vma) and its page tables. None on ENOMEM, with
-    /// the partial child torn down.
+    /// `dup_mm` -> `dup_mmap`: copy every vma but the VM_DONTCOPY ones (MADV_DONTFORK: the
+    /// child has nothing mapped there) (a shmem mapping takes a file reference, a vma with an
+    /// anon_vma gets its own child anon_vma) and its page tables. None on ENOMEM, with the
+    /// partial child torn down.
     pub fn dup_mm(&mut self, parent: MmId) -> Option<MmId> {
         let child = self.mm_alloc()?;
         let vmas: Vec<Vma> = self.mm(parent).vmas.values().cloned().collect();
@@ -71,6 +72,9 @@ impl Kernel {
             (c.mmap_base, c.start_brk, c.brk) = (p, sb, b);
         }
         for v in vmas {
+            if v.flags & vm::DONTCOPY != 0 {
+                continue;
+            }
             let mut cv = v.clone();
             // dup_mmap: the child's vmas are not locked (VM_LOCKED_MASK cleared); mm_init
             // left its def_flags empty (VM_INIT_DEF_MASK keeps no VM_LOCKED: mlockall's

@@ -71,7 +71,7 @@ impl Kernel {
     }
 
     /// `zap_deposited_table`: free the table deposited under a huge pmd (mm_dec_nr_ptes).
-    fn zap_deposited_table(&mut self, mm: MmId, pmd: Slot) {
+    pub(super) fn zap_deposited_table(&mut self, mm: MmId, pmd: Slot) {
         let t = self.withdraw(pmd);
         self.pte_free(Some(mm), t);
     }
@@ -282,6 +282,10 @@ impl Kernel {
             self.put_huge_zero_pmd();
         } else {
             let head = e.pfn();
+            if e.has(pgtable::DIRTY) {
+                // __split_huge_pmd_locked: a dirty pmd's folio is marked dirty.
+                self.mem.pages[head.idx()].set(pg::DIRTY);
+            }
             let keep = e.0 & (pgtable::RW | pgtable::DIRTY | pgtable::ACCESSED);
             for i in 0..self.geo.ptrs_per_table() as u32 {
                 let page = Pfn(head.0 + i);
@@ -319,12 +323,18 @@ impl Kernel {
     /// depositing a new table for the child.
     pub fn copy_huge_pmd(&mut self, dst: MmId, src: MmId, vma: &Vma, dpmd: Slot, spmd: Slot) -> Result<(), Errno> {
         let _ = src;
-        let e = self.entry(spmd.table, spmd.idx);
         if !vma.is_anonymous() {
             // A file pmd is not copied: the child faults it in again.
             return Ok(());
         }
         let pgtable = self.pte_alloc_one(Some(dst)).ok_or(Errno::ENOMEM)?;
+        // The pmd is read once the table is allocated (under the pmd lock, in Linux): the
+        // allocation's reclaim may have discarded a lazyfree THP.
+        let e = self.entry(spmd.table, spmd.idx);
+        if !e.present() {
+            self.pte_free(Some(dst), pgtable);
+            return Ok(());
+        }
         if self.is_huge_zero_pmd(e) {
             if self.mm_get_huge_zero_folio(dst).is_none() {
                 self.pte_free(Some(dst), pgtable);
@@ -386,16 +396,20 @@ impl Kernel {
     }
 
     /// `split_huge_page`: turn a PTE-mapped THP into base pages; each keeps one reference per
-    /// pte mapping it, unmapped ones are freed.
-    fn split_folio(&mut self, head: Pfn) {
+    /// pte mapping it, unmapped ones are freed. PG_dirty goes to every page
+    /// (`__split_folio_to_order`), and so does lazyfreeness (PG_swapbacked): the pages that
+    /// stay take the folio's place among the lazyfree folios.
+    pub(super) fn split_folio(&mut self, head: Pfn) {
         let n = self.folio_nr_pages(head) as u32;
         self.stat.count(VmEvent::ThpSplitPage);
         self.folio_mms.remove(&head.0);
+        let lazy = self.lazyfree_split_begin(head);
+        let dirty = self.mem.pages[head.idx()].flags & pg::DIRTY;
         let flags_keep = pg::ANON | pg::ANON_EXCLUSIVE;
         for i in 0..n {
             let pfn = head.0 + i;
             let p = &mut self.mem.pages[pfn as usize];
-            p.flags &= flags_keep;
+            p.flags = (p.flags & flags_keep) | dirty;
             p.order = 0;
             p.head = pfn;
             p.refcount = p.mapcount;
@@ -407,6 +421,9 @@ impl Kernel {
                 self.mem.pages[pfn.idx()].refcount = 1;
                 self.folio_put(pfn);
             }
+        }
+        if let Some(was) = lazy {
+            self.lazyfree_split_done(head, n, was);
         }
     }
 }

@@ -164,7 +164,7 @@ impl Kernel {
     /// `hugetlb_acct_memory` (`gather_surplus_pages` / `return_unused_surplus_pages`):
     /// reserve `delta` more pages (or release -delta). A reservation the free pages cannot
     /// cover takes surplus pages, if overcommit allows; else it fails (mmap ENOMEM).
-    fn hugetlb_acct_memory(&mut self, delta: i64) -> Result<(), Errno> {
+    pub(super) fn hugetlb_acct_memory(&mut self, delta: i64) -> Result<(), Errno> {
         if delta >= 0 {
             let delta = delta as u64;
             let h = &self.hugetlb;

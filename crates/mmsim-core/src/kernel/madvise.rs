@@ -1,6 +1,8 @@
-//! mm/madvise.c: MADV_HUGEPAGE / MADV_NOHUGEPAGE (vma flags, with split and merge, as
-//! madvise_update_vma does), MADV_DONTNEED (zap the range, keep the vmas and page tables) and
-//! MADV_POPULATE_READ / MADV_POPULATE_WRITE (fault the range in through GUP, Linux >= 5.14).
+//! mm/madvise.c: MADV_HUGEPAGE / MADV_NOHUGEPAGE / MADV_DONTFORK / MADV_DOFORK (vma flags,
+//! with split and merge, as madvise_update_vma does), MADV_DONTNEED (zap the range, keep the
+//! vmas and page tables), MADV_FREE (kernel/lazyfree.rs), MADV_REMOVE (punch a hole in a
+//! shared mapping's file: kernel/truncate.rs) and MADV_POPULATE_READ / MADV_POPULATE_WRITE
+//! (fault the range in through GUP, Linux >= 5.14).
 
 use super::mm::vm;
 use super::mmap::Errno;
@@ -25,6 +27,103 @@ impl Kernel {
             (v.flags & vm::HUGETLB != 0 && to & hmask != 0).then_some(to & !hmask)
         });
         stop.unwrap_or(end)
+    }
+
+    /// Where madvise(`advice`) of [start, start + len) stops with an error other than ENOMEM
+    /// (the vmas before are advised, those after are not), or the range's end: for
+    /// MADV_REMOVE the first vma that is mlocked (EINVAL), not a file's (EINVAL) or not a
+    /// shared writable one (EACCES); for MADV_DONTFORK / MADV_DOFORK the first hugetlb vma the
+    /// range would cut off a huge page boundary (EINVAL); for MADV_FREE the first mlocked,
+    /// hugetlb or non-anonymous vma (EINVAL). An unaligned start advises nothing.
+    pub fn madvise_stop(&self, mm: MmId, start: u64, len: u64, advice: Advice) -> u64 {
+        if start & (self.geo.page_size() - 1) != 0 {
+            return start;
+        }
+        let Some(end) = self.geo.page_align(len).and_then(|l| start.checked_add(l)) else {
+            return start;
+        };
+        let hmask = self.geo.hpage_pmd_size() - 1;
+        let stop = self.mm(mm).vmas_in(start, end).into_iter().find_map(|s| {
+            let v = &self.mm(mm).vmas[&s];
+            let (from, to) = (v.start.max(start), v.end.min(end));
+            let bad = match advice {
+                Advice::Remove => v.flags & vm::LOCKED != 0 || v.is_anonymous() || !Self::shared_maywrite(v),
+                Advice::DontFork | Advice::DoFork => {
+                    let newflags = Self::fork_advice_flags(v.flags, advice);
+                    let cuts = (from > v.start && from & hmask != 0) || (to < v.end && to & hmask != 0);
+                    v.flags & vm::HUGETLB != 0 && newflags != v.flags && cuts
+                }
+                Advice::Free => v.flags & (vm::LOCKED | vm::HUGETLB) != 0 || !v.is_anonymous(),
+                _ => false,
+            };
+            bad.then_some(from)
+        });
+        stop.unwrap_or(end)
+    }
+
+    /// `vma_is_shared_maywrite`: VM_SHARED and VM_MAYWRITE.
+    fn shared_maywrite(v: &super::mm::Vma) -> bool {
+        v.flags & (vm::SHARED | vm::MAYWRITE) == vm::SHARED | vm::MAYWRITE
+    }
+
+    /// A vma's flags after MADV_DONTFORK (VM_DONTCOPY set) or MADV_DOFORK (cleared).
+    fn fork_advice_flags(flags: u32, advice: Advice) -> u32 {
+        if advice == Advice::DontFork {
+            flags | vm::DONTCOPY
+        } else {
+            flags & !vm::DONTCOPY
+        }
+    }
+
+    /// `madvise_update_vma`: give [addr, stop) of `v` the flags `newflags`, splitting it off
+    /// and merging it with its neighbours; nothing when they are its flags already. A
+    /// hugetlb vma cut off a huge page boundary is EINVAL (`hugetlb_vm_op_split`).
+    fn madvise_update_vma(
+        &mut self,
+        mm: MmId,
+        v: &super::mm::Vma,
+        addr: u64,
+        stop: u64,
+        newflags: u32,
+    ) -> Result<(), Errno> {
+        if newflags == v.flags {
+            return Ok(());
+        }
+        if v.flags & vm::HUGETLB != 0 {
+            self.hugetlb_split_ok(mm, addr, stop)?;
+        }
+        self.split_vma(mm, addr);
+        self.split_vma(mm, stop);
+        self.mm_mut(mm).vmas.get_mut(&addr).expect("isolated vma").flags = newflags;
+        self.vma_merge_around(mm, addr);
+        Ok(())
+    }
+
+    /// `madvise_remove`: punch a hole over [start, end) of the file a shared writable vma maps
+    /// (`vfs_fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)`): shmem and tmpfs
+    /// (`shmem_fallocate`), ext4 (`ext4_punch_hole`), hugetlbfs (`hugetlbfs_punch_hole`).
+    /// An mlocked vma is EINVAL, one without a file (private anonymous memory) EINVAL, one
+    /// not shared and writable EACCES.
+    fn madvise_remove(&mut self, v: &super::mm::Vma, start: u64, end: u64) -> Result<(), Errno> {
+        use super::mm::Backing;
+        if v.flags & vm::LOCKED != 0 || v.is_anonymous() {
+            return Err(Errno::EINVAL);
+        }
+        if !Self::shared_maywrite(v) {
+            return Err(Errno::EACCES);
+        }
+        let offset = (start - v.start) + (v.pgoff << self.geo.page_shift);
+        let len = end - start;
+        match v.backing {
+            Backing::Shmem(obj) => self.pagecache_punch_hole(obj, offset, len),
+            Backing::File(f) => {
+                let obj = self.filp(f).inode;
+                self.pagecache_punch_hole(obj, offset, len);
+            }
+            Backing::Hugetlb(f) => self.hugetlbfs_punch_hole(f, offset, len),
+            Backing::Anon => unreachable!("refused above"),
+        }
+        Ok(())
     }
 
     /// `do_madvise`: apply `advice` to every vma in [start, start+len). ENOMEM if part of the
@@ -86,6 +185,19 @@ impl Kernel {
                     }
                     // madvise_dontneed_single_vma -> zap_page_range_single (reclaim_pt).
                     self.zap_page_range_reclaim_pt(mm, &v, addr, stop);
+                }
+                Advice::Free => {
+                    // madvise_dontneed_free_valid_vma (not mlocked, not hugetlb), then
+                    // madvise_free_single_vma (anonymous memory only).
+                    if v.flags & (vm::LOCKED | vm::HUGETLB) != 0 || !v.is_anonymous() {
+                        return Err(Errno::EINVAL);
+                    }
+                    self.madvise_free_single_vma(mm, &v, addr, stop);
+                }
+                Advice::Remove => self.madvise_remove(&v, addr, stop)?,
+                Advice::DontFork | Advice::DoFork => {
+                    // MADV_DOFORK on a VM_IO vma is EINVAL; mmsim has none.
+                    self.madvise_update_vma(mm, &v, addr, stop, Self::fork_advice_flags(v.flags, advice))?;
                 }
                 Advice::PopulateRead | Advice::PopulateWrite | Advice::Collapse => unreachable!("handled above"),
                 Advice::WillNeed => {

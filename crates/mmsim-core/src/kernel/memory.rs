@@ -301,7 +301,16 @@ impl Kernel {
         let zero = self.is_zero_pfn(old);
         self.anon_vma_prepare(mm, vma.start);
         let flags = gfp::USER | gfp::DIRECT_RECLAIM;
+        // do_wp_page's folio_get: the old folio is held while the new one is allocated (the
+        // allocation's reclaim must not discard it from under the copy).
+        let old_head = self.head_of(old);
+        if !zero {
+            self.folio_get(old_head);
+        }
         let a = if zero { self.alloc_user_zeroed(0, flags, addr) } else { self.alloc_pages(0, flags) };
+        if !zero {
+            self.folio_put(old_head);
+        }
         let Some(a) = a else {
             return vm_fault::OOM;
         };

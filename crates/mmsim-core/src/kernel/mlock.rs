@@ -284,6 +284,9 @@ impl Kernel {
                 if table.is_none() && self.follow_page_ok(mm, a, write) {
                     // A huge pmd maps the whole range (follow_page_mask's page_mask): every
                     // page of it is there alike.
+                    if write {
+                        self.gup_touch_pmd(mm, a);
+                    }
                     a = (base + self.geo.hpage_pmd_size()).min(end);
                     continue;
                 }
@@ -293,6 +296,10 @@ impl Kernel {
                 let leaf = self.entry(t, self.geo.table_index(a, 0));
                 leaf.present() && (!write || leaf.write())
             });
+            if ok && write {
+                let (_, t) = table.expect("ok");
+                self.gup_touch_pte(t, self.geo.table_index(a, 0));
+            }
             if !ok {
                 let ret = self.faultin_page(mm, a, write);
                 table = None;
@@ -330,6 +337,32 @@ impl Kernel {
             self.current.effects.min_flt += 1;
         }
         ret
+    }
+
+    /// FOLL_TOUCH of a write (`follow_page_pte`): an anonymous folio mapped by a clean pte is
+    /// marked dirty (only a lazyfree folio's writable pte is ever clean: it then is no longer
+    /// discardable).
+    fn gup_touch_pte(&mut self, table: Pfn, idx: usize) {
+        let e = self.entry(table, idx);
+        if e.special() || e.has(super::pgtable::DIRTY) {
+            return;
+        }
+        let h = self.head_of(e.pfn());
+        if self.mem.pages[h.idx()].test(super::mm_types::pg::ANON) {
+            self.mem.pages[h.idx()].set(super::mm_types::pg::DIRTY);
+        }
+    }
+
+    /// FOLL_TOUCH of a write through an anonymous THP's pmd (`touch_pmd`): young and dirty.
+    fn gup_touch_pmd(&mut self, mm: MmId, addr: u64) {
+        let Some(pmd) = self.pmd_slot(mm, addr) else { return };
+        let e = self.entry(pmd.table, pmd.idx);
+        let anon =
+            e.present() && e.huge() && !self.is_huge_zero_pmd(e) && !self.is_hugetlb_pmd(e) && !self.is_file_pmd(e);
+        let touched = e.with(super::pgtable::ACCESSED | super::pgtable::DIRTY);
+        if anon && touched != e {
+            self.set_entry(pmd.table, pmd.idx, touched);
+        }
     }
 
     /// `follow_page_mask`: `addr` is mapped, writable if `write` (a huge pmd covers it whole).

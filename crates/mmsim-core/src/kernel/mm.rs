@@ -41,6 +41,8 @@ pub mod vm {
     /// otherwise an ordinary vma (mlock locks it). Validate's stand-ins of the runner's file
     /// mappings, which Linux never merges with anonymous memory.
     pub const NOMERGE: u32 = 1 << 18;
+    /// VM_DONTCOPY (MADV_DONTFORK): fork leaves the vma out of the child.
+    pub const DONTCOPY: u32 = 1 << 19;
     /// The access bits that mprotect changes.
     pub const ACCESS: u32 = READ | WRITE | EXEC;
 }

@@ -34,7 +34,9 @@ pub mod pg {
     pub const HUGETLB: u32 = 1 << 12;
     /// HPageRestoreReserve (head page): freeing the folio gives its mapping's reservation back.
     pub const RESTORE_RESERVE: u32 = 1 << 13;
-    /// PG_dirty (head page of a page-cache folio): written since it was last written back.
+    /// PG_dirty (head page): a page-cache folio written since it was last written back; an
+    /// anonymous folio whose dirty pte or pmd was folded into it (a pmd split, GUP's
+    /// FOLL_TOUCH, reclaim finding a lazyfree folio written again).
     pub const DIRTY: u32 = 1 << 14;
     /// PG_readahead (head page): reaching this folio starts the next readahead window.
     pub const READAHEAD: u32 = 1 << 15;
@@ -43,6 +45,9 @@ pub mod pg {
     /// Seed 004's text copy (every page): a PMD page read from a file for one mapping, not in
     /// the page cache; accounted as 2018's kernels accounted a swap-backed file THP (shmem).
     pub const TEXT_COPY: u32 = 1 << 17;
+    /// A lazyfree anonymous folio (head page; Linux: PG_swapbacked cleared by MADV_FREE's
+    /// `lru_lazyfree`): reclaim discards it while it is clean (`Kernel::lazyfree`).
+    pub const LAZYFREE: u32 = 1 << 18;
 }
 
 /// No frame / end of a list.

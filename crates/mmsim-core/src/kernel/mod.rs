@@ -16,6 +16,7 @@ pub mod khugepaged;
 pub mod khugepaged_scan;
 pub mod knobs;
 pub mod knobs_khugepaged;
+pub mod lazyfree;
 pub mod madvise;
 pub mod memory;
 pub mod mlock;
@@ -32,6 +33,7 @@ pub mod readahead;
 pub mod shmem;
 pub mod syscall;
 pub mod text_thp;
+pub mod truncate;
 pub mod uapi;
 pub mod vmstat;
 pub mod walk;
@@ -42,6 +44,8 @@ mod filemap_tests;
 mod hugetlb_tests;
 #[cfg(test)]
 mod khugepaged_tests;
+#[cfg(test)]
+mod madvise_tests;
 #[cfg(test)]
 mod mlock_tests;
 #[cfg(test)]
@@ -115,6 +119,8 @@ pub struct Kernel {
     pub text_copies: FastMap<(MmId, u32, u64), Pfn>,
     /// khugepaged's registered mms, cursor and counts (`file_text=khugepaged`).
     pub khugepaged: khugepaged_scan::KhugepagedState,
+    /// MADV_FREE's lazyfree folios, oldest first, and the discards reclaim made of them.
+    pub lazyfree: lazyfree::Lazyfree,
     next_anon_vma: u32,
     /// The mm the OOM killer chose and has not yet seen killed (its pending SIGKILL): a
     /// fault that fails with VM_FAULT_OOM hands it to its task (`Fault::oom_victim`).
@@ -285,6 +291,7 @@ impl Kernel {
             mlock_count: FastMap::default(),
             text_copies: FastMap::default(),
             khugepaged: Default::default(),
+            lazyfree: Default::default(),
             pt_reach: FastMap::default(),
             free_mm_ids: Default::default(),
             next_anon_vma: 1,
@@ -485,9 +492,18 @@ impl Kernel {
         }
         self.stat.count(VmEvent::AllocStall);
         // shrink_node: the slab shrinkers, then the page cache (SWAP_CLUSTER_MAX pages, or the
-        // request's size), when the shrinkers freed nothing.
+        // request's size), when the shrinkers freed nothing: clean unmapped file folios, then
+        // lazyfree anonymous ones (MADV_FREE puts them on the inactive file LRU's head).
         let freed = match self.shrink_slab() {
-            0 => self.shrink_page_cache((1u64 << order).max(32)),
+            0 => {
+                let want = (1u64 << order).max(32);
+                let f = self.shrink_page_cache(want);
+                if f < want && !self.lazyfree.is_empty() {
+                    f + self.shrink_lazyfree(want - f)
+                } else {
+                    f
+                }
+            }
             n => n,
         };
         if freed > 0 {
@@ -575,6 +591,9 @@ impl Kernel {
         if is_head {
             self.folio_mms.remove(&head.0);
         }
+        if self.mem.pages[head.idx()].test(pg::LAZYFREE) {
+            self.lazyfree_forget(head);
+        }
         if self.mem.pages[head.idx()].test(pg::TEXT_COPY) {
             self.text_copy_free(head);
         }
@@ -651,6 +670,16 @@ impl Kernel {
     /// `folio_remove_rmap_pte`: a pte mapping `page` went away; queues a partially mapped
     /// anonymous THP for deferred split.
     pub fn remove_rmap_pte(&mut self, page: Pfn, mm: MmId) {
+        self.remove_rmap_pte_batched(page, mm);
+        let h = self.head_of(page);
+        if self.mem.pages[page.idx()].test(pg::ANON) && self.mem.pages[h.idx()].test(pg::HEAD) {
+            self.maybe_deferred_split(h);
+        }
+    }
+
+    /// `folio_remove_rmap_pte` of one pte of a batch (`folio_remove_rmap_ptes`): the deferred
+    /// split check is the caller's, once the batch is gone.
+    pub(super) fn remove_rmap_pte_batched(&mut self, page: Pfn, mm: MmId) {
         self.mem.pages[page.idx()].mapcount -= 1;
         debug_assert!(self.mem.pages[page.idx()].mapcount >= 0);
         let anon = self.mem.pages[page.idx()].test(pg::ANON);
@@ -659,9 +688,6 @@ impl Kernel {
         }
         let h = self.head_of(page);
         self.track_mm(h, mm, -1);
-        if anon && self.mem.pages[h.idx()].test(pg::HEAD) {
-            self.maybe_deferred_split(h);
-        }
     }
 
     /// `folio_remove_rmap_pmd`.

@@ -324,10 +324,11 @@ impl Kernel {
                 continue;
             }
             let Some(sv) = self.mm(m).vma_lookup(addr) else { continue };
+            // pt_shareable first: it makes sure `sv` starts at or below `base`.
             if sv.backing != vma.backing
                 || sv.flags != vma.flags
-                || sv.linear_page_index(base, self.geo) != index
                 || !self.pt_shareable(sv, addr, tl)
+                || sv.linear_page_index(base, self.geo) != index
             {
                 continue;
             }

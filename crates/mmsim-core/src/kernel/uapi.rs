@@ -192,6 +192,15 @@ declare_vocabulary! {
         Normal = ("normal", 0, "MADV_NORMAL"),
         /// MADV_COLLAPSE: collapse the range's PMD-aligned parts into THPs now.
         Collapse = ("collapse", 25, "MADV_COLLAPSE"),
+        /// MADV_FREE: private anonymous pages become lazily freeable: reclaim may discard
+        /// them (they then read as zero) until they are written again.
+        Free = ("free", 8, "MADV_FREE"),
+        /// MADV_REMOVE: punch a hole in a shared mapping's file (shmem, tmpfs, ext4,
+        /// hugetlbfs): its pages and their data go, in every mapping.
+        Remove = ("remove", 9, "MADV_REMOVE"),
+        /// MADV_DONTFORK / MADV_DOFORK: set / clear VM_DONTCOPY (fork does not copy the vma).
+        DontFork = ("dontfork", 10, "MADV_DONTFORK"),
+        DoFork = ("dofork", 11, "MADV_DOFORK"),
     }
 }
 
@@ -255,6 +264,11 @@ mod tests {
     fn vocabularies_carry_linux_values() {
         assert_eq!(Advice::from_word("dontneed").map(Advice::value), Some(4));
         assert_eq!(Advice::Collapse.linux_name(), "MADV_COLLAPSE");
+        let v = |w| Advice::from_word(w).map(|a| (a.value(), a.linux_name()));
+        assert_eq!(v("free"), Some((8, "MADV_FREE")));
+        assert_eq!(v("remove"), Some((9, "MADV_REMOVE")));
+        assert_eq!(v("dontfork"), Some((10, "MADV_DONTFORK")));
+        assert_eq!(v("dofork"), Some((11, "MADV_DOFORK")));
         assert_eq!(MapFlag::from_word("hugetlb").map(MapFlag::value), Some(MapFlags::HUGETLB.bits() as i64));
         assert_eq!(Pattern::words(), "sequential, random");
         assert_eq!(MclFlag::flags(&[MclFlag::Current, MclFlag::OnFault]), MclFlags::CURRENT | MclFlags::ONFAULT);

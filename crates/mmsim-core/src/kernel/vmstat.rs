@@ -36,6 +36,9 @@ declare_counters! {
     PgMajFault => "pgmajfault",
     PgAlloc => "pgalloc_normal",
     PgFree => "pgfree",
+    // MADV_FREE: pages made lazyfree (lru_lazyfree), and lazyfree pages reclaim discarded.
+    PgLazyFree => "pglazyfree",
+    PgLazyFreed => "pglazyfreed",
     ThpFaultAlloc => "thp_fault_alloc",
     ThpFaultFallback => "thp_fault_fallback",
     ThpSplitPmd => "thp_split_pmd",

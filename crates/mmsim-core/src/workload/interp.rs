@@ -340,6 +340,9 @@ pub struct Interp {
     pub pid_allocated: u32,
     /// The task that created each mm (by MmId): the first of its users (`mm->owner`).
     mm_owner: Vec<usize>,
+    /// The child mm of a fork in progress (no task uses it yet): reclaim's discards of its
+    /// lazyfree pages wait for the reference model's copy of the parent.
+    forking: Option<MmId>,
     /// `engine.max_host_memory`: the run stops when the simulator's own memory
     /// (`host_usage`) would pass this many bytes.
     pub max_host_memory: u64,
@@ -432,6 +435,7 @@ impl Interp {
             nr_running: 0,
             pid_allocated: 1,
             mm_owner: Vec::new(),
+            forking: None,
             max_host_memory: u64::MAX,
             host_limit_hit: false,
             host_bytes_extra: 0,
@@ -445,6 +449,8 @@ impl Interp {
             sleepers: Vec::new(),
             io_wait_pages: 0,
         };
+        // The reference model follows reclaim's discards of lazyfree pages.
+        it.kernel.lazyfree.record = check;
         it.rq = vec![runqueue::RunQueue::default(); it.machine.cpus.len()];
         it.next_task = vec![(0, 0); it.machine.cpus.len()];
         it.curr = vec![None; it.machine.cpus.len()];
@@ -713,6 +719,8 @@ impl Interp {
     /// only in when the simulator computes a cost; every piece runs on the task's CPU.
     /// Returns true when nothing is left pending.
     pub(super) fn charge_work(&mut self, t: usize) -> bool {
+        // After a fault (or a system call): the reference model learns what reclaim discarded.
+        self.apply_lazyfree_discards(None);
         let cpu = self.tasks[t].cpu;
         let base = self.machine.clock[cpu] - self.quantum_base;
         loop {

@@ -6,6 +6,8 @@ pub mod spec;
 pub mod spec_files;
 
 #[cfg(test)]
+mod madvise_proptests;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod ptshare_proptests;

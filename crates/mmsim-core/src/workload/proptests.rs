@@ -85,7 +85,8 @@ fn syscall_op(sizes: &[u64]) -> impl Strategy<Value = Value> {
             .prop_map(|((r, o, l), p)| json!({"op":"mprotect","region":r,"offset":o*4096,"length":l*4096,"prot":p})),
         3 => (range(sizes), prop_oneof![4 => Just("hugepage"), 2 => Just("nohugepage"), 4 => Just("dontneed"),
                 1 => Just("willneed"), 1 => Just("sequential"), 1 => Just("random"), 1 => Just("normal"),
-                1 => Just("collapse")])
+                1 => Just("collapse"), 2 => Just("free"), 1 => Just("remove"), 1 => Just("dontfork"),
+                1 => Just("dofork")])
             .prop_map(|((r, o, l), a)| json!({"op":"madvise","region":r,"offset":o*4096,"length":l*4096,"advice":a})),
         2 => (range(sizes), range(sizes))
             .prop_map(|((a, o, l), (b, p, _))| json!({"op":"compare","a":{"region":a,"offset":o*4096},"b":{"region":b,"offset":p*4096},"length":l*4096})),
@@ -282,6 +283,9 @@ static MAJOR: AtomicU64 = AtomicU64::new(0);
 static PGPGIN: AtomicU64 = AtomicU64::new(0);
 static FILE_THP: AtomicU64 = AtomicU64::new(0);
 static COLLAPSES: AtomicU64 = AtomicU64::new(0);
+/// MADV_FREE's pages made lazyfree and those reclaim discarded.
+static LAZYFREE: AtomicU64 = AtomicU64::new(0);
+static LAZYFREED: AtomicU64 = AtomicU64::new(0);
 static COMBOS: std::sync::Mutex<std::collections::BTreeSet<String>> =
     std::sync::Mutex::new(std::collections::BTreeSet::new());
 
@@ -310,6 +314,8 @@ pub fn check_workload(w: &Value, sabotage: Sabotage) -> Result<(), String> {
         (&PGPGIN, "pgpgin"),
         (&FILE_THP, "thp_file_mapped"),
         (&COLLAPSES, "thp_collapse_alloc"),
+        (&LAZYFREE, "pglazyfree"),
+        (&LAZYFREED, "pglazyfreed"),
     ] {
         counter.fetch_add(r.vmstat.get(name).unwrap_or(0).max(0) as u64, Ordering::Relaxed);
     }
@@ -390,8 +396,8 @@ fn fuzz_campaign() {
     let combos = COMBOS.lock().expect("combos").len();
     println!(
         "fuzz campaign (seed {}): {} workloads, {} operations, {} reads checked, {} invariant checks, {} processes \
-         forked, {} major faults, {} kB read from the device, {} file PMD mappings, {} collapses, {} policy \
-         combinations, {} failures",
+         forked, {} major faults, {} kB read from the device, {} file PMD mappings, {} collapses, {} pages \
+         lazyfreed and {} discarded, {} policy combinations, {} failures",
         fuzz_seed(),
         fuzz_cases(),
         STEPS.load(Ordering::Relaxed),
@@ -402,6 +408,8 @@ fn fuzz_campaign() {
         PGPGIN.load(Ordering::Relaxed),
         FILE_THP.load(Ordering::Relaxed),
         COLLAPSES.load(Ordering::Relaxed),
+        LAZYFREE.load(Ordering::Relaxed),
+        LAZYFREED.load(Ordering::Relaxed),
         combos,
         u32::from(result.is_err())
     );

@@ -94,6 +94,8 @@ impl Interp {
         let mut pass = self.khugepaged.pass;
         let step = self.kernel.khugepaged_scan_step(&mut pass);
         self.khugepaged.pass = pass;
+        // Its allocations' reclaim may have discarded lazyfree pages.
+        self.apply_lazyfree_discards(None);
         let before = self.khugepaged.perf.cycles;
         // Its work happens at its CPU's time (`clock_base + perf.cycles`).
         let base = self.machine.clock[cpu] - before;

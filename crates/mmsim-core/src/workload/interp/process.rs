@@ -79,9 +79,16 @@ impl Interp {
         let pid = self.tasks.len() as u32 + 1;
         let flags = if thread { CloneFlags::VM | CloneFlags::THREAD } else { CloneFlags::empty() };
         let Ok(child_mm) = self.kernel.kernel_clone(mm, flags).ret else {
+            self.apply_lazyfree_discards(None);
             self.event(parent_pid, "fork-failed", "fork: ENOMEM".into());
             return;
         };
+        if !thread {
+            // What reclaim discarded while the mm was copied: the parent's pages now (before
+            // the reference model copies it), the child's once it has the copy.
+            self.forking = Some(child_mm);
+            self.apply_lazyfree_discards(None);
+        }
         let tgid = if thread { self.tasks[t].tgid } else { pid };
         // alloc_pid, which copy_process calls after copy_mm: idr_alloc_cyclic finds no free
         // pid below pid_max (-ENOSPC, returned as -EAGAIN), and bad_fork_cleanup_mm puts the
@@ -90,7 +97,9 @@ impl Interp {
         // tasks count against it; mmsim counts only how many are in use.
         let pid_max = self.kernel.knobs.pid_max;
         if self.pid_allocated + 1 >= pid_max {
+            self.forking = None;
             let _ = self.kernel.do_exit(child_mm);
+            self.apply_lazyfree_discards(None);
             let call = if thread { "clone" } else { "fork" };
             let used = self.pid_allocated;
             self.event(
@@ -122,6 +131,8 @@ impl Interp {
             if let Some(o) = self.oracle.as_mut() {
                 o.fork(self.tasks[t].tgid, pid);
             }
+            self.forking = None;
+            self.apply_lazyfree_discards(None);
         }
     }
 

@@ -24,6 +24,10 @@ pub(super) enum Call<'a> {
     Mprotect { addr: u64, len: u64, prot: Prot, ret: Result<(), Errno> },
     /// MADV_DONTNEED zapped [addr, addr + len).
     DontNeed { addr: u64, len: u64 },
+    /// MADV_DONTFORK (`on`) or MADV_DOFORK changed the vmas of [addr, addr + len).
+    DontFork { addr: u64, len: u64, on: bool },
+    /// MADV_REMOVE punched out the file pages [addr, addr + len) maps.
+    Remove { addr: u64, len: u64 },
     /// mremap(2) of [old, old + old_len) to `new_len` bytes at `new`, or its error (with the
     /// MREMAP_FIXED target).
     Mremap { old: u64, old_len: u64, new_len: u64, ret: Result<u64, Errno>, fixed: Option<u64> },
@@ -50,8 +54,17 @@ impl Interp {
             let c = self.machine.exec_cycles(cpu, self.machine.p.cost.fault_handler * faults as f64);
             self.tasks[t].perf.charge("__get_user_pages", c);
         }
-        // The call first, then the COW GUP broke inside what it left (an mmap's or a grown
-        // mremap's populate under VM_LOCKED is of the new mapping).
+        // What reclaim discarded during the call happened before the call's own change of the
+        // address space, but for pages an mremap had already moved to their new place. Then
+        // the call, then the COW GUP broke inside what it left (an mmap's or a grown mremap's
+        // populate under VM_LOCKED is of the new mapping).
+        let moved = match call {
+            Call::Mremap { old, new_len, ret: Ok(new), .. } if new != old => {
+                self.tasks[t].mm.map(|m| (m, new, new_len))
+            }
+            _ => None,
+        };
+        let later = self.apply_lazyfree_discards(moved);
         self.oracle_follow(t, call);
         let tgid = self.tasks[t].tgid;
         if let Some(o) = self.oracle.as_mut() {
@@ -59,7 +72,41 @@ impl Interp {
                 o.break_cow(tgid, s, e);
             }
         }
+        self.kernel.lazyfree.discards.extend(later);
+        self.apply_lazyfree_discards(None);
         self.after_syscall();
+    }
+
+    /// The reference model follows reclaim's discards of lazyfree (MADV_FREE) pages: each
+    /// mm's range reads as zero in its process. Discards of an mm no task uses (an mm being
+    /// forked) stay for a later call, unless it is the last one of a failed fork; those in
+    /// `defer` (an mm and a range: where an mremap moved pages to) are returned instead.
+    pub(super) fn apply_lazyfree_discards(
+        &mut self,
+        defer: Option<(crate::kernel::MmId, u64, u64)>,
+    ) -> Vec<crate::kernel::lazyfree::Discard> {
+        if self.kernel.lazyfree.discards.is_empty() {
+            return Vec::new();
+        }
+        let mut later = Vec::new();
+        for d in self.kernel.take_lazyfree_discards() {
+            if defer.is_some_and(|(m, a, l)| d.mm == m && d.addr >= a && d.addr < a.saturating_add(l)) {
+                later.push(d);
+                continue;
+            }
+            let owner = self.tasks.iter().find(|x| x.mm == Some(d.mm)).map(|x| x.tgid);
+            match (owner, self.oracle.as_mut()) {
+                (Some(tgid), Some(o)) => o.discard(tgid, d.addr, d.len),
+                (None, _) if self.forking == Some(d.mm) => later.push(d),
+                _ => {}
+            }
+        }
+        if defer.is_none() {
+            // The fork's child mm has no task yet: its discards wait for it.
+            self.kernel.lazyfree.discards.extend(later);
+            return Vec::new();
+        }
+        later
     }
 
     /// The reference model follows a system call.
@@ -82,6 +129,8 @@ impl Interp {
                 }
             }
             Call::DontNeed { addr, len } => o.dontneed(tgid, addr, len),
+            Call::DontFork { addr, len, on } => o.dontfork(tgid, addr, len, on),
+            Call::Remove { addr, len } => o.remove(tgid, addr, len),
             Call::Mremap { old, old_len, new_len, ret: Ok(new), .. } => {
                 o.mremap(tgid, old, page_len(old_len), new, g.page_align(new_len).expect("fits"))
             }
@@ -264,12 +313,24 @@ impl Interp {
     pub(super) fn sys_madvise(&mut self, t: usize, op: &MadviseOp) {
         let mm = self.tasks[t].mm.expect("running task has an mm");
         let (a, len) = self.range(t, &op.region, op.offset.0, op.length.map(|l| l.0));
-        let zapped = (op.advice == Advice::DontNeed).then(|| self.kernel.madvise_dontneed_extent(mm, a, len));
+        // The part of the range the call changes before any error stops it (for the advice
+        // the reference model follows).
+        let end = match op.advice {
+            Advice::DontNeed => self.kernel.madvise_dontneed_extent(mm, a, len),
+            Advice::Remove | Advice::DontFork | Advice::DoFork => self.kernel.madvise_stop(mm, a, len, op.advice),
+            _ => a,
+        };
         let r = self.kernel.do_madvise(mm, VirtAddr(a), len, op.advice);
         if let Err(e) = r.ret {
             self.syscall_failed(t, format_args!("madvise {} {}", op.region, op.advice.word()), e);
         }
-        let call = zapped.map_or(Call::Other, |end| Call::DontNeed { addr: a, len: end - a });
+        let len = end.saturating_sub(a);
+        let call = match op.advice {
+            Advice::DontNeed => Call::DontNeed { addr: a, len },
+            Advice::DontFork | Advice::DoFork => Call::DontFork { addr: a, len, on: op.advice == Advice::DontFork },
+            Advice::Remove => Call::Remove { addr: a, len },
+            _ => Call::Other,
+        };
         self.finish_call(t, r.effects, call);
     }
 
