@@ -20,16 +20,23 @@ use super::vmstat::VmEvent;
 use super::{Kernel, MmId};
 use crate::units::Pfn;
 
-/// The results of mm/khugepaged.c's `enum scan_result` that the file path can reach here.
+/// The results of mm/khugepaged.c's `enum scan_result` that mmsim's scans can reach.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ScanResult {
     Succeed,
     Fail,
-    ExceedNonePte,
-    PteMappedHugepage,
+    PmdNull,
+    PmdNone,
     PmdMapped,
-    AllocHugePageFail,
+    ExceedNonePte,
+    ExceedSharedPte,
+    PteMappedHugepage,
+    PageNull,
+    PageCount,
+    PageAnon,
     VmaCheck,
+    AddressRange,
+    AllocHugePageFail,
 }
 
 impl ScanResult {
@@ -38,7 +45,14 @@ impl ScanResult {
         match self {
             ScanResult::Succeed => "SCAN_SUCCEED",
             ScanResult::Fail => "SCAN_FAIL",
+            ScanResult::PmdNull => "SCAN_PMD_NULL",
+            ScanResult::PmdNone => "SCAN_PMD_NONE",
             ScanResult::ExceedNonePte => "SCAN_EXCEED_NONE_PTE",
+            ScanResult::ExceedSharedPte => "SCAN_EXCEED_SHARED_PTE",
+            ScanResult::PageNull => "SCAN_PAGE_NULL",
+            ScanResult::PageCount => "SCAN_PAGE_COUNT",
+            ScanResult::PageAnon => "SCAN_PAGE_ANON",
+            ScanResult::AddressRange => "SCAN_ADDRESS_RANGE",
             ScanResult::PteMappedHugepage => "SCAN_PTE_MAPPED_HUGEPAGE",
             ScanResult::PmdMapped => "SCAN_PMD_MAPPED",
             ScanResult::AllocHugePageFail => "SCAN_ALLOC_HUGE_PAGE_FAIL",

@@ -22,6 +22,10 @@ pub enum Errno {
     EFAULT,
     /// A write open of a file being executed, or an exec of a file open for write.
     ETXTBSY,
+    /// MADV_COLLAPSE: khugepaged's limits refused the range (SCAN_EXCEED_NONE_PTE).
+    EBUSY,
+    /// MADV_COLLAPSE: a page is in use, trying again may succeed (SCAN_PAGE_COUNT).
+    EAGAIN,
 }
 
 impl Errno {
@@ -33,6 +37,8 @@ impl Errno {
             Errno::EEXIST => "EEXIST",
             Errno::EFAULT => "EFAULT",
             Errno::ETXTBSY => "ETXTBSY",
+            Errno::EBUSY => "EBUSY",
+            Errno::EAGAIN => "EAGAIN",
         }
     }
 }
