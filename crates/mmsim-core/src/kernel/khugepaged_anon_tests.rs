@@ -289,3 +289,45 @@ fn validate_cases_hold_under_check() {
     assert_eq!(thp_kb(&r, 2), [4096, 2048, 4096, 4096]);
     assert_eq!(thp_kb(&r, 1)[..5], [2048, 2048, 2048, 2048, 4096]);
 }
+
+/// khugepaged's background scan of anonymous memory (with the thread running, that is with
+/// `file_text=khugepaged`): MADV_HUGEPAGE registers the mm and wakes it; its first wake-up
+/// collapses each 2 MiB with a page written (max_ptes_none 511), or none of them with
+/// max_ptes_none 0 (thp_scan_exceed_none_pte each); max_ptes_none 0 with every page
+/// written collapses again.
+#[test]
+fn khugepaged_collapses_anonymous_ranges() {
+    use super::filemap_tests::{delta, run};
+    use serde_json::json;
+    let prog = |pages: &str| {
+        json!([
+            {"op": "mmap", "name": "p", "size": "8M", "align": "2M"},
+            {"op": "write", "region": "p", "stride": "2M", "length": "8M"},
+            {"op": "write", "region": "p", "offset": "6M", "length": pages},
+            {"op": "snapshot", "label": "a"},
+            {"op": "madvise", "region": "p", "advice": "hugepage"},
+            {"op": "sleep", "ms": 100.0},
+            {"op": "snapshot", "label": "b"},
+        ])
+    };
+    let knobs = |none: &str| {
+        json!({"transparent_hugepage/file_text": "khugepaged", "transparent_hugepage/enabled": "madvise",
+               "transparent_hugepage/khugepaged/max_ptes_none": none})
+    };
+    let got = |r: &crate::report::Report| {
+        let s = r.snapshots.iter().find(|s| s.label == "b").unwrap();
+        let k = s.kthreads.iter().find(|k| k.name == "khugepaged").expect("khugepaged listed");
+        let h = k.khugepaged.as_ref().unwrap();
+        let results: Vec<(String, u64)> = h.scan_results.clone().into_iter().collect();
+        let d = |n| delta(r, "a", "b", 0, n);
+        (h.wakeups, h.pages_collapsed, results, d("thp_collapse_alloc"), d("thp_scan_exceed_none_pte"), d("AnonHugePages"))
+    };
+    let r = run(prog("4K"), knobs("511"));
+    assert_eq!(got(&r), (1, 4, vec![("SCAN_SUCCEED".into(), 4)], 4, 0, 4 * 2048));
+    assert_eq!(delta(&r, "a", "b", 1, "RssAnon"), 4 * 2048 - 4 * 4);
+    let r = run(prog("4K"), knobs("0"));
+    assert_eq!(got(&r), (1, 0, vec![("SCAN_EXCEED_NONE_PTE".into(), 4)], 0, 4, 0));
+    let r = run(prog("2M"), knobs("0"));
+    let exceed = ("SCAN_EXCEED_NONE_PTE".to_string(), 3);
+    assert_eq!(got(&r), (1, 1, vec![exceed, ("SCAN_SUCCEED".into(), 1)], 1, 3, 2048));
+}

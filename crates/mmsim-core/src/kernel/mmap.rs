@@ -173,8 +173,8 @@ impl Kernel {
         let vma = Vma { start: addr, end: addr + len, flags, pgoff, backing, anon_vma: None, fork_child: false };
         self.mm_mut(mm).vmas.insert(addr, vma);
         self.vma_merge_around(mm, addr);
-        if matches!(backing, Backing::File(_)) {
-            // __mmap_new_vma's khugepaged_enter_vma (READ_ONLY_THP_FOR_FS).
+        if matches!(backing, Backing::File(_) | Backing::Anon) {
+            // __mmap_new_vma's khugepaged_enter_vma.
             self.khugepaged_enter_vma(mm, addr);
         }
         if populate {
