@@ -33,8 +33,8 @@ MAX_REGION = 16 << 20
 #: At most this many files per workload, each at most MAX_FILE bytes.
 MAX_FILES = 3
 MAX_FILE = 16 << 20
-#: madvise advice for any region, and for file mappings only (MADV_COLLAPSE of anonymous
-#: memory is not modelled: README's deliberate differences).
+#: madvise advice for any region; with MADV_COLLAPSE, which the generator makes for a file
+#: mapping, or an anonymous one where it succeeds (Region.collapsible).
 ADVICE = ("hugepage", "nohugepage", "dontneed", "willneed", "sequential", "random", "normal")
 FILE_ADVICE = (*ADVICE, "collapse")
 ENABLED = "transparent_hugepage/enabled"
@@ -69,11 +69,21 @@ class Region:
     whole: bool = True  # one vma: never munmapped, mprotected or madvised in part or whole
     locked: bytearray | None = None  # 1 for each page in a VM_LOCKED vma (None: none ever was)
     file: str | None = None  # the file it maps (None: anonymous memory)
+    aligned: bool = False  # mapped at a 2 MiB boundary (align "2M") and never moved since
 
     def copy(self) -> Region:
         """The region as a fork child has it: the same pages, none locked (dup_mmap clears
         VM_LOCKED)."""
-        return Region(self.size, bytearray(self.pages), self.shared, self.thp, self.whole, file=self.file)
+        return Region(
+            self.size, bytearray(self.pages), self.shared, self.thp, self.whole, file=self.file, aligned=self.aligned
+        )
+
+    def collapsible(self) -> bool:
+        """May MADV_COLLAPSE of the whole region succeed once a byte of each 2 MiB is written:
+        private anonymous memory mapped at a 2 MiB boundary, one read-write vma never advised,
+        unlocked, at least one whole PMD."""
+        one_vma = self.whole and self.locked is None and set(self.pages) == {RW}
+        return not self.shared and self.file is None and self.aligned and self.size >= HPAGE and one_vma
 
     def any_locked(self, s: int, e: int) -> bool:
         """Is a page of [s, e) in a locked vma (MADV_DONTNEED there is EINVAL)?"""
@@ -97,6 +107,7 @@ class Region:
         self.locked = None
         self.size = size
         self.thp = size >= HPAGE
+        self.aligned = False
 
     def runs(self, ok: Callable[[int], bool]) -> list[tuple[int, int]]:
         """Maximal runs [start, end) of pages whose state satisfies `ok`."""
@@ -352,7 +363,7 @@ class Checker:
                     for q in pages:
                         if r.pages[q]:
                             r.pages[q] = PROT[op["prot"]]
-                elif op.get("advice") not in (FILE_ADVICE if r.file else ADVICE):
+                elif op.get("advice") not in FILE_ADVICE:
                     self.problem(p, f"advice {op.get('advice')!r}")
                 elif op["advice"] == "dontneed" and r.any_locked(ext[0] // PAGE, ext[1] // PAGE):
                     self.problem(p, "dontneed over a locked range (EINVAL)")
