@@ -320,7 +320,14 @@ fn khugepaged_collapses_anonymous_ranges() {
         let h = k.khugepaged.as_ref().unwrap();
         let results: Vec<(String, u64)> = h.scan_results.clone().into_iter().collect();
         let d = |n| delta(r, "a", "b", 0, n);
-        (h.wakeups, h.pages_collapsed, results, d("thp_collapse_alloc"), d("thp_scan_exceed_none_pte"), d("AnonHugePages"))
+        (
+            h.wakeups,
+            h.pages_collapsed,
+            results,
+            d("thp_collapse_alloc"),
+            d("thp_scan_exceed_none_pte"),
+            d("AnonHugePages"),
+        )
     };
     let r = run(prog("4K"), knobs("511"));
     assert_eq!(got(&r), (1, 4, vec![("SCAN_SUCCEED".into(), 4)], 4, 0, 4 * 2048));
