@@ -33,8 +33,8 @@ MAX_REGION = 16 << 20
 #: At most this many files per workload, each at most MAX_FILE bytes.
 MAX_FILES = 3
 MAX_FILE = 16 << 20
-#: madvise advice for any region, and for file mappings only (MADV_COLLAPSE of anonymous
-#: memory is not modelled: README's deliberate differences).
+#: madvise advice for any region; with MADV_COLLAPSE, which the generator makes for a file
+#: mapping, or an anonymous one where it succeeds (Region.collapsible).
 ADVICE = ("hugepage", "nohugepage", "dontneed", "willneed", "sequential", "random", "normal")
 FILE_ADVICE = (*ADVICE, "collapse")
 #: madvise advice drawn from a stream of its own (the workloads of a seed drawn before they
@@ -77,6 +77,7 @@ class Region:
     locked: bytearray | None = None  # 1 for each page in a VM_LOCKED vma (None: none ever was)
     file: str | None = None  # the file it maps (None: anonymous memory)
     heap: bool = False  # the heap: from the break at its first brk op to the break now
+    aligned: bool = False  # mapped at a 2 MiB boundary (align "2M") and never moved since
     dontfork: bytearray | None = None  # 1 for each page in a VM_DONTCOPY vma (None: none ever was)
 
     def copy(self) -> Region:
@@ -89,7 +90,9 @@ class Region:
                 if d:
                     pages[q] = UNMAPPED
             whole = False
-        return Region(self.size, pages, self.shared, self.thp, whole, file=self.file, heap=self.heap)
+        return Region(
+            self.size, pages, self.shared, self.thp, whole, file=self.file, heap=self.heap, aligned=self.aligned
+        )
 
     def set_dontfork(self, s: int, e: int, on: bool) -> None:
         """MADV_DONTFORK (`on`) or MADV_DOFORK of pages [s, e) (the mapped ones), or their
@@ -100,6 +103,13 @@ class Region:
             self.dontfork = bytearray(len(self.pages))
         for q in range(s, e):
             self.dontfork[q] = 1 if on and self.pages[q] != UNMAPPED else 0
+
+    def collapsible(self) -> bool:
+        """May MADV_COLLAPSE of the whole region succeed once a byte of each 2 MiB is written:
+        private anonymous memory mapped at a 2 MiB boundary, one read-write vma never advised,
+        unlocked, at least one whole PMD."""
+        one_vma = self.whole and self.locked is None and set(self.pages) == {RW}
+        return not self.shared and self.file is None and self.aligned and self.size >= HPAGE and one_vma
 
     def any_locked(self, s: int, e: int) -> bool:
         """Is a page of [s, e) in a locked vma (MADV_DONTNEED there is EINVAL)?"""
@@ -139,6 +149,7 @@ class Region:
         self.dontfork = None
         self.size = size
         self.thp = size >= HPAGE
+        self.aligned = False
 
     def runs(self, ok: Callable[[int], bool]) -> list[tuple[int, int]]:
         """Maximal runs [start, end) of pages whose state satisfies `ok`."""
@@ -397,7 +408,7 @@ class Checker:
                     for q in pages:
                         if r.pages[q]:
                             r.pages[q] = PROT[op["prot"]]
-                elif op.get("advice") not in (FILE_ADVICE if r.file else ADVICE) + LAZY_ADVICE:
+                elif op.get("advice") not in FILE_ADVICE + LAZY_ADVICE:
                     self.problem(p, f"advice {op.get('advice')!r}")
                 elif op["advice"] in ("dontneed", "free", "remove") and r.any_locked(ext[0] // PAGE, ext[1] // PAGE):
                     self.problem(p, f"{op['advice']} over a locked range (EINVAL)")

@@ -185,7 +185,7 @@ class Generator:
             if remappable:
                 options.append((1.0, lambda: self.mremap(task, remappable)))
         if mapped:
-            options.append((2.5, lambda: self.madvise(task, mapped)))
+            options.append((2.5, lambda: self.madvise(task, mapped, mult)))
         if writable:
             options.append((5.0, lambda: self.access(task, mult, write=True)))
             options.append((0.4, lambda: self.atomic(task, mult)))
@@ -265,6 +265,7 @@ class Generator:
         elif rng.random() < 0.3:
             op["flags"] = ["private", "anonymous"]
         r = Region(size, bytearray([PROT[prot]]) * -(-size // PAGE), shared, size >= HPAGE)
+        r.aligned = op.get("align") == "2M"
         task.regions[name] = r
         if task.thread:
             task.own.add(name)
@@ -497,7 +498,20 @@ class Generator:
             r.pages[q] = PROT[prot]
         return [{"op": "mprotect", "region": name, "prot": prot, **self.range_fields(r, s, e)}]
 
-    def madvise(self, task: Task, names: list[str]) -> list[dict[str, Any]]:
+    def madvise(self, task: Task, names: list[str], mult: int) -> list[dict[str, Any]]:
+        collapsible = [n for n in names if task.regions[n].collapsible() and n not in task.pinned]
+        if collapsible and not task.thread and self.rng.random() < 0.6:
+            # MADV_COLLAPSE of anonymous memory, where it succeeds: a byte of each 2 MiB
+            # written (a PTE table and an anon_vma under every PMD), then the whole region.
+            name = self.rng.choice(collapsible)
+            r = task.regions[name]
+            cost = mult * _touched_bytes(r, list(range(len(r.pages))))
+            if self.touched + cost <= MAX_TOUCHED:
+                self.touched += cost
+                return [
+                    {"op": "write", "region": name, "stride": "2M", "value": 7},
+                    {"op": "madvise", "region": name, "advice": "collapse"},
+                ]
         name = self.rng.choice(names)
         r = task.regions[name]
         r.whole = False

@@ -498,19 +498,19 @@ impl Kernel {
         // Lazyfree folios: allocated anonymous heads flagged so, each on the list once, and
         // reclaim's rmap walk finds every mapping of each.
         if lazy_flagged != self.lazyfree.len() {
-            return Err(format!("{lazy_flagged} folios flagged lazyfree, {} on the list", self.lazyfree.len()));
+            return Err(violation!("{lazy_flagged} folios flagged lazyfree, {} on the list", self.lazyfree.len()));
         }
         for h in self.lazyfree.heads() {
             let p = &self.mem.pages[h as usize];
             if !p.test(pg::LAZYFREE) || !p.test(pg::ANON) || p.refcount <= 0 || p.head != h {
-                return Err(format!(
+                return Err(violation!(
                     "lazyfree folio {h:#x}: flags {:#x}, refcount {}, head {:#x}",
                     p.flags, p.refcount, p.head
                 ));
             }
             let (found, mapped) = (self.lazyfree_rmap_count(Pfn(h)), self.folio_mapcount(Pfn(h)));
             if found as i64 != mapped {
-                return Err(format!("lazyfree folio {h:#x}: mapped {mapped} times, the rmap walk finds {found}"));
+                return Err(violation!("lazyfree folio {h:#x}: mapped {mapped} times, the rmap walk finds {found}"));
             }
         }
         if anon_thps != self.stat.items[VmItem::NrAnonThps] {

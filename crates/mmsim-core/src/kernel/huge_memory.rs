@@ -60,7 +60,7 @@ impl Kernel {
     }
 
     /// `pgtable_trans_huge_deposit`.
-    fn deposit(&mut self, pmd: Slot, table: Pfn) {
+    pub(super) fn deposit(&mut self, pmd: Slot, table: Pfn) {
         let old = self.deposited.insert((pmd.table.0, pmd.idx as u16), table.0);
         debug_assert!(old.is_none(), "double deposit");
     }

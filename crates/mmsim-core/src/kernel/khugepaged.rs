@@ -4,10 +4,8 @@
 //! for write: the 512 pages of each PMD-aligned range are copied into a new PMD folio that
 //! replaces them in the page cache, and the caller's range is mapped by the pmd. A regular
 //! file (ext4) without the option gets EINVAL, as on this machine's 6.18. The khugepaged
-//! thread's scan is in kernel/khugepaged_scan.rs.
-//!
-//! Differs from Linux: the collapse of anonymous memory (`collapse_huge_page`) is not
-//! modelled: MADV_COLLAPSE of an anonymous range returns EINVAL here where Linux collapses it.
+//! thread's scan is in kernel/khugepaged_scan.rs; anonymous memory's collapse in
+//! kernel/khugepaged_anon.rs.
 
 use super::khugepaged_scan::ScanResult;
 use super::mm::{vm, Backing, Vma};
@@ -43,6 +41,45 @@ impl Kernel {
     /// `madvise_collapse`: every PMD-aligned 2 MiB of [start, end) becomes a THP. EINVAL when
     /// the vma may not have one (VM_NOHUGEPAGE, hugetlb, no aligned range, a regular file).
     pub fn madvise_collapse(&mut self, mm: MmId, start: u64, end: u64) -> Result<(), Errno> {
+        if self.mm(mm).vmas_in(start, end).iter().any(|s| self.mm(mm).vmas[s].is_anonymous()) {
+            return self.madvise_collapse_walk(mm, start, end);
+        }
+        self.madvise_collapse_file(mm, start, end)
+    }
+
+    /// `madvise_walk_vmas` for MADV_COLLAPSE over a range with an anonymous vma: each vma's
+    /// part of the range collapsed on its own (`madvise_collapse_anon`, or the file path for
+    /// a file vma), the first error returned at once; ENOMEM at the end for a hole.
+    fn madvise_collapse_walk(&mut self, mm: MmId, start: u64, end: u64) -> Result<(), Errno> {
+        let mut hole = false;
+        let mut addr = start;
+        while addr < end {
+            let Some(v) = self.mm(mm).find_vma(addr).cloned() else {
+                hole = true;
+                break;
+            };
+            if v.start >= end {
+                hole = true;
+                break;
+            }
+            hole |= v.start > addr;
+            let (s, e) = (addr.max(v.start), v.end.min(end));
+            if v.is_anonymous() {
+                self.madvise_collapse_anon(mm, &v, s, e)?;
+            } else {
+                self.madvise_collapse_file(mm, s, e)?;
+            }
+            addr = e;
+        }
+        if hole {
+            Err(Errno::ENOMEM)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// `madvise_collapse` of a range without anonymous vmas (shmem, tmpfs, files).
+    fn madvise_collapse_file(&mut self, mm: MmId, start: u64, end: u64) -> Result<(), Errno> {
         let v = self.mm(mm).vma_lookup(start).cloned().ok_or(Errno::ENOMEM)?;
         let hsize = self.geo.hpage_pmd_size();
         if !self.has_transparent_hugepage()

@@ -5,8 +5,12 @@
 //! (`collapse_file`, `retract_page_tables`, `collapse_pte_mapped_thp`). The thread itself,
 //! its sleeps and its CPU, are the interpreter's (workload/interp/khugepaged.rs).
 //!
-//! Differs from Linux: anonymous and shmem ranges are not collapsed by khugepaged (their vmas
-//! are skipped as ineligible, at 1 a vma); no shadow entries (SCAN_EXCEED_SWAP_PTE cannot
+//! Anonymous vmas are scanned too (`hpage_collapse_scan_pmd`, kernel/khugepaged_anon.rs),
+//! registered by their mmap and MADV_HUGEPAGE, but only while the thread runs, that is with
+//! `file_text=khugepaged` (so that the default runs keep no khugepaged thread).
+//!
+//! Differs from Linux: shmem ranges are not collapsed by khugepaged (their vmas are skipped
+//! as ineligible, at 1 a vma); no shadow entries (SCAN_EXCEED_SWAP_PTE cannot
 //! happen), no LRU batches (SCAN_PAGE_LRU), no page locks or concurrent truncation; a
 //! mmap_lock trylock always succeeds.
 
@@ -20,16 +24,23 @@ use super::vmstat::VmEvent;
 use super::{Kernel, MmId};
 use crate::units::Pfn;
 
-/// The results of mm/khugepaged.c's `enum scan_result` that the file path can reach here.
+/// The results of mm/khugepaged.c's `enum scan_result` that mmsim's scans can reach.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ScanResult {
     Succeed,
     Fail,
-    ExceedNonePte,
-    PteMappedHugepage,
+    PmdNull,
+    PmdNone,
     PmdMapped,
-    AllocHugePageFail,
+    ExceedNonePte,
+    ExceedSharedPte,
+    PteMappedHugepage,
+    PageNull,
+    PageCount,
+    PageAnon,
     VmaCheck,
+    AddressRange,
+    AllocHugePageFail,
 }
 
 impl ScanResult {
@@ -38,7 +49,14 @@ impl ScanResult {
         match self {
             ScanResult::Succeed => "SCAN_SUCCEED",
             ScanResult::Fail => "SCAN_FAIL",
+            ScanResult::PmdNull => "SCAN_PMD_NULL",
+            ScanResult::PmdNone => "SCAN_PMD_NONE",
             ScanResult::ExceedNonePte => "SCAN_EXCEED_NONE_PTE",
+            ScanResult::ExceedSharedPte => "SCAN_EXCEED_SHARED_PTE",
+            ScanResult::PageNull => "SCAN_PAGE_NULL",
+            ScanResult::PageCount => "SCAN_PAGE_COUNT",
+            ScanResult::PageAnon => "SCAN_PAGE_ANON",
+            ScanResult::AddressRange => "SCAN_ADDRESS_RANGE",
             ScanResult::PteMappedHugepage => "SCAN_PTE_MAPPED_HUGEPAGE",
             ScanResult::PmdMapped => "SCAN_PMD_MAPPED",
             ScanResult::AllocHugePageFail => "SCAN_ALLOC_HUGE_PAGE_FAIL",
@@ -133,7 +151,7 @@ impl Kernel {
             return;
         }
         let Some(v) = self.mm(mm).vma_lookup(addr).cloned() else { return };
-        if self.thp_vma_allowable_file(&v, false) {
+        if self.thp_vma_allowable_file(&v, false) || self.thp_vma_allowable_anon(&v, false) {
             self.khugepaged_register(mm);
         }
     }
@@ -186,7 +204,7 @@ impl Kernel {
         }
         let mut result = None;
         if self.khugepaged_has_work() && pass.pass_through_head < 2 {
-            let (p, r) = self.khugepaged_scan_mm_slot();
+            let (p, r) = self.khugepaged_scan_mm_slot(pages - pass.progress);
             pass.progress += p;
             result = r;
         } else {
@@ -206,11 +224,12 @@ impl Kernel {
     }
 
     /// `khugepaged_scan_mm_slot`: from the cursor, the mm's vmas in address order; an
-    /// ineligible vma, or one wholly behind the cursor, costs 1; a file range costs 512 and
-    /// ends the call (mmap_lock was dropped for it). At the end of the mm the cursor moves to
-    /// the next (the last one's end is a full scan). Returns the progress and the last
-    /// range's result.
-    fn khugepaged_scan_mm_slot(&mut self) -> (u64, Option<ScanResult>) {
+    /// ineligible vma, or one wholly behind the cursor, costs 1; a range costs 512. A file
+    /// range ends the call (mmap_lock was dropped for it), as does an anonymous range that
+    /// went on to `collapse_huge_page`; after another anonymous range the scan goes on while
+    /// `budget` lasts. At the end of the mm the cursor moves to the next (the last one's end
+    /// is a full scan). Returns the progress and the last range's result.
+    fn khugepaged_scan_mm_slot(&mut self, budget: u64) -> (u64, Option<ScanResult>) {
         let hsize = self.geo.hpage_pmd_size();
         let i = match self.khugepaged.cursor {
             Some(i) => i,
@@ -229,7 +248,8 @@ impl Kernel {
                 if v.end <= address {
                     continue; // behind the cursor: the vma iterator starts past it
                 }
-                if !self.thp_vma_allowable_file(v, false) {
+                let anon = v.is_anonymous();
+                if !(if anon { self.thp_vma_allowable_anon(v, false) } else { self.thp_vma_allowable_file(v, false) }) {
                     progress += 1;
                     continue;
                 }
@@ -239,8 +259,30 @@ impl Kernel {
                     progress += 1;
                     continue;
                 }
-                let addr = address.max(hstart);
-                if addr < hend {
+                let mut addr = address.max(hstart);
+                while anon && addr < hend {
+                    let r = self.hpage_collapse_scan_pmd(mm, addr, true);
+                    if r == ScanResult::Succeed {
+                        self.khugepaged.pages_collapsed += 1;
+                    }
+                    *self.khugepaged.results.entry(r.name()).or_insert(0) += 1;
+                    addr += hsize;
+                    self.khugepaged.address = addr;
+                    progress += self.geo.hpage_pmd_nr();
+                    // collapse_huge_page dropped mmap_lock: the call ends.
+                    let dropped = matches!(
+                        r,
+                        ScanResult::Succeed
+                            | ScanResult::AllocHugePageFail
+                            | ScanResult::AddressRange
+                            | ScanResult::VmaCheck
+                            | ScanResult::PageAnon
+                    );
+                    if dropped || progress >= budget {
+                        return (progress, Some(r));
+                    }
+                }
+                if !anon && addr < hend {
                     let r = self.khugepaged_scan_file_range(mm, v, addr);
                     if r == ScanResult::Succeed {
                         self.khugepaged.pages_collapsed += 1;

@@ -40,8 +40,8 @@ declare_knobs! {
         name: "transparent_hugepage/khugepaged/max_ptes_none",
         boot_only: false,
         codec: range!(0, 511),
-        help: "khugepaged: a file range is collapsed only if at least 512 minus this many of its pages are in \
-         the page cache (MADV_COLLAPSE ignores it)",
+        help: "khugepaged: a range is collapsed only if at least 512 minus this many of its pages are in the \
+         page cache (a file) or mapped (anonymous memory); MADV_COLLAPSE ignores it",
     },
     /// `max_ptes_swap`: more value entries (swap, or a regular file's shadow entries) than
     /// this in a range stop khugepaged's scan of it.
@@ -51,12 +51,14 @@ declare_knobs! {
         codec: range!(0, 511),
         help: "khugepaged: more swap or shadow entries than this in a range stop its scan (SCAN_EXCEED_SWAP_PTE)",
     },
-    /// `max_ptes_shared`: anonymous collapse only (not modelled); kept for its sysfs name.
+    /// `max_ptes_shared`: more pages of an anonymous range mapped by another process too than
+    /// this stop khugepaged's collapse of it (MADV_COLLAPSE ignores it).
     max_ptes_shared: u32 = 256 => {
         name: "transparent_hugepage/khugepaged/max_ptes_shared",
         boot_only: false,
         codec: range!(0, 511),
-        help: "khugepaged: the shared-page limit of anonymous collapse, which mmsim does not model",
+        help: "khugepaged: an anonymous range with more pages shared with another process than this is not \
+         collapsed (MADV_COLLAPSE ignores it)",
     },
     /// `defrag`: khugepaged's allocation may reclaim and compact (GFP_TRANSHUGE) or not
     /// (GFP_TRANSHUGE_LIGHT).

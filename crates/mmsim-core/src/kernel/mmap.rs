@@ -22,6 +22,10 @@ pub enum Errno {
     EFAULT,
     /// A write open of a file being executed, or an exec of a file open for write.
     ETXTBSY,
+    /// MADV_COLLAPSE: khugepaged's limits refused the range (SCAN_EXCEED_NONE_PTE).
+    EBUSY,
+    /// MADV_COLLAPSE: a page is in use, trying again may succeed (SCAN_PAGE_COUNT).
+    EAGAIN,
 }
 
 impl Errno {
@@ -33,6 +37,8 @@ impl Errno {
             Errno::EEXIST => "EEXIST",
             Errno::EFAULT => "EFAULT",
             Errno::ETXTBSY => "ETXTBSY",
+            Errno::EBUSY => "EBUSY",
+            Errno::EAGAIN => "EAGAIN",
         }
     }
 }
@@ -179,8 +185,8 @@ impl Kernel {
         let vma = Vma { start: addr, end: addr + len, flags, pgoff, backing, anon_vma: None, fork_child: false };
         self.mm_mut(mm).vmas.insert(addr, vma);
         self.vma_merge_around(mm, addr);
-        if matches!(backing, Backing::File(_)) {
-            // __mmap_new_vma's khugepaged_enter_vma (READ_ONLY_THP_FOR_FS).
+        if matches!(backing, Backing::File(_) | Backing::Anon) {
+            // __mmap_new_vma's khugepaged_enter_vma.
             self.khugepaged_enter_vma(mm, addr);
         }
         if populate {

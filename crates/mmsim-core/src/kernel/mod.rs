@@ -13,6 +13,7 @@ pub mod huge_memory;
 pub mod huge_zero;
 pub mod hugetlb;
 pub mod khugepaged;
+pub mod khugepaged_anon;
 pub mod khugepaged_scan;
 pub mod knobs;
 pub mod knobs_khugepaged;
@@ -42,6 +43,8 @@ pub mod walk;
 mod filemap_tests;
 #[cfg(test)]
 mod hugetlb_tests;
+#[cfg(test)]
+mod khugepaged_anon_tests;
 #[cfg(test)]
 mod khugepaged_tests;
 #[cfg(test)]
