@@ -157,15 +157,6 @@ impl Kernel {
         self.collapse_huge_page(mm, addr, khugepaged)
     }
 
-    /// `folio_maybe_mapped_shared`: a small page mapped more than once, a large folio mapped
-    /// by more than one mm.
-    fn folio_maybe_mapped_shared(&self, head: Pfn) -> bool {
-        if self.folio_nr_pages(head) == 1 {
-            return self.mem.pages[head.idx()].mapcount > 1;
-        }
-        self.folio_mms.get(&head.0).is_some_and(|m| m.len() > 1)
-    }
-
     /// `collapse_huge_page`: allocate the PMD folio (THP_COLLAPSE_ALLOC, or
     /// THP_COLLAPSE_ALLOC_FAILED and SCAN_ALLOC_HUGE_PAGE_FAIL; khugepaged reclaims only with
     /// `khugepaged/defrag`), revalidate the vma, clear the pmd and flush, copy the pages (none
