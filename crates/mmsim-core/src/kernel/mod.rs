@@ -45,6 +45,8 @@ mod khugepaged_tests;
 #[cfg(test)]
 mod mlock_tests;
 #[cfg(test)]
+mod mremap_tests;
+#[cfg(test)]
 mod ptshare_tests;
 #[cfg(test)]
 mod tests;
