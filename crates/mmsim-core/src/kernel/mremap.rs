@@ -110,15 +110,15 @@ impl Kernel {
         if vrm.new_len == 0 || vrm.new_len > g.task_size() {
             return Err(Errno::EINVAL);
         }
-        if vrm.implies_new_addr() {
-            if vrm.new_addr > g.task_size() - vrm.new_len
+        // The checks of a new address (MREMAP_FIXED, MREMAP_DONTUNMAP).
+        if vrm.implies_new_addr()
+            && (vrm.new_addr > g.task_size() - vrm.new_len
                 || vrm.new_addr & !g.page_mask() != 0
                 || !vrm.flags.contains(MremapFlags::MAYMOVE)
                 || (vrm.flags.contains(MremapFlags::DONTUNMAP) && vrm.old_len != vrm.new_len)
-                || vrm.overlaps()
-            {
-                return Err(Errno::EINVAL);
-            }
+                || vrm.overlaps())
+        {
+            return Err(Errno::EINVAL);
         }
         let vma = self.mm(mm).vma_lookup(vrm.addr).cloned().ok_or(Errno::EFAULT)?;
         self.check_prep_vma(vrm, &vma)?;
