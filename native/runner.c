@@ -33,8 +33,15 @@
  *   mlockall FLAGS                       FLAGS: MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT (1, 2, 4);
  *                                        a failure is an event ("mlockall: EINVAL")
  *   munlockall
- *   mremap NAME SIZE FIXED ADDR          mremap(MREMAP_MAYMOVE, with FIXED 1 also
- *                                        MREMAP_FIXED to ADDR); the region moves with it
+ *   mremap NAME SIZE FLAGS ADDR OFFSET LENGTH NEW
+ *                                        mremap(2) of [OFFSET, OFFSET + LENGTH) of the region
+ *                                        (LENGTH -1: to its end) to SIZE bytes, FLAGS the
+ *                                        MREMAP_* bits, ADDR the new address; NEW "-" or a
+ *                                        region name. Named as mmsim does: NEW names the range
+ *                                        at its new place (at its old one if the call failed
+ *                                        and NEW is new); without NEW, a whole-region mremap
+ *                                        moves the region, a partial one resizes it only when
+ *                                        it resized the region's last bytes in place
  *   mprotect NAME OFFSET LENGTH PROT     PROT: PROT_* bits
  *   brk NAME DELTA                       sbrk(DELTA); NAME is the heap from where the break
  *                                        was at the first brk op naming it to the break now
@@ -862,13 +869,25 @@ static void run(int from, int to)
 			break;
 		case MREMAP: {
 			struct region *r = region(o->name);
-			int flags = MREMAP_MAYMOVE | (o->b ? MREMAP_FIXED : 0);
-			void *p = mremap(r->addr, r->size, (size_t)o->a, flags, (void *)o->c);
+			size_t off = (size_t)o->d, len = o->e >= 0 ? (size_t)o->e : off < r->size ? r->size - off : 0;
+			char *old = r->addr + off;
+			int named = strcmp(o->name2, "-") != 0;
+			/* The system call itself: glibc's wrapper passes no new address without
+			 * MREMAP_FIXED. */
+			void *p = (void *)syscall(SYS_mremap, old, len, (size_t)o->a, (unsigned long)o->b,
+						  (unsigned long)o->c);
 			if (p != MAP_FAILED) {
-				r->addr = p;
-				r->size = (size_t)o->a;
+				if (named)
+					set_region(o->name2, p, (size_t)o->a);
+				else if (off == 0 && len == r->size)
+					set_region(o->name, p, (size_t)o->a);
+				else if (p == (void *)old && off + len == r->size)
+					r->size = off + (size_t)o->a;
 			} else {
-				event_fail("mremap", o->name, NULL, errno);
+				int e = errno;
+				if (named && !has_region(o->name2))
+					set_region(o->name2, old, len);
+				event_fail("mremap", o->name, NULL, e);
 			}
 			break;
 		}

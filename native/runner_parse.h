@@ -2,6 +2,14 @@
  * line format of the header of runner.c read into `ops`. Protections come as PROT_* bits and
  * advice as MADV_* values, which the Python side takes from the engine's schema. */
 
+static int has_region(const char *name)
+{
+	for (int i = 0; i < nregions; i++)
+		if (!strcmp(regions[i].name, name))
+			return 1;
+	return 0;
+}
+
 static struct region *region(const char *name)
 {
 	for (int i = 0; i < nregions; i++)
@@ -40,7 +48,8 @@ static void parse(FILE *f)
 			uses_mlockall = 1;
 		} else if (!strcmp(w, "mremap")) {
 			o->kind = MREMAP;
-			sscanf(line, "%*s %63s %lld %lld %lld", o->name, &o->a, &o->b, &o->c);
+			sscanf(line, "%*s %63s %lld %lld %lld %lld %lld %63s", o->name, &o->a, &o->b, &o->c, &o->d, &o->e,
+			       o->name2);
 		} else if (!strcmp(w, "brk")) {
 			o->kind = BRK;
 			sscanf(line, "%*s %63s %lld", o->name, &o->a);

@@ -138,11 +138,38 @@ class Program:
     def munmap(self, region: str, *, offset: Size | None = None, length: Size | None = None) -> None:
         self.append({"op": "munmap", "region": str(region), **_opt(offset=offset, length=length)})
 
-    def mremap(self, region: str, size: Size, *, addr: Size | None = None) -> None:
-        """mremap(MREMAP_MAYMOVE) of the whole region to ``size`` bytes (MREMAP_FIXED to ``addr``)."""
+    def mremap(
+        self,
+        region: str,
+        size: Size,
+        *,
+        addr: Size | None = None,
+        offset: Size | None = None,
+        length: Size | None = None,
+        maymove: bool = True,
+        dontunmap: bool = False,
+        name: str | None = None,
+    ) -> Region | None:
+        """mremap(2) of the region's range (the whole region by default) to ``size`` bytes:
+        MREMAP_MAYMOVE unless ``maymove`` is false, MREMAP_FIXED to ``addr``, MREMAP_DONTUNMAP
+        with ``dontunmap``; ``name`` names the range at its new place."""
         self.append(
-            {"op": "mremap", "region": str(region), "size": size, **_opt(addr=addr, fixed=addr is not None or None)}
+            {
+                "op": "mremap",
+                "region": str(region),
+                "size": size,
+                **_opt(
+                    offset=offset,
+                    length=length,
+                    addr=addr,
+                    fixed=addr is not None or None,
+                    maymove=False if not maymove else None,
+                    dontunmap=dontunmap or None,
+                    name=name,
+                ),
+            }
         )
+        return Region(name) if name is not None else None
 
     def mlock(
         self, region: str, *, offset: Size | None = None, length: Size | None = None, onfault: bool = False

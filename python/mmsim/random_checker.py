@@ -151,6 +151,22 @@ class Region:
         self.thp = size >= HPAGE
         self.aligned = False
 
+    def shrink_range(self, s: int, e: int, pages: int) -> None:
+        """mremap of pages [s, e) to `pages` pages in place: the range's tail is unmapped."""
+        self.pages[s + pages : e] = bytes(e - s - pages)
+        if s + pages < e:
+            self.whole = False
+
+    def move_range(self, s: int, e: int, size: int, *, dontunmap: bool) -> Region:
+        """mremap of pages [s, e) to `size` bytes elsewhere: the region at the new place (its
+        pages of the old protection). The old range is unmapped, or with `dontunmap` stays
+        mapped (empty: it reads zeroes; its one vma is not split)."""
+        prot = self.pages[s]
+        if not dontunmap:
+            self.pages[s:e] = bytes(e - s)
+            self.whole = False
+        return Region(size, bytearray([prot]) * -(-size // PAGE), False, size >= HPAGE)
+
     def runs(self, ok: Callable[[int], bool]) -> list[tuple[int, int]]:
         """Maximal runs [start, end) of pages whose state satisfies `ok`."""
         out, start = [], None
@@ -284,6 +300,35 @@ class Checker:
             self.problem(path, f"size {size} outside 1..{MAX_REGION}")
             return None
         return size
+
+    def partial_mremap(self, task: Task, p: str, r: Region, op: Mapping[str, Any], size: int) -> None:
+        """An mremap of part of a region, as the generator makes them: in place without
+        `maymove` (no growth), or moved (grown out of a range that ends before the region's,
+        or with `dontunmap` at the same size) under a `name` not yet mapped."""
+        try:
+            off, length = _size(op.get("offset", 0)), _size(op.get("length", 0))
+        except MmsimError as e:
+            self.problem(p, str(e))
+            return
+        n = len(r.pages)
+        s, e = off // PAGE, (off + length) // PAGE
+        if off % PAGE or length % PAGE or size % PAGE or not 0 <= s < e <= n:
+            self.problem(p, "an mremap range not of whole pages inside the region")
+            return
+        name, dontunmap = op.get("name"), bool(op.get("dontunmap"))
+        if not op.get("maymove", True):
+            if name is not None or dontunmap or size > length:
+                self.problem(p, "an mremap without maymove that could fail (growth, name, dontunmap)")
+                return
+            r.shrink_range(s, e, size // PAGE)
+            return
+        moves = (size == length) if dontunmap else (size > length and e < n)
+        if not moves or not isinstance(name, str) or name in task.regions or not LABEL.fullmatch(name):
+            self.problem(p, "an mremap that does not surely move its range to a new name")
+            return
+        task.regions[name] = r.move_range(s, e, size, dontunmap=dontunmap)
+        if task.thread:
+            task.own.add(name)
 
     def region(self, task: Task, path: str, name: Any) -> Region | None:
         r = task.regions.get(name) if isinstance(name, str) else None
@@ -458,7 +503,13 @@ class Checker:
             size = self.region_size(p, op)
             if size is None:
                 return
-            r.remap(size)
+            if "offset" not in op and "length" not in op and "name" not in op and op.get("maymove", True):
+                if op.get("dontunmap"):
+                    self.problem(p, "a whole-region mremap with dontunmap")
+                    return
+                r.remap(size)
+                return
+            self.partial_mremap(task, p, r, op, size)
         elif kind in ("read", "write"):
             r = self.region(task, p, op.get("region"))
             if r is None:

@@ -57,6 +57,9 @@ from mmsim.random_checker import (
     touched_pages,
 )
 
+#: At most this many pages a range moved out of a region grows by.
+MAX_GROW = 512
+
 __all__ = [
     "ADVICE",
     "DEFRAG",
@@ -183,7 +186,7 @@ class Generator:
             options.append((0.6, lambda: self.mlockall(task, depth, mult, loop)))
             remappable = [n for n in changeable if task.regions[n].remappable()]
             if remappable:
-                options.append((1.0, lambda: self.mremap(task, remappable)))
+                options.append((1.0, lambda: self.mremap(task, remappable, loop)))
         if mapped:
             options.append((2.5, lambda: self.madvise(task, mapped, mult)))
         if writable:
@@ -481,12 +484,41 @@ class Generator:
             text = f"-{text}" if isinstance(text, str) else -text
         return [{"op": "brk", "name": HEAP, "delta": text}]
 
-    def mremap(self, task: Task, names: list[str]) -> list[dict[str, Any]]:
-        name = self.rng.choice(names)
+    def mremap(self, task: Task, names: list[str], loop: bool) -> list[dict[str, Any]]:
+        """mremap of a whole region (MREMAP_MAYMOVE), or of part of one: moved out grown
+        (its range ends before the region's, so it must move), left in place without
+        MREMAP_MAYMOVE (the same size or a shrink), or moved with MREMAP_DONTUNMAP; a range
+        that moves gets a region name of its own."""
+        rng = self.rng
+        name = rng.choice(names)
         r = task.regions[name]
-        size = self.size()
-        r.remap(size)
-        return [{"op": "mremap", "region": name, "size": _size_text(self.rng, size)}]
+        n = len(r.pages)
+        kind = rng.choices(("whole", "move", "inplace", "dontunmap"), (4, 2, 1, 2))[0]
+        # A loop repeats its ops: only the whole-region mremap may run twice.
+        if loop or (kind == "move" and n < 2) or (len(task.regions) >= 8 and kind in ("move", "dontunmap")):
+            kind = "whole"
+        if kind == "whole":
+            size = self.size()
+            r.remap(size)
+            return [{"op": "mremap", "region": name, "size": _size_text(rng, size)}]
+        s = rng.randrange(n - 1) if kind == "move" else rng.randrange(n)
+        e = rng.randint(s + 1, n - 1 if kind == "move" else n)
+        op: dict[str, Any] = {"op": "mremap", "region": name, "offset": s * PAGE, "length": (e - s) * PAGE}
+        if kind == "inplace":
+            size = rng.randint(1, e - s) * PAGE
+            op |= {"size": size, "maymove": False}
+            r.shrink_range(s, e, size // PAGE)
+            return [op]
+        new = f"r{next(self.names)}"
+        grow = min(e - s + MAX_GROW, MAX_REGION // PAGE)
+        size = (e - s) * PAGE if kind == "dontunmap" else rng.randint(e - s + 1, grow) * PAGE
+        op |= {"size": size, "name": new}
+        if kind == "dontunmap":
+            op["dontunmap"] = True
+        task.regions[new] = r.move_range(s, e, size, dontunmap=kind == "dontunmap")
+        if task.thread:
+            task.own.add(new)
+        return [op]
 
     def mprotect(self, task: Task, names: list[str]) -> list[dict[str, Any]]:
         name = self.rng.choice(names)

@@ -56,6 +56,9 @@ def prot_bits(word: str) -> int:
     return 0 if word == "none" else sum(PROT_BITS[c] for c in word)
 
 
+#: mremap's MREMAP_* bits by the op's field that asks for each (the engine's schema).
+MREMAP_BITS = {f["word"]: f["value"] for f in SCHEMA["mremap_flags"]}
+
 #: mlockall's flags, with Linux's MCL_* values (native/runner.c passes them to mlockall).
 MCL_FLAGS = {"current": 1, "future": 2, "onfault": 4}
 
@@ -178,8 +181,12 @@ def _compile(ops: list[Mapping[str, Any]]) -> list[str]:
             n = sign * parse_size(delta.strip().lstrip("-")) if isinstance(delta, str) else int(delta)
             out.append(f"brk {op['name']} {n}")
         elif kind == "mremap":
-            fixed = bool(op.get("fixed"))
-            out.append(f"mremap {region} {parse_size(op['size'])} {int(fixed)} {parse_size(op.get('addr', 0))}")
+            asked = {"maymove": op.get("maymove", True), "fixed": op.get("fixed"), "dontunmap": op.get("dontunmap")}
+            bits = sum(v for w, v in MREMAP_BITS.items() if asked[w])
+            out.append(
+                f"mremap {region} {parse_size(op['size'])} {bits} {parse_size(op.get('addr', 0))} {off} {length} "
+                f"{op.get('name') or '-'}"
+            )
         elif kind == "mlock":
             out.append(f"mlock {region} {off} {length} {int(bool(op.get('onfault')))}")
         elif kind == "munlock":

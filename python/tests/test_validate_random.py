@@ -51,6 +51,7 @@ def test_generated_workloads_are_valid_safe_and_varied():
     sizes, aligns, prots, advice, patterns = Counter(), Counter(), Counter(), Counter(), Counter()
     files: Counter[str] = Counter()
     locks: Counter[str] = Counter()
+    remaps: Counter[str] = Counter()
     for seed in SEEDS:
         w = vr.generate_case(seed, 0).workload
         assert vr.check_workload(w) == [], (seed, w)
@@ -82,6 +83,16 @@ def test_generated_workloads_are_valid_safe_and_varied():
                 locks["mlock onfault" if op.get("onfault") else "mlock"] += 1
             if op["op"] == "mlockall":
                 locks.update(op["flags"])
+            if op["op"] == "mremap":
+                remaps[
+                    "dontunmap"
+                    if op.get("dontunmap")
+                    else "in place"
+                    if "maymove" in op
+                    else "named"
+                    if "name" in op
+                    else "whole"
+                ] += 1
     ops = {"mmap", "munmap", "mremap", "mprotect", "madvise", "read", "write", "compare", "atomic", "loop", "fork"}
     ops |= {"wait", "mlock", "munlock", "mlockall", "munlockall", "brk"}
     ops |= {"snapshot", "exit"} | ({"thread"} if vr.THREADS else set())
@@ -94,6 +105,7 @@ def test_generated_workloads_are_valid_safe_and_varied():
     assert kinds["mmap"] > 100 and files["file"] > 30 and files["shared"] > 10 and files["tmpfs"] > 10, files
     assert set(patterns) == {"plain", "random", "block"}, patterns
     assert set(locks) == {"mlock", "mlock onfault", "current", "future", "onfault"}, locks
+    assert set(remaps) == {"whole", "named", "in place", "dontunmap"}, remaps
 
 
 def test_generated_workloads_never_fault_in_mmsim():
@@ -132,6 +144,24 @@ def test_the_checker_refuses_unsafe_workloads():
     ]
     for program in bad:
         assert vr.check_workload({"program": program}), program
+
+
+def test_the_checker_follows_partial_mremaps():
+    """A range moved out leaves a hole and is its own region; with dontunmap the old range
+    stays mapped; without maymove only a shrink (a growth may fail with ENOMEM)."""
+    m = {"op": "mmap", "name": "p", "size": "4M"}
+    move = {"op": "mremap", "region": "p", "offset": "1M", "length": "1M", "size": "2M", "name": "q"}
+    dontunmap = {**move, "size": "1M", "dontunmap": True}
+    shrink = {"op": "mremap", "region": "p", "offset": "1M", "length": "1M", "size": "4K", "maymove": False}
+    read = {"op": "read", "region": "p"}
+    assert vr.check_workload({"program": [m, move, {"op": "read", "region": "q"}]}) == []
+    assert vr.check_workload({"program": [m, move, read]})
+    assert vr.check_workload({"program": [m, dontunmap, read, {"op": "read", "region": "q"}]}) == []
+    assert vr.check_workload({"program": [m, shrink, {**read, "length": "1M"}]}) == []
+    assert vr.check_workload({"program": [m, shrink, read]})
+    assert vr.check_workload({"program": [m, {**shrink, "size": "2M"}]})
+    assert vr.check_workload({"program": [m, {**move, "offset": "3M"}]}), "at the end: it may grow in place"
+    assert vr.check_workload({"program": [m, {**move, "name": "p"}]})
 
 
 def test_the_checker_follows_mlockall():

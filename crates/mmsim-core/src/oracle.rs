@@ -158,12 +158,13 @@ impl Oracle {
         sp.private.retain(|&p, _| p < addr || p >= end);
     }
 
-    /// mremap (MREMAP_MAYMOVE) as a program sees it, given where the kernel put the mapping:
-    /// in place, the mapping shrinks or grows (a shared one over further offsets of its
-    /// object); moved, the first min(old_len, new_len) bytes keep their contents at `new`,
-    /// the rest is new (fresh zeroes, or the object's further offsets), and the old range is
-    /// unmapped.
-    pub fn mremap(&mut self, pid: u32, old: u64, old_len: u64, new: u64, new_len: u64) {
+    /// mremap as a program sees it, given where the kernel put the range: in place, the
+    /// range shrinks or grows (a shared one over further offsets of its object); moved, the
+    /// first min(old_len, new_len) bytes keep their contents at `new`, the rest is new (fresh
+    /// zeroes, or the object's further offsets), and the old range is unmapped, or with
+    /// `dontunmap` (MREMAP_DONTUNMAP) stays mapped as it was, its private pages gone (it
+    /// reads zeroes, or the file or the shared object).
+    pub fn mremap(&mut self, pid: u32, old: u64, old_len: u64, new: u64, new_len: u64, dontunmap: bool) {
         let ps = self.geo.page_size();
         if new == old && new_len <= old_len {
             self.munmap(pid, old + new_len, old_len - new_len);
@@ -186,7 +187,11 @@ impl Oracle {
             .filter(|(&p, _)| p >= old && p < old + keep)
             .map(|(&p, c)| (new + (p - old), c.clone()))
             .collect();
-        self.munmap(pid, old, old_len);
+        if dontunmap {
+            sp.private.retain(|&p, _| p < old || p >= old + old_len);
+        } else {
+            self.munmap(pid, old, old_len);
+        }
         self.munmap(pid, new, new_len);
         let sp = self.spaces.get_mut(&pid).expect("process");
         sp.vmas.insert(new, RefVma { end: new + new_len, ..v });

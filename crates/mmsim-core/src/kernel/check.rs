@@ -260,14 +260,15 @@ impl Kernel {
             if rss != m.rss {
                 return Err(violation!("mm {id}: rss recount {rss:?} (file, anon, shmem), kernel says {:?}", m.rss));
             }
-            // locked_vm (VmLck): the pages of the VM_LOCKED vmas; VM_LOCKONFAULT only with it.
+            // locked_vm (VmLck): the pages of the VM_LOCKED vmas, and those MREMAP_DONTUNMAP
+            // left counted; VM_LOCKONFAULT only with VM_LOCKED.
             let locked: i64 = m
                 .vmas
                 .values()
                 .filter(|v| v.flags & vm::LOCKED != 0)
                 .map(|v| (v.len() >> self.geo.page_shift) as i64)
                 .sum();
-            if locked != m.locked_vm {
+            if locked + m.locked_vm_stray != m.locked_vm {
                 return Err(violation!("mm {id}: locked_vm recount {locked} pages, kernel says {}", m.locked_vm));
             }
             if let Some(v) = m.vmas.values().find(|v| v.flags & vm::LOCKED_MASK == vm::LOCKONFAULT) {

@@ -7,7 +7,7 @@ use super::fault::Access;
 use super::mm::vm;
 use super::mmap::Errno;
 use super::syscall::MmapReq;
-use super::uapi::{MapFlags, MclFlags, MlockFlags, Prot};
+use super::uapi::{MapFlags, MclFlags, MlockFlags, MremapFlags, Prot};
 use super::vmstat::{VmEvent, VmItem};
 use super::{Kernel, MmId};
 use crate::kernel::knobs::Knobs;
@@ -248,11 +248,11 @@ fn mremap_growth_populates_unless_onfault() {
     let (mut k, mm) = kernel();
     let a = map(&mut k, mm, 8, Prot::READ | Prot::WRITE);
     k.do_mlock(mm, VirtAddr(a), 8 * P, MlockFlags::ONFAULT).ret.unwrap();
-    let r = k.do_mremap(mm, VirtAddr(a), 8 * P, 16 * P, None);
+    let r = k.do_mremap(mm, VirtAddr(a), 8 * P, 16 * P, MremapFlags::MAYMOVE, VirtAddr(0));
     let b = r.ret.unwrap();
     assert_eq!((r.effects.min_flt, k.mm(mm).locked_vm), (0, 16));
     k.do_mlock(mm, VirtAddr(b), 16 * P, MlockFlags::empty()).ret.unwrap();
-    let r = k.do_mremap(mm, VirtAddr(b), 16 * P, 24 * P, None);
+    let r = k.do_mremap(mm, VirtAddr(b), 16 * P, 24 * P, MremapFlags::MAYMOVE, VirtAddr(0));
     assert_eq!((r.effects.min_flt, k.mm(mm).locked_vm), (8, 24));
     check(&k);
 }

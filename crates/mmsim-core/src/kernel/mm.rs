@@ -122,6 +122,9 @@ pub struct MmStruct {
     pub pgtables_bytes: i64,
     /// locked_vm: pages of VM_LOCKED vmas (VmLck).
     pub locked_vm: i64,
+    /// The pages of locked_vm no VM_LOCKED vma holds: MREMAP_DONTUNMAP of a locked range
+    /// clears VM_LOCKED on the old vma and leaves its pages counted (until exit).
+    pub locked_vm_stray: i64,
     /// `def_flags`: vm flags every new vma gets (mlockall's MCL_FUTURE: VM_LOCKED, with
     /// MCL_ONFAULT also VM_LOCKONFAULT).
     pub def_flags: u32,
@@ -147,6 +150,7 @@ impl MmStruct {
             rss: [0; 3],
             pgtables_bytes: 0,
             locked_vm: 0,
+            locked_vm_stray: 0,
             def_flags: 0,
             flags: 0,
             mmap_base,

@@ -52,6 +52,8 @@ mod madvise_tests;
 #[cfg(test)]
 mod mlock_tests;
 #[cfg(test)]
+mod mremap_tests;
+#[cfg(test)]
 mod ptshare_tests;
 #[cfg(test)]
 mod tests;

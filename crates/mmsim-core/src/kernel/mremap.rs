@@ -1,132 +1,225 @@
-//! mm/mremap.c as Linux 6.16+ structures it (`struct vma_remap_struct`): `do_mremap` with
-//! MREMAP_MAYMOVE, and MREMAP_FIXED when a new address is given. A shrink unmaps the tail; an
-//! expansion grows the vma in place when the range after it is free, else the vma moves:
+//! mm/mremap.c as Linux 6.16+ structures it (`struct vma_remap_struct`): `do_mremap` of a
+//! range of one vma, with MREMAP_MAYMOVE, MREMAP_FIXED and MREMAP_DONTUNMAP. A shrink unmaps
+//! the tail; an expansion grows the vma in place when the range ends at the vma's end and the
+//! range after it is free, else the range moves (MREMAP_MAYMOVE; without it, ENOMEM):
 //! `copy_vma` places it at the new address and `move_page_tables` carries its entries over,
 //! whole PUD entries, whole PMD entries (a PTE table, a THP and its deposited table) where
-//! both ranges are aligned, single PTEs elsewhere; then the old range is unmapped. Nothing
-//! is copied and nothing faults. Deliberately left out: MREMAP_DONTUNMAP, the multi-vma
-//! "move only" form (6.17) and hugetlb (mmsim has none yet).
+//! both ranges are aligned, single PTEs elsewhere; then the old range is unmapped, or with
+//! MREMAP_DONTUNMAP stays mapped and empty (`dontunmap_complete`). Nothing is copied and
+//! nothing faults. Deliberately left out: the multi-vma "move only" form (6.17: MREMAP_FIXED
+//! with old_len == new_len over several vmas and holes; mmsim takes the range's first vma
+//! only and fails with EFAULT past its end).
 
 use super::memory::Slot;
 use super::mm::{vm, Vma};
 use super::mmap::Errno;
 use super::pgtable::Entry;
+use super::uapi::MremapFlags;
 use super::{Kernel, MmId};
 
+/// `enum mremap_type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RemapType {
+    NoResize,
+    Shrink,
+    Expand,
+}
+
+/// `struct vma_remap_struct`: the user's arguments and what do_mremap worked out.
+struct Vrm {
+    addr: u64,
+    old_len: u64,
+    new_len: u64,
+    flags: MremapFlags,
+    new_addr: u64,
+    delta: u64,
+    remap_type: RemapType,
+    /// `populate_expand`: a VM_LOCKED vma grew; its new part is populated after the call.
+    populate_expand: bool,
+}
+
+impl Vrm {
+    /// `vrm_implies_new_addr`: MREMAP_FIXED or MREMAP_DONTUNMAP always give a new address.
+    fn implies_new_addr(&self) -> bool {
+        self.flags.intersects(MremapFlags::FIXED | MremapFlags::DONTUNMAP)
+    }
+
+    /// `vrm_set_delta` + `vrm_remap_type`.
+    fn set_delta(&mut self) {
+        self.delta = self.old_len.abs_diff(self.new_len);
+        self.remap_type = match self.old_len.cmp(&self.new_len) {
+            std::cmp::Ordering::Equal => RemapType::NoResize,
+            std::cmp::Ordering::Greater => RemapType::Shrink,
+            std::cmp::Ordering::Less => RemapType::Expand,
+        };
+    }
+
+    /// `vrm_overlaps`: the target range overlaps the source range.
+    fn overlaps(&self) -> bool {
+        self.addr.saturating_add(self.old_len) > self.new_addr && self.new_addr.saturating_add(self.new_len) > self.addr
+    }
+}
+
 impl Kernel {
-    /// `do_mremap`: resize the mapping at `addr` from `old_len` to `new_len` bytes, moving it
-    /// if it cannot grow in place (MREMAP_MAYMOVE), or to `new_addr` (MREMAP_FIXED). Returns
-    /// where the mapping now starts. A locked mapping that grew has its new part populated
-    /// (`vrm->mlocked`: `mm_populate` of the delta, errors ignored).
+    /// `do_mremap`: resize the range [addr, addr + old_len) of one vma to `new_len` bytes,
+    /// moving it if it cannot grow in place (MREMAP_MAYMOVE), to `new_addr` (MREMAP_FIXED),
+    /// or leaving the old range mapped and empty (MREMAP_DONTUNMAP, `new_addr` a hint without
+    /// MREMAP_FIXED). Returns where the range now starts. A locked mapping that grew has its
+    /// new part populated (`populate_expand`: `mm_populate` of the delta, errors ignored).
     pub fn mremap_vrm(
         &mut self,
         mm: MmId,
         addr: u64,
         old_len: u64,
         new_len: u64,
-        new_addr: Option<u64>,
+        flags: MremapFlags,
+        new_addr: u64,
     ) -> Result<u64, Errno> {
-        let locked = self.mm(mm).vma_lookup(addr).is_some_and(|v| v.flags & vm::LOCKED != 0);
         // Seed 003: the moved or resized range is unshared first.
         if let Some(e) = addr.checked_add(self.geo.page_align(old_len).unwrap_or(0)) {
             self.pt_unshare_range(mm, addr & self.geo.page_mask(), e);
         }
-        let at = self.do_mremap_vrm(mm, addr, old_len, new_len, new_addr)?;
-        let g = self.geo;
-        let (old_len, new_len) = (g.page_align(old_len).unwrap_or(0), g.page_align(new_len).unwrap_or(0));
-        if locked && new_len > old_len {
-            let _ = self.mm_populate(mm, at + old_len, at + new_len, true);
+        let mut vrm = Vrm {
+            addr,
+            old_len,
+            new_len,
+            flags,
+            new_addr,
+            delta: 0,
+            remap_type: RemapType::NoResize,
+            populate_expand: false,
+        };
+        let at = self.do_mremap_vrm(mm, &mut vrm)?;
+        if vrm.populate_expand {
+            let from = vrm.new_addr + vrm.old_len;
+            let _ = self.mm_populate(mm, from, from + vrm.delta, true);
         }
         Ok(at)
     }
 
-    /// `do_mremap`'s work (`struct vma_remap_struct`), before the populate.
-    fn do_mremap_vrm(
-        &mut self,
-        mm: MmId,
-        addr: u64,
-        old_len: u64,
-        new_len: u64,
-        new_addr: Option<u64>,
-    ) -> Result<u64, Errno> {
+    /// `do_mremap`'s work, before the populate: `check_mremap_params`, then `check_prep_vma`
+    /// and `mremap_to` or `mremap_at`.
+    fn do_mremap_vrm(&mut self, mm: MmId, vrm: &mut Vrm) -> Result<u64, Errno> {
         let g = self.geo;
-        // check_mremap_params; a hugetlb mapping's lengths are in huge pages, its addresses
-        // aligned to one, and it may not grow (its reservation cannot be split).
-        let (old_len, new_len) = match self.mm(mm).vma_lookup(addr) {
-            Some(v) if v.flags & vm::HUGETLB != 0 => {
-                let h = g.hpage_pmd_size();
-                let (o, n) = (old_len.checked_next_multiple_of(h), new_len.checked_next_multiple_of(h));
-                let (o, n) = (o.ok_or(Errno::EINVAL)?, n.ok_or(Errno::EINVAL)?);
-                if addr & (h - 1) != 0 || new_addr.is_some_and(|na| na & (h - 1) != 0) || n > o {
-                    return Err(Errno::EINVAL);
-                }
-                (o, n)
-            }
-            _ => (old_len, new_len),
-        };
-        let old_len = g.page_align(old_len).ok_or(Errno::EINVAL)?;
-        let new_len = g.page_align(new_len).ok_or(Errno::EINVAL)?;
-        if addr & !g.page_mask() != 0 || new_len == 0 || new_len > g.task_size() {
+        // check_mremap_params (the lengths page-aligned first).
+        if !MremapFlags::all().contains(vrm.flags) || vrm.addr & !g.page_mask() != 0 {
             return Err(Errno::EINVAL);
         }
-        if let Some(na) = new_addr {
-            if na > g.task_size() - new_len || na & !g.page_mask() != 0 {
-                return Err(Errno::EINVAL);
-            }
-            // vrm_overlaps: the target may not overlap the source.
-            if na < addr.saturating_add(old_len) && addr < na + new_len {
-                return Err(Errno::EINVAL);
-            }
+        vrm.old_len = g.page_align(vrm.old_len).ok_or(Errno::EINVAL)?;
+        vrm.new_len = g.page_align(vrm.new_len).ok_or(Errno::EINVAL)?;
+        if vrm.new_len == 0 || vrm.new_len > g.task_size() {
+            return Err(Errno::EINVAL);
         }
-        // check_prep_vma: the checks of a remap that maps new space (an expansion or a move);
-        // a shrink in place may unmap across vmas.
-        let vma = self.mm(mm).vma_lookup(addr).cloned().ok_or(Errno::EFAULT)?;
-        if new_len > old_len || new_addr.is_some() {
-            if old_len == 0 && !vma.is_shared() {
-                return Err(Errno::EINVAL);
-            }
-            if old_len.min(new_len) > vma.end - addr {
-                return Err(Errno::EFAULT);
-            }
-            if new_len != old_len && vma.flags & vm::DONTEXPAND != 0 {
-                return Err(Errno::EFAULT);
-            }
+        // The checks of a new address (MREMAP_FIXED, MREMAP_DONTUNMAP).
+        if vrm.implies_new_addr()
+            && (vrm.new_addr > g.task_size() - vrm.new_len
+                || vrm.new_addr & !g.page_mask() != 0
+                || !vrm.flags.contains(MremapFlags::MAYMOVE)
+                || (vrm.flags.contains(MremapFlags::DONTUNMAP) && vrm.old_len != vrm.new_len)
+                || vrm.overlaps())
+        {
+            return Err(Errno::EINVAL);
         }
-        match new_addr {
-            // mremap_to
-            Some(na) => {
-                self.do_munmap(mm, na, new_len)?;
-                if self.mm(mm).vma_lookup(addr).is_none() {
-                    return Err(Errno::EFAULT);
-                }
-                let mut old_len = old_len;
-                if new_len < old_len {
-                    self.do_munmap(mm, addr + new_len, old_len - new_len)?;
-                    old_len = new_len;
-                }
-                self.move_vma(mm, addr, old_len, na, new_len)
+        let vma = self.mm(mm).vma_lookup(vrm.addr).cloned().ok_or(Errno::EFAULT)?;
+        self.check_prep_vma(vrm, &vma)?;
+        if vrm.implies_new_addr() {
+            return self.mremap_to(mm, vrm);
+        }
+        // mremap_at
+        match vrm.remap_type {
+            RemapType::NoResize => Ok(vrm.addr),
+            RemapType::Shrink => {
+                self.do_munmap(mm, vrm.addr + vrm.new_len, vrm.delta)?;
+                Ok(vrm.addr)
             }
-            // mremap_at
-            None if new_len == old_len => Ok(addr),
-            None if new_len < old_len => {
-                self.do_munmap(mm, addr + new_len, old_len - new_len)?;
-                Ok(addr)
-            }
-            None => {
-                let delta = new_len - old_len;
-                if self.vma_expandable(mm, &vma, addr, old_len, delta) {
-                    // vma_merge_extend: grow the vma, then merge with the next if it fits.
-                    self.mm_mut(mm).vmas.get_mut(&vma.start).expect("vma").end += delta;
+            RemapType::Expand => {
+                // expand_vma
+                if self.vma_expandable(mm, &vma, vrm.addr, vrm.old_len, vrm.delta) {
+                    // expand_vma_in_place: vma_merge_extend grows the vma, then merges it
+                    // with the next if it fits; vrm_stat_account.
+                    self.mm_mut(mm).vmas.get_mut(&vma.start).expect("vma").end += vrm.delta;
                     if vma.flags & vm::LOCKED != 0 {
-                        self.mm_mut(mm).locked_vm += (delta >> self.geo.page_shift) as i64;
+                        self.mm_mut(mm).locked_vm += (vrm.delta >> g.page_shift) as i64;
                     }
                     self.vma_merge_around(mm, vma.start);
-                    return Ok(addr);
+                    return Ok(vrm.addr);
                 }
-                let na = self.get_unmapped_area(mm, 0, new_len, vma.is_shared())?;
-                self.move_vma(mm, addr, old_len, na, new_len)
+                if !vrm.flags.contains(MremapFlags::MAYMOVE) {
+                    return Err(Errno::ENOMEM);
+                }
+                vrm.new_addr = self.get_unmapped_area(mm, 0, vrm.new_len, vma.is_shared())?;
+                self.move_vma(mm, vrm)
             }
         }
+    }
+
+    /// `check_prep_vma`: hugetlb's alignment, the remap's type, and the checks of a remap
+    /// that maps new space (an expansion or a move); a shrink in place may unmap across vmas.
+    fn check_prep_vma(&self, vrm: &mut Vrm, vma: &Vma) -> Result<(), Errno> {
+        if vma.flags & vm::HUGETLB != 0 {
+            // align_hugetlb: the lengths in huge pages, the addresses aligned to one, and no
+            // growth (the reservation cannot be split).
+            let h = self.geo.hpage_pmd_size();
+            let o = vrm.old_len.checked_next_multiple_of(h).ok_or(Errno::EINVAL)?;
+            let n = vrm.new_len.checked_next_multiple_of(h).ok_or(Errno::EINVAL)?;
+            (vrm.old_len, vrm.new_len) = (o, n);
+            if vrm.addr & (h - 1) != 0 || vrm.new_addr & (h - 1) != 0 || n > o {
+                return Err(Errno::EINVAL);
+            }
+        }
+        vrm.set_delta();
+        if !vrm.implies_new_addr() {
+            vrm.new_addr = vrm.addr;
+        }
+        // vrm_will_map_new
+        if vrm.remap_type != RemapType::Expand && !vrm.implies_new_addr() {
+            return Ok(());
+        }
+        if vrm.old_len == 0 && vma.flags & (vm::SHARED | vm::MAYSHARE) == 0 {
+            return Err(Errno::EINVAL);
+        }
+        if vrm.flags.contains(MremapFlags::DONTUNMAP) && vma.flags & vm::DONTEXPAND != 0 {
+            return Err(Errno::EINVAL);
+        }
+        // The range moved may not cross the vma's end (a shrink's unmapped tail may).
+        let old_len = if vrm.remap_type == RemapType::Shrink { vrm.new_len } else { vrm.old_len };
+        if old_len > vma.end - vrm.addr {
+            return Err(Errno::EFAULT);
+        }
+        if vrm.new_len == old_len {
+            return Ok(());
+        }
+        if vma.flags & vm::LOCKED != 0 {
+            vrm.populate_expand = true;
+        }
+        if vma.flags & vm::DONTEXPAND != 0 {
+            return Err(Errno::EFAULT);
+        }
+        Ok(())
+    }
+
+    /// `mremap_to`: MREMAP_FIXED unmaps the target first; a shrink unmaps the source's tail;
+    /// then the range moves (`vrm_set_new_addr`: the fixed address, or for MREMAP_DONTUNMAP
+    /// alone an unmapped area, `new_addr` a hint).
+    fn mremap_to(&mut self, mm: MmId, vrm: &mut Vrm) -> Result<u64, Errno> {
+        if vrm.flags.contains(MremapFlags::FIXED) {
+            self.do_munmap(mm, vrm.new_addr, vrm.new_len)?;
+            if self.mm(mm).vma_lookup(vrm.addr).is_none() {
+                return Err(Errno::EFAULT);
+            }
+        }
+        if vrm.remap_type == RemapType::Shrink {
+            self.do_munmap(mm, vrm.addr + vrm.new_len, vrm.delta)?;
+            if self.mm(mm).vma_lookup(vrm.addr).is_none() {
+                return Err(Errno::EFAULT);
+            }
+            vrm.old_len = vrm.new_len;
+        }
+        if !vrm.flags.contains(MremapFlags::FIXED) {
+            let shared = self.mm(mm).vma_lookup(vrm.addr).is_some_and(|v| v.is_shared());
+            vrm.new_addr = self.get_unmapped_area(mm, vrm.new_addr, vrm.new_len, shared)?;
+        }
+        self.move_vma(mm, vrm)
     }
 
     /// `vrm_can_expand_in_place` + `vma_expandable`: the range ends at the vma's end and the
@@ -141,8 +234,9 @@ impl Kernel {
     /// `move_vma` -> `copy_vma_and_data` + `unmap_source_vma`: a vma at `new_addr` with the
     /// old one's flags and backing (an anonymous vma never faulted takes the new address as
     /// its pgoff, so that it may merge there), the entries of `old_len` bytes moved, the old
-    /// range unmapped.
-    fn move_vma(&mut self, mm: MmId, addr: u64, old_len: u64, new_addr: u64, new_len: u64) -> Result<u64, Errno> {
+    /// range unmapped, or with MREMAP_DONTUNMAP left mapped (`dontunmap_complete`).
+    fn move_vma(&mut self, mm: MmId, vrm: &Vrm) -> Result<u64, Errno> {
+        let (addr, old_len, new_addr, new_len) = (vrm.addr, vrm.old_len, vrm.new_addr, vrm.new_len);
         let vma = self.mm(mm).vma_lookup(addr).cloned().ok_or(Errno::EFAULT)?;
         let shift = self.geo.page_shift;
         let pgoff = if vma.is_anonymous() && vma.anon_vma.is_none() {
@@ -153,7 +247,8 @@ impl Kernel {
         self.vma_file_get(mm, vma.backing);
         let copy = Vma { start: new_addr, end: new_addr + new_len, pgoff, ..vma.clone() };
         if vma.flags & vm::LOCKED != 0 {
-            // vrm_stat_account: the new range is locked; the unmap of the old one unlocks it.
+            // vrm_stat_account: the new range is locked; the unmap of the old one unlocks it
+            // (with MREMAP_DONTUNMAP, nothing does: see dontunmap_complete).
             self.mm_mut(mm).locked_vm += (new_len >> shift) as i64;
         }
         self.mm_mut(mm).vmas.insert(new_addr, copy);
@@ -169,10 +264,37 @@ impl Kernel {
             return Err(Errno::ENOMEM);
         }
         self.flush_tlb_range(mm, addr, addr + old_len);
+        if vrm.flags.contains(MremapFlags::DONTUNMAP) {
+            self.dontunmap_complete(mm, addr, old_len, new_addr);
+            return Ok(new_addr);
+        }
         // A hugetlb source keeps its reservation for the moved vma
         // (clear_vma_resv_huge_pages on the old one).
         self.do_vmi_align_munmap(mm, addr, old_len, true)?;
         Ok(new_addr)
+    }
+
+    /// `dontunmap_complete`: the vma of the old range, not split, loses VM_LOCKED,
+    /// VM_LOCKONFAULT and VM_ACCOUNT whole, and locked_vm keeps the pages it counted for it
+    /// (Linux does not unaccount them: VmLck stays up until exit). When the whole vma moved,
+    /// it loses its anon_vma (`unlink_anon_vmas`): a later fault there starts a new one.
+    fn dontunmap_complete(&mut self, mm: MmId, addr: u64, old_len: u64, new_addr: u64) {
+        let shift = self.geo.page_shift;
+        let m = self.mm_mut(mm);
+        let Some(v) = m.vmas.range_mut(..=addr).next_back().map(|(_, v)| v).filter(|v| v.end > addr) else {
+            return;
+        };
+        let was_locked = v.flags & vm::LOCKED != 0;
+        let len = (v.end - v.start) >> shift;
+        v.flags &= !(vm::LOCKED_MASK | vm::ACCOUNT);
+        let whole = v.start == addr && v.end == addr + old_len && !(v.start..v.end).contains(&new_addr);
+        if whole {
+            v.anon_vma = None;
+            v.fork_child = false;
+        }
+        if was_locked {
+            m.locked_vm_stray += len as i64;
+        }
     }
 
     /// `move_page_tables`: move the entries of [old, old + len) to `new`. Returns the bytes

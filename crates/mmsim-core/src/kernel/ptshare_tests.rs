@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use super::knobs::Knobs;
 use super::mm::vm;
 use super::mmap::MmapArgs;
+use super::uapi::MremapFlags;
 use super::Kernel;
 use crate::report::{Report, Snapshot};
 use crate::sim::{run_with, RunOptions};
@@ -177,7 +178,7 @@ fn a_sibling_must_match_offset_flags_and_have_no_anon_vma() {
     // the second onto it): the same address, another offset.
     let c = k.dup_mm(a).unwrap();
     k.do_munmap(c, base, 2 << 20).unwrap();
-    k.mremap_vrm(c, base + (2 << 20), 2 << 20, 2 << 20, Some(base)).unwrap();
+    k.mremap_vrm(c, base + (2 << 20), 2 << 20, 2 << 20, MremapFlags::MAYMOVE | MremapFlags::FIXED, base).unwrap();
     assert_eq!(k.handle_mm_fault(c, base, false), 0);
     assert_ne!(k.pte_slot(a, base).unwrap().table, k.pte_slot(c, base).unwrap().table, "another offset");
     k.check_invariants().unwrap();

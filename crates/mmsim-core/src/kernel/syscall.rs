@@ -14,7 +14,7 @@ use super::fault::{Access, FaultOutcome};
 use super::filemap::Fadvise;
 use super::mm::vm;
 use super::mmap::{Errno, MmapArgs};
-use super::uapi::{Advice, CloneFlags, MapFlags, MclFlags, MlockFlags, Prot};
+use super::uapi::{Advice, CloneFlags, MapFlags, MclFlags, MlockFlags, MremapFlags, Prot};
 use super::{Kernel, MmId};
 use crate::units::VirtAddr;
 
@@ -132,16 +132,18 @@ impl Kernel {
         self.sysret(r)
     }
 
-    /// mremap(2) with MREMAP_MAYMOVE, and MREMAP_FIXED to `new_addr`: `do_mremap`.
+    /// mremap(2): `do_mremap` with its `MREMAP_*` flags (MREMAP_MAYMOVE, MREMAP_FIXED to
+    /// `new_addr`, MREMAP_DONTUNMAP with `new_addr` a hint unless MREMAP_FIXED).
     pub fn do_mremap(
         &mut self,
         mm: MmId,
         addr: VirtAddr,
         old_len: u64,
         new_len: u64,
-        new_addr: Option<VirtAddr>,
+        flags: MremapFlags,
+        new_addr: VirtAddr,
     ) -> SysRet<u64> {
-        let r = self.mremap_vrm(mm, addr.0, old_len, new_len, new_addr.map(|a| a.0));
+        let r = self.mremap_vrm(mm, addr.0, old_len, new_len, flags, new_addr.0);
         self.sysret(r)
     }
 

@@ -81,6 +81,13 @@ fn syscall_op(sizes: &[u64]) -> impl Strategy<Value = Value> {
                 Some((slot, page)) => json!({"op":"mremap","region":r,"size":pages*4096,
                     "addr":0x7e00_0000_0000u64 + slot * (4 << 20) + page * 4096,"fixed":true}),
             }),
+        // mremap of part of a region: MREMAP_MAYMOVE, without it (in place or ENOMEM), or
+        // MREMAP_DONTUNMAP (the same size; the old range stays mapped and empty).
+        2 => (range(sizes), 1u64..600, 0u8..3).prop_map(|((r, o, l), pages, mode)| match mode {
+            0 => json!({"op":"mremap","region":r,"offset":o*4096,"length":l*4096,"size":pages*4096}),
+            1 => json!({"op":"mremap","region":r,"offset":o*4096,"length":l*4096,"size":pages*4096,"maymove":false}),
+            _ => json!({"op":"mremap","region":r,"offset":o*4096,"length":l*4096,"size":l.max(1)*4096,"dontunmap":true}),
+        }),
         3 => (range(sizes), prop_oneof![4 => Just("r"), 4 => Just("rw"), 2 => Just("rx"), 1 => Just("rwx"), 1 => Just("none")])
             .prop_map(|((r, o, l), p)| json!({"op":"mprotect","region":r,"offset":o*4096,"length":l*4096,"prot":p})),
         3 => (range(sizes), prop_oneof![4 => Just("hugepage"), 2 => Just("nohugepage"), 4 => Just("dontneed"),

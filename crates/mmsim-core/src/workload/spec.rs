@@ -11,7 +11,7 @@ use super::nesting::check_nesting;
 pub use super::nesting::{MAX_JSON_DEPTH, MAX_NESTING};
 pub use super::spec_files::{check_file_name, file_key, CreateOp, FadviseOp, FsyncOp, PreadOp, PwriteOp};
 use crate::error::Error;
-pub use crate::kernel::uapi::{Advice, MapFlag, MclFlag, Pattern, Prot};
+pub use crate::kernel::uapi::{Advice, MapFlag, MclFlag, MremapFlags, Pattern, Prot};
 pub use crate::units::{SignedSize, Size};
 
 /// A knob value: sysfs takes text; numbers and booleans are accepted too.
@@ -245,18 +245,47 @@ pub struct MlockallOp {
 #[serde(deny_unknown_fields)]
 pub struct MunlockallOp {}
 
-/// The `mremap` op: resize the region to `size` bytes (MREMAP_MAYMOVE: it moves if it cannot
-/// grow in place), or move it to `addr` with `fixed` (MREMAP_FIXED). The region names the
-/// mapping at its new place afterwards.
+/// The `mremap` op: mremap(2) of the region's range [`offset`, `offset` + `length`) (the
+/// whole region by default) to `size` bytes: MREMAP_MAYMOVE unless `maymove` is false (it
+/// moves if it cannot grow in place), MREMAP_FIXED to `addr` with `fixed`, MREMAP_DONTUNMAP
+/// with `dontunmap` (the old range stays mapped and empty). With `name`, that name denotes
+/// the range at its new place and the region is left as it was; without, a whole-region
+/// mremap makes the region name the mapping at its new place, and a partial one leaves the
+/// region as it was, but for an in-place resize of its last bytes.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct MremapOp {
     pub region: String,
     pub size: Size,
     #[serde(default)]
+    pub offset: Size,
+    #[serde(default)]
+    pub length: Option<Size>,
+    #[serde(default)]
     pub addr: Option<Size>,
     #[serde(default)]
     pub fixed: bool,
+    #[serde(default = "default_maymove")]
+    pub maymove: bool,
+    #[serde(default)]
+    pub dontunmap: bool,
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+fn default_maymove() -> bool {
+    true
+}
+
+impl MremapOp {
+    /// Its `MREMAP_*` flags.
+    pub fn flags(&self) -> MremapFlags {
+        let mut f = MremapFlags::empty();
+        f.set(MremapFlags::MAYMOVE, self.maymove);
+        f.set(MremapFlags::FIXED, self.fixed);
+        f.set(MremapFlags::DONTUNMAP, self.dontunmap);
+        f
+    }
 }
 
 /// The `mprotect` op.
@@ -705,7 +734,10 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -
         }
         op.check_fields().map_err(|(field, msg)| err(i, field, msg))?;
         match op {
-            Op::Mmap(MmapOp { name, .. }) | Op::Exec(ExecOp { name, .. }) | Op::Brk(BrkOp { name, .. })
+            Op::Mmap(MmapOp { name, .. })
+            | Op::Exec(ExecOp { name, .. })
+            | Op::Brk(BrkOp { name, .. })
+            | Op::Mremap(MremapOp { name: Some(name), .. })
                 if !names.contains(name) =>
             {
                 names.push(name.clone())
@@ -775,9 +807,12 @@ impl Op {
             Op::Mlockall(MlockallOp { flags }) if flags.is_empty() => {
                 return Err(("flags", format!("must name at least one of {}", MclFlag::words())));
             }
-            Op::Mremap(MremapOp { size, addr, fixed, .. }) => {
+            Op::Mremap(MremapOp { size, addr, fixed, name, .. }) => {
                 if size.0 == 0 {
                     return fail("size", "must be greater than 0");
+                }
+                if name.as_ref().is_some_and(|n| n.is_empty()) {
+                    return fail("name", "must not be empty");
                 }
                 if addr.is_some() != *fixed {
                     let field = if *fixed { "fixed" } else { "addr" };

@@ -9,7 +9,7 @@ use super::{Interp, SerialBatch, TaskState};
 use crate::kernel::filemap::FMode;
 use crate::kernel::mmap::Errno;
 use crate::kernel::syscall::{Effects, MmapReq};
-use crate::kernel::uapi::{Advice, MapFlag, MapFlags, MclFlag, MlockFlags, Prot};
+use crate::kernel::uapi::{Advice, MapFlag, MapFlags, MclFlag, MlockFlags, MremapFlags, Prot};
 use crate::units::VirtAddr;
 use crate::workload::spec::*;
 
@@ -28,9 +28,9 @@ pub(super) enum Call<'a> {
     DontFork { addr: u64, len: u64, on: bool },
     /// MADV_REMOVE punched out the file pages [addr, addr + len) maps.
     Remove { addr: u64, len: u64 },
-    /// mremap(2) of [old, old + old_len) to `new_len` bytes at `new`, or its error (with the
-    /// MREMAP_FIXED target).
-    Mremap { old: u64, old_len: u64, new_len: u64, ret: Result<u64, Errno>, fixed: Option<u64> },
+    /// mremap(2) of [old, old + old_len) to `new_len` bytes with `flags` (`to`: MREMAP_FIXED's
+    /// target), at `ret`, or its error.
+    Mremap { old: u64, old_len: u64, new_len: u64, flags: MremapFlags, ret: Result<u64, Errno>, to: u64 },
     /// A call the reference model has nothing to follow.
     Other,
 }
@@ -131,15 +131,18 @@ impl Interp {
             Call::DontNeed { addr, len } => o.dontneed(tgid, addr, len),
             Call::DontFork { addr, len, on } => o.dontfork(tgid, addr, len, on),
             Call::Remove { addr, len } => o.remove(tgid, addr, len),
-            Call::Mremap { old, old_len, new_len, ret: Ok(new), .. } => {
-                o.mremap(tgid, old, page_len(old_len), new, g.page_align(new_len).expect("fits"))
+            Call::Mremap { old, old_len, new_len, flags, ret: Ok(new), .. } => {
+                let dontunmap = flags.contains(MremapFlags::DONTUNMAP);
+                o.mremap(tgid, old, page_len(old_len), new, g.page_align(new_len).expect("fits"), dontunmap)
             }
             // A fixed remap that failed to move its entries (ENOMEM) has already unmapped its
             // target and, when shrinking, the source's tail, as Linux's mremap_to does before
             // move_vma; earlier errors change nothing.
-            Call::Mremap { old, old_len, new_len, ret: Err(Errno::ENOMEM), fixed: Some(na) } => {
+            Call::Mremap { old, old_len, new_len, flags, ret: Err(Errno::ENOMEM), to }
+                if flags.contains(MremapFlags::FIXED) =>
+            {
                 let (old_len, new_len) = (page_len(old_len), g.page_align(new_len).expect("fits"));
-                o.munmap(tgid, na, new_len);
+                o.munmap(tgid, to, new_len);
                 if new_len < old_len {
                     o.munmap(tgid, old + new_len, old_len - new_len);
                 }
@@ -282,19 +285,38 @@ impl Interp {
         self.finish_call(t, r.effects, Call::Other);
     }
 
-    /// An `mremap` op: the region names the mapping at its new place afterwards.
+    /// An `mremap` op. With `name`, that name denotes the range at its new place (the range
+    /// at its old place when the call fails) and the region is left as it was; without, a
+    /// whole-region mremap makes the region name the mapping at its new place and a partial
+    /// one resizes the region only when it resized its last bytes in place.
     pub(super) fn sys_mremap(&mut self, t: usize, op: &MremapOp) {
         let mm = self.tasks[t].mm.expect("running task has an mm");
-        let (a, len) = self.region(t, &op.region);
-        let to = op.addr.map(|x| x.0);
-        let r = self.kernel.do_mremap(mm, VirtAddr(a), len, op.size.0, to.map(VirtAddr));
-        match r.ret {
-            Ok(na) => {
-                self.tasks[t].regions.insert(op.region.clone(), (na, op.size.0));
+        let (start, size) = self.region(t, &op.region);
+        let (a, len) = self.range(t, &op.region, op.offset.0, op.length.map(|l| l.0));
+        let to = op.addr.map_or(0, |x| x.0);
+        let flags = op.flags();
+        let r = self.kernel.do_mremap(mm, VirtAddr(a), len, op.size.0, flags, VirtAddr(to));
+        let regions = &mut self.tasks[t].regions;
+        match (r.ret, &op.name) {
+            (Ok(na), Some(name)) => {
+                regions.insert(name.clone(), (na, op.size.0));
             }
-            Err(e) => self.syscall_failed(t, format_args!("mremap {}", op.region), e),
+            (Ok(na), None) if op.offset.0 == 0 && len == size => {
+                regions.insert(op.region.clone(), (na, op.size.0));
+            }
+            (Ok(na), None) => {
+                if na == a && a + len == start + size {
+                    regions.insert(op.region.clone(), (start, op.offset.0 + op.size.0));
+                }
+            }
+            (Err(e), name) => {
+                if let Some(name) = name {
+                    regions.entry(name.clone()).or_insert((a, len));
+                }
+                self.syscall_failed(t, format_args!("mremap {}", op.region), e)
+            }
         }
-        let call = Call::Mremap { old: a, old_len: len, new_len: op.size.0, ret: r.ret, fixed: to };
+        let call = Call::Mremap { old: a, old_len: len, new_len: op.size.0, flags, ret: r.ret, to };
         self.finish_call(t, r.effects, call);
     }
 
