@@ -43,6 +43,9 @@ pub mod pg {
     /// Seed 004's text copy (every page): a PMD page read from a file for one mapping, not in
     /// the page cache; accounted as 2018's kernels accounted a swap-backed file THP (shmem).
     pub const TEXT_COPY: u32 = 1 << 17;
+    /// !PG_uptodate of a shmem folio fallocate(2) added (SGP_FALLOC): not cleared yet, so
+    /// fault-around does not map it; the first fault or write clears it and marks it uptodate.
+    pub const FALLOC: u32 = 1 << 18;
 }
 
 /// No frame / end of a list.

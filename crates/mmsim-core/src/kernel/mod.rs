@@ -17,6 +17,7 @@ pub mod khugepaged_scan;
 pub mod knobs;
 pub mod knobs_khugepaged;
 pub mod madvise;
+pub mod memfd;
 pub mod memory;
 pub mod mlock;
 pub mod mm;
@@ -42,6 +43,8 @@ mod filemap_tests;
 mod hugetlb_tests;
 #[cfg(test)]
 mod khugepaged_tests;
+#[cfg(test)]
+mod memfd_tests;
 #[cfg(test)]
 mod mlock_tests;
 #[cfg(test)]
