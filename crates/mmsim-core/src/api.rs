@@ -31,7 +31,7 @@ pub fn knobs_json() -> String {
 /// each vocabulary its words with their values in Linux's uapi headers (`kernel/uapi.rs`),
 /// for the Python front and the native runner, which keep no copies.
 pub fn schema_json() -> String {
-    use crate::kernel::uapi::{Advice, FallocMode, MapFlag, MclFlag, Pattern, Prot};
+    use crate::kernel::uapi::{Advice, FallocMode, MapFlag, Pattern, Prot};
     fn words<T: Copy>(
         all: &[T],
         word: fn(T) -> &'static str,
@@ -45,7 +45,6 @@ pub fn schema_json() -> String {
         "advice": words(Advice::ALL, Advice::word, Advice::value, Advice::linux_name),
         "map_flags": words(MapFlag::ALL, MapFlag::word, MapFlag::value, MapFlag::linux_name),
         "pattern": words(Pattern::ALL, Pattern::word, Pattern::value, Pattern::linux_name),
-        "mcl_flags": words(MclFlag::ALL, MclFlag::word, MclFlag::value, MclFlag::linux_name),
         "falloc_mode": words(FallocMode::ALL, FallocMode::word, FallocMode::value, FallocMode::linux_name),
         "prot": [
             {"word": "r", "value": Prot::READ.bits(), "linux": "PROT_READ"},
