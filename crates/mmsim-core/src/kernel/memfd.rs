@@ -126,7 +126,7 @@ impl Kernel {
             }
             FileRef::Hugetlbfs(f) => {
                 let hsize = self.geo.hpage_pmd_size();
-                if size % hsize != 0 {
+                if !size.is_multiple_of(hsize) {
                     return Err(Errno::EINVAL);
                 }
                 let old = self.hfile(f).i_size;
@@ -237,7 +237,7 @@ impl Kernel {
             let head = self.head_of(p);
             let (fi, nr) = (self.mem.pages[head.idx()].index as u64, self.folio_nr_pages(head));
             let (fs, fe) = (fi * ps, (fi + nr) * ps);
-            if (fs >= offset && fe <= end) || (to_end && fs >= offset) {
+            if fs >= offset && (fe <= end || to_end) {
                 self.try_to_unmap_file_folio(obj, head);
                 self.filemap_remove_folio(obj, head);
             } else {
@@ -270,7 +270,7 @@ impl Kernel {
     ) -> Result<(), Errno> {
         let nr = self.hpage_nr();
         let hsize = self.geo.hpage_pmd_size();
-        if pgoff % nr != 0 || !shared {
+        if !pgoff.is_multiple_of(nr) || !shared {
             // A private mapping of a hugetlbfs file is not modelled (refused by the workload's
             // validation); the offset's alignment is Linux's EINVAL.
             return Err(Errno::EINVAL);
