@@ -171,3 +171,31 @@ fn fallocate_errors_are_linuxs() {
     assert_eq!(k.vfs_fallocate(FileRef::Inode(e), FallocFlags::empty(), 0, 4096).ret, Err(Errno::EOPNOTSUPP));
     k.check_invariants().unwrap();
 }
+
+/// The workload's errors name the field: an unknown or repeated mode, and what mmsim does not
+/// model of a hugetlb memfd (a private mapping, read(2)).
+#[test]
+fn bad_memfd_and_fallocate_ops_name_the_field() {
+    let err = |prog: Value| parse_workload(&json!({ "program": prog }).to_string()).unwrap_err().to_string();
+    let e = err(json!([{"op": "memfd_create", "file": "m", "size": 4096},
+        {"op": "fallocate", "file": "m", "length": 1, "mode": ["hole"]}]));
+    assert!(e.contains("program[1].mode") && e.contains("punch_hole, keep_size"), "{e}");
+    let e = err(json!([{"op": "memfd_create", "file": "m", "size": 4096},
+        {"op": "fallocate", "file": "m", "length": 1, "mode": ["keep_size", "keep_size"]}]));
+    assert!(e.contains("program[1].mode") && e.contains("twice"), "{e}");
+    let e = err(json!([{"op": "fallocate", "file": "m", "length": 1}]));
+    assert!(e.contains("program[0].file") && e.contains("no file named"), "{e}");
+    let e = err(json!([{"op": "memfd_create", "file": "h", "size": "2M", "hugetlb": true},
+        {"op": "mmap", "name": "p", "size": "2M", "file": "h", "flags": ["private"]}]));
+    assert!(e.contains("program[1].flags") && e.contains("private mapping of the hugetlb memfd"), "{e}");
+    let e = err(json!([{"op": "memfd_create", "file": "h", "size": "2M", "hugetlb": true},
+        {"op": "pread", "file": "h"}]));
+    assert!(e.contains("program[1].file") && e.contains("hugetlb memfd"), "{e}");
+    // A create of the name makes it an ordinary file again.
+    parse_workload(
+        &json!({"program": [{"op": "memfd_create", "file": "h", "size": "2M", "hugetlb": true},
+            {"op": "create", "file": "h", "size": 4096, "fs": "tmpfs"}, {"op": "pread", "file": "h"}]})
+        .to_string(),
+    )
+    .unwrap();
+}
