@@ -79,6 +79,11 @@
  *                                        -1: none, else the first byte that differs is an
  *                                        event ("expect": "pread FILE at 0xOFF: expected E,
  *                                        found V"; one per op, which goes on)
+ *   memfd_create FILE SIZE HUGETLB       memfd_create(FILE, MFD_CLOEXEC, | MFD_HUGETLB if
+ *                                        HUGETLB is 1), then ftruncate to SIZE; the descriptor
+ *                                        stays open and FILE names it from then on (a file op
+ *                                        reopens it through /proc/self/fd, as it opens a path)
+ *   fallocate FILE OFFSET LENGTH MODE    fallocate; MODE the FALLOC_FL_* bits
  *   fadvise FILE OFFSET LENGTH ADVICE    posix_fadvise; ADVICE dontneed or willneed; LENGTH 0:
  *                                        to the end
  *   fsync FILE
@@ -251,6 +256,8 @@ enum kind {
 	PREAD,
 	FADVISE,
 	FSYNC,
+	MEMFD_CREATE,
+	FALLOCATE,
 	DROP_CACHES,
 	BRK,
 	END
@@ -917,6 +924,19 @@ static void run(int from, int to)
 				close(fd);
 			if (err)
 				event_fail(fd < 0 ? "open" : "fadvise", o->name, fd < 0 ? NULL : o->name2, err);
+			break;
+		}
+		case MEMFD_CREATE:
+			do_memfd_create(o);
+			break;
+		case FALLOCATE: {
+			int fd = open_file(o->name, O_RDWR);
+			/* As mmsim names it: "open FILE: ENOENT", or the write open's other error
+			 * ("fallocate FILE: ETXTBSY"). */
+			if (fd < 0 || fallocate(fd, (int)o->c, o->a, o->b) < 0)
+				event_fail(fd < 0 && errno == ENOENT ? "open" : "fallocate", o->name, NULL, errno);
+			if (fd >= 0)
+				close(fd);
 			break;
 		}
 		case FSYNC: {

@@ -8,12 +8,50 @@
  * opens it, maps it and closes the descriptor. A failed call of a file op is an event
  * ("syscall": "open FILE: ENOENT", "pread FILE: EIO", "fadvise FILE ADVICE: EINVAL", as
  * mmsim words them) and the op ends there.
+ *
+ * A memfd_create op's file has no path: its descriptor stays open to the end of the run
+ * (children and threads share it) and a file op opens /proc/self/fd/FD, a new open file of
+ * the same inode, as it would open a path. A later create or memfd_create of the name
+ * closes it (a name is one file).
  */
+
+/* The memfds by name, with their descriptors. */
+static struct {
+	char name[64];
+	int fd;
+} memfds[64];
+static int nmemfds;
+
+/* The descriptor of the memfd a name names, -1 if none. */
+static int memfd_of(const char *name)
+{
+	for (int i = 0; i < nmemfds; i++)
+		if (!strcmp(memfds[i].name, name))
+			return memfds[i].fd;
+	return -1;
+}
+
+/* Forget (and close) the memfd of a name. */
+static void memfd_forget(const char *name)
+{
+	for (int i = 0; i < nmemfds; i++) {
+		if (!strcmp(memfds[i].name, name)) {
+			close(memfds[i].fd);
+			memfds[i] = memfds[--nmemfds];
+			return;
+		}
+	}
+}
 
 /* Open a workload's file by name: in the ext4 directory, else the tmpfs one (see the header).
  * -1 with errno ENOENT where neither has it. */
 static int open_file(const char *name, int flags)
 {
+	int mfd = memfd_of(name);
+	if (mfd >= 0) {
+		snprintf(path_buf, sizeof path_buf, "/proc/self/fd/%d", mfd);
+		return open(path_buf, flags | O_CLOEXEC);
+	}
 	for (int i = 0; i < NFS; i++) {
 		if (!fs_dir[i][0])
 			continue;
@@ -64,6 +102,7 @@ static long cached_pages(int fd, size_t size)
 static void do_create(const struct op *o)
 {
 	int fs = (int)o->c;
+	memfd_forget(o->name);
 	if (!fs_dir[fs][0]) {
 		fprintf(stderr, "runner: create %s: no directory for %s files (give %s=DIR)\n", o->name, fs_names[fs],
 			fs_names[fs]);
@@ -117,6 +156,32 @@ static void do_create(const struct op *o)
 	close(fd);
 	if (cached != 0)
 		event_not_cold(o->name, cached, (long)((size + 4095) / 4096));
+}
+
+/* memfd_create FILE SIZE HUGETLB (see the header): memfd_create, then ftruncate to SIZE; a
+ * file of the name in a directory goes. */
+static void do_memfd_create(const struct op *o)
+{
+	memfd_forget(o->name);
+	for (int i = 0; i < NFS; i++) {
+		if (fs_dir[i][0]) {
+			snprintf(path_buf, sizeof path_buf, "%s/%s", fs_dir[i], o->name);
+			unlink(path_buf);
+		}
+	}
+	if (nmemfds == (int)(sizeof memfds / sizeof memfds[0])) {
+		fprintf(stderr, "runner: memfd_create %s: more than %d memfds\n", o->name, nmemfds);
+		exit(3);
+	}
+	int fd = memfd_create(o->name, MFD_CLOEXEC | (o->b ? MFD_HUGETLB : 0));
+	if (fd < 0) {
+		event_fail("memfd_create", o->name, NULL, errno);
+		return;
+	}
+	snprintf(memfds[nmemfds].name, sizeof memfds[nmemfds].name, "%s", o->name);
+	memfds[nmemfds++].fd = fd;
+	if (ftruncate(fd, (off_t)o->a) < 0)
+		event_fail("ftruncate", o->name, NULL, errno);
 }
 
 /* pwrite and pread FILE OFFSET LENGTH CHUNK VALUE|EXPECT (see the header). */

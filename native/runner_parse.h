@@ -92,6 +92,12 @@ static void parse(FILE *f)
 				fprintf(stderr, "runner: fadvise %s: unknown advice %s\n", o->name, o->name2);
 				exit(3);
 			}
+		} else if (!strcmp(w, "memfd_create")) {
+			o->kind = MEMFD_CREATE;
+			sscanf(line, "%*s %63s %lld %lld", o->name, &o->a, &o->b);
+		} else if (!strcmp(w, "fallocate")) {
+			o->kind = FALLOCATE;
+			sscanf(line, "%*s %63s %lld %lld %lld", o->name, &o->a, &o->b, &o->c);
 		} else if (!strcmp(w, "fsync")) {
 			o->kind = FSYNC;
 			sscanf(line, "%*s %63s", o->name);

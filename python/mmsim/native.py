@@ -158,21 +158,28 @@ def hugetlb_meminfo() -> dict[str, int]:
     return out
 
 
-def _mmaps(program: list[Any]) -> Iterator[Mapping[str, Any]]:
-    """Every mmap op of a program, nested ones too."""
+def _all_ops(program: list[Any]) -> Iterator[Mapping[str, Any]]:
+    """Every op of a program, nested ones too."""
     for op in program:
         if not isinstance(op, Mapping):
             continue
-        if op.get("op") == "mmap":
-            yield op
+        yield op
         for key in ("program", "body"):
             if isinstance(op.get(key), list):
-                yield from _mmaps(op[key])
+                yield from _all_ops(op[key])
+
+
+def _mmaps(program: list[Any]) -> Iterator[Mapping[str, Any]]:
+    """Every mmap op of a program, nested ones too."""
+    return (op for op in _all_ops(program) if op.get("op") == "mmap")
 
 
 def uses_hugetlb(program: list[Any]) -> bool:
-    """Does a program map hugetlb memory (an mmap with the "hugetlb" flag)?"""
-    return any("hugetlb" in (op.get("flags") or ()) for op in _mmaps(program))
+    """Does a program use hugetlb memory (an mmap with the "hugetlb" flag, a memfd_create with
+    "hugetlb")?"""
+    if any("hugetlb" in (op.get("flags") or ()) for op in _mmaps(program)):
+        return True
+    return any(op.get("op") == "memfd_create" and op.get("hugetlb") for op in _all_ops(program))
 
 
 def pool_in_use(state: Mapping[str, int]) -> str:
@@ -228,7 +235,9 @@ def unmirrored(workload: Mapping[str, Any], host: Mapping[str, Any]) -> str:
     if host.get("mthp_enabled"):
         sizes = ", ".join(host["mthp_enabled"])
         return f"the host has anonymous mTHP sizes enabled ({sizes}); mmsim models PMD THPs only"
-    shared = '"shared"' in json.dumps(workload.get("program", []))
+    program = json.dumps(workload.get("program", []))
+    # A tmpfs memfd is on the internal shm mount, whose huge pages shmem_enabled decides.
+    shared = '"shared"' in program or '"memfd_create"' in program
     if shared and host.get("transparent_hugepage/shmem_enabled") not in (None, "never", "deny"):
         return (
             f"shmem_enabled is {host['transparent_hugepage/shmem_enabled']} on the host and the workload maps shared "
@@ -492,6 +501,7 @@ SYSCALLS = (
     "mremap",
     "brk",
     "open",
+    "ftruncate",
     *FILE_OPS,
 )
 

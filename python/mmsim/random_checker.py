@@ -285,6 +285,7 @@ class Checker:
         self.tasks = 1
         self.touched = 0
         self.files: dict[str, int] = {}  # name -> size in bytes
+        self.shmem_files: set[str] = set()  # tmpfs files and memfds
 
     def problem(self, path: str, msg: str) -> None:
         self.problems.append(f"{path}: {msg}")
@@ -636,7 +637,9 @@ class Checker:
         file (no write grows it: every task's view of its size stays the creator's), fadvise and
         fsync."""
         name = op.get("file")
-        if kind == "create":
+        if kind in ("create", "memfd_create"):
+            if kind == "memfd_create" and op.get("hugetlb"):
+                self.problem(p, "a hugetlb memfd")
             if depth or loop or task.thread:
                 self.problem(p, "create outside the first task's program")
             if not isinstance(name, str) or not LABEL.fullmatch(name) or name in self.files:
@@ -654,9 +657,24 @@ class Checker:
                 self.problem(p, f"file size {size} outside 0..{MAX_FILE}")
                 return
             self.files[name] = size
+            if kind == "memfd_create" or op.get("fs") == "tmpfs":
+                self.shmem_files.add(name)
             return
         if name not in self.files:
             self.problem(p, f"{kind} of file {name!r}, not created before")
+            return
+        if kind == "fallocate":
+            try:
+                off, length = _size(op.get("offset", 0)), _size(op.get("length"))
+            except MmsimError as e:
+                self.problem(p, str(e))
+                return
+            if name not in self.shmem_files:
+                self.problem(p, f"fallocate of {name!r}, not a tmpfs file or memfd")
+            if off < 0 or length <= 0 or off + length > self.files[name]:
+                self.problem(p, f"fallocate of {name!r} at {off} for {length} bytes outside the file")
+            if op.get("mode", []) not in ([], ["keep_size"], ["punch_hole", "keep_size"]):
+                self.problem(p, f"fallocate mode {op.get('mode')!r}")
             return
         if kind in ("pwrite", "pread", "fadvise"):
             try:
@@ -675,7 +693,7 @@ class Checker:
 
 
 #: The file ops (besides mmap's `file`).
-FILE_OPS = ("create", "pwrite", "pread", "fadvise", "fsync")
+FILE_OPS = ("create", "memfd_create", "pwrite", "pread", "fadvise", "fsync", "fallocate")
 
 
 def _state_name(s: int) -> str:

@@ -118,6 +118,7 @@ class Generator:
         self.brk_rng = random.Random(0)
         # MADV_FREE, MADV_REMOVE, MADV_DONTFORK and MADV_DOFORK, from a stream of their own.
         self.lazy_rng = random.Random(0)
+        self.shmem_files: set[str] = set()  # the tmpfs files and memfds (fallocate's)
 
     # -- the workload and its programs ----------------------------------------------------
 
@@ -229,6 +230,9 @@ class Generator:
         out.append((0.8, lambda: self.pwrite_pread(sized, write=False)))
         out.append((0.4, lambda: self.fadvise(sized)))
         out.append((0.2, lambda: [{"op": "fsync", "file": self.rng.choice(sized)}]))
+        shmem = [f for f in sized if f in self.shmem_files]
+        if shmem:
+            out.append((1.0, lambda: self.fallocate(shmem)))
         return out
 
     # -- ops ----------------------------------------------------------------------------------
@@ -279,7 +283,7 @@ class Generator:
         and then its first write()s: a tmpfs file filled, an ext4 one cached in part."""
         rng = self.rng
         name = f"f{len(self.files)}"
-        fs = rng.choices(("ext4", "tmpfs"), (3, 1))[0]
+        fs = rng.choices(("ext4", "tmpfs", "memfd"), (3, 1, 1))[0]
         r = rng.random()
         if r < 0.4:
             size = HPAGE * rng.randint(1, 8)
@@ -289,6 +293,12 @@ class Generator:
             size = rng.randint(1, 5 * HPAGE)
         self.files[name] = size
         ops: list[dict[str, Any]] = [{"op": "create", "file": name, "size": _size_text(rng, size), "fs": fs}]
+        if fs == "memfd":
+            # memfd_create + ftruncate: a tmpfs file of the internal mount, sparse.
+            ops = [{"op": "memfd_create", "file": name, "size": _size_text(rng, size)}]
+            fs = "tmpfs"
+        if fs == "tmpfs":
+            self.shmem_files.add(name)
         if fs == "tmpfs" and rng.random() < 0.7:
             ops.append({"op": "pwrite", "file": name, "chunk": rng.choice((PAGE, 1 << 20))})
         elif fs == "ext4" and rng.random() < 0.2:
@@ -320,6 +330,19 @@ class Generator:
             op["chunk"] = chunk
         if write and rng.random() < 0.7:
             op["value"] = rng.randint(0, 255)
+        return [op]
+
+    def fallocate(self, names: list[str]) -> list[dict[str, Any]]:
+        """fallocate of a range inside a tmpfs file or memfd: allocate (keep_size or not: the
+        file does not grow) or punch a hole."""
+        rng = self.rng
+        name = rng.choice(names)
+        rng_ = self.file_range(name)
+        op: dict[str, Any] = {"op": "fallocate", "file": name, "offset": rng_.get("offset", 0)}
+        op["length"] = rng_.get("length", self.files[name] - op["offset"])
+        mode = rng.choices(((), ("keep_size",), ("punch_hole", "keep_size")), (2, 1, 3))[0]
+        if mode:
+            op["mode"] = list(mode)
         return [op]
 
     def fadvise(self, names: list[str]) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from mmsim import _mmsim
@@ -63,6 +64,9 @@ MREMAP_BITS = {f["word"]: f["value"] for f in SCHEMA["mremap_flags"]}
 MCL_FLAGS = {"current": 1, "future": 2, "onfault": 4}
 
 
+#: fallocate's modes, with Linux's FALLOC_FL_* values (native/runner.c passes the bits).
+FALLOC_MODE = {m["word"]: m["value"] for m in SCHEMA["falloc_mode"]}
+
 #: The filesystems a workload's files may be on, and posix_fadvise's advice the runner knows.
 FILESYSTEMS = ("ext4", "tmpfs")
 FADVICE = ("dontneed", "willneed")
@@ -72,7 +76,7 @@ FADVICE = ("dontneed", "willneed")
 MAX_CHUNK = 2 << 20
 
 #: The ops on a workload's files (besides an mmap with "file"), each naming it in "file".
-FILE_OPS = ("create", "pwrite", "pread", "fadvise", "fsync")
+FILE_OPS = ("create", "memfd_create", "fallocate", "pwrite", "pread", "fadvise", "fsync")
 
 #: The `set` knobs the runner can set during a program (others are the host's: --host-set).
 RUNNER_SETS = ("vm/drop_caches",)
@@ -124,17 +128,23 @@ def sets_drop_caches(program: list[Any]) -> bool:
 
 def compile_program(ops: list[Mapping[str, Any]]) -> str:
     """The runner's line format of a program (see native/runner.c). A file op or file mapping
-    must name a file some create op of the program makes."""
-    created = {op.get("file") for op in _ops(ops) if op.get("op") == "create"}
+    must name a file some create or memfd_create op of the program makes; fallocate, which
+    mmsim does not model on ext4, a file no create makes on ext4."""
+    created = {op.get("file") for op in _ops(ops) if op.get("op") in ("create", "memfd_create")}
+    ext4 = {op.get("file") for op in _ops(ops) if op.get("op") == "create" and op.get("fs", "ext4") == "ext4"}
+    hugetlbfs = {op.get("file") for op in _ops(ops) if op.get("op") == "memfd_create" and op.get("hugetlb")}
+    for op in _ops(ops):
+        if op.get("op") == "fallocate" and op.get("file") in ext4:
+            raise MmsimError(f"validate: fallocate {op.get('file')}: fallocate of an ext4 file is not modelled")
     for op in _ops(ops):
         f = op.get("file") if op.get("op") in (*FILE_OPS, "mmap") else None
         if f is not None and f not in created:
             what = f"mmap {op.get('name')}" if op.get("op") == "mmap" else f"{op['op']} {f}"
             raise MmsimError(f"validate: {what}: no create op of the workload makes the file {f!r}")
-    return "\n".join(x for x in _compile(ops) if x) + "\n"
+    return "\n".join(x for x in _compile(ops, hugetlbfs) if x) + "\n"
 
 
-def _compile(ops: list[Mapping[str, Any]]) -> list[str]:
+def _compile(ops: list[Mapping[str, Any]], hugetlbfs: AbstractSet[Any] = frozenset()) -> list[str]:
     out: list[str] = []
     for op in ops:
         if op["op"] == "exec":
@@ -168,7 +178,9 @@ def _compile(ops: list[Mapping[str, Any]]) -> list[str]:
                 bad = [f for f in flags if f in ("anonymous", "hugetlb")]
                 if bad:
                     raise MmsimError(f"validate: mmap {op.get('name')}: a mapping of file {file!r} cannot be {bad[0]}")
-                bits |= 4
+                # A hugetlb memfd: the kernel rounds the length to huge pages (MAP_HUGETLB
+                # with a hugetlbfs file is allowed and changes nothing else).
+                bits |= 4 | (2 if file in hugetlbfs else 0)
                 tail = f" {_file_name(op)} {parse_size(op.get('file_offset', 0))}"
             out.append(
                 f"mmap {op['name']} {parse_size(op['size'])} {parse_size(op.get('align', 0))} "
@@ -239,6 +251,17 @@ def _compile(ops: list[Mapping[str, Any]]) -> list[str]:
             if fs not in FILESYSTEMS:
                 raise MmsimError(f"validate: create {op.get('file')}: fs {fs!r} is not one of {', '.join(FILESYSTEMS)}")
             out.append(f"create {_file_name(op)} {parse_size(op['size'])} {fs}")
+        elif kind == "memfd_create":
+            out.append(f"memfd_create {_file_name(op)} {parse_size(op['size'])} {int(bool(op.get('hugetlb')))}")
+        elif kind == "fallocate":
+            modes = op.get("mode") or []
+            unknown = [m for m in modes if m not in FALLOC_MODE]
+            if unknown:
+                raise MmsimError(
+                    f"validate: fallocate {op.get('file')}: mode {unknown[0]!r} is not one of {', '.join(FALLOC_MODE)}"
+                )
+            bits = sum(FALLOC_MODE[m] for m in set(modes))
+            out.append(f"fallocate {_file_name(op)} {off} {parse_size(op['length'])} {bits}")
         elif kind in ("pwrite", "pread"):
             value = op.get("value", 1) if kind == "pwrite" else op.get("expect")
             value = -1 if value is None else int(value)
@@ -263,7 +286,7 @@ def _compile(ops: list[Mapping[str, Any]]) -> list[str]:
         elif kind in ("loop", "fork", "thread"):
             n = op.get("count", 1)
             out.append(f"{kind} {n}")
-            out.extend(_compile(op.get("body" if kind == "loop" else "program", [])))
+            out.extend(_compile(op.get("body" if kind == "loop" else "program", []), hugetlbfs))
             out.append("end")
         elif kind in ("wait", "exit"):
             out.append(kind)

@@ -376,6 +376,28 @@ def test_compile_program_mlock2_mlockall_and_munlockall():
         compile_program([{"op": "mmap", "name": "p", "size": "1M", "flags": ["private", "anonymous", "nomerge"]}])
 
 
+def test_compile_program_memfd_create_and_fallocate():
+    from mmsim import MmsimError
+    from mmsim.native import compile_program
+
+    prog = [
+        {"op": "memfd_create", "file": "m", "size": "1M"},
+        {"op": "memfd_create", "file": "h", "size": "4M", "hugetlb": True},
+        {"op": "fallocate", "file": "m", "length": "1M"},
+        {"op": "fallocate", "file": "h", "offset": "2M", "length": "2M", "mode": ["punch_hole", "keep_size"]},
+        {"op": "mmap", "name": "s", "size": "3M", "flags": ["shared"], "file": "h"},
+    ]
+    assert compile_program(prog).splitlines() == [
+        "memfd_create m 1048576 0",
+        "memfd_create h 4194304 1",
+        "fallocate m 0 1048576 0",
+        "fallocate h 2097152 2097152 3",
+        "mmap s 3145728 0 3 7 0 0 h 0",
+    ], "FALLOC_FL_PUNCH_HOLE | KEEP_SIZE; a hugetlb memfd's mapping has the MAP_HUGETLB bit (its length rounds)"
+    with pytest.raises(MmsimError, match="fallocate of an ext4 file"):
+        compile_program([{"op": "create", "file": "e", "size": 4096}, {"op": "fallocate", "file": "e", "length": 1}])
+
+
 def test_hugetlb_counters_mmsim_does_not_report_count_as_zero():
     """HugetlbPages, HugePages_* and nr_hugetlb are compared; a report without them (mmsim
     before it modelled hugetlb) compares as 0 and nothing breaks. Events are compared per task."""

@@ -67,6 +67,10 @@ def test_generated_workloads_are_valid_safe_and_varied():
                 files["shared"] += op["flags"] == ["shared"]
             if op["op"] == "create":
                 files[op["fs"]] += 1
+            if op["op"] == "memfd_create":
+                files["memfd"] += 1
+            if op["op"] == "fallocate":
+                files["punch_hole" if "punch_hole" in op.get("mode", []) else "allocate"] += 1
             if op["op"] == "mmap":
                 size = vr._size(op["size"])
                 assert 4096 <= -(-size // 4096) * 4096 <= 16 << 20
@@ -96,13 +100,14 @@ def test_generated_workloads_are_valid_safe_and_varied():
     ops = {"mmap", "munmap", "mremap", "mprotect", "madvise", "read", "write", "compare", "atomic", "loop", "fork"}
     ops |= {"wait", "mlock", "munlock", "mlockall", "munlockall", "brk"}
     ops |= {"snapshot", "exit"} | ({"thread"} if vr.THREADS else set())
-    ops |= {"create", "pwrite", "pread", "fadvise", "fsync"}
+    ops |= {"create", "pwrite", "pread", "fadvise", "fsync", "memfd_create", "fallocate"}
     assert set(kinds) == ops, kinds
     assert len(knobs) == sum(len(v) for v in vr.KNOBS.values()) == 10, knobs
     assert min(sizes.values()) > 20 and set(aligns) >= {"None", "2M", "4K"} and set(prots) == {"rw", "r", "none"}
     assert set(advice) == set(vr_files.FILE_ADVICE) | set(vr_files.LAZY_ADVICE), advice
     assert min(advice[a] for a in vr_files.LAZY_ADVICE) >= 20, advice
     assert kinds["mmap"] > 100 and files["file"] > 30 and files["shared"] > 10 and files["tmpfs"] > 10, files
+    assert files["memfd"] > 10 and files["punch_hole"] > 5 and files["allocate"] > 5, files
     assert set(patterns) == {"plain", "random", "block"}, patterns
     assert set(locks) == {"mlock", "mlock onfault", "current", "future", "onfault"}, locks
     assert set(remaps) == {"whole", "named", "in place", "dontunmap"}, remaps

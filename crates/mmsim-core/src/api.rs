@@ -31,7 +31,7 @@ pub fn knobs_json() -> String {
 /// each vocabulary its words with their values in Linux's uapi headers (`kernel/uapi.rs`),
 /// for the Python front and the native runner, which keep no copies.
 pub fn schema_json() -> String {
-    use crate::kernel::uapi::{Advice, MapFlag, MremapFlags, Pattern, Prot};
+    use crate::kernel::uapi::{Advice, FallocMode, MapFlag, MremapFlags, Pattern, Prot};
     fn words<T: Copy>(
         all: &[T],
         word: fn(T) -> &'static str,
@@ -50,6 +50,7 @@ pub fn schema_json() -> String {
             {"word": "fixed", "value": MremapFlags::FIXED.bits(), "linux": "MREMAP_FIXED"},
             {"word": "dontunmap", "value": MremapFlags::DONTUNMAP.bits(), "linux": "MREMAP_DONTUNMAP"},
         ],
+        "falloc_mode": words(FallocMode::ALL, FallocMode::word, FallocMode::value, FallocMode::linux_name),
         "prot": [
             {"word": "r", "value": Prot::READ.bits(), "linux": "PROT_READ"},
             {"word": "w", "value": Prot::WRITE.bits(), "linux": "PROT_WRITE"},

@@ -110,6 +110,23 @@ impl Oracle {
         }
     }
 
+    /// fallocate(PUNCH_HOLE) of [off, off + len) of a file: those bytes read as zero again.
+    pub fn file_punch(&mut self, name: &str, off: u64, len: u64) {
+        let ps = self.geo.page_size();
+        let Some(&o) = self.files.get(name) else { return };
+        let obj = self.objects.get_mut(&o).expect("object");
+        let end = off.saturating_add(len);
+        let pages: Vec<u64> = obj.keys().copied().filter(|&i| i * ps < end && (i + 1) * ps > off).collect();
+        for i in pages {
+            let (a, b) = (off.max(i * ps) - i * ps, end.min((i + 1) * ps) - i * ps);
+            if a == 0 && b == ps {
+                obj.remove(&i);
+            } else if let Some(c) = obj.get_mut(&i) {
+                c.write(a as usize, b as usize, 1, 0, ps as usize);
+            }
+        }
+    }
+
     /// The expected contents of page `index` of a file (None = all zero).
     pub fn file_page(&self, name: &str, index: u64) -> Option<&PageContent> {
         self.objects.get(self.files.get(name)?)?.get(&index)

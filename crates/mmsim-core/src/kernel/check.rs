@@ -364,6 +364,10 @@ impl Kernel {
                     // A free frame: the reference counts below report it.
                     continue;
                 }
+                if h.flags & pg::FALLOC != 0 && (h.mapcount > 0 || h.entire_mapcount > 0 || !o.is_shmem()) {
+                    // A fallocated folio is cleared and uptodate before anything maps it.
+                    return Err(violation!("page cache of inode {obj}, index {i}: fallocated frame {p:#x} is mapped"));
+                }
                 if h.mapping != obj as u32 || h.index as u64 + (p - head) as u64 != i {
                     return Err(violation!(
                         "page cache of inode {obj}, index {i}: frame {p:#x} is of folio {head:#x} (mapping {}, \
@@ -385,8 +389,20 @@ impl Kernel {
             ));
         }
         // Shared hugetlb files' page caches.
-        for o in self.hugetlb.files.iter().flatten() {
+        for (f, o) in self.hugetlb.files.iter().enumerate() {
+            let Some(o) = o else { continue };
+            // A cached huge page is in the file's reservation map (region_add at its fault
+            // or fallocate); a hugetlbfs memfd's name holds the file.
+            if let Some(i) = (0..o.pages.len()).find(|&i| o.pages[i] != NIL && !o.resv.get(i).copied().unwrap_or(false))
+            {
+                return Err(violation!("hugetlb file {f}: page at index {i} is not in the reservation map"));
+            }
             c.cache_refs.extend(o.pages.iter().copied().filter(|&p| p != NIL));
+        }
+        for (name, &f) in &self.hugetlb.names {
+            if self.hugetlb.files.get(f as usize).is_none_or(|o| o.is_none()) {
+                return Err(violation!("hugetlbfs name {name:?}: file {f} is gone"));
+            }
         }
         if shmem_refs as i64 != self.stat.items[VmItem::NrShmem] {
             return Err(violation!("nr_shmem: recount {shmem_refs}, kernel says {}", self.stat.items[VmItem::NrShmem]));
@@ -506,7 +522,9 @@ impl Kernel {
             if !p.test(pg::LAZYFREE) || !p.test(pg::ANON) || p.refcount <= 0 || p.head != h {
                 return Err(violation!(
                     "lazyfree folio {h:#x}: flags {:#x}, refcount {}, head {:#x}",
-                    p.flags, p.refcount, p.head
+                    p.flags,
+                    p.refcount,
+                    p.head
                 ));
             }
             let (found, mapped) = (self.lazyfree_rmap_count(Pfn(h)), self.folio_mapcount(Pfn(h)));

@@ -132,7 +132,8 @@ impl Kernel {
         if fs == Fs::Shmem || size > self.geo.task_size() {
             return Err(Errno::EINVAL);
         }
-        self.file_unlink(name);
+        // A hugetlb memfd of the name goes too (one namespace, kernel/memfd.rs).
+        self.unlink_any(name);
         let obj = self.inode_insert(AddressSpace::new(fs, size, self.geo.page_size()));
         self.dentries.insert(name.to_string(), obj);
         Ok(obj)

@@ -248,7 +248,8 @@ impl Kernel {
             };
             let head = self.head_of(p);
             let (fi, nr) = (self.mem.pages[head.idx()].index as u64, self.folio_nr_pages(head));
-            if self.mem.pages[head.idx()].test(pg::READAHEAD) {
+            // A fallocated shmem folio is not uptodate until its first use.
+            if self.mem.pages[head.idx()].test(pg::READAHEAD) || self.mem.pages[head.idx()].test(pg::FALLOC) {
                 *index = fi + nr;
                 continue;
             }

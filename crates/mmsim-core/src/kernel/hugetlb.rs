@@ -45,8 +45,11 @@ pub struct Hstate {
     pub surplus_huge_pages: u64,
     /// hugepage_freelists: free folios (head frames), the last freed taken first.
     pub free_list: Vec<u32>,
-    /// The unlinked hugetlbfs files of MAP_HUGETLB mappings.
+    /// The hugetlbfs files: the unlinked ones of MAP_HUGETLB mappings, and memfd_create's
+    /// (MFD_HUGETLB), which also have a name here (kernel/memfd.rs).
     pub files: Vec<Option<HugetlbFile>>,
+    /// The hugetlbfs files a workload names (memfd_create with MFD_HUGETLB): name -> file.
+    pub names: std::collections::BTreeMap<String, u32>,
 }
 
 /// An unlinked hugetlbfs file backing one MAP_HUGETLB mapping.
@@ -59,7 +62,10 @@ pub struct HugetlbFile {
     /// The resv_map: for a shared file, the indices reserved (region_add at mmap); for a
     /// private one, the indices whose reservation the owner has consumed.
     pub resv: Vec<bool>,
-    /// vmas referencing the file.
+    /// `i_size` in bytes (a multiple of the huge page size): a shared mapping's fault past it
+    /// is SIGBUS.
+    pub i_size: u64,
+    /// vmas referencing the file, and its name (a memfd's open file) if it has one.
     pub refs: u32,
     /// The mms mapping it, with their vma counts (i_mmap at mm granularity).
     pub mms: Vec<(MmId, u32)>,
@@ -73,7 +79,7 @@ pub struct HugetlbFile {
 impl Kernel {
     /// Base pages in a huge page (pages_per_huge_page).
     #[inline]
-    fn hpage_nr(&self) -> u64 {
+    pub(super) fn hpage_nr(&self) -> u64 {
         self.geo.hpage_pmd_nr()
     }
 
@@ -85,11 +91,11 @@ impl Kernel {
         }
     }
 
-    fn hfile(&self, f: u32) -> &HugetlbFile {
+    pub(super) fn hfile(&self, f: u32) -> &HugetlbFile {
         self.hugetlb.files[f as usize].as_ref().expect("hugetlb file")
     }
 
-    fn hfile_mut(&mut self, f: u32) -> &mut HugetlbFile {
+    pub(super) fn hfile_mut(&mut self, f: u32) -> &mut HugetlbFile {
         self.hugetlb.files[f as usize].as_mut().expect("hugetlb file")
     }
 
@@ -213,7 +219,7 @@ impl Kernel {
     /// `alloc_hugetlb_folio`: a page from the pool for a fault, consuming a reservation when
     /// the mapping holds one for it; without one, only a free page no reservation promised,
     /// or a surplus page if overcommit allows (`alloc_surplus_hugetlb_folio`). None: -ENOSPC.
-    fn alloc_hugetlb_folio(&mut self, reserved: bool) -> Option<Pfn> {
+    pub(super) fn alloc_hugetlb_folio(&mut self, reserved: bool) -> Option<Pfn> {
         let h = &self.hugetlb;
         let p = if reserved {
             debug_assert!(h.free_huge_pages >= h.resv_huge_pages && h.resv_huge_pages > 0);
@@ -268,6 +274,7 @@ impl Kernel {
         self.hugetlb_acct_memory(n as i64)?;
         let file = HugetlbFile {
             shared,
+            i_size: len,
             pages: if shared { vec![NIL; n] } else { Vec::new() },
             resv: vec![shared; n],
             refs: 1,
@@ -275,12 +282,17 @@ impl Kernel {
             owner: (!shared).then_some(mm),
             unmapped: Vec::new(),
         };
+        Ok(self.hugetlb_file_insert(file))
+    }
+
+    /// A new hugetlbfs inode in the file table (reusing a free slot); returns its id.
+    pub(super) fn hugetlb_file_insert(&mut self, file: HugetlbFile) -> u32 {
         if let Some(i) = self.hugetlb.files.iter().position(|f| f.is_none()) {
             self.hugetlb.files[i] = Some(file);
-            return Ok(i as u32);
+            return i as u32;
         }
         self.hugetlb.files.push(Some(file));
-        Ok((self.hugetlb.files.len() - 1) as u32)
+        (self.hugetlb.files.len() - 1) as u32
     }
 
     /// `get_file`: one more vma of `mm` maps the file.
@@ -294,9 +306,14 @@ impl Kernel {
     /// (`hugetlbfs_evict_inode`: `remove_inode_hugepages` frees the page cache and
     /// `hugetlb_unreserve_pages` gives back the reservations no fault used).
     pub fn hugetlb_file_put(&mut self, f: u32, mm: MmId) {
+        i_mmap_remove(&mut self.hfile_mut(f).mms, mm);
+        self.hugetlb_iput(f);
+    }
+
+    /// `iput` of a hugetlbfs inode: the last reference evicts it (see `hugetlb_file_put`).
+    pub(super) fn hugetlb_iput(&mut self, f: u32) {
         let o = self.hfile_mut(f);
         o.refs -= 1;
-        i_mmap_remove(&mut o.mms, mm);
         if o.refs > 0 {
             return;
         }
@@ -387,23 +404,14 @@ impl Kernel {
         let page = if shared {
             // find_lock_page in the hugetlbfs file's page cache.
             self.pagecache_lookup_lock(f | 1 << 24);
-            if idx >= self.hfile(f).pages.len() {
+            if idx as u64 >= self.hfile(f).i_size / self.geo.hpage_pmd_size() {
                 return vm_fault::SIGBUS;
             }
             let page = match self.hfile(f).pages[idx] {
                 NIL => {
-                    let reserved = self.hfile(f).resv[idx];
-                    let Some(p) = self.alloc_hugetlb_folio(reserved) else {
+                    let Some(p) = self.hugetlb_add_file_page(f, idx, addr) else {
                         return vm_fault::SIGBUS;
                     };
-                    // A page instantiated without a reservation is counted in the map too
-                    // (region_add), so eviction gives back only reservations never used.
-                    self.hfile_mut(f).resv[idx] = true;
-                    self.clear_huge_page(p, addr);
-                    // hugetlb_add_to_page_cache: the allocation's reference is the cache's.
-                    self.mem.pages[p.idx()].mapping = f;
-                    self.mem.pages[p.idx()].index = idx as u32;
-                    self.hfile_mut(f).pages[idx] = p.0;
                     p
                 }
                 p => Pfn(p),
@@ -439,8 +447,27 @@ impl Kernel {
         0
     }
 
+    /// A new page at index `idx` of a shared hugetlbfs file (`hugetlb_no_page`'s, and
+    /// hugetlbfs_fallocate's): from the index's reservation if it has one, else from a free
+    /// page no reservation promised (`alloc_hugetlb_folio`); cleared (`folio_zero_user`, the
+    /// subpage of `addr` last) and added to the page cache, whose reference the allocation's
+    /// is. None: no page (-ENOSPC).
+    pub(super) fn hugetlb_add_file_page(&mut self, f: u32, idx: usize, addr: u64) -> Option<Pfn> {
+        let reserved = self.hfile(f).resv[idx];
+        let p = self.alloc_hugetlb_folio(reserved)?;
+        // A page instantiated without a reservation is counted in the map too
+        // (region_add), so eviction gives back only reservations never used.
+        self.hfile_mut(f).resv[idx] = true;
+        self.clear_huge_page(p, addr);
+        // hugetlb_add_to_page_cache: the allocation's reference is the cache's.
+        self.mem.pages[p.idx()].mapping = f;
+        self.mem.pages[p.idx()].index = idx as u32;
+        self.hfile_mut(f).pages[idx] = p.0;
+        Some(p)
+    }
+
     /// `folio_zero_user` of a new huge page, the faulting subpage last.
-    fn clear_huge_page(&mut self, head: Pfn, addr: u64) {
+    pub(super) fn clear_huge_page(&mut self, head: Pfn, addr: u64) {
         let nr = self.hpage_nr();
         let target = ((addr >> self.geo.page_shift) & (nr - 1)) as u32;
         self.clear_pages_hint(head, nr, 1, ClearPath::User, target);

@@ -48,6 +48,9 @@ pub mod pg {
     /// A lazyfree anonymous folio (head page; Linux: PG_swapbacked cleared by MADV_FREE's
     /// `lru_lazyfree`): reclaim discards it while it is clean (`Kernel::lazyfree`).
     pub const LAZYFREE: u32 = 1 << 18;
+    /// !PG_uptodate of a shmem folio fallocate(2) added (SGP_FALLOC): not cleared yet, so
+    /// fault-around does not map it; the first fault or write clears it and marks it uptodate.
+    pub const FALLOC: u32 = 1 << 19;
 }
 
 /// No frame / end of a list.

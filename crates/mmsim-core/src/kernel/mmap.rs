@@ -26,6 +26,12 @@ pub enum Errno {
     EBUSY,
     /// MADV_COLLAPSE: a page is in use, trying again may succeed (SCAN_PAGE_COUNT).
     EAGAIN,
+    /// fallocate(2) of a mode the filesystem does not have (or PUNCH_HOLE without KEEP_SIZE).
+    EOPNOTSUPP,
+    /// hugetlbfs: no huge page left in the pool for fallocate(2).
+    ENOSPC,
+    /// fallocate(2) past the filesystem's largest file.
+    EFBIG,
 }
 
 impl Errno {
@@ -39,6 +45,9 @@ impl Errno {
             Errno::ETXTBSY => "ETXTBSY",
             Errno::EBUSY => "EBUSY",
             Errno::EAGAIN => "EAGAIN",
+            Errno::EOPNOTSUPP => "EOPNOTSUPP",
+            Errno::ENOSPC => "ENOSPC",
+            Errno::EFBIG => "EFBIG",
         }
     }
 }
@@ -69,6 +78,9 @@ pub struct MmapArgs {
     /// pages it maps from.
     pub file: Option<u32>,
     pub pgoff: u64,
+    /// A mapping of a named hugetlbfs file (a memfd_create(MFD_HUGETLB) file,
+    /// `Hstate::files`) from `pgoff`, instead of a new unlinked one; implies `hugetlb`.
+    pub hugetlbfs: Option<u32>,
 }
 
 impl Kernel {
@@ -109,6 +121,7 @@ impl Kernel {
                 shared: false,
                 file: None,
                 hugetlb: false,
+                hugetlbfs: None,
                 dontexpand: false,
                 nomerge: false,
                 ..a
@@ -238,7 +251,13 @@ impl Kernel {
                 (p + padded - len) & !(hsize - 1)
             }
         };
-        let file = self.hugetlb_file_setup(mm, len, a.shared)?;
+        let file = match a.hugetlbfs {
+            Some(f) => {
+                self.hugetlbfs_file_mmap(mm, f, a.pgoff, len, a.shared, a.prot & vm::WRITE != 0)?;
+                f
+            }
+            None => self.hugetlb_file_setup(mm, len, a.shared)?,
+        };
         if a.fixed {
             if let Err(e) = self.do_munmap(mm, addr, len) {
                 self.hugetlb_file_put(file, mm);
@@ -252,7 +271,8 @@ impl Kernel {
         // def_flags' VM_LOCKED: not on a hugetlb vma, but do_mmap's populate all the same.
         let populate = self.mm(mm).def_flags & vm::LOCKED != 0;
         let backing = Backing::Hugetlb(file);
-        let vma = Vma { start: addr, end: addr + len, flags, pgoff: 0, backing, anon_vma: None, fork_child: false };
+        let pgoff = if a.hugetlbfs.is_some() { a.pgoff } else { 0 };
+        let vma = Vma { start: addr, end: addr + len, flags, pgoff, backing, anon_vma: None, fork_child: false };
         self.mm_mut(mm).vmas.insert(addr, vma);
         if populate {
             let _ = self.mm_populate(mm, addr, addr + len, true);

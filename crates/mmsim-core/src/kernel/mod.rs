@@ -19,6 +19,7 @@ pub mod knobs;
 pub mod knobs_khugepaged;
 pub mod lazyfree;
 pub mod madvise;
+pub mod memfd;
 pub mod memory;
 pub mod mlock;
 pub mod mm;
@@ -49,6 +50,8 @@ mod khugepaged_anon_tests;
 mod khugepaged_tests;
 #[cfg(test)]
 mod madvise_tests;
+#[cfg(test)]
+mod memfd_tests;
 #[cfg(test)]
 mod mlock_tests;
 #[cfg(test)]

@@ -223,6 +223,11 @@ impl Kernel {
     /// use (shmem_alloc_and_add_folio; NR_SHMEM). None on allocation failure.
     pub fn shmem_get_folio(&mut self, obj: u32, index: u64) -> Option<Pfn> {
         if let Some(p) = self.shmem_find_folio(obj, index) {
+            if self.mem.pages[p.idx()].test(pg::FALLOC) {
+                // A fallocated folio's first use clears it and marks it uptodate.
+                self.mem.pages[p.idx()].clear(pg::FALLOC);
+                self.clear_pages(p, 1, 1, ClearPath::User);
+            }
             return Some(p);
         }
         // shmem_alloc_folio takes the mapping's gfp (no __GFP_ZERO) and shmem_get_folio_gfp
@@ -277,7 +282,7 @@ impl Kernel {
         }
         for i in 0..nr as u32 {
             let p = &mut self.mem.pages[(head.0 + i) as usize];
-            p.clear(pg::SHMEM | pg::DIRTY | pg::READAHEAD);
+            p.clear(pg::SHMEM | pg::DIRTY | pg::READAHEAD | pg::FALLOC);
             p.mapping = NIL;
         }
         self.stat.mod_item(VmItem::NrFilePages, -(nr as i64));

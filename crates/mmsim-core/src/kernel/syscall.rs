@@ -1,6 +1,6 @@
 //! The system-call layer: the entry points a task calls into the memory manager by, named
 //! after Linux's (`vm_mmap_pgoff`, `do_vmi_munmap`, `do_mprotect_pkey`, `do_madvise`,
-//! `do_mremap`, `do_mlock`, `sys_mlockall`, `ksys_pread64`, ...), with typed arguments (`uapi.rs`'s flag
+//! `do_mremap`, `do_mlock`, `sys_mlockall`, `ksys_pread64`, `sys_memfd_create`, `vfs_fallocate`, ...), with typed arguments (`uapi.rs`'s flag
 //! sets, `VirtAddr`) and a typed outcome: the call's return value or errno, and what the
 //! caller must know (`Effects`: the faults GUP took, the ranges it broke COW on, the pages
 //! it waited for). The workload interpreter and the trace replayer both call this layer.
@@ -12,9 +12,10 @@
 
 use super::fault::{Access, FaultOutcome};
 use super::filemap::Fadvise;
+use super::memfd::FileRef;
 use super::mm::vm;
 use super::mmap::{Errno, MmapArgs};
-use super::uapi::{Advice, CloneFlags, MapFlags, MclFlags, MlockFlags, MremapFlags, Prot};
+use super::uapi::{Advice, CloneFlags, FallocFlags, MapFlags, MclFlags, MfdFlags, MlockFlags, MremapFlags, Prot};
 use super::{Kernel, MmId};
 use crate::units::VirtAddr;
 
@@ -87,6 +88,9 @@ pub struct MmapReq {
     pub dontexpand: bool,
     /// mmsim's `nomerge`: a vma that never merges (validate's stand-ins of file mappings).
     pub nomerge: bool,
+    /// A mapping of a hugetlbfs file (memfd_create with MFD_HUGETLB; `Hstate::files`) from
+    /// `pgoff`, in place of `file`.
+    pub hugetlbfs: Option<u32>,
 }
 
 impl Kernel {
@@ -106,9 +110,10 @@ impl Kernel {
             align: req.align,
             dontexpand: req.dontexpand,
             nomerge: req.nomerge,
-            hugetlb: req.flags.contains(MapFlags::HUGETLB),
+            hugetlb: req.flags.contains(MapFlags::HUGETLB) || req.hugetlbfs.is_some(),
             file: req.file,
             pgoff: req.pgoff,
+            hugetlbfs: req.hugetlbfs,
         };
         let r = self.do_mmap(mm, args);
         self.sysret(r)
@@ -230,6 +235,27 @@ impl Kernel {
     pub fn ksys_fadvise64_64(&mut self, filp: u32, offset: u64, len: u64, advice: Fadvise) -> SysRet<()> {
         self.file_fadvise(filp, offset, len, advice);
         self.sysret(Ok(()))
+    }
+
+    /// memfd_create(2): a new empty tmpfs file, or hugetlbfs with MFD_HUGETLB, named `name`
+    /// (kernel/memfd.rs). EINVAL for a flag Linux does not have.
+    pub fn sys_memfd_create(&mut self, name: &str, flags: MfdFlags) -> SysRet<FileRef> {
+        let r = self.memfd_create_inner(name, flags);
+        self.sysret(r)
+    }
+
+    /// ftruncate(2): `do_ftruncate` (a hugetlbfs size not a multiple of the huge page size is
+    /// EINVAL).
+    pub fn do_ftruncate(&mut self, file: FileRef, size: u64) -> SysRet<()> {
+        let r = self.do_ftruncate_inner(file, size);
+        self.sysret(r)
+    }
+
+    /// fallocate(2): `vfs_fallocate` -> `shmem_fallocate` / `hugetlbfs_fallocate` (ext4:
+    /// EOPNOTSUPP, not modelled).
+    pub fn vfs_fallocate(&mut self, file: FileRef, mode: FallocFlags, offset: u64, len: u64) -> SysRet<()> {
+        let r = self.vfs_fallocate_inner(file, mode, offset, len);
+        self.sysret(r)
     }
 
     /// fsync(2): `do_fsync`.

@@ -236,6 +236,22 @@ impl MclFlag {
 }
 
 declare_vocabulary! {
+    /// The mode of the workload's `fallocate` op: `FALLOC_FL_*` of fallocate(2) (none:
+    /// allocate).
+    pub enum FallocMode {
+        PunchHole = ("punch_hole", 2, "FALLOC_FL_PUNCH_HOLE"),
+        KeepSize = ("keep_size", 1, "FALLOC_FL_KEEP_SIZE"),
+    }
+}
+
+impl FallocMode {
+    /// The `FallocFlags` a list of them asks for.
+    pub fn flags(list: &[FallocMode]) -> FallocFlags {
+        list.iter().fold(FallocFlags::empty(), |f, m| f | FallocFlags::from_bits_retain(m.value() as u32))
+    }
+}
+
+declare_vocabulary! {
     /// The order of a `read`, `write` or `fetch`'s accesses (mmsim's own).
     pub enum Pattern {
         /// Every `stride` from `offset` on.
@@ -273,5 +289,8 @@ mod tests {
         assert_eq!(Pattern::words(), "sequential, random");
         assert_eq!(MclFlag::flags(&[MclFlag::Current, MclFlag::OnFault]), MclFlags::CURRENT | MclFlags::ONFAULT);
         assert_eq!(MclFlag::Future.linux_name(), "MCL_FUTURE");
+        let m = FallocMode::flags(&[FallocMode::PunchHole, FallocMode::KeepSize]);
+        assert_eq!(m, FallocFlags::PUNCH_HOLE | FallocFlags::KEEP_SIZE);
+        assert_eq!(FallocMode::from_word("keep_size").map(FallocMode::value), Some(1));
     }
 }

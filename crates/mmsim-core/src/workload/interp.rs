@@ -680,7 +680,13 @@ impl Interp {
                 self.outputs += 1;
                 self.snapshot_requests.push((label.clone(), pid));
             }
-            Op::Create(_) | Op::Pwrite(_) | Op::Pread(_) | Op::Fadvise(_) | Op::Fsync(_) => self.exec_file_op(t, op),
+            Op::Create(_)
+            | Op::MemfdCreate(_)
+            | Op::Fallocate(_)
+            | Op::Pwrite(_)
+            | Op::Pread(_)
+            | Op::Fadvise(_)
+            | Op::Fsync(_) => self.exec_file_op(t, op),
             Op::Set(SetOp { knob, value }) => {
                 if crate::kernel::knobs::BOOT_ONLY.contains(&knob.as_str()) {
                     self.event(

@@ -105,8 +105,9 @@ fn syscall_op(sizes: &[u64]) -> impl Strategy<Value = Value> {
 /// The workload's files: an ext4 file, "fe", and a tmpfs file, "ft".
 const FILES: [&str; 2] = ["fe", "ft"];
 
-/// read() and write() calls, fadvise, fsync, and drop_caches, on the workload's files: ranges
-/// in pages of up to 1600 (past the end of a file too: a write there grows it).
+/// read() and write() calls, fadvise, fsync, fallocate (allocate, or punch a hole: on the
+/// tmpfs file; EOPNOTSUPP on ext4) and drop_caches, on the workload's files: ranges in pages
+/// of up to 1600 (past the end of a file too: a write there grows it).
 fn file_op() -> impl Strategy<Value = Value> {
     (
         prop::sample::select(FILES.to_vec()),
@@ -115,7 +116,7 @@ fn file_op() -> impl Strategy<Value = Value> {
         0u64..4096,
         prop_oneof![Just(4096u64), Just(1 << 20), Just(65536), Just(100), Just(12288)],
         1u8..255,
-        0u8..12,
+        0u8..14,
     )
         .prop_map(|(f, page, pages, b, chunk, value, kind)| {
             // Unaligned offsets and lengths now and then.
@@ -128,6 +129,9 @@ fn file_op() -> impl Strategy<Value = Value> {
                 9 => json!({"op":"fadvise","file":f,"offset":off,"length":if b % 3 == 0 { 0 } else { len },
                             "advice":"willneed"}),
                 10 => json!({"op":"fsync","file":f}),
+                12 => json!({"op":"fallocate","file":f,"offset":off,"length":len,
+                             "mode":if b % 2 == 0 { json!([]) } else { json!(["keep_size"]) }}),
+                13 => json!({"op":"fallocate","file":f,"offset":off,"length":len,"mode":["punch_hole","keep_size"]}),
                 _ => json!({"op":"set","knob":"vm/drop_caches","value":1 + b % 3}),
             }
         })

@@ -9,9 +9,12 @@ use serde::Deserialize;
 
 use super::nesting::check_nesting;
 pub use super::nesting::{MAX_JSON_DEPTH, MAX_NESTING};
-pub use super::spec_files::{check_file_name, file_key, CreateOp, FadviseOp, FsyncOp, PreadOp, PwriteOp};
+pub use super::spec_files::{
+    check_file_name, file_key, hugetlb_file_key, CreateOp, FadviseOp, FallocateOp, FsyncOp, MemfdCreateOp, PreadOp,
+    PwriteOp,
+};
 use crate::error::Error;
-pub use crate::kernel::uapi::{Advice, MapFlag, MclFlag, MremapFlags, Pattern, Prot};
+pub use crate::kernel::uapi::{Advice, FallocMode, MapFlag, MclFlag, MremapFlags, Pattern, Prot};
 pub use crate::units::{SignedSize, Size};
 
 /// A knob value: sysfs takes text; numbers and booleans are accepted too.
@@ -131,6 +134,8 @@ pub enum Op {
     Fsync(FsyncOp),
     Exec(ExecOp),
     Brk(BrkOp),
+    MemfdCreate(MemfdCreateOp),
+    Fallocate(FallocateOp),
 }
 
 /// The `brk` op: sbrk(`delta`), the C library's move of the break by `delta` bytes (negative
@@ -556,6 +561,8 @@ pub const OPS: &[&str] = &[
     "fsync",
     "exec",
     "brk",
+    "memfd_create",
+    "fallocate",
 ];
 
 impl<'de> Deserialize<'de> for Op {
@@ -598,6 +605,8 @@ impl<'de> Deserialize<'de> for Op {
             "fsync" => Op::Fsync(field::<FsyncOp, D>(v)?),
             "exec" => Op::Exec(field::<ExecOp, D>(v)?),
             "brk" => Op::Brk(field::<BrkOp, D>(v)?),
+            "memfd_create" => Op::MemfdCreate(field::<MemfdCreateOp, D>(v)?),
+            "fallocate" => Op::Fallocate(field::<FallocateOp, D>(v)?),
             other => {
                 return Err(de::Error::custom(format!(
                     "{FIELD_MARK}op: unknown op {other:?} (expected one of {op_names})"
@@ -659,6 +668,9 @@ word_deserialize!(Prot, Prot::from_word, |w| {
 word_deserialize!(MapFlag, MapFlag::from_word, |w| format!("unknown flag {w:?} (expected {})", MapFlag::words()));
 word_deserialize!(Advice, Advice::from_word, |w| format!("{w:?} is not one of {}", Advice::words()));
 word_deserialize!(MclFlag, MclFlag::from_word, |w| format!("unknown flag {w:?} (expected {})", MclFlag::words()));
+word_deserialize!(FallocMode, FallocMode::from_word, |w| {
+    format!("unknown mode {w:?} (expected {})", FallocMode::words())
+});
 word_deserialize!(Pattern, Pattern::from_word, |w| format!("{w:?} is not one of {}", Pattern::words()));
 
 fn validate(w: &Workload) -> Result<(), Error> {
@@ -733,6 +745,7 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -
             }
         }
         op.check_fields().map_err(|(field, msg)| err(i, field, msg))?;
+        op.check_hugetlbfs(names).map_err(|(field, msg)| err(i, field, msg))?;
         match op {
             Op::Mmap(MmapOp { name, .. })
             | Op::Exec(ExecOp { name, .. })
@@ -742,7 +755,17 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -
             {
                 names.push(name.clone())
             }
-            Op::Create(CreateOp { file, .. }) => names.push(file_key(file)),
+            Op::Create(CreateOp { file, .. }) => {
+                names.retain(|n| n != &hugetlb_file_key(file));
+                names.push(file_key(file))
+            }
+            Op::MemfdCreate(MemfdCreateOp { file, hugetlb, .. }) => {
+                names.retain(|n| n != &hugetlb_file_key(file));
+                names.push(file_key(file));
+                if *hugetlb {
+                    names.push(hugetlb_file_key(file));
+                }
+            }
             Op::Loop(_) | Op::Fork(_) | Op::Thread(_) if depth >= MAX_NESTING => {
                 return Err(Error::Workload(format!(
                     "{path}[{i}]: nesting deeper than {MAX_NESTING} levels (loop, fork, thread)"
@@ -781,8 +804,30 @@ impl Op {
             Op::Pwrite(PwriteOp { file, .. })
             | Op::Pread(PreadOp { file, .. })
             | Op::Fadvise(FadviseOp { file, .. })
-            | Op::Fsync(FsyncOp { file }) => vec![("file", file, true)],
+            | Op::Fsync(FsyncOp { file })
+            | Op::Fallocate(FallocateOp { file, .. }) => vec![("file", file, true)],
             _ => Vec::new(),
+        }
+    }
+
+    /// What mmsim does not model of a hugetlbfs file (a memfd of MFD_HUGETLB, by `names`): a
+    /// private mapping of it, read(2), write(2), posix_fadvise and exec of it.
+    fn check_hugetlbfs(&self, names: &[String]) -> Result<(), (&'static str, String)> {
+        let hugetlbfs = |f: &str| names.contains(&hugetlb_file_key(f));
+        match self {
+            Op::Mmap(MmapOp { file: Some(f), flags, .. }) if hugetlbfs(f) && !flags.contains(&MapFlag::Shared) => {
+                Err(("flags", format!("a private mapping of the hugetlb memfd {f:?} is not modelled (map it shared)")))
+            }
+            Op::Exec(ExecOp { file: f, .. })
+            | Op::Pwrite(PwriteOp { file: f, .. })
+            | Op::Pread(PreadOp { file: f, .. })
+            | Op::Fadvise(FadviseOp { file: f, .. })
+            | Op::Fsync(FsyncOp { file: f })
+                if hugetlbfs(f) =>
+            {
+                Err(("file", format!("{f:?} is a hugetlb memfd: only mmap (shared) and fallocate are modelled")))
+            }
+            _ => Ok(()),
         }
     }
 
@@ -837,6 +882,21 @@ impl Op {
                 }
                 if size.0 > 1 << 47 {
                     return fail("size", "larger than 128 TiB");
+                }
+            }
+            Op::MemfdCreate(MemfdCreateOp { file, size, .. }) => {
+                check_file_name(file).map_err(|m| ("file", m))?;
+                if size.0 > 1 << 47 {
+                    return fail("size", "larger than 128 TiB");
+                }
+            }
+            Op::Fallocate(FallocateOp { mode, .. }) => {
+                let mut seen = Vec::new();
+                for m in mode {
+                    if seen.contains(m) {
+                        return Err(("mode", format!("{:?} is given twice", m.word())));
+                    }
+                    seen.push(*m);
                 }
             }
             Op::Pwrite(PwriteOp { chunk: Some(c), .. }) | Op::Pread(PreadOp { chunk: Some(c), .. })

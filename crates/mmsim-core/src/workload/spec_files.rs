@@ -1,4 +1,5 @@
-//! The file ops of a workload: `create`, `pwrite`, `pread`, `fadvise`, `fsync` (and the
+//! The file ops of a workload: `create`, `memfd_create`, `fallocate`, `pwrite`, `pread`,
+//! `fadvise`, `fsync` (and the
 //! `file` fields of `mmap`), their fields and their validation. Files are named, one
 //! namespace for every process, as paths are.
 
@@ -20,6 +21,34 @@ pub struct CreateOp {
 
 fn default_fs() -> String {
     "ext4".to_string()
+}
+
+/// The `memfd_create` op: `memfd_create(F, MFD_HUGETLB if hugetlb)` then `ftruncate(fd,
+/// size)`, as a program makes a memfd of a size. The file is named F like a `create`d one
+/// (an `mmap` with `"file": F` maps it) and stays open to the end of the run. hugetlb: on
+/// the internal hugetlbfs mount, 2 MiB pages from the hugetlb pool (a size not a multiple of
+/// 2 MiB fails ftruncate with EINVAL, leaving the file empty).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MemfdCreateOp {
+    pub file: String,
+    pub size: Size,
+    #[serde(default)]
+    pub hugetlb: bool,
+}
+
+/// The `fallocate` op: `fallocate(fd, mode, offset, length)` on a tmpfs or hugetlbfs file
+/// (ext4: EOPNOTSUPP, not modelled). mode: none (allocate), or `punch_hole` with
+/// `keep_size` (Linux refuses punch_hole alone with EOPNOTSUPP).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FallocateOp {
+    pub file: String,
+    #[serde(default)]
+    pub offset: Size,
+    pub length: Size,
+    #[serde(default)]
+    pub mode: Vec<crate::kernel::uapi::FallocMode>,
 }
 
 /// The `pwrite` op: `write()` calls of `chunk` bytes of `value` from `offset` on.
@@ -90,6 +119,11 @@ pub fn file_key(name: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0:?} is not a file name (1 to 64 of A-Z a-z 0-9 _ . -)")]
 pub struct BadFileName(pub String);
+
+/// How validation records that a file name is a hugetlb memfd's.
+pub fn hugetlb_file_key(name: &str) -> String {
+    format!("\0hugetlbfs:{name}")
+}
 
 /// Check a file name: `[A-Za-z0-9_.-]`, 1 to 64 characters (what the native runner can use
 /// as a path component).

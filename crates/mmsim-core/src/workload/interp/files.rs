@@ -1,10 +1,12 @@
-//! The file ops of a program (`create`, `pwrite`, `pread`, `fadvise`, `fsync`): each opens
-//! the file, makes its system calls and closes it, as a program's open/read/close does. The
+//! The file ops of a program (`create`, `memfd_create`, `fallocate`, `pwrite`, `pread`,
+//! `fadvise`, `fsync`): each opens the file, makes its system calls and closes it, as a
+//! program's open/read/close does (a memfd stays open: its name holds it). The
 //! time a call waits for the block device is charged to the task (`io_schedule`).
 
 use super::{Interp, TaskState};
 use crate::kernel::filemap::{FMode, Fadvise};
 use crate::kernel::shmem::Fs;
+use crate::kernel::uapi::MfdFlags;
 use crate::workload::spec::*;
 use crate::workload::spec_files::DEFAULT_CHUNK;
 
@@ -25,6 +27,14 @@ impl Interp {
                 }
                 self.charge_syscall(t);
                 self.after_syscall();
+                return;
+            }
+            Op::MemfdCreate(MemfdCreateOp { file, size, hugetlb }) => {
+                self.memfd_create(t, file, size.0, *hugetlb);
+                return;
+            }
+            Op::Fallocate(f) => {
+                self.fallocate(t, f);
                 return;
             }
             Op::Pwrite(PwriteOp { file, .. })
@@ -115,6 +125,66 @@ impl Interp {
             _ => unreachable!("a file op"),
         }
         self.kernel.fput(filp);
+        self.after_syscall();
+    }
+
+    /// A `memfd_create` op: memfd_create(2) and ftruncate(2) to `size`; a failure of either
+    /// is an event ("memfd_create F: EINVAL", "ftruncate F: EINVAL").
+    fn memfd_create(&mut self, t: usize, file: &str, size: u64, hugetlb: bool) {
+        let pid = self.tasks[t].pid;
+        let flags = MfdFlags::CLOEXEC | if hugetlb { MfdFlags::HUGETLB } else { MfdFlags::empty() };
+        let r = self.kernel.sys_memfd_create(file, flags);
+        self.charge_syscall(t);
+        match r.ret {
+            Ok(f) => {
+                if let Some(o) = self.oracle.as_mut() {
+                    o.create_file(file);
+                }
+                let r = self.kernel.do_ftruncate(f, size);
+                self.charge_syscall(t);
+                if let Err(e) = r.ret {
+                    self.event(pid, "syscall", format!("ftruncate {file}: {}", e.name()));
+                }
+            }
+            Err(e) => self.event(pid, "syscall", format!("memfd_create {file}: {}", e.name())),
+        }
+        self.after_syscall();
+    }
+
+    /// A `fallocate` op: open(2) O_RDWR (a memfd's descriptor is open already), fallocate(2),
+    /// close(2). A failure is an event ("fallocate F: ENOSPC").
+    fn fallocate(&mut self, t: usize, op: &FallocateOp) {
+        let pid = self.tasks[t].pid;
+        let FallocateOp { file, offset, length, mode } = op;
+        let Some(f) = self.kernel.file_ref(file) else {
+            self.event(pid, "syscall", format!("open {file}: ENOENT"));
+            self.exit_task(t, TaskState::Exited);
+            return;
+        };
+        let filp = match self.kernel.file_open_ref(f) {
+            Ok(filp) => filp,
+            Err(e) => {
+                self.event(pid, "syscall", format!("fallocate {file}: {}", e.name()));
+                self.charge_syscall(t);
+                self.after_syscall();
+                return;
+            }
+        };
+        let mode = FallocMode::flags(mode);
+        let r = self.kernel.vfs_fallocate(f, mode, offset.0, length.0);
+        self.charge_syscall(t);
+        match r.ret {
+            Ok(()) if mode.contains(crate::kernel::uapi::FallocFlags::PUNCH_HOLE) => {
+                if let Some(o) = self.oracle.as_mut() {
+                    o.file_punch(file, offset.0, length.0);
+                }
+            }
+            Ok(()) => {}
+            Err(e) => self.event(pid, "syscall", format!("fallocate {file}: {}", e.name())),
+        }
+        if let Some(filp) = filp {
+            self.kernel.fput(filp);
+        }
         self.after_syscall();
     }
 

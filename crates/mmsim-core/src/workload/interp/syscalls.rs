@@ -171,9 +171,12 @@ impl Interp {
             (false, true) => FMode::Write,
             (false, false) => FMode::Read,
         };
+        // A hugetlb memfd's descriptor is open already (its name holds it).
+        let hugetlbfs = file.as_deref().and_then(|f| self.kernel.hugetlbfs_lookup(f));
         // open(2) for the mapping; the vma holds the file, close(2) follows.
         let filp = match file.as_deref().map(|f| self.kernel.file_lookup(f)) {
             None => None,
+            Some(None) if hugetlbfs.is_some() => None,
             Some(Some(obj)) => match self.kernel.file_open(obj, mode) {
                 Ok(f) => Some(f),
                 Err(e) => {
@@ -198,7 +201,7 @@ impl Interp {
         if *fixed {
             map |= MapFlags::FIXED;
         }
-        let hugetlb = map.contains(MapFlags::HUGETLB);
+        let hugetlb = map.contains(MapFlags::HUGETLB) || hugetlbfs.is_some();
         let req = MmapReq {
             addr: VirtAddr(addr.map_or(0, |a| a.0)),
             len: size.0,
@@ -209,6 +212,7 @@ impl Interp {
             align: align.map_or(0, |a| a.0),
             dontexpand: flags.contains(&MapFlag::DontExpand),
             nomerge: flags.contains(&MapFlag::NoMerge),
+            hugetlbfs,
         };
         let r = self.kernel.vm_mmap_pgoff(mm, req);
         if let Some(f) = filp {
