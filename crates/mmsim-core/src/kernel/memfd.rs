@@ -314,7 +314,7 @@ impl Kernel {
 
     /// `hugetlbfs_punch_hole`: the whole huge pages of [offset, offset + len) are unmapped from
     /// every mapping and removed; the bytes of partial ones at the ends are zeroed.
-    fn hugetlbfs_punch_hole(&mut self, f: u32, offset: u64, len: u64) {
+    pub(super) fn hugetlbfs_punch_hole(&mut self, f: u32, offset: u64, len: u64) {
         let hsize = self.geo.hpage_pmd_size();
         let end = offset + len;
         let hole_start = offset.next_multiple_of(hsize);

@@ -1,7 +1,7 @@
 //! Punching holes in files (MADV_REMOVE's `vfs_fallocate(FALLOC_FL_PUNCH_HOLE |
 //! FALLOC_FL_KEEP_SIZE)`): mm/shmem.c `shmem_fallocate`, fs/ext4 `ext4_punch_hole`, mm/truncate.c
 //! `truncate_pagecache_range` (`unmap_mapping_range` + `truncate_inode_pages_range`), and
-//! fs/hugetlbfs `hugetlbfs_punch_hole`.
+//! fs/hugetlbfs `hugetlbfs_punch_hole` (kernel/memfd.rs, shared with fallocate(2)).
 //!
 //! A page-cache hole: every mapping of the hole's pages is unmapped (a private mapping's own
 //! copies stay: `even_cows` is false), the folios inside the hole leave the page cache and are
@@ -15,8 +15,7 @@
 //! from every mapping; their unused reservations given back) and zeroes the part of a huge
 //! page it covers in part.
 
-use super::mm::Backing;
-use super::mm_types::{pg, NIL};
+use super::mm_types::pg;
 use super::vmstat::{VmEvent, VmItem};
 use super::Kernel;
 use crate::units::Pfn;
@@ -160,87 +159,5 @@ impl Kernel {
             p.refcount = p.mapcount + 1;
         }
         true
-    }
-
-    /// `hugetlbfs_punch_hole` of [offset, offset + len) of hugetlbfs file `f` (shared): the
-    /// parts of huge pages at either end are zeroed (`hugetlbfs_zero_partial_page`), the huge
-    /// pages in between unmapped from every vma (`hugetlb_vmdelete_list`) and removed from
-    /// the page cache (`remove_inode_hugepages`), their reservations never used given back
-    /// (`hugetlb_unreserve_pages`).
-    pub(super) fn hugetlbfs_punch_hole(&mut self, f: u32, offset: u64, len: u64) {
-        let hsize = self.geo.hpage_pmd_size();
-        let end = offset + len;
-        let hole_start = offset.next_multiple_of(hsize);
-        let hole_end = end & !(hsize - 1);
-        if offset < hole_start {
-            self.hugetlbfs_zero_partial_page(f, offset, end.min(hole_start));
-        }
-        if hole_end > hole_start {
-            let (s, e) = (hole_start / hsize, hole_end / hsize);
-            self.hugetlb_vmdelete_list(f, s, e);
-            self.remove_inode_hugepages(f, s, e);
-        }
-        if end > hole_end && end > hole_start {
-            self.hugetlbfs_zero_partial_page(f, hole_end, end);
-        }
-    }
-
-    /// `hugetlbfs_zero_partial_page`: zero [start, end) (inside one huge page) of the file's
-    /// cached huge page, if it has one.
-    fn hugetlbfs_zero_partial_page(&mut self, f: u32, start: u64, end: u64) {
-        let (hsize, shift) = (self.geo.hpage_pmd_size(), self.geo.page_shift);
-        let idx = (start / hsize) as usize;
-        let Some(file) = self.hugetlb.files[f as usize].as_ref() else { return };
-        let Some(&page) = file.pages.get(idx) else { return };
-        if page == NIL {
-            return;
-        }
-        let (a, b) = ((start % hsize) >> shift, (end - (idx as u64) * hsize) >> shift);
-        self.mem.zero_frames(page + a as u32, b - a);
-    }
-
-    /// `hugetlb_vmdelete_list`: unmap huge pages [s, e) of file `f` from every vma mapping
-    /// them (a shared PMD table is left by the mm instead, as `huge_pmd_unshare` does).
-    fn hugetlb_vmdelete_list(&mut self, f: u32, s: u64, e: u64) {
-        let (hnr, shift) = (self.geo.hpage_pmd_nr(), self.geo.page_shift);
-        let mms: Vec<_> =
-            self.hugetlb.files[f as usize].as_ref().map(|o| o.mms.iter().map(|m| m.0).collect()).unwrap_or_default();
-        for m in mms {
-            let vmas: Vec<_> = self.mm(m).vmas.values().filter(|v| v.backing == Backing::Hugetlb(f)).cloned().collect();
-            for v in vmas {
-                let pages = v.len() >> shift;
-                let (lo, hi) = ((s * hnr).max(v.pgoff), (e * hnr).min(v.pgoff + pages));
-                if lo < hi {
-                    let (a0, a1) = (v.start + ((lo - v.pgoff) << shift), v.start + ((hi - v.pgoff) << shift));
-                    self.unmap_hugepage_range(m, &v, a0, a1);
-                }
-            }
-        }
-    }
-
-    /// `remove_inode_hugepages` + `hugetlb_unreserve_pages` over huge pages [s, e) of `f`.
-    fn remove_inode_hugepages(&mut self, f: u32, s: u64, e: u64) {
-        let Some(file) = self.hugetlb.files[f as usize].as_mut() else { return };
-        let e = (e as usize).min(file.pages.len());
-        let s = (s as usize).min(e);
-        let mut cached = Vec::new();
-        for p in &mut file.pages[s..e] {
-            if *p != NIL {
-                cached.push(*p);
-                *p = NIL;
-            }
-        }
-        let chg = file.resv[s..e].iter().filter(|&&r| r).count() as i64;
-        for r in &mut file.resv[s..e] {
-            *r = false;
-        }
-        let freed = cached.len() as i64;
-        for p in cached {
-            // The page cache's reference: the page is no longer mapped anywhere.
-            self.folio_put(Pfn(p));
-        }
-        if chg > freed {
-            let _ = self.hugetlb_acct_memory(-(chg - freed));
-        }
     }
 }

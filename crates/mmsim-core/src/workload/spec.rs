@@ -885,7 +885,7 @@ impl Op {
                 }
             }
             Op::MemfdCreate(MemfdCreateOp { file, size, .. }) => {
-                check_file_name(file).map_err(|m| ("file", m))?;
+                check_file_name(file).map_err(|m| ("file", m.to_string()))?;
                 if size.0 > 1 << 47 {
                     return fail("size", "larger than 128 TiB");
                 }
