@@ -495,7 +495,7 @@ def test_the_runner_maps_hugetlb_from_a_pool_it_sizes_and_restores():
 
     assert s["start"]["meminfo"]["HugePages_Total"] == 8 and rep["knobs"]["vm/nr_hugepages"] == 8
     assert s["start"]["meminfo"]["Hugetlb"] == 8 * 2048, "Hugetlb: the pool's size in kB"
-    assert d("start", "mapped", "HugePages_Rsvd") == 2, "3M in 2 MiB pages: the 8M of padding is a PROT_NONE reservation"
+    assert d("start", "mapped", "HugePages_Rsvd") == 2, "3M in 2 MiB pages; the 8M of padding is PROT_NONE"
     assert d("mapped", "written", "HugePages_Free") == -2 and d("mapped", "written", "HugePages_Rsvd") == -2
     assert d("mapped", "written", "HugetlbPages") == 4096 and d("mapped", "written", "nr_hugetlb") == 1024
     assert d("written", "unmapped", "HugePages_Rsvd") == 0, "every reserved page was faulted in"
