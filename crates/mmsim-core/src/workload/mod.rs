@@ -3,6 +3,7 @@
 pub mod interp;
 mod nesting;
 pub mod spec;
+mod spec_check;
 pub mod spec_files;
 
 #[cfg(test)]
