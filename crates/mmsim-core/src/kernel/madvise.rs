@@ -253,18 +253,21 @@ impl Kernel {
 
     /// `madvise_populate` -> `faultin_page_range`: fault in every page of [start, end) not
     /// mapped as the access needs (GUP faults with FOLL_MADV_POPULATE: counted in pgfault and
-    /// `gup_faults`, no vma split, no unshare). A hole is ENOMEM, a vma the access may not make
-    /// (PROT_NONE, a write to a read-only one, a special one) EINVAL, a fault that ends in
-    /// SIGBUS EFAULT; the vmas before are populated.
+    /// `gup_faults`, no vma split, no unshare). A hole is ENOMEM; a vma `check_vma_flags`
+    /// refuses without FOLL_FORCE is EINVAL (`__get_user_pages` under FOLL_MADV_POPULATE): a
+    /// write to one without VM_WRITE, a read of one without VM_READ (PROT_NONE, but also
+    /// PROT_WRITE-only and PROT_EXEC-only memory, which x86's page tables would let a load
+    /// read), a special one. A fault that ends in SIGBUS is EFAULT; the vmas before are
+    /// populated.
     fn madvise_populate(&mut self, mm: MmId, start: u64, end: u64, write: bool) -> Result<(), Errno> {
         let mut addr = start;
         while addr < end {
             let Some(v) = self.mm(mm).vma_lookup(addr).cloned() else {
                 return Err(Errno::ENOMEM);
             };
-            let accessible = v.flags & (vm::READ | vm::WRITE | vm::EXEC) != 0;
+            let needs = if write { vm::WRITE } else { vm::READ };
             let special = v.flags & vm::DONTEXPAND != 0 && v.flags & vm::HUGETLB == 0;
-            if !accessible || special || (write && v.flags & vm::WRITE == 0) {
+            if special || v.flags & needs == 0 {
                 return Err(Errno::EINVAL);
             }
             let stop = v.end.min(end);
@@ -322,5 +325,34 @@ mod tests {
         // [1M, 6M) covers the 2 MiB slots at 2M and 4M whole: their tables go; 0M and 6M stay.
         assert_eq!(pte("written") - pte("dontneed"), 8);
         assert_eq!(pte("refault") - pte("dontneed"), 4, "a fault there allocates a table again");
+    }
+
+    /// MADV_POPULATE_READ needs VM_READ and MADV_POPULATE_WRITE VM_WRITE, as
+    /// `check_vma_flags` without FOLL_FORCE has it (selftests/mm/madv_populate.c's
+    /// test_prot_read and test_prot_write): EINVAL before any fault, whatever x86's ptes allow.
+    #[test]
+    fn populate_needs_the_access_permission() {
+        for (prot, read_ok, write_ok) in
+            [("r", true, false), ("w", false, true), ("x", false, false), ("rw", true, true)]
+        {
+            let w = json!({"program":[
+                {"op":"mmap","name":"p","size":"64K","prot":prot},
+                {"op":"madvise","region":"p","advice":"populate_read"},
+                {"op":"madvise","region":"p","advice":"populate_write"}]});
+            let w = parse_workload(&w.to_string()).expect("valid");
+            let r = run_with(&w, &[], &RunOptions { check: true, ..Default::default() }).expect("runs");
+            let failed: Vec<&str> =
+                r.events.iter().filter(|e| e.kind == "syscall").map(|e| e.message.as_str()).collect();
+            let mut want = Vec::new();
+            if !read_ok {
+                want.push("madvise p populate_read: EINVAL");
+            }
+            if !write_ok {
+                want.push("madvise p populate_write: EINVAL");
+            }
+            assert_eq!(failed, want, "prot {prot}");
+            // 16 pages: a read fault each (the zero page), and a write fault each after it.
+            assert_eq!(r.processes[0].minflt, 16 * (read_ok as i64 + write_ok as i64), "prot {prot}");
+        }
     }
 }
