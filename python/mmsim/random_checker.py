@@ -54,6 +54,13 @@ KNOBS = {
     DEFRAG: ("always", "defer", "defer+madvise", "madvise", "never"),
 }
 LABEL = re.compile(r"[A-Za-z0-9_.-]+")
+#: The pool a workload with hugetlb memfds sizes: as many huge pages as its hugetlb files hold,
+#: so that no fault finds the pool empty (every page of such a file is one of the file's: the
+#: generator maps them shared only).
+POOL = "vm/nr_hugepages"
+#: madvise advice for a mapping of a hugetlb memfd (each succeeds on 2 MiB-aligned ranges; the
+#: THP advice and MADV_FREE are not for hugetlb, WILLNEED reads nothing ahead there).
+HUGETLB_ADVICE = ("dontneed", "remove", "normal", "random", "sequential", *("dontfork", "dofork"))
 
 # A page's state in the model: unmapped, or mapped with a protection.
 UNMAPPED, NONE, R, RW = 0, 1, 2, 3
@@ -79,6 +86,7 @@ class Region:
     heap: bool = False  # the heap: from the break at its first brk op to the break now
     aligned: bool = False  # mapped at a 2 MiB boundary (align "2M") and never moved since
     dontfork: bytearray | None = None  # 1 for each page in a VM_DONTCOPY vma (None: none ever was)
+    hugetlb: bool = False  # a shared mapping of a hugetlb memfd: its ranges change by 2 MiB
 
     def copy(self) -> Region:
         """The region as a fork child has it: the same pages, none locked (dup_mmap clears
@@ -91,7 +99,15 @@ class Region:
                     pages[q] = UNMAPPED
             whole = False
         return Region(
-            self.size, pages, self.shared, self.thp, whole, file=self.file, heap=self.heap, aligned=self.aligned
+            self.size,
+            pages,
+            self.shared,
+            self.thp,
+            whole,
+            file=self.file,
+            heap=self.heap,
+            aligned=self.aligned,
+            hugetlb=self.hugetlb,
         )
 
     def set_dontfork(self, s: int, e: int, on: bool) -> None:
@@ -286,6 +302,7 @@ class Checker:
         self.touched = 0
         self.files: dict[str, int] = {}  # name -> size in bytes
         self.shmem_files: set[str] = set()  # tmpfs files and memfds
+        self.hugetlb_files: set[str] = set()  # memfds of MFD_HUGETLB (also in shmem_files)
 
     def problem(self, path: str, msg: str) -> None:
         self.problems.append(f"{path}: {msg}")
@@ -364,6 +381,20 @@ class Checker:
             return None
         return off, end
 
+    def hugetlb_range(self, r: Region, ext: tuple[int, int], path: str, kind: str) -> bool:
+        """A range of a hugetlb mapping that a call changes must be whole huge pages (the vma
+        splits only there: EINVAL otherwise, and mlock is refused here: a hugetlb vma takes
+        no VM_LOCKED)."""
+        if not r.hugetlb:
+            return True
+        if kind in ("mlock", "munlock"):
+            self.problem(path, f"{kind} of hugetlb memory")
+            return False
+        if ext[0] % HPAGE or ext[1] % HPAGE:
+            self.problem(path, f"{kind} of hugetlb memory not of whole 2 MiB pages")
+            return False
+        return True
+
     def access(self, task: Task, r: Region, path: str, pages: list[int], need: int, mult: int, count: bool) -> None:
         bad = [p for p in pages if r.pages[p] < need or (need == R and r.pages[p] not in (R, RW))]
         if bad:
@@ -417,6 +448,7 @@ class Checker:
                 self.problem(p, "too many regions for the native runner")
             npages = -(-size // PAGE)
             r = Region(size, bytearray([PROT[prot]]) * npages, "shared" in flags, size >= HPAGE, file=file)
+            r.hugetlb = file in self.hugetlb_files
             task.regions[name] = r
             if task.thread:
                 task.own.add(name)
@@ -433,7 +465,10 @@ class Checker:
                 self.problem(p, f"region {op.get('region')!r} was unmapped")
                 return
             ext = self.extent(r, op, p, aligned=True)
-            if ext is None:
+            if ext is None or not self.hugetlb_range(r, ext, p, kind):
+                return
+            if kind == "madvise" and r.hugetlb and op.get("advice") not in HUGETLB_ADVICE:
+                self.problem(p, f"advice {op.get('advice')!r} on hugetlb memory")
                 return
             pages = range(ext[0] // PAGE, ext[1] // PAGE)
             r.whole = False
@@ -469,7 +504,7 @@ class Checker:
             if r is None:
                 return
             ext = self.extent(r, op, p, aligned=True)
-            if ext is None:
+            if ext is None or not self.hugetlb_range(r, ext, p, kind):
                 return
             r.whole = False
             if kind == "mlock" and any(r.pages[q] in (UNMAPPED, NONE) for q in range(ext[0] // PAGE, ext[1] // PAGE)):
@@ -630,6 +665,10 @@ class Checker:
         if op.get("flags") not in (["private"], ["shared"]):
             self.problem(p, f"file mmap flags {op.get('flags')!r}")
             return False
+        if file in self.hugetlb_files and (op["flags"] != ["shared"] or off % HPAGE or size % HPAGE):
+            # A private mapping of a hugetlb memfd is not modelled; the rest is EINVAL or rounded.
+            self.problem(p, f"a mapping of the hugetlb memfd {file!r} not shared, or not of whole huge pages")
+            return False
         return True
 
     def file_op(self, op: Mapping[str, Any], kind: str, task: Task, p: str, depth: int, loop: bool) -> None:
@@ -638,8 +677,6 @@ class Checker:
         fsync."""
         name = op.get("file")
         if kind in ("create", "memfd_create"):
-            if kind == "memfd_create" and op.get("hugetlb"):
-                self.problem(p, "a hugetlb memfd")
             if depth or loop or task.thread:
                 self.problem(p, "create outside the first task's program")
             if not isinstance(name, str) or not LABEL.fullmatch(name) or name in self.files:
@@ -659,6 +696,10 @@ class Checker:
             self.files[name] = size
             if kind == "memfd_create" or op.get("fs") == "tmpfs":
                 self.shmem_files.add(name)
+            if kind == "memfd_create" and op.get("hugetlb"):
+                if size % HPAGE or not size:
+                    self.problem(p, f"a hugetlb memfd of {size} bytes, not whole huge pages")
+                self.hugetlb_files.add(name)
             return
         if name not in self.files:
             self.problem(p, f"{kind} of file {name!r}, not created before")
@@ -675,6 +716,9 @@ class Checker:
                 self.problem(p, f"fallocate of {name!r} at {off} for {length} bytes outside the file")
             if op.get("mode", []) not in ([], ["keep_size"], ["punch_hole", "keep_size"]):
                 self.problem(p, f"fallocate mode {op.get('mode')!r}")
+            return
+        if name in self.hugetlb_files and kind != "fallocate":
+            self.problem(p, f"{kind} of the hugetlb memfd {name!r} (not modelled)")
             return
         if kind in ("pwrite", "pread", "fadvise"):
             try:
@@ -704,6 +748,10 @@ def check_workload(workload: Mapping[str, Any]) -> list[str]:
     """Every reason the workload is not safe to run natively (empty when it is)."""
     c = Checker()
     c.walk(workload.get("program"), Task({}), "program")
+    need = sum(c.files[f] // HPAGE for f in c.hugetlb_files)
+    pool = (workload.get("knobs") or {}).get(POOL, 0)
+    if need and (not str(pool).isdigit() or int(pool) < need):
+        c.problems.append(f"hugetlb memfds of {need} huge pages on a pool of {pool!r}")
     if c.tasks > MAX_TASKS:
         c.problems.append(f"{c.tasks} tasks (at most {MAX_TASKS})")
     if c.touched > MAX_TOUCHED:

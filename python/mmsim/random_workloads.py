@@ -27,6 +27,7 @@ from mmsim.random_checker import (
     HEAP,
     HPAGE,
     HPAGE_PAGES,
+    HUGETLB_ADVICE,
     KNOBS,
     LABEL,
     LAZY_ADVICE,
@@ -39,6 +40,7 @@ from mmsim.random_checker import (
     MCL,
     NONE,
     PAGE,
+    POOL,
     PROT,
     RW,
     SHRINK_RUNS,
@@ -119,6 +121,9 @@ class Generator:
         # MADV_FREE, MADV_REMOVE, MADV_DONTFORK and MADV_DOFORK, from a stream of their own.
         self.lazy_rng = random.Random(0)
         self.shmem_files: set[str] = set()  # the tmpfs files and memfds (fallocate's)
+        # memfd_create(MFD_HUGETLB), from a stream of its own: which memfds are hugetlb.
+        self.huge_rng = random.Random(0)
+        self.hugetlb_files: set[str] = set()
 
     # -- the workload and its programs ----------------------------------------------------
 
@@ -126,6 +131,7 @@ class Generator:
         rng = self.rng
         self.brk_rng = random.Random(f"{name}:brk")
         self.lazy_rng = random.Random(f"{name}:lazy-advice")
+        self.huge_rng = random.Random(f"{name}:hugetlb")
         knobs = {k: rng.choice(KNOBS[k]) for k in (ENABLED, ZERO_PAGE)}
         # defrag from a stream of its own, so that the workloads of a seed stay those drawn
         # before it was added.
@@ -134,6 +140,9 @@ class Generator:
         program = self.program(Task({}), depth=0, n=rng.randint(3, 16), mult=1)
         if rng.random() < 0.05:
             program.append({"op": "exit"})
+        pool = sum(self.files[f] // HPAGE for f in self.hugetlb_files)
+        if pool:
+            knobs[POOL] = str(pool)
         return {"name": name, "knobs": knobs, "program": program}
 
     def program(self, task: Task, depth: int, n: int, mult: int) -> list[dict[str, Any]]:
@@ -226,10 +235,15 @@ class Generator:
             return out
         if not loop and len(task.regions) < 8:
             out.append((2.5, lambda: self.mmap_file(task, sized)))
-        out.append((0.8, lambda: self.pwrite_pread(sized, write=True)))
-        out.append((0.8, lambda: self.pwrite_pread(sized, write=False)))
-        out.append((0.4, lambda: self.fadvise(sized)))
-        out.append((0.2, lambda: [{"op": "fsync", "file": self.rng.choice(sized)}]))
+        # A hugetlb memfd is mapped and fallocated only (its read, write and fadvise are not
+        # modelled).
+        plain = [f for f in sized if f not in self.hugetlb_files]
+        if not plain:
+            return out
+        out.append((0.8, lambda: self.pwrite_pread(plain, write=True)))
+        out.append((0.8, lambda: self.pwrite_pread(plain, write=False)))
+        out.append((0.4, lambda: self.fadvise(plain)))
+        out.append((0.2, lambda: [{"op": "fsync", "file": self.rng.choice(plain)}]))
         shmem = [f for f in sized if f in self.shmem_files]
         if shmem:
             out.append((1.0, lambda: self.fallocate(shmem)))
@@ -293,13 +307,21 @@ class Generator:
             size = rng.randint(1, 5 * HPAGE)
         self.files[name] = size
         ops: list[dict[str, Any]] = [{"op": "create", "file": name, "size": _size_text(rng, size), "fs": fs}]
+        hugetlb = False
         if fs == "memfd":
-            # memfd_create + ftruncate: a tmpfs file of the internal mount, sparse.
+            # memfd_create + ftruncate: a tmpfs file of the internal mount, sparse; or with
+            # MFD_HUGETLB a hugetlbfs file of whole huge pages (the pool sized to hold them).
+            hugetlb = self.huge_rng.random() < 0.5
+            if hugetlb:
+                size = self.files[name] = min(MAX_FILE, max(HPAGE, -(-size // HPAGE) * HPAGE))
+                self.hugetlb_files.add(name)
             ops = [{"op": "memfd_create", "file": name, "size": _size_text(rng, size)}]
+            if hugetlb:
+                ops[0]["hugetlb"] = True
             fs = "tmpfs"
         if fs == "tmpfs":
             self.shmem_files.add(name)
-        if fs == "tmpfs" and rng.random() < 0.7:
+        if fs == "tmpfs" and rng.random() < 0.7 and not hugetlb:
             ops.append({"op": "pwrite", "file": name, "chunk": rng.choice((PAGE, 1 << 20))})
         elif fs == "ext4" and rng.random() < 0.2:
             ops.append(self.pwrite_pread([name], write=True)[0])
@@ -364,9 +386,14 @@ class Generator:
             first = rng.randrange(0, pages - HPAGE_PAGES, HPAGE_PAGES)
         most = pages - first
         npages = most if rng.random() < 0.5 else rng.randint(1, most)
+        hugetlb = file in self.hugetlb_files
+        if hugetlb:
+            # Whole huge pages of the file, shared (a private mapping of it is not modelled).
+            first -= first % HPAGE_PAGES
+            npages = min(-(-npages // HPAGE_PAGES) * HPAGE_PAGES, pages - first)
         size = npages * PAGE
         name = f"r{next(self.names)}"
-        shared = rng.random() < 0.4
+        shared = rng.random() < 0.4 or hugetlb
         op: dict[str, Any] = {"op": "mmap", "name": name, "size": _size_text(rng, size), "file": file}
         if first or rng.random() < 0.2:
             op["file_offset"] = first * PAGE
@@ -376,7 +403,7 @@ class Generator:
         prot = rng.choices(("rw", "r", "none"), (5, 4, 1))[0]
         if prot != "rw" or rng.random() < 0.2:
             op["prot"] = prot
-        r = Region(size, bytearray([PROT[prot]]) * npages, shared, size >= HPAGE, file=file)
+        r = Region(size, bytearray([PROT[prot]]) * npages, shared, size >= HPAGE, file=file, hugetlb=hugetlb)
         task.regions[name] = r
         if task.thread:
             task.own.add(name)
@@ -389,13 +416,17 @@ class Generator:
         x = rng.random()
         cross = [b for b in range((s0 // HPAGE_PAGES + 1) * HPAGE_PAGES, e0, HPAGE_PAGES)]
         if x < 0.25:
-            return s0, e0
-        if x < 0.5 and cross:
+            s, e = s0, e0
+        elif x < 0.5 and cross:
             b = rng.choice(cross)
-            return b - rng.randint(1, min(b - s0, 600)), b + rng.randint(1, min(e0 - b, 600))
-        s = rng.randint(s0, e0 - 1)
-        n = rng.randint(1, min(16, e0 - s)) if rng.random() < 0.6 else rng.randint(1, e0 - s)
-        return s, s + n
+            s, e = b - rng.randint(1, min(b - s0, 600)), b + rng.randint(1, min(e0 - b, 600))
+        else:
+            s = rng.randint(s0, e0 - 1)
+            e = s + (rng.randint(1, min(16, e0 - s)) if rng.random() < 0.6 else rng.randint(1, e0 - s))
+        if r.hugetlb:
+            # Whole huge pages (the run's ends are huge-page boundaries too).
+            s, e = s - s % HPAGE_PAGES, -(-e // HPAGE_PAGES) * HPAGE_PAGES
+        return s, e
 
     def range_fields(self, r: Region, s: int, e: int) -> dict[str, Any]:
         """offset and length fields of a page range (left out when they are the defaults)."""
@@ -425,6 +456,8 @@ class Generator:
         r = task.regions[name]
         lock = rng.random() < 0.7
         onfault = lock and rng.random() < 0.35
+        if r.hugetlb:
+            return []  # mlock leaves a hugetlb vma unlocked (VM_LOCKED is not set there)
         # mlock's populate stops at a PROT_NONE page (ENOMEM); munlock takes any mapped range.
         runs = r.runs(lambda x: x in (R, RW) if lock else x != UNMAPPED)
         if not runs:
@@ -585,6 +618,8 @@ class Generator:
             lazy.append(("remove", 3.0))
         if self.lazy_rng.random() < 0.3:
             advice = self.lazy_rng.choices([a for a, _ in lazy], [w for _, w in lazy])[0]
+        if r.hugetlb and advice not in HUGETLB_ADVICE:
+            advice = "dontneed" if unlocked else "normal"
         if advice in FORK_ADVICE:
             r.set_dontfork(s, e, advice == "dontfork")
         return [{"op": "madvise", "region": name, "advice": advice, **self.range_fields(r, s, e)}]

@@ -33,6 +33,7 @@ from mmsim.random_checker import (
     MAX_TASKS,
     MAX_TOUCHED,
     PAGE,
+    POOL,
     SHRINK_RUNS,
     THREADS,
     ZERO_PAGE,
@@ -474,6 +475,8 @@ def _failure(
     host = read_host()
     knobs = {ENABLED: s.knobs[ENABLED], DEFRAG: s.knobs.get(DEFRAG, host.get(DEFRAG))}
     knobs[ZERO_PAGE] = s.knobs[ZERO_PAGE]
+    if POOL in s.knobs:
+        knobs[POOL] = s.knobs[POOL]  # the pool its hugetlb memfds need
     knobs = {k: v for k, v in knobs.items() if v is not None}
     name = f"random-{seed}-{case.index}"
     shrunk = {"name": name, "knobs": knobs, "program": s.program}

@@ -58,6 +58,12 @@ def test_generated_workloads_are_valid_safe_and_varied():
         assert vr.parse_error(w) is None, (seed, w)
         assert 1 + _tasks(w["program"]) <= vr.MAX_TASKS
         for k, v in w["knobs"].items():
+            if k == vr_files.POOL:
+                # Sized to the hugetlb memfds' pages (check_workload holds it to that).
+                hugetlb = sum(vr._size(op["size"]) for op in _walk(w["program"]) if op.get("hugetlb"))
+                assert int(v) == hugetlb // (2 << 20) > 0, (seed, w)
+                files["pool"] += 1
+                continue
             assert v in vr.KNOBS[k]
             knobs[k, v] += 1
         for op in _walk(w["program"]):
@@ -68,7 +74,7 @@ def test_generated_workloads_are_valid_safe_and_varied():
             if op["op"] == "create":
                 files[op["fs"]] += 1
             if op["op"] == "memfd_create":
-                files["memfd"] += 1
+                files["memfd hugetlb" if op.get("hugetlb") else "memfd"] += 1
             if op["op"] == "fallocate":
                 files["punch_hole" if "punch_hole" in op.get("mode", []) else "allocate"] += 1
             if op["op"] == "mmap":
@@ -107,7 +113,8 @@ def test_generated_workloads_are_valid_safe_and_varied():
     assert set(advice) == set(vr_files.FILE_ADVICE) | set(vr_files.LAZY_ADVICE), advice
     assert min(advice[a] for a in vr_files.LAZY_ADVICE) >= 20, advice
     assert kinds["mmap"] > 100 and files["file"] > 30 and files["shared"] > 10 and files["tmpfs"] > 10, files
-    assert files["memfd"] > 10 and files["punch_hole"] > 5 and files["allocate"] > 5, files
+    assert files["memfd"] > 5 and files["punch_hole"] > 5 and files["allocate"] > 5, files
+    assert files["memfd hugetlb"] > 5 and 5 < files["pool"] <= files["memfd hugetlb"], files
     assert set(patterns) == {"plain", "random", "block"}, patterns
     assert set(locks) == {"mlock", "mlock onfault", "current", "future", "onfault"}, locks
     assert set(remaps) == {"whole", "named", "in place", "dontunmap"}, remaps
@@ -258,10 +265,12 @@ def test_the_shrinker_keeps_the_failing_op_and_what_it_needs():
     knobs = {vr.ENABLED: "always", vr.ZERO_PAGE: "0"}
     s = vr.shrink(case.workload["program"], knobs, _fake_run(calls), frozenset({"minflt"}), base_knobs=base)
     assert 0 < s.runs == len(calls) <= vr.SHRINK_RUNS
-    assert [op["op"] for op in s.program] == ["mmap", "madvise"], s.program
-    mmap, madv = s.program
-    assert madv["advice"] == "dontneed" and madv["region"] == mmap["name"]
-    assert set(mmap) == {"op", "name", "size"} and vr._size(mmap["size"]) == 4096, "simplified and halved"
+    # The MADV_DONTNEED and what maps its region: an mmap, or a brk of the heap.
+    assert [op["op"] for op in s.program] in (["mmap", "madvise"], ["brk", "madvise"]), s.program
+    first, madv = s.program
+    assert madv["advice"] == "dontneed" and madv["region"] == first["name"]
+    if first["op"] == "mmap":
+        assert set(first) == {"op", "name", "size"} and vr._size(first["size"]) == 4096, "simplified and halved"
     assert s.knobs == base, "the knob differences are dropped"
     assert vr.check_workload({"program": s.program}) == []
 
