@@ -6,9 +6,9 @@
 //! whole PUD entries, whole PMD entries (a PTE table, a THP and its deposited table) where
 //! both ranges are aligned, single PTEs elsewhere; then the old range is unmapped, or with
 //! MREMAP_DONTUNMAP stays mapped and empty (`dontunmap_complete`). Nothing is copied and
-//! nothing faults. Deliberately left out: the multi-vma "move only" form (6.17: MREMAP_FIXED
-//! with old_len == new_len over several vmas and holes; mmsim takes the range's first vma
-//! only and fails with EFAULT past its end).
+//! nothing faults. A "move only" remap (6.17+: MREMAP_FIXED with old_len == new_len) moves
+//! every vma of the range, holes between them kept (`remap_move`); the pieces moved are in
+//! the outcome (`Effects::remapped`) for the reference model.
 
 use super::memory::Slot;
 use super::mm::{vm, Vma};
@@ -120,6 +120,9 @@ impl Kernel {
         {
             return Err(Errno::EINVAL);
         }
+        if vrm.flags.contains(MremapFlags::FIXED) && vrm.old_len == vrm.new_len {
+            return self.remap_move(mm, vrm);
+        }
         let vma = self.mm(mm).vma_lookup(vrm.addr).cloned().ok_or(Errno::EFAULT)?;
         self.check_prep_vma(vrm, &vma)?;
         if vrm.implies_new_addr() {
@@ -151,6 +154,43 @@ impl Kernel {
                 self.move_vma(mm, vrm)
             }
         }
+    }
+
+    /// `remap_move` (Linux 6.17+, `vrm_move_only`): MREMAP_FIXED without a size change moves
+    /// every vma in [addr, addr + old_len), each by `check_prep_vma` and `mremap_to` of its
+    /// part, to the same offset from `new_addr`: the holes between them are kept, and what is
+    /// mapped in the target where the source has a hole stays. A hole at the start is EFAULT
+    /// (so is a range with no vma). Every vma of mmsim may move with others
+    /// (`vma_multi_allowed` refuses a userfaultfd-armed vma and a file whose
+    /// `get_unmapped_area` is not a known good one: shmem's, hugetlbfs's and
+    /// `thp_get_unmapped_area`, ext4's, are). An error stops the move where it is: the vmas
+    /// before it have moved. Returns `new_addr`; each piece moved is recorded in `current`'s
+    /// `remapped`.
+    fn remap_move(&mut self, mm: MmId, vrm: &mut Vrm) -> Result<u64, Errno> {
+        let (start, end, new_addr) = (vrm.addr, vrm.addr + vrm.old_len, vrm.new_addr);
+        let (mut seen, mut last_end, mut target) = (false, 0, new_addr);
+        let mut res = Err(Errno::EFAULT);
+        let mut at = start;
+        while let Some(vma) = self.mm(mm).vmas.range(..end).find(|(_, v)| v.end > at).map(|(_, v)| v.clone()) {
+            let addr = vma.start.max(at);
+            let len = end.min(vma.end) - addr;
+            if !seen && start < vma.start {
+                return Err(Errno::EFAULT);
+            }
+            let offset = if seen { vma.start - last_end } else { 0 };
+            last_end = vma.end;
+            (vrm.addr, vrm.new_addr, vrm.old_len, vrm.new_len) = (addr, target + offset, len, len);
+            self.check_prep_vma(vrm, &vma)?;
+            let moved = self.mremap_to(mm, vrm)?;
+            self.current.effects.remapped.push((vrm.addr, vrm.old_len, moved));
+            if !seen {
+                res = Ok(moved);
+            }
+            seen = true;
+            target = moved + vrm.new_len;
+            at = vma.end;
+        }
+        res
     }
 
     /// `check_prep_vma`: hugetlb's alignment, the remap's type, and the checks of a remap

@@ -174,3 +174,31 @@ fn bad_flags_and_ranges_fail_as_linux_does() {
     assert_eq!(present(&k, mm, a, 16), 14);
     k.check_invariants().unwrap();
 }
+
+/// Linux 6.17+'s "move only" remap (mremap_test.c's mremap_move_multiple_vmas): MREMAP_FIXED
+/// at the same size moves every vma of the range, holes kept and what the target maps in a
+/// hole left alone; the pieces are in the outcome; a hole at the start is EFAULT.
+#[test]
+fn a_fixed_move_of_the_same_size_moves_every_vma_and_keeps_the_holes() {
+    let (mut k, mm) = kernel();
+    let a = map_written(&mut k, mm, 8);
+    let t = map_written(&mut k, mm, 8);
+    for hole in [1, 5] {
+        k.do_vmi_munmap(mm, VirtAddr(a + hole * P), P).ret.unwrap();
+    }
+    let before = anon(&k, mm);
+    let both = MremapFlags::MAYMOVE | MremapFlags::FIXED;
+    let r = k.do_mremap(mm, VirtAddr(a), 8 * P, 8 * P, both, VirtAddr(t));
+    assert_eq!(r.ret, Ok(t));
+    assert_eq!(r.effects.remapped, vec![(a, P, t), (a + 2 * P, 3 * P, t + 2 * P), (a + 6 * P, 2 * P, t + 6 * P)]);
+    assert_eq!(present(&k, mm, a, 8), 0, "the source is gone");
+    assert_eq!(present(&k, mm, t, 8), 8, "6 pages moved, and the target's own 2 under the holes stay");
+    assert_eq!(anon(&k, mm), before - 6, "the target's 6 pages under the moved ones were unmapped");
+    // A hole at the start of the range: EFAULT, nothing moves.
+    let b = map_written(&mut k, mm, 4);
+    k.do_vmi_munmap(mm, VirtAddr(b), P).ret.unwrap();
+    let r = k.do_mremap(mm, VirtAddr(b), 4 * P, 4 * P, both, VirtAddr(1 << 40));
+    assert_eq!((r.ret, r.effects.remapped.len()), (Err(Errno::EFAULT), 0));
+    assert_eq!(present(&k, mm, b + P, 3), 3);
+    k.check_invariants().unwrap();
+}

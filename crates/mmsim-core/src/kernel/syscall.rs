@@ -32,6 +32,9 @@ pub struct Effects {
     /// Pages of I/O the call waited for (a major fault's read, a read(2) of uncached data,
     /// fsync).
     pub io_wait_pages: u64,
+    /// The pieces a "move only" mremap moved, vma by vma (old address, length, new address):
+    /// all of them, or those before the error that stopped it.
+    pub remapped: Vec<(u64, u64, u64)>,
 }
 
 impl Effects {

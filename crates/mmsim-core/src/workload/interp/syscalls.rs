@@ -41,7 +41,7 @@ impl Interp {
     /// the task waited for the pages it read (`charge_io`). Then the reference model follows
     /// `call` and the COW breaks, and the invariants are checked (`after_syscall`).
     pub(super) fn finish_call(&mut self, t: usize, effects: Effects, call: Call) {
-        let Effects { min_flt, maj_flt, cow_ranges, io_wait_pages } = effects;
+        let Effects { min_flt, maj_flt, cow_ranges, io_wait_pages, remapped } = effects;
         if io_wait_pages > 0 {
             self.io_wait_pages += io_wait_pages;
             self.charge_io(t);
@@ -65,7 +65,7 @@ impl Interp {
             _ => None,
         };
         let later = self.apply_lazyfree_discards(moved);
-        self.oracle_follow(t, call);
+        self.oracle_follow(t, call, &remapped);
         let tgid = self.tasks[t].tgid;
         if let Some(o) = self.oracle.as_mut() {
             for (s, e) in cow_ranges {
@@ -109,8 +109,9 @@ impl Interp {
         later
     }
 
-    /// The reference model follows a system call.
-    fn oracle_follow(&mut self, t: usize, call: Call) {
+    /// The reference model follows a system call (`remapped`: the pieces a "move only" mremap
+    /// moved, vma by vma).
+    fn oracle_follow(&mut self, t: usize, call: Call, remapped: &[(u64, u64, u64)]) {
         let g = self.kernel.geo;
         let tgid = self.tasks[t].tgid;
         let Some(o) = self.oracle.as_mut() else { return };
@@ -131,6 +132,14 @@ impl Interp {
             Call::DontNeed { addr, len } => o.dontneed(tgid, addr, len),
             Call::DontFork { addr, len, on } => o.dontfork(tgid, addr, len, on),
             Call::Remove { addr, len } => o.remove(tgid, addr, len),
+            // A move of several vmas (or of one, then the same as below): each piece moved,
+            // holes kept, also those before an error.
+            Call::Mremap { flags, .. } if !remapped.is_empty() => {
+                let dontunmap = flags.contains(MremapFlags::DONTUNMAP);
+                for &(old, len, new) in remapped {
+                    o.mremap(tgid, old, len, new, len, dontunmap);
+                }
+            }
             Call::Mremap { old, old_len, new_len, flags, ret: Ok(new), .. } => {
                 let dontunmap = flags.contains(MremapFlags::DONTUNMAP);
                 o.mremap(tgid, old, page_len(old_len), new, g.page_align(new_len).expect("fits"), dontunmap)
