@@ -10,7 +10,8 @@
 //!
 //! - tmpfs fallocate allocates order-0 pages into the page cache without clearing them
 //!   (SGP_FALLOC: !uptodate, `pg::FALLOC`): Shmem grows, no process's RSS; fault-around skips
-//!   them, the first fault or write clears them. A failure frees the pages the call added.
+//!   them, the first fault or write clears them, and so does a later fallocate of them
+//!   (then they are uptodate). A failure frees the pages the call added.
 //!   PUNCH_HOLE|KEEP_SIZE unmaps the whole pages of the range from every mapping (a private
 //!   mapping's own copies stay: `unmap_mapping_range(even_cows = 0)`), frees them, and zeroes
 //!   the bytes of partial pages at its ends.
@@ -192,7 +193,14 @@ impl Kernel {
         self.shmem[obj as usize].as_mut().expect("inode").pages.extend_to(end);
         let mut added: Vec<Pfn> = Vec::new();
         for index in start..end {
-            if self.shmem_find_folio(obj, index).is_some() {
+            if let Some(p) = self.shmem_find_folio(obj, index) {
+                if self.mem.pages[p.idx()].test(pg::FALLOC) {
+                    // SGP_FALLOC on a folio an earlier fallocate left !uptodate: cleared now
+                    // and marked uptodate ("lest undo on failure cancel our earlier
+                    // guarantee"), so fault-around maps it from then on.
+                    self.mem.pages[p.idx()].clear(pg::FALLOC);
+                    self.clear_pages(p, 1, 1, super::page_alloc::ClearPath::User);
+                }
                 continue;
             }
             match self.alloc_pages(0, gfp::USER | gfp::DIRECT_RECLAIM) {
