@@ -16,7 +16,7 @@ use super::page_alloc::gfp;
 use super::pgtable::{self, Entry};
 use super::vmstat::{VmEvent, VmItem};
 use super::{vm_fault, Kernel, MmId};
-use crate::units::Pfn;
+use crate::units::{align_down, Pfn};
 
 /// `MMAP_LOTSAMISS`: after this many mmap misses with no hits, fault readahead stops.
 const MMAP_LOTSAMISS: u32 = 100;
@@ -175,7 +175,7 @@ impl Kernel {
         let f = self.filps[filp as usize].as_mut().expect("file");
         if self.geo.hpage_pmd_order() <= super::page_alloc::MAX_ORDER && vma.flags & vm::HUGEPAGE != 0 {
             let ra = &mut f.ra;
-            ra.start = index & !(pmd_nr - 1);
+            ra.start = align_down(index, pmd_nr);
             ra.size = if vma.flags & vm::RAND_READ != 0 { pmd_nr } else { 2 * pmd_nr };
             ra.async_size = pmd_nr;
             ra.order = self.geo.hpage_pmd_order();
@@ -441,7 +441,7 @@ impl Kernel {
     /// VM_FAULT_FALLBACK otherwise. Counts THP_FILE_MAPPED; no table is deposited (x86).
     pub(super) fn do_set_pmd(&mut self, mm: MmId, vma: &Vma, addr: u64, head: Pfn, pmd: Slot, write: bool) -> u32 {
         let hsize = self.geo.hpage_pmd_size();
-        let haddr = addr & !(hsize - 1);
+        let haddr = self.geo.hpage_pmd_align_down(addr);
         let pmd_nr = self.geo.hpage_pmd_nr();
         let congruent = ((vma.start >> self.geo.page_shift).wrapping_sub(vma.pgoff)).is_multiple_of(pmd_nr);
         if !self.has_transparent_hugepage()
@@ -546,7 +546,7 @@ impl Kernel {
                     step = self.geo.hpage_pmd_nr() - (i - fi) % self.geo.hpage_pmd_nr();
                     if pe.pfn() == head && (pe.write() || pe.has(pgtable::DIRTY)) {
                         self.set_entry(pmd.table, pmd.idx, pe.without(pgtable::RW).without(pgtable::DIRTY));
-                        let base = addr & self.geo.pmd_mask();
+                        let base = self.geo.hpage_pmd_align_down(addr);
                         flushed = Some(span(flushed, base, base + self.geo.hpage_pmd_size()));
                     }
                 } else if pe.present() {

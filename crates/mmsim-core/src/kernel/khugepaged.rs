@@ -30,7 +30,7 @@ impl Kernel {
     /// the vma and the file offset is congruent to the address.
     pub(super) fn thp_vma_suitable_pmd(&self, v: &Vma, addr: u64) -> bool {
         let hsize = self.geo.hpage_pmd_size();
-        let haddr = addr & !(hsize - 1);
+        let haddr = self.geo.hpage_pmd_align_down(addr);
         let congruent = match v.backing {
             Backing::Anon => true,
             _ => ((v.start >> self.geo.page_shift).wrapping_sub(v.pgoff)).is_multiple_of(self.geo.hpage_pmd_nr()),
@@ -98,7 +98,7 @@ impl Kernel {
             return Err(Errno::EINVAL);
         }
         let hstart = start.next_multiple_of(hsize);
-        let hend = end & !(hsize - 1);
+        let hend = self.geo.hpage_pmd_align_down(end);
         if hstart > hend {
             // A range inside one PMD that reaches neither of its ends: no THP collapsed, and
             // `thps == (hend - hstart) >> HPAGE_PMD_SHIFT` fails on the unsigned wrap, so

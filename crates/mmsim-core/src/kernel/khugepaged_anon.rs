@@ -63,7 +63,7 @@ impl Kernel {
         }
         let hsize = self.geo.hpage_pmd_size();
         let hstart = start.next_multiple_of(hsize);
-        let hend = end & !(hsize - 1);
+        let hend = self.geo.hpage_pmd_align_down(end);
         let mut thps = 0u64;
         let mut last_fail = ScanResult::Fail;
         let mut addr = hstart;

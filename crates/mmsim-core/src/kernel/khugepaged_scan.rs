@@ -22,7 +22,7 @@ use super::mm_types::pg;
 use super::page_alloc::gfp;
 use super::vmstat::VmEvent;
 use super::{Kernel, MmId};
-use crate::units::Pfn;
+use crate::units::{is_aligned, Pfn};
 
 /// The results of mm/khugepaged.c's `enum scan_result` that mmsim's scans can reach.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -254,7 +254,7 @@ impl Kernel {
                     continue;
                 }
                 let hstart = v.start.next_multiple_of(hsize);
-                let hend = v.end & !(hsize - 1);
+                let hend = self.geo.hpage_pmd_align_down(v.end);
                 if address > hend || hend <= hstart {
                     progress += 1;
                     continue;
@@ -447,7 +447,7 @@ impl Kernel {
                 if pe.huge() {
                     if pe.pfn() == head {
                         self.zap_file_pmd(m, pmd);
-                        let haddr = addr & self.geo.pmd_mask();
+                        let haddr = self.geo.hpage_pmd_align_down(addr);
                         self.flush_tlb_range(m, haddr, haddr + self.geo.hpage_pmd_size());
                     }
                     continue;
@@ -466,7 +466,7 @@ impl Kernel {
         let hsize = self.geo.hpage_pmd_size();
         for (m, v, lo, _) in self.i_mmap_range(obj, start, 1) {
             let addr = v.start + ((lo - v.pgoff) << self.geo.page_shift);
-            if v.anon_vma.is_none() && addr & (hsize - 1) == 0 && v.end >= addr + hsize {
+            if v.anon_vma.is_none() && is_aligned(addr, hsize) && v.end >= addr + hsize {
                 self.retract_pte_table(m, addr);
             }
         }
@@ -484,7 +484,7 @@ impl Kernel {
         head: Pfn,
         install: bool,
     ) -> ScanResult {
-        let haddr = addr & self.geo.pmd_mask();
+        let haddr = self.geo.hpage_pmd_align_down(addr);
         let hsize = self.geo.hpage_pmd_size();
         if haddr < v.start || haddr + hsize > v.end || !self.thp_vma_suitable_pmd(v, haddr) {
             return ScanResult::VmaCheck;

@@ -176,9 +176,9 @@ impl Kernel {
         let mut changed = false;
         let mut addr = start;
         while addr < end {
-            let next = ((addr & self.geo.pmd_mask()) + self.geo.hpage_pmd_size()).min(end);
+            let next = self.geo.pmd_addr_end(addr, end);
             let Some(pmd) = self.pmd_slot(mm, addr) else {
-                addr = ((addr & !(self.geo.level_size(2) - 1)) + self.geo.level_size(2)).min(end);
+                addr = self.geo.pud_addr_end(addr, end);
                 continue;
             };
             let e = self.entry(pmd.table, pmd.idx);
@@ -219,7 +219,7 @@ impl Kernel {
         if self.folio_maybe_mapped_shared(head) {
             return true;
         }
-        let haddr = addr & self.geo.pmd_mask();
+        let haddr = self.geo.hpage_pmd_align_down(addr);
         if next - addr != self.geo.hpage_pmd_size() {
             if self.mem.pages[head.idx()].test(pg::MLOCKED) {
                 // mmsim splits no mlocked folio (its mlock count): left as a failed split is.
@@ -376,7 +376,7 @@ impl Kernel {
                     };
                     let pe = self.entry(pmd.table, pmd.idx);
                     if pe.present() && pe.huge() {
-                        let haddr = addr & self.geo.pmd_mask();
+                        let haddr = self.geo.hpage_pmd_align_down(addr);
                         if pe.pfn() == head && haddr == addr {
                             out.push(Mapping { mm: m, addr, slot: pmd, pmd: true });
                         }
@@ -518,7 +518,7 @@ impl Kernel {
         for v in self.mm(mm).vmas.values().filter(|v| v.is_anonymous() && v.flags & vm::HUGETLB == 0) {
             let mut a = v.start;
             while a < v.end {
-                let next = ((a & self.geo.pmd_mask()) + self.geo.hpage_pmd_size()).min(v.end);
+                let next = self.geo.pmd_addr_end(a, v.end);
                 let Some(pmd) = self.pmd_slot(mm, a) else {
                     a = next;
                     continue;

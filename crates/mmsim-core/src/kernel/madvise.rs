@@ -7,6 +7,7 @@
 use super::mm::vm;
 use super::mmap::Errno;
 use super::{Kernel, MmId};
+use crate::units::is_aligned;
 
 pub use super::uapi::Advice;
 
@@ -16,15 +17,15 @@ impl Kernel {
     /// hugetlb vma's range ends rounded down to a huge page. What precedes is zapped.
     pub fn madvise_dontneed_extent(&self, mm: MmId, start: u64, len: u64) -> u64 {
         let end = start.saturating_add(self.geo.page_align(len).unwrap_or(len));
-        let hmask = self.geo.hpage_pmd_size() - 1;
+        let hsize = self.geo.hpage_pmd_size();
         let stop = self.mm(mm).vmas_in(start, end).into_iter().find_map(|s| {
             let v = &self.mm(mm).vmas[&s];
             let from = v.start.max(start);
-            if v.flags & vm::LOCKED != 0 || (v.flags & vm::HUGETLB != 0 && from & hmask != 0) {
+            if v.flags & vm::LOCKED != 0 || (v.flags & vm::HUGETLB != 0 && !is_aligned(from, hsize)) {
                 return Some(from);
             }
             let to = v.end.min(end);
-            (v.flags & vm::HUGETLB != 0 && to & hmask != 0).then_some(to & !hmask)
+            (v.flags & vm::HUGETLB != 0 && !is_aligned(to, hsize)).then_some(self.geo.hpage_pmd_align_down(to))
         });
         stop.unwrap_or(end)
     }
@@ -36,13 +37,13 @@ impl Kernel {
     /// range would cut off a huge page boundary (EINVAL); for MADV_FREE the first mlocked,
     /// hugetlb or non-anonymous vma (EINVAL). An unaligned start advises nothing.
     pub fn madvise_stop(&self, mm: MmId, start: u64, len: u64, advice: Advice) -> u64 {
-        if start & (self.geo.page_size() - 1) != 0 {
+        if !self.geo.page_aligned(start) {
             return start;
         }
         let Some(end) = self.geo.page_align(len).and_then(|l| start.checked_add(l)) else {
             return start;
         };
-        let hmask = self.geo.hpage_pmd_size() - 1;
+        let hsize = self.geo.hpage_pmd_size();
         let stop = self.mm(mm).vmas_in(start, end).into_iter().find_map(|s| {
             let v = &self.mm(mm).vmas[&s];
             let (from, to) = (v.start.max(start), v.end.min(end));
@@ -50,7 +51,7 @@ impl Kernel {
                 Advice::Remove => v.flags & vm::LOCKED != 0 || v.is_anonymous() || !Self::shared_maywrite(v),
                 Advice::DontFork | Advice::DoFork => {
                     let newflags = Self::fork_advice_flags(v.flags, advice);
-                    let cuts = (from > v.start && from & hmask != 0) || (to < v.end && to & hmask != 0);
+                    let cuts = (from > v.start && !is_aligned(from, hsize)) || (to < v.end && !is_aligned(to, hsize));
                     v.flags & vm::HUGETLB != 0 && newflags != v.flags && cuts
                 }
                 Advice::Free => v.flags & (vm::LOCKED | vm::HUGETLB) != 0 || !v.is_anonymous(),
@@ -129,7 +130,7 @@ impl Kernel {
     /// `do_madvise`: apply `advice` to every vma in [start, start+len). ENOMEM if part of the
     /// range is unmapped (the mapped parts are still advised, as Linux does).
     pub fn madvise_do_behavior(&mut self, mm: MmId, start: u64, len: u64, advice: Advice) -> Result<(), Errno> {
-        if start & (self.geo.page_size() - 1) != 0 {
+        if !self.geo.page_aligned(start) {
             return Err(Errno::EINVAL);
         }
         let end = self.geo.page_align(len).and_then(|l| start.checked_add(l)).ok_or(Errno::EINVAL)?;
@@ -172,11 +173,10 @@ impl Kernel {
                         return Err(Errno::EINVAL);
                     }
                     if v.flags & vm::HUGETLB != 0 {
-                        let hmask = self.geo.hpage_pmd_size() - 1;
-                        if addr & hmask != 0 {
+                        if !is_aligned(addr, self.geo.hpage_pmd_size()) {
                             return Err(Errno::EINVAL);
                         }
-                        let stop = stop & !hmask;
+                        let stop = self.geo.hpage_pmd_align_down(stop);
                         if stop > addr {
                             self.unmap_hugepage_range(mm, &v, addr, stop);
                         }

@@ -39,8 +39,8 @@ impl Kernel {
     /// `apply_vma_lock_flags` over the page-rounded range; returns it.
     fn apply_vma_lock_flags(&mut self, mm: MmId, start: u64, len: u64, vm_flags: u32) -> Result<(u64, u64), Errno> {
         let g = self.geo;
-        let len = g.page_align(len.checked_add(start & !g.page_mask()).ok_or(Errno::EINVAL)?).ok_or(Errno::EINVAL)?;
-        let start = start & g.page_mask();
+        let len = g.page_align(len.checked_add(g.offset_in_page(start)).ok_or(Errno::EINVAL)?).ok_or(Errno::EINVAL)?;
+        let start = g.page_align_down(start);
         let end = start.checked_add(len).ok_or(Errno::EINVAL)?;
         // Seed 003: unshare (try_to_unmap could meet the page through an unlocked sharer).
         if self.knobs.ptshare != 0 {
@@ -124,7 +124,7 @@ impl Kernel {
         let g = self.geo;
         let mut addr = start;
         while addr < end {
-            let next = ((addr & g.pmd_mask()) + g.hpage_pmd_size()).min(end);
+            let next = g.pmd_addr_end(addr, end);
             let Some(pmd) = self.pmd_slot(mm, addr) else {
                 addr = next;
                 continue;
@@ -278,7 +278,7 @@ impl Kernel {
         // tables, so a fault forgets it.
         let mut table: Option<(u64, Pfn)> = None;
         while a < end {
-            let base = a & self.geo.pmd_mask();
+            let base = self.geo.hpage_pmd_align_down(a);
             if table.is_none_or(|(b, _)| b != base) {
                 table = self.pte_slot(mm, a).map(|s| (base, s.table));
                 if table.is_none() && self.follow_page_ok(mm, a, write) {

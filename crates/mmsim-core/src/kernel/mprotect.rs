@@ -12,7 +12,7 @@ impl Kernel {
     /// if part of the range is unmapped (after changing the mapped part before the hole, as
     /// Linux does).
     pub fn do_mprotect(&mut self, mm: MmId, start: u64, len: u64, prot: u32) -> Result<(), Errno> {
-        if start & (self.geo.page_size() - 1) != 0 {
+        if !self.geo.page_aligned(start) {
             return Err(Errno::EINVAL);
         }
         if len == 0 {
@@ -82,7 +82,7 @@ impl Kernel {
         let mut changed = 0;
         let mut addr = start;
         while addr < end {
-            let next = ((addr & self.geo.pmd_mask()) + self.geo.hpage_pmd_size()).min(end);
+            let next = self.geo.pmd_addr_end(addr, end);
             let Some(pmd) = self.pmd_slot(mm, addr) else {
                 addr = next;
                 continue;
@@ -90,7 +90,7 @@ impl Kernel {
             let e = self.entry(pmd.table, pmd.idx);
             if e.present() && e.huge() {
                 if next - addr != self.geo.hpage_pmd_size() {
-                    self.__split_huge_pmd(mm, vma, pmd, addr & self.geo.pmd_mask());
+                    self.__split_huge_pmd(mm, vma, pmd, self.geo.hpage_pmd_align_down(addr));
                 } else {
                     let ne = self.change_leaf(vma, e);
                     if ne != e {

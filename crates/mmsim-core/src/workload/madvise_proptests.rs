@@ -13,6 +13,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use crate::sim::{run_with, RunOptions};
+use crate::units::align_down;
 use crate::workload::spec::parse_workload;
 
 /// The regions: name, address, size, mmap flags (and a file).
@@ -31,7 +32,7 @@ fn range(i: usize) -> impl Strategy<Value = (u64, u64)> {
     let pages = REGIONS[i].2 / 4096;
     (0..pages, 1..=pages, 0u8..3).prop_map(move |(o, l, bias)| {
         let (o, l) = match bias {
-            0 => (o & !511, 512),
+            0 => (align_down(o, 512), 512),
             1 => (o, l % 8 + 1),
             _ => (o, l),
         };

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use crate::kernel::Sabotage;
 use crate::sim::{run_with, RunOptions};
+use crate::units::align_down;
 use crate::workload::spec::parse_workload;
 
 /// The regions: (name, address, sizes it may have, stride that keeps its accesses sparse).
@@ -28,8 +29,8 @@ fn range(size: u64) -> impl Strategy<Value = (u64, u64)> {
     let pages = size / 4096;
     (0..pages, 1..=pages.min(1024), 0u8..3, 1u64..4).prop_map(move |(o, l, bias, tables)| {
         let (o, l) = match bias {
-            0 => (o & !511, tables * 512),
-            1 => (o & !511, l),
+            0 => (align_down(o, 512), tables * 512),
+            1 => (align_down(o, 512), l),
             _ => (o, l),
         };
         let o = o.min(pages - 1);
