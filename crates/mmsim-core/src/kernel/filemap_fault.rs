@@ -526,20 +526,13 @@ impl Kernel {
     /// and their vmas of the inode (`i_mmap` at mm granularity); private mappings map the
     /// page-cache folio read-only already.
     pub(super) fn folio_mkclean(&mut self, obj: u32, head: Pfn, fi: u64, nr: u64) {
-        let shift = self.geo.page_shift;
         for (m, v, lo, hi) in self.i_mmap_range(obj, fi, nr) {
             if !v.is_shared() {
                 continue;
             }
             let mut flushed = None::<(u64, u64)>;
             let mut i = lo;
-            while i < hi {
-                let addr = v.start + ((i - v.pgoff) << shift);
-                let Some(pmd) = self.pmd_slot(m, addr) else {
-                    i += 1;
-                    continue;
-                };
-                let pe = self.entry(pmd.table, pmd.idx);
+            while let Some((addr, pmd, pe)) = self.pvmw_next_pmd(m, &v, &mut i, hi) {
                 let mut step = 1;
                 if pe.present() && pe.huge() {
                     // A PMD mapping of the folio (page_vma_mapped_walk's pmd case).

@@ -356,6 +356,20 @@ impl Kernel {
         self.collapse_file_regular(filp, obj, start, khugepaged)
     }
 
+    /// `alloc_charge_folio`: the PMD-sized folio a collapse copies into (THP_COLLAPSE_ALLOC),
+    /// or SCAN_ALLOC_HUGE_PAGE_FAIL (THP_COLLAPSE_ALLOC_FAILED); khugepaged's own collapses
+    /// reclaim only with `khugepaged/defrag`, MADV_COLLAPSE's always.
+    pub(super) fn alloc_charge_folio(&mut self, khugepaged: bool) -> Result<Pfn, ScanResult> {
+        let reclaim = !khugepaged || self.knobs.khugepaged.defrag;
+        let flags = gfp::USER | gfp::COMP | if reclaim { gfp::DIRECT_RECLAIM } else { 0 };
+        let Some(a) = self.alloc_pages(self.geo.hpage_pmd_order(), flags) else {
+            self.stat.count(VmEvent::ThpCollapseAllocFailed);
+            return Err(ScanResult::AllocHugePageFail);
+        };
+        self.stat.count(VmEvent::ThpCollapseAlloc);
+        Ok(a.pfn)
+    }
+
     /// `collapse_file` of a regular file: allocate the PMD folio (THP_COLLAPSE_ALLOC, or
     /// THP_COLLAPSE_ALLOC_FAILED); read every page not cached (`page_cache_sync_readahead`
     /// through the vma's file, waiting for it); a dirty page starts writeback and fails the
@@ -364,14 +378,10 @@ impl Kernel {
     /// (`retract_page_tables`). No pmd is installed.
     fn collapse_file_regular(&mut self, filp: u32, obj: u32, start: u64, khugepaged: bool) -> ScanResult {
         let (nr, order) = (self.geo.hpage_pmd_nr(), self.geo.hpage_pmd_order());
-        let reclaim = !khugepaged || self.knobs.khugepaged.defrag;
-        let flags = gfp::USER | gfp::COMP | if reclaim { gfp::DIRECT_RECLAIM } else { 0 };
-        let Some(a) = self.alloc_pages(order, flags) else {
-            self.stat.count(VmEvent::ThpCollapseAllocFailed);
-            return ScanResult::AllocHugePageFail;
+        let new = match self.alloc_charge_folio(khugepaged) {
+            Ok(new) => new,
+            Err(r) => return r,
         };
-        self.stat.count(VmEvent::ThpCollapseAlloc);
-        let new = a.pfn;
         let fail = |k: &mut Kernel, r: ScanResult| {
             k.folio_put(new);
             r

@@ -62,6 +62,34 @@ impl Kernel {
         Some(Slot { table: pmd, idx: self.geo.table_index(addr, 1) })
     }
 
+    /// A step of a walk over the pmds of [*addr, end) (the pud and pmd levels of
+    /// `zap_pud_range`, `change_pud_range`, `copy_pud_range`, ...): `*addr` moves to the first
+    /// address below `end` whose PMD table exists, skipping a PUD range without one whole as
+    /// `pud_none` does; its `pmd_addr_end` and PMD slot, or None at the end.
+    pub(super) fn pmd_walk_next(&self, mm: MmId, addr: &mut u64, end: u64) -> Option<(u64, Slot)> {
+        while *addr < end {
+            if let Some(pmd) = self.pmd_slot(mm, *addr) {
+                return Some((self.geo.pmd_addr_end(*addr, end), pmd));
+            }
+            *addr = self.geo.pud_addr_end(*addr, end);
+        }
+        None
+    }
+
+    /// The pmd step of `page_vma_mapped_walk` over the pages [*index, hi) of the object `v`
+    /// maps: `*index` moves to the first page whose PMD table exists in `mm`; its address
+    /// (`vma_address`), PMD slot and pmd entry, or None at `hi`.
+    pub(super) fn pvmw_next_pmd(&self, mm: MmId, v: &Vma, index: &mut u64, hi: u64) -> Option<(u64, Slot, Entry)> {
+        while *index < hi {
+            let addr = v.start + ((*index - v.pgoff) << self.geo.page_shift);
+            if let Some(pmd) = self.pmd_slot(mm, addr) {
+                return Some((addr, pmd, self.entry(pmd.table, pmd.idx)));
+            }
+            *index += 1;
+        }
+        None
+    }
+
     /// The PTE slot for `addr` if a PTE table is installed (not a huge pmd).
     pub fn pte_slot(&self, mm: MmId, addr: u64) -> Option<Slot> {
         let pmd = self.pmd_slot(mm, addr)?;
@@ -449,13 +477,7 @@ impl Kernel {
         // tlb_finish_mmu: one flush of the whole range once the entries are cleared.
         self.flush_tlb_range(mm, start, end);
         let mut addr = start;
-        while addr < end {
-            let next = self.geo.pmd_addr_end(addr, end);
-            let Some(pmd) = self.pmd_slot(mm, addr) else {
-                // No PMD table here: skip to the next PUD range.
-                addr = self.geo.pud_addr_end(addr, end);
-                continue;
-            };
+        while let Some((next, pmd)) = self.pmd_walk_next(mm, &mut addr, end) {
             let e = self.entry(pmd.table, pmd.idx);
             if e.present() && e.huge() {
                 if next - addr == self.geo.hpage_pmd_size() {
@@ -655,12 +677,7 @@ impl Kernel {
             return self.copy_hugetlb_page_range(dst, src, vma);
         }
         let mut addr = vma.start;
-        while addr < vma.end {
-            let next = self.geo.pmd_addr_end(addr, vma.end);
-            let Some(spmd) = self.pmd_slot(src, addr) else {
-                addr = self.geo.pud_addr_end(addr, vma.end);
-                continue;
-            };
+        while let Some((next, spmd)) = self.pmd_walk_next(src, &mut addr, vma.end) {
             let e = self.entry(spmd.table, spmd.idx);
             if e.none() {
                 addr = next;

@@ -46,16 +46,9 @@ impl Kernel {
         if self.knobs.ptshare != 0 {
             self.pt_unshare_range(mm, start, end);
         }
-        let mut addr = start;
-        while addr < end {
-            let Some(v) = self.mm(mm).vma_lookup(addr).cloned() else {
-                return Err(Errno::ENOMEM);
-            };
-            let stop = v.end.min(end);
-            let newflags = (v.flags & !vm::LOCKED_MASK) | vm_flags;
-            self.mlock_fixup(mm, &v, addr, stop, newflags);
-            addr = stop;
-        }
+        self.for_each_vma_range(mm, start, end, |k, v, addr, stop| {
+            k.mlock_fixup(mm, v, addr, stop, (v.flags & !vm::LOCKED_MASK) | vm_flags)
+        })?;
         Ok((start, end))
     }
 
@@ -123,12 +116,7 @@ impl Kernel {
     pub(super) fn mlock_range(&mut self, mm: MmId, start: u64, end: u64, lock: bool, whole: bool) {
         let g = self.geo;
         let mut addr = start;
-        while addr < end {
-            let next = g.pmd_addr_end(addr, end);
-            let Some(pmd) = self.pmd_slot(mm, addr) else {
-                addr = next;
-                continue;
-            };
+        while let Some((next, pmd)) = self.pmd_walk_next(mm, &mut addr, end) {
             let e = self.entry(pmd.table, pmd.idx);
             if e.present() && e.huge() {
                 if !self.is_huge_zero_pmd(e) {
@@ -384,18 +372,8 @@ impl Kernel {
 mod tests {
     use crate::report::Report;
     use crate::sim::{run_with, RunOptions};
+    use crate::test_support::run_validate_case as run_case;
     use crate::workload::spec::parse_workload;
-
-    /// A validate case of the suite, run with the reference model and invariants.
-    fn run_case(name: &str) -> Report {
-        let path = format!("{}/../../experiments/validate/{name}.json", env!("CARGO_MANIFEST_DIR"));
-        let w = parse_workload(&std::fs::read_to_string(path).expect("the validate case")).expect("valid");
-        let opts = RunOptions { check: true, invariants_each_op: true, ..Default::default() };
-        let r = run_with(&w, &[], &opts).expect("runs");
-        assert_eq!((r.check.mismatches, r.check.expect_failures), (0, 0), "{:?}", r.events);
-        assert!(!r.events.iter().any(|e| e.kind == "invariant"), "{:?}", r.events);
-        r
-    }
 
     /// Per snapshot of pid 1: (minflt, VmLck kB, Mlocked kB, unevictable_pgs_mlocked,
     /// unevictable_pgs_munlocked).

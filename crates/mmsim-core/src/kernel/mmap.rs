@@ -320,6 +320,27 @@ impl Kernel {
         }
     }
 
+    /// `for_each_vma_range` as mprotect and mlock walk it: `fixup` each vma's part [s, e) of
+    /// [start, end) in address order; ENOMEM at the first hole (the parts before it changed).
+    pub(super) fn for_each_vma_range(
+        &mut self,
+        mm: MmId,
+        start: u64,
+        end: u64,
+        mut fixup: impl FnMut(&mut Kernel, &Vma, u64, u64),
+    ) -> Result<(), Errno> {
+        let mut addr = start;
+        while addr < end {
+            let Some(v) = self.mm(mm).vma_lookup(addr).cloned() else {
+                return Err(Errno::ENOMEM);
+            };
+            let stop = v.end.min(end);
+            fixup(self, &v, addr, stop);
+            addr = stop;
+        }
+        Ok(())
+    }
+
     /// `hugetlb_vm_op_split`: a hugetlb vma may be cut only at a huge page boundary. EINVAL
     /// if a vma of [start, end) would be cut elsewhere.
     pub(super) fn hugetlb_split_ok(&self, mm: MmId, start: u64, end: u64) -> Result<(), Errno> {

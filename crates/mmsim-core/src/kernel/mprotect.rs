@@ -24,16 +24,7 @@ impl Kernel {
         // Seed 003: whenever in doubt, unshare (the process refaults with the new protection);
         // hugetlb_change_protection unshares a shared PMD table too.
         self.pt_unshare_range(mm, start, end);
-        let mut addr = start;
-        while addr < end {
-            let Some(v) = self.mm(mm).vma_lookup(addr).cloned() else {
-                return Err(Errno::ENOMEM);
-            };
-            let stop = v.end.min(end);
-            self.mprotect_fixup(mm, addr, stop, prot);
-            addr = stop;
-        }
-        Ok(())
+        self.for_each_vma_range(mm, start, end, |k, _, addr, stop| k.mprotect_fixup(mm, addr, stop, prot))
     }
 
     /// `mprotect_fixup`: isolate [start, end) in its own vma, set the new flags, change the
@@ -81,12 +72,7 @@ impl Kernel {
         }
         let mut changed = 0;
         let mut addr = start;
-        while addr < end {
-            let next = self.geo.pmd_addr_end(addr, end);
-            let Some(pmd) = self.pmd_slot(mm, addr) else {
-                addr = next;
-                continue;
-            };
+        while let Some((next, pmd)) = self.pmd_walk_next(mm, &mut addr, end) {
             let e = self.entry(pmd.table, pmd.idx);
             if e.present() && e.huge() {
                 if next - addr != self.geo.hpage_pmd_size() {

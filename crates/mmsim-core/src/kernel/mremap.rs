@@ -442,18 +442,7 @@ mod tests {
     use serde_json::json;
 
     use crate::report::Report;
-    use crate::sim::{run_with, RunOptions};
-    use crate::workload::spec::parse_workload;
-
-    fn run(w: serde_json::Value) -> Report {
-        let w = parse_workload(&w.to_string()).expect("valid workload");
-        let opts = RunOptions { check: true, invariants_each_op: true, ..Default::default() };
-        let r = run_with(&w, &[], &opts).expect("runs");
-        assert_eq!(r.check.mismatches, 0, "reference model mismatches: {:?}", r.events);
-        assert_eq!(r.check.expect_failures, 0, "{:?}", r.events);
-        assert!(!r.events.iter().any(|e| e.kind == "invariant"), "invariant violated: {:?}", r.events);
-        r
-    }
+    use crate::test_support::run;
 
     /// VmPTE (kB) and faults at each snapshot of the first process.
     fn pte_faults(r: &Report) -> Vec<(i64, i64)> {
