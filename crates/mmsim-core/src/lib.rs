@@ -9,6 +9,8 @@ pub mod kernel;
 pub mod oracle;
 pub mod report;
 pub mod sim;
+#[cfg(test)]
+mod test_support;
 pub mod units;
 pub mod workload;
 

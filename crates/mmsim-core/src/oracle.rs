@@ -104,7 +104,8 @@ impl Oracle {
         let mut p = off;
         while p < off + len {
             let stop = ((p / ps + 1) * ps).min(off + len);
-            let (a, b) = ((p % ps) as usize, (stop - p) as usize + (p % ps) as usize);
+            let off = self.geo.offset_in_page(p) as usize;
+            let (a, b) = (off, (stop - p) as usize + off);
             obj.entry(p / ps).or_default().write(a, b, 1, value, ps as usize);
             p = stop;
         }

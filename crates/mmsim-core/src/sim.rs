@@ -8,6 +8,7 @@ use crate::kernel::mm::MmCounter;
 use crate::kernel::vmstat::VmItem;
 use crate::kernel::{Kernel, MmId};
 use crate::report::{CheckSummary, Counters, Metrics, ProcessStatus, Report, Snapshot, Strings};
+use crate::units::align_up;
 use crate::workload::interp::{Interp, Task, TaskState};
 use crate::workload::spec::Workload;
 
@@ -411,7 +412,7 @@ fn anon_huge_kb(k: &Kernel, mm: MmId) -> i64 {
     // are not looked at.
     let vmas = k.mm(mm).vmas.values().filter(|v| !matches!(v.backing, Backing::Shmem(_) | Backing::Hugetlb(_)));
     for v in vmas {
-        let mut a = (v.start + k.geo.hpage_pmd_size() - 1) & k.geo.pmd_mask();
+        let Some(mut a) = align_up(v.start, k.geo.hpage_pmd_size()) else { continue };
         while a + k.geo.hpage_pmd_size() <= v.end {
             if let Some(slot) = k.pmd_slot(mm, a) {
                 let en = k.entry(slot.table, slot.idx);

@@ -118,6 +118,36 @@ impl Geometry {
             None => None,
         }
     }
+    /// `PAGE_ALIGN_DOWN`: `x` rounded down to its page (`x & PAGE_MASK`).
+    #[inline(always)]
+    pub const fn page_align_down(self, x: u64) -> u64 {
+        x & self.page_mask()
+    }
+    /// `addr & HPAGE_PMD_MASK`: the start of the PMD-sized THP range holding `addr`.
+    #[inline(always)]
+    pub const fn hpage_pmd_align_down(self, addr: u64) -> u64 {
+        addr & self.pmd_mask()
+    }
+    /// `addr & ~HPAGE_PMD_MASK`: the byte offset of `addr` within its PMD-sized range.
+    #[inline(always)]
+    pub const fn offset_in_pmd(self, addr: u64) -> u64 {
+        addr & !self.pmd_mask()
+    }
+    /// `pmd_addr_end`: the end of the PMD range holding `addr`, or `end` if that comes first.
+    #[inline(always)]
+    pub const fn pmd_addr_end(self, addr: u64, end: u64) -> u64 {
+        addr_end(addr, end, self.hpage_pmd_size())
+    }
+    /// `pud_addr_end`: the end of the PUD range holding `addr`, or `end` if that comes first.
+    #[inline(always)]
+    pub const fn pud_addr_end(self, addr: u64, end: u64) -> u64 {
+        addr_end(addr, end, self.level_size(2))
+    }
+    /// `pgd_addr_end`: the end of the PGD range holding `addr`, or `end` if that comes first.
+    #[inline(always)]
+    pub const fn pgd_addr_end(self, addr: u64, end: u64) -> u64 {
+        addr_end(addr, end, self.level_size(3))
+    }
     /// Base pages mapped by one PUD entry.
     #[inline(always)]
     pub const fn pud_nr(self) -> u64 {
@@ -128,6 +158,40 @@ impl Geometry {
     #[inline(always)]
     pub const fn task_size(self) -> u64 {
         (1 << 47) - self.page_size()
+    }
+}
+
+/// `ALIGN_DOWN(x, a)`: `x` rounded down to a multiple of `a` (a power of two).
+#[inline(always)]
+pub const fn align_down(x: u64, a: u64) -> u64 {
+    x & !(a - 1)
+}
+
+/// `ALIGN(x, a)`: `x` rounded up to a multiple of `a` (a power of two), or None on overflow.
+#[inline(always)]
+pub const fn align_up(x: u64, a: u64) -> Option<u64> {
+    match x.checked_add(a - 1) {
+        Some(v) => Some(align_down(v, a)),
+        None => None,
+    }
+}
+
+/// `IS_ALIGNED(x, a)`: is `x` a multiple of `a` (a power of two).
+#[inline(always)]
+pub const fn is_aligned(x: u64, a: u64) -> bool {
+    x & (a - 1) == 0
+}
+
+/// `pgd_addr_end` and friends: the end of the `size`-aligned block holding `addr`, or `end`
+/// if that comes first (both taken minus one, so that an `end` of 0 is the top of memory and
+/// a block ending at the top wraps to 0 as in the kernel).
+#[inline(always)]
+const fn addr_end(addr: u64, end: u64, size: u64) -> u64 {
+    let boundary = align_down(addr, size).wrapping_add(size);
+    if boundary.wrapping_sub(1) < end.wrapping_sub(1) {
+        boundary
+    } else {
+        end
     }
 }
 
@@ -151,6 +215,10 @@ pub mod x86 {
     pub const HPAGE_PMD_ORDER: u32 = G.hpage_pmd_order();
     pub const PUD_SHIFT: u32 = G.pud_shift();
     pub const TASK_SIZE: u64 = G.task_size();
+    /// `addr & HPAGE_PMD_MASK` at 4 KiB pages (Geometry::hpage_pmd_align_down).
+    pub const fn hpage_pmd_align_down(addr: u64) -> u64 {
+        G.hpage_pmd_align_down(addr)
+    }
 }
 
 /// A user virtual address.
@@ -158,9 +226,10 @@ pub mod x86 {
 pub struct VirtAddr(pub u64);
 
 impl VirtAddr {
-    /// Round down to a multiple of `align` (a power of two).
-    pub fn align_down(self, align: u64) -> VirtAddr {
-        VirtAddr(self.0 & !(align - 1))
+    /// `ALIGN_DOWN`: round down to a multiple of `align` (a power of two).
+    #[inline(always)]
+    pub const fn align_down(self, align: u64) -> VirtAddr {
+        VirtAddr(align_down(self.0, align))
     }
 }
 
@@ -301,6 +370,59 @@ mod tests {
         assert_eq!(g.table_index(0x1000, 0), 1);
         assert_eq!(g.table_index(1 << 21, 1), 1);
         assert_eq!((g.pmd_shift(), g.pud_shift(), g.pgdir_shift(), g.hpage_pmd_nr()), (21, 30, 39, 512));
+    }
+
+    #[test]
+    fn align_helpers() {
+        assert_eq!((align_down(0, 4096), align_down(4095, 4096), align_down(4096, 4096)), (0, 0, 4096));
+        assert_eq!(align_down(u64::MAX, 1 << 21), u64::MAX - ((1 << 21) - 1));
+        assert_eq!(align_down(0x1234, 1), 0x1234);
+        assert_eq!((align_up(0, 4096), align_up(1, 4096), align_up(4096, 4096)), (Some(0), Some(4096), Some(4096)));
+        assert_eq!(align_up(4097, 4096), Some(8192));
+        assert_eq!(align_up(u64::MAX - 4095, 4096), Some(u64::MAX - 4095), "aligned at the top: no overflow");
+        assert_eq!(align_up(u64::MAX - 4094, 4096), None, "rounding up past the top overflows");
+        assert_eq!(align_up(u64::MAX, 1), Some(u64::MAX));
+        assert!(is_aligned(0, 1 << 21) && is_aligned(6 << 21, 1 << 21) && is_aligned(7, 1));
+        assert!(!is_aligned(0x1000, 1 << 21) && !is_aligned((1 << 21) - 1, 1 << 21));
+        assert_eq!(VirtAddr(0x20_1234).align_down(0x1000), VirtAddr(0x20_1000));
+    }
+
+    #[test]
+    fn geometry_align_helpers() {
+        let g = Geometry::X86_64;
+        assert_eq!((g.page_align_down(0), g.page_align_down(0xfff), g.page_align_down(0x1000)), (0, 0, 0x1000));
+        assert_eq!(g.page_align_down(u64::MAX), u64::MAX - 0xfff);
+        let m2 = 2 << 20;
+        assert_eq!((g.hpage_pmd_align_down(0), g.hpage_pmd_align_down(m2 - 1), g.hpage_pmd_align_down(m2)), (0, 0, m2));
+        assert_eq!(g.hpage_pmd_align_down(3 * m2 + 0x1234), 3 * m2);
+        assert_eq!(x86::hpage_pmd_align_down(3 * m2 + 0x1234), 3 * m2);
+        assert_eq!((g.offset_in_pmd(0), g.offset_in_pmd(m2), g.offset_in_pmd(m2 + 0x1234)), (0, 0, 0x1234));
+        assert_eq!(g.offset_in_pmd(u64::MAX), m2 - 1);
+        let ia64 = Geometry::from_page_size(16384).unwrap();
+        assert_eq!((ia64.page_align_down(0x7fff), ia64.hpage_pmd_align_down((5 << 25) + 1)), (0x4000, 5 << 25));
+        assert_eq!(ia64.offset_in_pmd((5 << 25) + 0x4001), 0x4001);
+    }
+
+    #[test]
+    fn addr_end_helpers() {
+        let g = Geometry::X86_64;
+        let (m2, g1, t512) = (2u64 << 20, 1u64 << 30, 1u64 << 39);
+        // The next boundary, or `end` when it comes first.
+        assert_eq!(
+            (g.pmd_addr_end(0, 10 * m2), g.pmd_addr_end(m2 + 1, 10 * m2), g.pmd_addr_end(m2, m2 + 5)),
+            (m2, 2 * m2, m2 + 5)
+        );
+        assert_eq!(g.pmd_addr_end(m2 - 1, 10 * m2), m2, "the last byte of a range ends it");
+        assert_eq!(g.pmd_addr_end(m2, 2 * m2), 2 * m2, "end on the boundary");
+        assert_eq!(
+            (g.pud_addr_end(5, 3 * g1), g.pud_addr_end(g1, 3 * g1), g.pud_addr_end(g1, g1 + 7)),
+            (g1, 2 * g1, g1 + 7)
+        );
+        assert_eq!((g.pgd_addr_end(0, u64::MAX), g.pgd_addr_end(t512 + 1, 3 * t512)), (t512, 2 * t512));
+        // An end of 0 is the top of memory; the last block's boundary wraps to 0 and is taken.
+        assert_eq!(g.pmd_addr_end(5, 0), m2);
+        assert_eq!(g.pmd_addr_end(u64::MAX - 5, 0), 0);
+        assert_eq!(g.pmd_addr_end(u64::MAX - 5, u64::MAX), u64::MAX);
     }
 
     #[test]

@@ -715,7 +715,7 @@ impl Machine {
                 if let crate::kernel::mm_types::FrameData::Table(slot) = k.mem.data[w.table.idx()] {
                     let e = Entry(k.mem.table_entry(slot, w.idx));
                     if e.hw_present() {
-                        self.prefetch_line((e.pfn().phys(geo) + (vaddr & (geo.page_size() - 1))) >> self.line_shift);
+                        self.prefetch_line((e.pfn().phys(geo) + geo.offset_in_page(vaddr)) >> self.line_shift);
                     }
                 }
                 return;
@@ -730,7 +730,7 @@ impl Machine {
             if e.huge() {
                 if near && level == 1 {
                     let sub = geo.table_index(vaddr, 0) as u64;
-                    let phys = ((e.pfn().0 as u64 + sub) << geo.page_shift) + (vaddr & (geo.page_size() - 1));
+                    let phys = ((e.pfn().0 as u64 + sub) << geo.page_shift) + geo.offset_in_page(vaddr);
                     self.prefetch_line(phys >> self.line_shift);
                 }
                 return;
@@ -741,7 +741,7 @@ impl Machine {
         if near {
             let e = k.entry(table, idx);
             if e.hw_present() {
-                let phys = (e.pfn().phys(geo)) + (vaddr & (geo.page_size() - 1));
+                let phys = (e.pfn().phys(geo)) + geo.offset_in_page(vaddr);
                 self.prefetch_line(phys >> self.line_shift);
             }
             return;

@@ -59,12 +59,19 @@ pub struct CheckScratch {
     shared: std::collections::HashMap<u32, SharedRecount>,
 }
 
+/// What a recount of page tables adds up: the pages mapped per rss counter, the page-table
+/// pages reached and the huge zero pmds.
+#[derive(Default, Clone, Copy)]
+struct Recount {
+    rss: [i64; 3],
+    tables: i64,
+    hzp_pmds: u64,
+}
+
 /// What the recount found below one shared table.
 #[derive(Default, Clone)]
 struct SharedRecount {
-    tables: i64,
-    rss: [i64; 3],
-    hzp_pmds: u64,
+    sub: Recount,
     mms: Vec<MmId>,
     entries: i32,
 }
@@ -249,11 +256,9 @@ impl Kernel {
         for (id, m) in self.mms.iter().enumerate() {
             let Some(m) = m else { continue };
             let id = id as MmId;
-            let mut rss = [0i64; 3];
-            let mut reached = 0i64;
-            let mut hzp = 0u64;
-            self.recount_table(id, m.pgd, 3, c, &mut rss, &mut reached, &mut hzp)?;
-            let pgtables = (reached - 1) * self.geo.page_size() as i64;
+            let mut t = Recount::default();
+            self.recount_table(id, m.pgd, 3, c, &mut t)?;
+            let (rss, pgtables) = (t.rss, (t.tables - 1) * self.geo.page_size() as i64);
             if pgtables != m.pgtables_bytes {
                 return Err(violation!("mm {id}: VmPTE recount {pgtables} bytes, kernel says {}", m.pgtables_bytes));
             }
@@ -275,7 +280,7 @@ impl Kernel {
                 return Err(violation!("mm {id}: vma {:#x}-{:#x} is VM_LOCKONFAULT without VM_LOCKED", v.start, v.end));
             }
             nr_tables += c.tables.len() as i64;
-            hzp_pmds += hzp;
+            hzp_pmds += t.hzp_pmds;
             runs.extend(c.tables.drain(..).map(|t| (t, 1, Owner::Table)));
         }
         Ok((nr_tables, hzp_pmds))
@@ -542,43 +547,38 @@ impl Kernel {
     }
 
     /// Walk one table of `mm` recursively, recording mappings and tables (each frame once)
-    /// and adding to the mm's rss, its tables (`reached`) and its huge zero pmds. A table
+    /// and adding to the mm's totals `t` (rss, tables reached, huge zero pmds). A table
     /// several mms reach (seed 003) is walked once and its totals added to each.
-    #[allow(clippy::too_many_arguments)]
     fn recount_table(
         &self,
         mm: MmId,
         table: Pfn,
         level: u32,
         c: &mut CheckScratch,
-        rss: &mut [i64; 3],
-        reached: &mut i64,
-        hzp: &mut u64,
+        t: &mut Recount,
     ) -> Result<(), Violation> {
         if !self.pt_reach.is_empty() && self.pt_reach.contains_key(&table.0) {
             if let Some(r) = c.shared.get_mut(&table.0) {
                 r.entries += 1;
-                let r = r.clone();
+                let sub = r.sub;
                 // The mm reaches the whole subtree, walked once already.
                 self.mark_reached(mm, table, level, c);
                 // Its huge zero pmds are entries of one table: counted once (below), not per mm.
-                *reached += r.tables;
-                for (x, y) in rss.iter_mut().zip(r.rss) {
+                t.tables += sub.tables;
+                for (x, y) in t.rss.iter_mut().zip(sub.rss) {
                     *x += y;
                 }
                 return Ok(());
             }
-            let (mut sub_rss, mut sub_tables, mut sub_hzp) = ([0i64; 3], 0i64, 0u64);
-            self.recount_table_inner(mm, table, level, c, &mut sub_rss, &mut sub_tables, &mut sub_hzp)?;
+            let mut sub = Recount::default();
+            self.recount_table_inner(mm, table, level, c, &mut sub)?;
             let r = c.shared.entry(table.0).or_default();
             r.entries += 1;
             r.mms.push(mm);
-            r.tables = sub_tables;
-            r.rss = sub_rss;
-            r.hzp_pmds = sub_hzp;
-            *reached += sub_tables;
-            *hzp += sub_hzp;
-            for (x, y) in rss.iter_mut().zip(sub_rss) {
+            r.sub = sub;
+            t.tables += sub.tables;
+            t.hzp_pmds += sub.hzp_pmds;
+            for (x, y) in t.rss.iter_mut().zip(sub.rss) {
                 *x += y;
             }
             return Ok(());
@@ -590,7 +590,7 @@ impl Kernel {
                 self.mem.pages[table.idx()].mapcount
             ));
         }
-        self.recount_table_inner(mm, table, level, c, rss, reached, hzp)
+        self.recount_table_inner(mm, table, level, c, t)
     }
 
     /// A second (third, ...) mm reaches the already recounted shared `table`: record it as
@@ -619,19 +619,16 @@ impl Kernel {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn recount_table_inner(
         &self,
         mm: MmId,
         table: Pfn,
         level: u32,
         c: &mut CheckScratch,
-        rss: &mut [i64; 3],
-        reached: &mut i64,
-        hzp: &mut u64,
+        t: &mut Recount,
     ) -> Result<(), Violation> {
         c.tables.push(table.0);
-        *reached += 1;
+        t.tables += 1;
         if !self.mem.pages[table.idx()].test(pg::TABLE) {
             return Err(violation!("frame {:#x} used as a {} table lacks PG_table", table.0, level));
         }
@@ -648,7 +645,7 @@ impl Kernel {
                 }
                 c.pte_maps.push(e.pfn().0);
                 let ctr = self.mm_counter(e.pfn());
-                rss[ctr as usize] += 1;
+                t.rss[ctr as usize] += 1;
             } else if level == 1 && e.huge() && self.is_hugetlb_pmd(e) {
                 // A hugetlb page: no deposited table, not in rss.
                 c.pmd_maps.push(e.pfn().0);
@@ -658,26 +655,27 @@ impl Kernel {
                     return Err(violation!("file pmd {:#x}[{i}] has a deposited table", table.0));
                 }
                 c.pmd_maps.push(e.pfn().0);
-                rss[self.mm_counter(e.pfn()) as usize] += self.geo.hpage_pmd_nr() as i64;
+                t.rss[self.mm_counter(e.pfn()) as usize] += self.geo.hpage_pmd_nr() as i64;
             } else if level == 1 && e.huge() {
                 let dep = self
                     .deposited
                     .get(&(table.0, i as u16))
                     .ok_or_else(|| violation!("huge pmd {:#x}[{i}] has no deposited table", table.0))?;
                 c.tables.push(*dep);
-                *reached += 1;
+                t.tables += 1;
                 if self.pt_reach.contains_key(dep) {
                     // Deposited under a huge pmd of a shared PMD table (seed 003).
-                    c.shared.insert(*dep, SharedRecount { tables: 1, mms: vec![mm], entries: 1, ..Default::default() });
+                    let sub = Recount { tables: 1, ..Default::default() };
+                    c.shared.insert(*dep, SharedRecount { sub, mms: vec![mm], entries: 1 });
                 }
                 if self.is_huge_zero_pmd(e) {
-                    *hzp += 1;
+                    t.hzp_pmds += 1;
                     continue;
                 }
                 c.pmd_maps.push(e.pfn().0);
-                rss[MmCounter::AnonPages as usize] += self.geo.hpage_pmd_nr() as i64;
+                t.rss[MmCounter::AnonPages as usize] += self.geo.hpage_pmd_nr() as i64;
             } else if level > 0 {
-                self.recount_table(mm, e.pfn(), level - 1, c, rss, reached, hzp)?;
+                self.recount_table(mm, e.pfn(), level - 1, c, t)?;
             }
         }
         Ok(())

@@ -339,8 +339,8 @@ impl Kernel {
                     let page = self.shmem_find_folio(obj, p / ps);
                     if bad.is_none() {
                         bad = self
-                            .first_byte_not(page, (p % ps) as usize, (stop - p) as usize, v)
-                            .map(|(i, b)| (p - p % ps + i as u64, b));
+                            .first_byte_not(page, self.geo.offset_in_page(p) as usize, (stop - p) as usize, v)
+                            .map(|(i, b)| (self.geo.page_align_down(p) + i as u64, b));
                     }
                 }
                 p = stop;
@@ -364,8 +364,8 @@ impl Kernel {
                         let page = Pfn(head.0 + (p / ps - fi) as u32);
                         if bad.is_none() {
                             bad = self
-                                .first_byte_not(Some(page), (p % ps) as usize, (stop - p) as usize, v)
-                                .map(|(i, b)| (p - p % ps + i as u64, b));
+                                .first_byte_not(Some(page), self.geo.offset_in_page(p) as usize, (stop - p) as usize, v)
+                                .map(|(i, b)| (self.geo.page_align_down(p) + i as u64, b));
                         }
                     }
                     p = stop;
@@ -422,7 +422,8 @@ impl Kernel {
             while p < stop {
                 let pstop = (((p >> shift) + 1) << shift).min(stop);
                 let sub = Pfn(head.0 + ((p >> shift) - fi) as u32);
-                self.write_page_content(sub, (p % ps) as usize, (pstop - p) as usize + (p % ps) as usize, 1, value);
+                let off = self.geo.offset_in_page(p) as usize;
+                self.write_page_content(sub, off, (pstop - p) as usize + off, 1, value);
                 p = pstop;
             }
             self.folio_mark_dirty(head);
@@ -595,7 +596,7 @@ impl Kernel {
                 let start = offset.div_ceil(ps);
                 let mut end = endbyte >> shift;
                 let mut skip = false;
-                if endbyte & (ps - 1) != ps - 1 {
+                if self.geo.offset_in_page(endbyte) != ps - 1 {
                     skip = end == 0;
                     end = end.saturating_sub(1);
                 }

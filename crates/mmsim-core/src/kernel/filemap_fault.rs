@@ -16,7 +16,7 @@ use super::page_alloc::gfp;
 use super::pgtable::{self, Entry};
 use super::vmstat::{VmEvent, VmItem};
 use super::{vm_fault, Kernel, MmId};
-use crate::units::Pfn;
+use crate::units::{align_down, Pfn};
 
 /// `MMAP_LOTSAMISS`: after this many mmap misses with no hits, fault readahead stops.
 const MMAP_LOTSAMISS: u32 = 100;
@@ -175,7 +175,7 @@ impl Kernel {
         let f = self.filps[filp as usize].as_mut().expect("file");
         if self.geo.hpage_pmd_order() <= super::page_alloc::MAX_ORDER && vma.flags & vm::HUGEPAGE != 0 {
             let ra = &mut f.ra;
-            ra.start = index & !(pmd_nr - 1);
+            ra.start = align_down(index, pmd_nr);
             ra.size = if vma.flags & vm::RAND_READ != 0 { pmd_nr } else { 2 * pmd_nr };
             ra.async_size = pmd_nr;
             ra.order = self.geo.hpage_pmd_order();
@@ -441,7 +441,7 @@ impl Kernel {
     /// VM_FAULT_FALLBACK otherwise. Counts THP_FILE_MAPPED; no table is deposited (x86).
     pub(super) fn do_set_pmd(&mut self, mm: MmId, vma: &Vma, addr: u64, head: Pfn, pmd: Slot, write: bool) -> u32 {
         let hsize = self.geo.hpage_pmd_size();
-        let haddr = addr & !(hsize - 1);
+        let haddr = self.geo.hpage_pmd_align_down(addr);
         let pmd_nr = self.geo.hpage_pmd_nr();
         let congruent = ((vma.start >> self.geo.page_shift).wrapping_sub(vma.pgoff)).is_multiple_of(pmd_nr);
         if !self.has_transparent_hugepage()
@@ -526,27 +526,20 @@ impl Kernel {
     /// and their vmas of the inode (`i_mmap` at mm granularity); private mappings map the
     /// page-cache folio read-only already.
     pub(super) fn folio_mkclean(&mut self, obj: u32, head: Pfn, fi: u64, nr: u64) {
-        let shift = self.geo.page_shift;
         for (m, v, lo, hi) in self.i_mmap_range(obj, fi, nr) {
             if !v.is_shared() {
                 continue;
             }
             let mut flushed = None::<(u64, u64)>;
             let mut i = lo;
-            while i < hi {
-                let addr = v.start + ((i - v.pgoff) << shift);
-                let Some(pmd) = self.pmd_slot(m, addr) else {
-                    i += 1;
-                    continue;
-                };
-                let pe = self.entry(pmd.table, pmd.idx);
+            while let Some((addr, pmd, pe)) = self.pvmw_next_pmd(m, &v, &mut i, hi) {
                 let mut step = 1;
                 if pe.present() && pe.huge() {
                     // A PMD mapping of the folio (page_vma_mapped_walk's pmd case).
                     step = self.geo.hpage_pmd_nr() - (i - fi) % self.geo.hpage_pmd_nr();
                     if pe.pfn() == head && (pe.write() || pe.has(pgtable::DIRTY)) {
                         self.set_entry(pmd.table, pmd.idx, pe.without(pgtable::RW).without(pgtable::DIRTY));
-                        let base = addr & self.geo.pmd_mask();
+                        let base = self.geo.hpage_pmd_align_down(addr);
                         flushed = Some(span(flushed, base, base + self.geo.hpage_pmd_size()));
                     }
                 } else if pe.present() {

@@ -34,7 +34,7 @@ impl Kernel {
             ThpEnabled::Madvise => vma.flags & vm::HUGEPAGE != 0,
             ThpEnabled::Never => false,
         };
-        let haddr = addr & !(self.geo.hpage_pmd_size() - 1);
+        let haddr = self.geo.hpage_pmd_align_down(addr);
         allowed && haddr >= vma.start && haddr + self.geo.hpage_pmd_size() <= vma.end
     }
 
@@ -136,7 +136,7 @@ impl Kernel {
         let Some(page) = self.alloc_user_zeroed(0, gfp::USER | gfp::DIRECT_RECLAIM, addr) else {
             return vm_fault::OOM;
         };
-        let haddr = addr & !(self.geo.hpage_pmd_size() - 1);
+        let haddr = self.geo.hpage_pmd_align_down(addr);
         let table = self.withdraw(pmd);
         let zero = Entry::new(self.zero_pfn, vm_page_prot(vma) | pgtable::SPECIAL);
         let idx = ((addr - haddr) >> self.geo.page_shift) as usize;
@@ -175,7 +175,7 @@ impl Kernel {
     /// THP-suitable) the mark goes and the pte path copies 4 KiB.
     pub fn do_virtual_huge_zero_wp(&mut self, mm: MmId, vma: &Vma, addr: u64, pmd: Slot) -> u32 {
         let e = self.entry(pmd.table, pmd.idx);
-        let haddr = addr & !(self.geo.hpage_pmd_size() - 1);
+        let haddr = self.geo.hpage_pmd_align_down(addr);
         self.set_entry(pmd.table, pmd.idx, e.without(pgtable::ZERO_TABLE));
         if !self.thp_vma_allowable(vma, addr) {
             return vm_fault::FALLBACK;
@@ -208,7 +208,7 @@ impl Kernel {
     /// reused; otherwise the pmd is split and the pte path copies one 4 KiB page.
     pub fn do_huge_pmd_wp_page(&mut self, mm: MmId, vma: &Vma, addr: u64, pmd: Slot) -> u32 {
         let e = self.entry(pmd.table, pmd.idx);
-        let haddr = addr & !(self.geo.hpage_pmd_size() - 1);
+        let haddr = self.geo.hpage_pmd_align_down(addr);
         if self.is_huge_zero_pmd(e) {
             if let Some(folio) = self.vma_alloc_anon_folio_pmd(vma, addr) {
                 // do_huge_zero_wp_pmd: the deposited table stays deposited under the THP.
@@ -305,7 +305,7 @@ impl Kernel {
     /// Split the huge pmd covering `addr` if [start, end) cuts through it
     /// (`split_huge_pmd_if_needed`, called by vma splitting and madvise).
     pub fn split_huge_pmd_address(&mut self, mm: MmId, addr: u64) {
-        let haddr = addr & !(self.geo.hpage_pmd_size() - 1);
+        let haddr = self.geo.hpage_pmd_align_down(addr);
         if haddr == addr {
             return;
         }

@@ -30,7 +30,7 @@ use super::page_alloc::{gfp, ClearPath};
 use super::pgtable::{self, Entry};
 use super::vmstat::VmItem;
 use super::{vm_fault, Kernel, MmId};
-use crate::units::Pfn;
+use crate::units::{align_down, Pfn};
 
 /// The default hstate's pool and the hugetlbfs files of the mappings.
 #[derive(Clone, Debug, Default)]
@@ -519,7 +519,7 @@ impl Kernel {
         self.track_mm(new, mm, 1);
         let ne = self.make_huge_pte(vma, new, true);
         self.set_entry(pmd.table, pmd.idx, ne);
-        let haddr = addr & self.geo.pmd_mask();
+        let haddr = self.geo.hpage_pmd_align_down(addr);
         self.flush_tlb_range(mm, haddr, haddr + self.geo.hpage_pmd_size());
         // hugetlb_remove_rmap + folio_put of the old page.
         self.mem.pages[old.idx()].entire_mapcount -= 1;
@@ -533,7 +533,7 @@ impl Kernel {
     /// HPAGE_RESV_UNMAPPED.
     fn unmap_ref_private(&mut self, mm: MmId, vma: &Vma, addr: u64, page: Pfn) {
         let f = self.hugetlb_file(vma);
-        let idx = vma.linear_page_index(addr & self.geo.pmd_mask(), self.geo);
+        let idx = vma.linear_page_index(self.geo.hpage_pmd_align_down(addr), self.geo);
         let others: Vec<MmId> = self.hfile(f).mms.iter().map(|e| e.0).filter(|&m| m != mm).collect();
         for m in others {
             let Some(v) = self.mm(m).vmas.values().find(|v| {
@@ -564,20 +564,20 @@ impl Kernel {
         let (pmd_size, pud_size) = (self.geo.hpage_pmd_size(), self.geo.level_size(2));
         let f = self.hugetlb_file(vma);
         self.flush_tlb_range(mm, start, end);
-        let mut a = start & self.geo.pmd_mask();
+        let mut a = self.geo.hpage_pmd_align_down(start);
         while a < end {
             let Some((pud, pmd_table)) = self.pt_table_at(mm, a, 1) else {
-                a = (a & !(pud_size - 1)) + pud_size;
+                a = align_down(a, pud_size) + pud_size;
                 continue;
             };
             let Some(pmd_table) = pmd_table else {
-                a = (a & !(pud_size - 1)) + pud_size;
+                a = align_down(a, pud_size) + pud_size;
                 continue;
             };
             if self.pt_is_shared(pmd_table) {
                 // huge_pmd_unshare: this mm leaves the whole window's table.
-                self.pt_detach(mm, pud, pmd_table, 1, a & !(pud_size - 1));
-                a = (a & !(pud_size - 1)) + pud_size;
+                self.pt_detach(mm, pud, pmd_table, 1, align_down(a, pud_size));
+                a = align_down(a, pud_size) + pud_size;
                 continue;
             }
             let idx = self.geo.table_index(a, 1);
@@ -611,7 +611,7 @@ impl Kernel {
     /// False when a table allocation failed.
     fn huge_pmd_share(&mut self, mm: MmId, vma: &Vma, addr: u64) -> bool {
         let pud_size = self.geo.level_size(2);
-        let base = addr & !(pud_size - 1);
+        let base = align_down(addr, pud_size);
         if vma.flags & vm::MAYSHARE == 0 || vma.start > base || vma.end < base + pud_size {
             return true;
         }
@@ -637,7 +637,7 @@ impl Kernel {
                     continue;
                 }
                 let saddr = sv.start + ((idx - sv.pgoff) << self.geo.page_shift);
-                let sbase = saddr & !(pud_size - 1);
+                let sbase = align_down(saddr, pud_size);
                 if self.geo.table_index(addr, 1) != self.geo.table_index(saddr, 1)
                     || sv.flags & !vm::LOCKED_MASK != flags
                     || sv.start > sbase

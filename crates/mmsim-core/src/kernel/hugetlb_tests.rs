@@ -4,24 +4,10 @@
 //! invariants (pool counts, nr_hugetlb, refcounts, share counts) after every system call. The
 //! numbers the comments call Linux's are what `mmsim run --native` printed on Linux 6.18.
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::report::{Report, Snapshot};
-use crate::sim::{run_with, RunOptions};
-use crate::workload::spec::parse_workload;
-
-fn run(w: Value) -> Report {
-    let w = parse_workload(&w.to_string()).expect("valid workload");
-    let opts = RunOptions { check: true, invariants_each_op: true, ..Default::default() };
-    let r = run_with(&w, &[], &opts).expect("runs");
-    assert!(!r.events.iter().any(|e| e.kind == "invariant"), "{:?}", r.events);
-    assert_eq!((r.check.mismatches, r.check.expect_failures), (0, 0), "{:?}", r.events);
-    r
-}
-
-fn snap<'a>(r: &'a Report, label: &str) -> &'a Snapshot {
-    r.snapshots.iter().find(|s| s.label == label).unwrap_or_else(|| panic!("snapshot {label}"))
-}
+use crate::test_support::{run, snap};
 
 /// HugePages_Total, _Free, _Rsvd, _Surp and nr_hugetlb at a snapshot.
 fn pool(s: &Snapshot) -> [i64; 5] {

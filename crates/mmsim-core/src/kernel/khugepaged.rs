@@ -10,9 +10,7 @@
 use super::khugepaged_scan::ScanResult;
 use super::mm::{vm, Backing, Vma};
 use super::mmap::Errno;
-use super::page_alloc::gfp;
 use super::pgtable::Entry;
-use super::vmstat::VmEvent;
 use super::{Kernel, MmId};
 use crate::units::Pfn;
 
@@ -30,7 +28,7 @@ impl Kernel {
     /// the vma and the file offset is congruent to the address.
     pub(super) fn thp_vma_suitable_pmd(&self, v: &Vma, addr: u64) -> bool {
         let hsize = self.geo.hpage_pmd_size();
-        let haddr = addr & !(hsize - 1);
+        let haddr = self.geo.hpage_pmd_align_down(addr);
         let congruent = match v.backing {
             Backing::Anon => true,
             _ => ((v.start >> self.geo.page_shift).wrapping_sub(v.pgoff)).is_multiple_of(self.geo.hpage_pmd_nr()),
@@ -51,31 +49,13 @@ impl Kernel {
     /// part of the range collapsed on its own (`madvise_collapse_anon`, or the file path for
     /// a file vma), the first error returned at once; ENOMEM at the end for a hole.
     fn madvise_collapse_walk(&mut self, mm: MmId, start: u64, end: u64) -> Result<(), Errno> {
-        let mut hole = false;
-        let mut addr = start;
-        while addr < end {
-            let Some(v) = self.mm(mm).find_vma(addr).cloned() else {
-                hole = true;
-                break;
-            };
-            if v.start >= end {
-                hole = true;
-                break;
-            }
-            hole |= v.start > addr;
-            let (s, e) = (addr.max(v.start), v.end.min(end));
+        self.madvise_walk_vmas(mm, start, end, |k, v, s, e| {
             if v.is_anonymous() {
-                self.madvise_collapse_anon(mm, &v, s, e)?;
+                k.madvise_collapse_anon(mm, v, s, e)
             } else {
-                self.madvise_collapse_file(mm, s, e)?;
+                k.madvise_collapse_file(mm, s, e)
             }
-            addr = e;
-        }
-        if hole {
-            Err(Errno::ENOMEM)
-        } else {
-            Ok(())
-        }
+        })
     }
 
     /// `madvise_collapse` of a range without anonymous vmas (shmem, tmpfs, files).
@@ -98,7 +78,7 @@ impl Kernel {
             return Err(Errno::EINVAL);
         }
         let hstart = start.next_multiple_of(hsize);
-        let hend = end & !(hsize - 1);
+        let hend = self.geo.hpage_pmd_align_down(end);
         if hstart > hend {
             // A range inside one PMD that reaches neither of its ends: no THP collapsed, and
             // `thps == (hend - hstart) >> HPAGE_PMD_SHIFT` fails on the unsigned wrap, so
@@ -161,11 +141,8 @@ impl Kernel {
     fn collapse_file(&mut self, obj: u32, index: u64) -> Option<Pfn> {
         let nr = self.geo.hpage_pmd_nr();
         let order = self.geo.hpage_pmd_order();
-        let Some(a) = self.alloc_pages(order, gfp::USER | gfp::COMP | gfp::DIRECT_RECLAIM) else {
-            self.stat.count(VmEvent::ThpCollapseAllocFailed);
-            return None;
-        };
-        self.stat.count(VmEvent::ThpCollapseAlloc);
+        // MADV_COLLAPSE's: with direct reclaim.
+        let new = self.alloc_charge_folio(false).ok()?;
         for i in 0..nr {
             match self.shmem_find_folio(obj, index + i) {
                 Some(p) => {
@@ -173,15 +150,15 @@ impl Kernel {
                     // try_to_unmap: every mapping of the old page goes (a private mapping's
                     // own copies stay).
                     self.try_to_unmap_file_folio(obj, h);
-                    self.copy_page(Pfn(a.pfn.0 + i as u32), p);
+                    self.copy_page(Pfn(new.0 + i as u32), p);
                     self.filemap_remove_folio(obj, h);
                 }
-                None => self.clear_pages(Pfn(a.pfn.0 + i as u32), 1, 1, super::page_alloc::ClearPath::User),
+                None => self.clear_pages(Pfn(new.0 + i as u32), 1, 1, super::page_alloc::ClearPath::User),
             }
         }
-        self.filemap_add_folio(obj, index, a.pfn, order);
+        self.filemap_add_folio(obj, index, new, order);
         self.retract_page_tables(obj, index);
-        Some(a.pfn)
+        Some(new)
     }
 
     /// `vma_interval_tree_foreach` over the inode's `i_mmap` for pages [index, index + nr):

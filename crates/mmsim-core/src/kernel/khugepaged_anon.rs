@@ -18,7 +18,6 @@ use super::memory::{maybe_mkwrite, vm_page_prot};
 use super::mm::{vm, MmCounter, Vma};
 use super::mm_types::pg;
 use super::mmap::Errno;
-use super::page_alloc::gfp;
 use super::pgtable::{self, Entry};
 use super::vmstat::VmEvent;
 use super::{Kernel, MmId};
@@ -63,7 +62,7 @@ impl Kernel {
         }
         let hsize = self.geo.hpage_pmd_size();
         let hstart = start.next_multiple_of(hsize);
-        let hend = end & !(hsize - 1);
+        let hend = self.geo.hpage_pmd_align_down(end);
         let mut thps = 0u64;
         let mut last_fail = ScanResult::Fail;
         let mut addr = hstart;
@@ -164,15 +163,11 @@ impl Kernel {
     /// emptied PTE table and map the folio by the pmd (dirty, writable as the vma allows,
     /// mlocked in a VM_LOCKED vma).
     fn collapse_huge_page(&mut self, mm: MmId, addr: u64, khugepaged: bool) -> ScanResult {
-        let (nr, order, hsize) = (self.geo.hpage_pmd_nr(), self.geo.hpage_pmd_order(), self.geo.hpage_pmd_size());
-        let reclaim = !khugepaged || self.knobs.khugepaged.defrag;
-        let flags = gfp::USER | gfp::COMP | if reclaim { gfp::DIRECT_RECLAIM } else { 0 };
-        let Some(a) = self.alloc_pages(order, flags) else {
-            self.stat.count(VmEvent::ThpCollapseAllocFailed);
-            return ScanResult::AllocHugePageFail;
+        let (nr, hsize) = (self.geo.hpage_pmd_nr(), self.geo.hpage_pmd_size());
+        let new = match self.alloc_charge_folio(khugepaged) {
+            Ok(new) => new,
+            Err(r) => return r,
         };
-        self.stat.count(VmEvent::ThpCollapseAlloc);
-        let new = a.pfn;
         // hugepage_vma_revalidate(expect_anon): a reclaim may have run, nothing else.
         let v = match self.mm(mm).find_vma(addr).cloned() {
             Some(v) if v.start <= addr && self.thp_vma_suitable_pmd(&v, addr) => v,

@@ -260,17 +260,7 @@ fn khugepaged_scan_pmd_limits() {
 /// AnonHugePages per snapshot and its three EINVALs; collapse-anon-fork's child.
 #[test]
 fn validate_cases_hold_under_check() {
-    use crate::sim::{run_with, RunOptions};
-    use crate::workload::spec::parse_workload;
-    let run = |name: &str| {
-        let path = format!("{}/../../experiments/validate/{name}.json", env!("CARGO_MANIFEST_DIR"));
-        let w = parse_workload(&std::fs::read_to_string(path).expect("the validate case")).expect("valid");
-        let opts = RunOptions { check: true, invariants_each_op: true, ..Default::default() };
-        let r = run_with(&w, &[], &opts).expect("runs");
-        assert_eq!((r.check.mismatches, r.check.expect_failures), (0, 0), "{:?}", r.events);
-        assert!(!r.events.iter().any(|e| e.kind == "invariant"), "{:?}", r.events);
-        r
-    };
+    use crate::test_support::run_validate_case as run;
     let thp_kb = |r: &crate::report::Report, pid: u32| -> Vec<i64> {
         r.snapshots
             .iter()

@@ -22,7 +22,7 @@ use super::mm_types::pg;
 use super::page_alloc::gfp;
 use super::vmstat::VmEvent;
 use super::{Kernel, MmId};
-use crate::units::Pfn;
+use crate::units::{is_aligned, Pfn};
 
 /// The results of mm/khugepaged.c's `enum scan_result` that mmsim's scans can reach.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -254,7 +254,7 @@ impl Kernel {
                     continue;
                 }
                 let hstart = v.start.next_multiple_of(hsize);
-                let hend = v.end & !(hsize - 1);
+                let hend = self.geo.hpage_pmd_align_down(v.end);
                 if address > hend || hend <= hstart {
                     progress += 1;
                     continue;
@@ -356,6 +356,20 @@ impl Kernel {
         self.collapse_file_regular(filp, obj, start, khugepaged)
     }
 
+    /// `alloc_charge_folio`: the PMD-sized folio a collapse copies into (THP_COLLAPSE_ALLOC),
+    /// or SCAN_ALLOC_HUGE_PAGE_FAIL (THP_COLLAPSE_ALLOC_FAILED); khugepaged's own collapses
+    /// reclaim only with `khugepaged/defrag`, MADV_COLLAPSE's always.
+    pub(super) fn alloc_charge_folio(&mut self, khugepaged: bool) -> Result<Pfn, ScanResult> {
+        let reclaim = !khugepaged || self.knobs.khugepaged.defrag;
+        let flags = gfp::USER | gfp::COMP | if reclaim { gfp::DIRECT_RECLAIM } else { 0 };
+        let Some(a) = self.alloc_pages(self.geo.hpage_pmd_order(), flags) else {
+            self.stat.count(VmEvent::ThpCollapseAllocFailed);
+            return Err(ScanResult::AllocHugePageFail);
+        };
+        self.stat.count(VmEvent::ThpCollapseAlloc);
+        Ok(a.pfn)
+    }
+
     /// `collapse_file` of a regular file: allocate the PMD folio (THP_COLLAPSE_ALLOC, or
     /// THP_COLLAPSE_ALLOC_FAILED); read every page not cached (`page_cache_sync_readahead`
     /// through the vma's file, waiting for it); a dirty page starts writeback and fails the
@@ -364,14 +378,10 @@ impl Kernel {
     /// (`retract_page_tables`). No pmd is installed.
     fn collapse_file_regular(&mut self, filp: u32, obj: u32, start: u64, khugepaged: bool) -> ScanResult {
         let (nr, order) = (self.geo.hpage_pmd_nr(), self.geo.hpage_pmd_order());
-        let reclaim = !khugepaged || self.knobs.khugepaged.defrag;
-        let flags = gfp::USER | gfp::COMP | if reclaim { gfp::DIRECT_RECLAIM } else { 0 };
-        let Some(a) = self.alloc_pages(order, flags) else {
-            self.stat.count(VmEvent::ThpCollapseAllocFailed);
-            return ScanResult::AllocHugePageFail;
+        let new = match self.alloc_charge_folio(khugepaged) {
+            Ok(new) => new,
+            Err(r) => return r,
         };
-        self.stat.count(VmEvent::ThpCollapseAlloc);
-        let new = a.pfn;
         let fail = |k: &mut Kernel, r: ScanResult| {
             k.folio_put(new);
             r
@@ -447,7 +457,7 @@ impl Kernel {
                 if pe.huge() {
                     if pe.pfn() == head {
                         self.zap_file_pmd(m, pmd);
-                        let haddr = addr & self.geo.pmd_mask();
+                        let haddr = self.geo.hpage_pmd_align_down(addr);
                         self.flush_tlb_range(m, haddr, haddr + self.geo.hpage_pmd_size());
                     }
                     continue;
@@ -466,7 +476,7 @@ impl Kernel {
         let hsize = self.geo.hpage_pmd_size();
         for (m, v, lo, _) in self.i_mmap_range(obj, start, 1) {
             let addr = v.start + ((lo - v.pgoff) << self.geo.page_shift);
-            if v.anon_vma.is_none() && addr & (hsize - 1) == 0 && v.end >= addr + hsize {
+            if v.anon_vma.is_none() && is_aligned(addr, hsize) && v.end >= addr + hsize {
                 self.retract_pte_table(m, addr);
             }
         }
@@ -484,7 +494,7 @@ impl Kernel {
         head: Pfn,
         install: bool,
     ) -> ScanResult {
-        let haddr = addr & self.geo.pmd_mask();
+        let haddr = self.geo.hpage_pmd_align_down(addr);
         let hsize = self.geo.hpage_pmd_size();
         if haddr < v.start || haddr + hsize > v.end || !self.thp_vma_suitable_pmd(v, haddr) {
             return ScanResult::VmaCheck;

@@ -175,12 +175,7 @@ impl Kernel {
     pub(super) fn madvise_free_single_vma(&mut self, mm: MmId, v: &Vma, start: u64, end: u64) {
         let mut changed = false;
         let mut addr = start;
-        while addr < end {
-            let next = ((addr & self.geo.pmd_mask()) + self.geo.hpage_pmd_size()).min(end);
-            let Some(pmd) = self.pmd_slot(mm, addr) else {
-                addr = ((addr & !(self.geo.level_size(2) - 1)) + self.geo.level_size(2)).min(end);
-                continue;
-            };
+        while let Some((next, pmd)) = self.pmd_walk_next(mm, &mut addr, end) {
             let e = self.entry(pmd.table, pmd.idx);
             if e.present() && e.huge() && self.madvise_free_huge_pmd(mm, v, pmd, addr, next, &mut changed) {
                 addr = next;
@@ -219,7 +214,7 @@ impl Kernel {
         if self.folio_maybe_mapped_shared(head) {
             return true;
         }
-        let haddr = addr & self.geo.pmd_mask();
+        let haddr = self.geo.hpage_pmd_align_down(addr);
         if next - addr != self.geo.hpage_pmd_size() {
             if self.mem.pages[head.idx()].test(pg::MLOCKED) {
                 // mmsim splits no mlocked folio (its mlock count): left as a failed split is.
@@ -368,15 +363,9 @@ impl Kernel {
                 let pages = v.len() >> shift;
                 let (lo, hi) = (index.max(v.pgoff), (index + nr).min(v.pgoff + pages));
                 let mut i = lo;
-                while i < hi {
-                    let addr = v.start + ((i - v.pgoff) << shift);
-                    let Some(pmd) = self.pmd_slot(m, addr) else {
-                        i += 1;
-                        continue;
-                    };
-                    let pe = self.entry(pmd.table, pmd.idx);
+                while let Some((addr, pmd, pe)) = self.pvmw_next_pmd(m, v, &mut i, hi) {
                     if pe.present() && pe.huge() {
-                        let haddr = addr & self.geo.pmd_mask();
+                        let haddr = self.geo.hpage_pmd_align_down(addr);
                         if pe.pfn() == head && haddr == addr {
                             out.push(Mapping { mm: m, addr, slot: pmd, pmd: true });
                         }
@@ -517,12 +506,7 @@ impl Kernel {
         let mut n = 0;
         for v in self.mm(mm).vmas.values().filter(|v| v.is_anonymous() && v.flags & vm::HUGETLB == 0) {
             let mut a = v.start;
-            while a < v.end {
-                let next = ((a & self.geo.pmd_mask()) + self.geo.hpage_pmd_size()).min(v.end);
-                let Some(pmd) = self.pmd_slot(mm, a) else {
-                    a = next;
-                    continue;
-                };
+            while let Some((next, pmd)) = self.pmd_walk_next(mm, &mut a, v.end) {
                 let pe = self.entry(pmd.table, pmd.idx);
                 if pe.present() && pe.huge() {
                     let p = self.mem.pages[pe.pfn().idx()];

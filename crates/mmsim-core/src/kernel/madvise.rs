@@ -4,9 +4,10 @@
 //! shared mapping's file: kernel/truncate.rs) and MADV_POPULATE_READ / MADV_POPULATE_WRITE
 //! (fault the range in through GUP, Linux >= 5.14).
 
-use super::mm::vm;
+use super::mm::{vm, Vma};
 use super::mmap::Errno;
 use super::{Kernel, MmId};
+use crate::units::is_aligned;
 
 pub use super::uapi::Advice;
 
@@ -16,15 +17,15 @@ impl Kernel {
     /// hugetlb vma's range ends rounded down to a huge page. What precedes is zapped.
     pub fn madvise_dontneed_extent(&self, mm: MmId, start: u64, len: u64) -> u64 {
         let end = start.saturating_add(self.geo.page_align(len).unwrap_or(len));
-        let hmask = self.geo.hpage_pmd_size() - 1;
+        let hsize = self.geo.hpage_pmd_size();
         let stop = self.mm(mm).vmas_in(start, end).into_iter().find_map(|s| {
             let v = &self.mm(mm).vmas[&s];
             let from = v.start.max(start);
-            if v.flags & vm::LOCKED != 0 || (v.flags & vm::HUGETLB != 0 && from & hmask != 0) {
+            if v.flags & vm::LOCKED != 0 || (v.flags & vm::HUGETLB != 0 && !is_aligned(from, hsize)) {
                 return Some(from);
             }
             let to = v.end.min(end);
-            (v.flags & vm::HUGETLB != 0 && to & hmask != 0).then_some(to & !hmask)
+            (v.flags & vm::HUGETLB != 0 && !is_aligned(to, hsize)).then_some(self.geo.hpage_pmd_align_down(to))
         });
         stop.unwrap_or(end)
     }
@@ -36,13 +37,13 @@ impl Kernel {
     /// range would cut off a huge page boundary (EINVAL); for MADV_FREE the first mlocked,
     /// hugetlb or non-anonymous vma (EINVAL). An unaligned start advises nothing.
     pub fn madvise_stop(&self, mm: MmId, start: u64, len: u64, advice: Advice) -> u64 {
-        if start & (self.geo.page_size() - 1) != 0 {
+        if !self.geo.page_aligned(start) {
             return start;
         }
         let Some(end) = self.geo.page_align(len).and_then(|l| start.checked_add(l)) else {
             return start;
         };
-        let hmask = self.geo.hpage_pmd_size() - 1;
+        let hsize = self.geo.hpage_pmd_size();
         let stop = self.mm(mm).vmas_in(start, end).into_iter().find_map(|s| {
             let v = &self.mm(mm).vmas[&s];
             let (from, to) = (v.start.max(start), v.end.min(end));
@@ -50,7 +51,7 @@ impl Kernel {
                 Advice::Remove => v.flags & vm::LOCKED != 0 || v.is_anonymous() || !Self::shared_maywrite(v),
                 Advice::DontFork | Advice::DoFork => {
                     let newflags = Self::fork_advice_flags(v.flags, advice);
-                    let cuts = (from > v.start && from & hmask != 0) || (to < v.end && to & hmask != 0);
+                    let cuts = (from > v.start && !is_aligned(from, hsize)) || (to < v.end && !is_aligned(to, hsize));
                     v.flags & vm::HUGETLB != 0 && newflags != v.flags && cuts
                 }
                 Advice::Free => v.flags & (vm::LOCKED | vm::HUGETLB) != 0 || !v.is_anonymous(),
@@ -129,7 +130,7 @@ impl Kernel {
     /// `do_madvise`: apply `advice` to every vma in [start, start+len). ENOMEM if part of the
     /// range is unmapped (the mapped parts are still advised, as Linux does).
     pub fn madvise_do_behavior(&mut self, mm: MmId, start: u64, len: u64, advice: Advice) -> Result<(), Errno> {
-        if start & (self.geo.page_size() - 1) != 0 {
+        if !self.geo.page_aligned(start) {
             return Err(Errno::EINVAL);
         }
         let end = self.geo.page_align(len).and_then(|l| start.checked_add(l)).ok_or(Errno::EINVAL)?;
@@ -147,6 +148,19 @@ impl Kernel {
         if self.knobs.ptshare != 0 {
             self.pt_unshare_range(mm, start, end);
         }
+        self.madvise_walk_vmas(mm, start, end, |k, v, addr, stop| k.madvise_vma_behavior(mm, v, addr, stop, advice))
+    }
+
+    /// `madvise_walk_vmas`: `visit` each vma's part [s, e) of [start, end) in address order,
+    /// the first error returned at once; ENOMEM at the end if part of the range is unmapped
+    /// (the mapped parts are still visited, as Linux does).
+    pub(super) fn madvise_walk_vmas(
+        &mut self,
+        mm: MmId,
+        start: u64,
+        end: u64,
+        mut visit: impl FnMut(&mut Kernel, &Vma, u64, u64) -> Result<(), Errno>,
+    ) -> Result<(), Errno> {
         let mut hole = false;
         let mut addr = start;
         while addr < end {
@@ -158,97 +172,98 @@ impl Kernel {
                 hole = true;
                 break;
             }
-            if v.start > addr {
-                hole = true;
-                addr = v.start;
-            }
-            let stop = v.end.min(end);
-            match advice {
-                Advice::DontNeed => {
-                    // madvise_dontneed_free_valid_vma: not on a VM_LOCKED vma (the walk stops);
-                    // on a hugetlb vma the start must be huge-page aligned and the end is
-                    // rounded down to one.
-                    if v.flags & vm::LOCKED != 0 {
-                        return Err(Errno::EINVAL);
-                    }
-                    if v.flags & vm::HUGETLB != 0 {
-                        let hmask = self.geo.hpage_pmd_size() - 1;
-                        if addr & hmask != 0 {
-                            return Err(Errno::EINVAL);
-                        }
-                        let stop = stop & !hmask;
-                        if stop > addr {
-                            self.unmap_hugepage_range(mm, &v, addr, stop);
-                        }
-                        addr = v.end.min(end);
-                        continue;
-                    }
-                    // madvise_dontneed_single_vma -> zap_page_range_single (reclaim_pt).
-                    self.zap_page_range_reclaim_pt(mm, &v, addr, stop);
-                }
-                Advice::Free => {
-                    // madvise_dontneed_free_valid_vma (not mlocked, not hugetlb), then
-                    // madvise_free_single_vma (anonymous memory only).
-                    if v.flags & (vm::LOCKED | vm::HUGETLB) != 0 || !v.is_anonymous() {
-                        return Err(Errno::EINVAL);
-                    }
-                    self.madvise_free_single_vma(mm, &v, addr, stop);
-                }
-                Advice::Remove => self.madvise_remove(&v, addr, stop)?,
-                Advice::DontFork | Advice::DoFork => {
-                    // MADV_DOFORK on a VM_IO vma is EINVAL; mmsim has none.
-                    self.madvise_update_vma(mm, &v, addr, stop, Self::fork_advice_flags(v.flags, advice))?;
-                }
-                Advice::PopulateRead | Advice::PopulateWrite | Advice::Collapse => unreachable!("handled above"),
-                Advice::WillNeed => {
-                    // madvise_willneed: a file's range is read ahead (vfs_fadvise WILLNEED;
-                    // shmem and anonymous memory have nothing to read).
-                    if let super::mm::Backing::File(f) = v.backing {
-                        let off = ((addr - v.start) >> self.geo.page_shift) + v.pgoff;
-                        let shift = self.geo.page_shift;
-                        self.file_fadvise(f, off << shift, stop - addr, super::filemap::Fadvise::WillNeed);
-                    }
-                }
-                Advice::Sequential | Advice::Random | Advice::Normal => {
-                    let newflags = match advice {
-                        Advice::Sequential => (v.flags & !vm::RAND_READ) | vm::SEQ_READ,
-                        Advice::Random => (v.flags & !vm::SEQ_READ) | vm::RAND_READ,
-                        _ => v.flags & !(vm::SEQ_READ | vm::RAND_READ),
-                    };
-                    if newflags != v.flags {
-                        self.split_vma(mm, addr);
-                        self.split_vma(mm, stop);
-                        self.mm_mut(mm).vmas.get_mut(&addr).expect("isolated vma").flags = newflags;
-                        self.vma_merge_around(mm, addr);
-                    }
-                }
-                Advice::HugePage | Advice::NoHugePage => {
-                    if v.flags & vm::HUGETLB != 0 {
-                        self.hugetlb_split_ok(mm, addr, stop)?;
-                    }
-                    let newflags = match advice {
-                        Advice::HugePage => (v.flags & !vm::NOHUGEPAGE) | vm::HUGEPAGE,
-                        _ => (v.flags & !vm::HUGEPAGE) | vm::NOHUGEPAGE,
-                    };
-                    if newflags != v.flags {
-                        self.split_vma(mm, addr);
-                        self.split_vma(mm, stop);
-                        self.mm_mut(mm).vmas.get_mut(&addr).expect("isolated vma").flags = newflags;
-                        self.vma_merge_around(mm, addr);
-                    }
-                    if advice == Advice::HugePage {
-                        // hugepage_madvise's khugepaged_enter_vma.
-                        self.khugepaged_enter_vma(mm, addr);
-                    }
-                }
-            }
-            addr = stop;
+            hole |= v.start > addr;
+            let (s, e) = (addr.max(v.start), v.end.min(end));
+            visit(self, &v, s, e)?;
+            addr = e;
         }
         if hole {
             Err(Errno::ENOMEM)
         } else {
             Ok(())
         }
+    }
+
+    /// `madvise_vma_behavior`: apply `advice` to [addr, stop) of the vma `v`.
+    fn madvise_vma_behavior(&mut self, mm: MmId, v: &Vma, addr: u64, stop: u64, advice: Advice) -> Result<(), Errno> {
+        match advice {
+            Advice::DontNeed => {
+                // madvise_dontneed_free_valid_vma: not on a VM_LOCKED vma (the walk stops);
+                // on a hugetlb vma the start must be huge-page aligned and the end is
+                // rounded down to one.
+                if v.flags & vm::LOCKED != 0 {
+                    return Err(Errno::EINVAL);
+                }
+                if v.flags & vm::HUGETLB != 0 {
+                    if !is_aligned(addr, self.geo.hpage_pmd_size()) {
+                        return Err(Errno::EINVAL);
+                    }
+                    let stop = self.geo.hpage_pmd_align_down(stop);
+                    if stop > addr {
+                        self.unmap_hugepage_range(mm, v, addr, stop);
+                    }
+                    return Ok(());
+                }
+                // madvise_dontneed_single_vma -> zap_page_range_single (reclaim_pt).
+                self.zap_page_range_reclaim_pt(mm, v, addr, stop);
+            }
+            Advice::Free => {
+                // madvise_dontneed_free_valid_vma (not mlocked, not hugetlb), then
+                // madvise_free_single_vma (anonymous memory only).
+                if v.flags & (vm::LOCKED | vm::HUGETLB) != 0 || !v.is_anonymous() {
+                    return Err(Errno::EINVAL);
+                }
+                self.madvise_free_single_vma(mm, v, addr, stop);
+            }
+            Advice::Remove => self.madvise_remove(v, addr, stop)?,
+            Advice::DontFork | Advice::DoFork => {
+                // MADV_DOFORK on a VM_IO vma is EINVAL; mmsim has none.
+                self.madvise_update_vma(mm, v, addr, stop, Self::fork_advice_flags(v.flags, advice))?;
+            }
+            Advice::PopulateRead | Advice::PopulateWrite | Advice::Collapse => unreachable!("handled above"),
+            Advice::WillNeed => {
+                // madvise_willneed: a file's range is read ahead (vfs_fadvise WILLNEED;
+                // shmem and anonymous memory have nothing to read).
+                if let super::mm::Backing::File(f) = v.backing {
+                    let off = ((addr - v.start) >> self.geo.page_shift) + v.pgoff;
+                    let shift = self.geo.page_shift;
+                    self.file_fadvise(f, off << shift, stop - addr, super::filemap::Fadvise::WillNeed);
+                }
+            }
+            Advice::Sequential | Advice::Random | Advice::Normal => {
+                let newflags = match advice {
+                    Advice::Sequential => (v.flags & !vm::RAND_READ) | vm::SEQ_READ,
+                    Advice::Random => (v.flags & !vm::SEQ_READ) | vm::RAND_READ,
+                    _ => v.flags & !(vm::SEQ_READ | vm::RAND_READ),
+                };
+                if newflags != v.flags {
+                    self.split_vma(mm, addr);
+                    self.split_vma(mm, stop);
+                    self.mm_mut(mm).vmas.get_mut(&addr).expect("isolated vma").flags = newflags;
+                    self.vma_merge_around(mm, addr);
+                }
+            }
+            Advice::HugePage | Advice::NoHugePage => {
+                if v.flags & vm::HUGETLB != 0 {
+                    self.hugetlb_split_ok(mm, addr, stop)?;
+                }
+                let newflags = match advice {
+                    Advice::HugePage => (v.flags & !vm::NOHUGEPAGE) | vm::HUGEPAGE,
+                    _ => (v.flags & !vm::HUGEPAGE) | vm::NOHUGEPAGE,
+                };
+                if newflags != v.flags {
+                    self.split_vma(mm, addr);
+                    self.split_vma(mm, stop);
+                    self.mm_mut(mm).vmas.get_mut(&addr).expect("isolated vma").flags = newflags;
+                    self.vma_merge_around(mm, addr);
+                }
+                if advice == Advice::HugePage {
+                    // hugepage_madvise's khugepaged_enter_vma.
+                    self.khugepaged_enter_vma(mm, addr);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// `madvise_populate` -> `faultin_page_range`: fault in every page of [start, end) not

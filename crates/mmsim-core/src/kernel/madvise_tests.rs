@@ -13,10 +13,9 @@ use super::pgtable;
 use super::vmstat::VmEvent;
 use super::{Kernel, MmId};
 use crate::report::{ProcessStatus, Report, Snapshot};
-use crate::sim::{run_with, RunOptions};
+use crate::test_support::{run, snap};
 use crate::units::x86::{HPAGE_PMD_SIZE, PAGE_SIZE};
 use crate::units::Geometry;
-use crate::workload::spec::parse_workload;
 
 const P: u64 = PAGE_SIZE;
 const RW: u32 = vm::READ | vm::WRITE;
@@ -59,20 +58,6 @@ fn pte(k: &Kernel, mm: MmId, addr: u64) -> pgtable::Entry {
 
 fn anon_kb(k: &Kernel, mm: MmId) -> i64 {
     k.rss_kb(mm, super::mm::MmCounter::AnonPages)
-}
-
-fn run(w: serde_json::Value) -> Report {
-    let w = parse_workload(&w.to_string()).expect("valid workload");
-    let r =
-        run_with(&w, &[], &RunOptions { check: true, invariants_each_op: true, ..Default::default() }).expect("runs");
-    assert_eq!(r.check.mismatches, 0, "reference model mismatches: {:?}", r.events);
-    assert_eq!(r.check.expect_failures, 0, "expectations failed: {:?}", r.events);
-    assert!(!r.events.iter().any(|e| e.kind == "invariant"), "invariant violated: {:?}", r.events);
-    r
-}
-
-fn snap<'a>(r: &'a Report, label: &str) -> &'a Snapshot {
-    r.snapshots.iter().find(|s| s.label == label).unwrap_or_else(|| panic!("no snapshot {label}"))
 }
 
 fn vmstat(s: &Snapshot, name: &str) -> i64 {

@@ -255,7 +255,8 @@ impl Kernel {
                 while b < ze {
                     let sub = Pfn(head.0 + ((b - fs) / ps) as u32);
                     let stop = ((b / ps + 1) * ps).min(ze);
-                    self.write_page_content(sub, (b % ps) as usize, ((stop - 1) % ps) as usize + 1, 1, 0);
+                    let (from, to) = (self.geo.offset_in_page(b), self.geo.offset_in_page(stop - 1) + 1);
+                    self.write_page_content(sub, from as usize, to as usize, 1, 0);
                     b = stop;
                 }
             }
@@ -352,7 +353,8 @@ impl Kernel {
         while b < end {
             let stop = ((b / ps + 1) * ps).min(end);
             let sub = Pfn(head + ((b - base) / ps) as u32);
-            self.write_page_content(sub, (b % ps) as usize, ((stop - 1) % ps) as usize + 1, 1, 0);
+            let (from, to) = (self.geo.offset_in_page(b), self.geo.offset_in_page(stop - 1) + 1);
+            self.write_page_content(sub, from as usize, to as usize, 1, 0);
             b = stop;
         }
     }

@@ -13,22 +13,9 @@ use super::uapi::{FallocFlags, MfdFlags};
 use super::Kernel;
 use crate::kernel::knobs::Knobs;
 use crate::report::{Report, Snapshot};
-use crate::sim::{run_with, RunOptions};
+use crate::test_support::{run, snap};
 use crate::units::Geometry;
 use crate::workload::spec::parse_workload;
-
-fn run(w: Value) -> Report {
-    let w = parse_workload(&w.to_string()).expect("valid workload");
-    let opts = RunOptions { check: true, invariants_each_op: true, ..Default::default() };
-    let r = run_with(&w, &[], &opts).expect("runs");
-    assert!(!r.events.iter().any(|e| e.kind == "invariant"), "{:?}", r.events);
-    assert_eq!((r.check.mismatches, r.check.expect_failures), (0, 0), "{:?}", r.events);
-    r
-}
-
-fn snap<'a>(r: &'a Report, label: &str) -> &'a Snapshot {
-    r.snapshots.iter().find(|s| s.label == label).unwrap_or_else(|| panic!("snapshot {label}"))
-}
 
 /// (meminfo Shmem kB, the first process's RssShmem kB, its minor faults).
 fn shmem(s: &Snapshot) -> [i64; 3] {

@@ -9,7 +9,7 @@ use super::page_alloc::gfp;
 use super::pgtable::{self, Entry, TABLE_FLAGS};
 use super::vmstat::VmEvent;
 use super::{vm_fault, Kernel, MmId};
-use crate::units::Pfn;
+use crate::units::{align_down, Pfn};
 
 /// A slot in a page-table page: the table frame and the entry index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +60,34 @@ impl Kernel {
         let pud = self.next_table(pgd, self.geo.table_index(addr, 3))?;
         let pmd = self.next_table(pud, self.geo.table_index(addr, 2))?;
         Some(Slot { table: pmd, idx: self.geo.table_index(addr, 1) })
+    }
+
+    /// A step of a walk over the pmds of [*addr, end) (the pud and pmd levels of
+    /// `zap_pud_range`, `change_pud_range`, `copy_pud_range`, ...): `*addr` moves to the first
+    /// address below `end` whose PMD table exists, skipping a PUD range without one whole as
+    /// `pud_none` does; its `pmd_addr_end` and PMD slot, or None at the end.
+    pub(super) fn pmd_walk_next(&self, mm: MmId, addr: &mut u64, end: u64) -> Option<(u64, Slot)> {
+        while *addr < end {
+            if let Some(pmd) = self.pmd_slot(mm, *addr) {
+                return Some((self.geo.pmd_addr_end(*addr, end), pmd));
+            }
+            *addr = self.geo.pud_addr_end(*addr, end);
+        }
+        None
+    }
+
+    /// The pmd step of `page_vma_mapped_walk` over the pages [*index, hi) of the object `v`
+    /// maps: `*index` moves to the first page whose PMD table exists in `mm`; its address
+    /// (`vma_address`), PMD slot and pmd entry, or None at `hi`.
+    pub(super) fn pvmw_next_pmd(&self, mm: MmId, v: &Vma, index: &mut u64, hi: u64) -> Option<(u64, Slot, Entry)> {
+        while *index < hi {
+            let addr = v.start + ((*index - v.pgoff) << self.geo.page_shift);
+            if let Some(pmd) = self.pmd_slot(mm, addr) {
+                return Some((addr, pmd, self.entry(pmd.table, pmd.idx)));
+            }
+            *index += 1;
+        }
+        None
     }
 
     /// The PTE slot for `addr` if a PTE table is installed (not a huge pmd).
@@ -142,7 +170,7 @@ impl Kernel {
             // wp_huge_pmd on a page-cache folio: no ->huge_fault, so a write to a read-only
             // pmd splits it (the pmd is cleared) and the pte path takes the fault.
             if write && !e.write() {
-                self.__split_huge_pmd(mm, &vma, pmd, addr & self.geo.pmd_mask());
+                self.__split_huge_pmd(mm, &vma, pmd, self.geo.hpage_pmd_align_down(addr));
             } else {
                 self.current.fault_path = "huge_pmd_set_accessed";
                 let ne = if write { e.with(pgtable::ACCESSED | pgtable::DIRTY) } else { e.with(pgtable::ACCESSED) };
@@ -332,7 +360,7 @@ impl Kernel {
         let e = maybe_mkwrite(Entry::new(a.pfn, vm_page_prot(vma) | pgtable::DIRTY | pgtable::ACCESSED), vma);
         self.set_entry(slot.table, slot.idx, e);
         // ptep_clear_flush: the old translation leaves every TLB.
-        let page = addr & !(self.geo.page_size() - 1);
+        let page = self.geo.page_align_down(addr);
         self.flush_tlb_range(mm, page, page + self.geo.page_size());
         if !zero {
             self.remove_rmap_pte(old, mm);
@@ -392,7 +420,7 @@ impl Kernel {
         let pte_off = self.geo.table_index(addr, 0) as u64;
         let vma_off = (addr - vma.start) >> self.geo.page_shift;
         let vma_pages = vma.len() >> self.geo.page_shift;
-        let from = (pte_off & !(nr - 1)).max(pte_off - pte_off.min(vma_off));
+        let from = align_down(pte_off, nr).max(pte_off - pte_off.min(vma_off));
         let to = (from + nr).min(self.geo.ptrs_per_table() as u64).min(pte_off + vma_pages - vma_off) - 1;
         (from, to)
     }
@@ -405,7 +433,7 @@ impl Kernel {
             return;
         };
         let (from, to) = self.fault_around_window(vma, addr);
-        let base = addr & self.geo.pmd_mask();
+        let base = self.geo.hpage_pmd_align_down(addr);
         let mut mapped = 0;
         for i in from..=to {
             if !self.entry(table, i as usize).none() {
@@ -449,13 +477,7 @@ impl Kernel {
         // tlb_finish_mmu: one flush of the whole range once the entries are cleared.
         self.flush_tlb_range(mm, start, end);
         let mut addr = start;
-        while addr < end {
-            let next = ((addr & self.geo.pmd_mask()) + self.geo.hpage_pmd_size()).min(end);
-            let Some(pmd) = self.pmd_slot(mm, addr) else {
-                // No PMD table here: skip to the next PUD range.
-                addr = ((addr & !(self.geo.level_size(2) - 1)) + self.geo.level_size(2)).min(end);
-                continue;
-            };
+        while let Some((next, pmd)) = self.pmd_walk_next(mm, &mut addr, end) {
             let e = self.entry(pmd.table, pmd.idx);
             if e.present() && e.huge() {
                 if next - addr == self.geo.hpage_pmd_size() {
@@ -463,7 +485,7 @@ impl Kernel {
                     addr = next;
                     continue;
                 }
-                self.__split_huge_pmd(mm, vma, pmd, addr & self.geo.pmd_mask());
+                self.__split_huge_pmd(mm, vma, pmd, self.geo.hpage_pmd_align_down(addr));
             }
             let e = self.entry(pmd.table, pmd.idx);
             if e.present() {
@@ -536,7 +558,7 @@ impl Kernel {
     /// `free_pgd_range`: free the page tables that map only [addr, end), given that nothing is
     /// mapped in [floor, addr) or [end, ceiling) (ceiling 0 = the top of the address space).
     pub fn free_pgd_range(&mut self, mm: MmId, addr: u64, end: u64, floor: u64, ceiling: u64) {
-        let mut addr = addr & self.geo.pmd_mask();
+        let mut addr = self.geo.hpage_pmd_align_down(addr);
         let mut end = end;
         if addr < floor {
             addr = addr.wrapping_add(self.geo.hpage_pmd_size());
@@ -546,7 +568,7 @@ impl Kernel {
         }
         let mut ceiling = ceiling;
         if ceiling != 0 {
-            ceiling &= self.geo.pmd_mask();
+            ceiling = self.geo.hpage_pmd_align_down(ceiling);
             if ceiling == 0 {
                 return;
             }
@@ -560,7 +582,7 @@ impl Kernel {
         let pgd = self.mm(mm).pgd;
         let mut a = addr;
         loop {
-            let next = pgd_addr_end(a, end, self.geo.level_size(3));
+            let next = self.geo.pgd_addr_end(a, end);
             let idx = self.geo.table_index(a, 3);
             if self.entry(pgd, idx).present() {
                 self.free_pud_range(mm, Slot { table: pgd, idx }, a, next, floor, ceiling);
@@ -584,7 +606,7 @@ impl Kernel {
         let mut kept = false;
         let mut a = addr;
         loop {
-            let next = pgd_addr_end(a, end, self.geo.level_size(2));
+            let next = self.geo.pud_addr_end(a, end);
             let idx = self.geo.table_index(a, 2);
             if self.entry(pud_table, idx).present() {
                 kept |= !self.free_pmd_range(mm, Slot { table: pud_table, idx }, a, next, floor, ceiling);
@@ -615,7 +637,7 @@ impl Kernel {
         let mut kept = false;
         let mut a = addr;
         loop {
-            let next = pgd_addr_end(a, end, self.geo.hpage_pmd_size());
+            let next = self.geo.pmd_addr_end(a, end);
             let idx = self.geo.table_index(a, 1);
             let e = self.entry(pmd_table, idx);
             if e.present() && !e.huge() {
@@ -655,12 +677,7 @@ impl Kernel {
             return self.copy_hugetlb_page_range(dst, src, vma);
         }
         let mut addr = vma.start;
-        while addr < vma.end {
-            let next = ((addr & self.geo.pmd_mask()) + self.geo.hpage_pmd_size()).min(vma.end);
-            let Some(spmd) = self.pmd_slot(src, addr) else {
-                addr = ((addr & !(self.geo.level_size(2) - 1)) + self.geo.level_size(2)).min(vma.end);
-                continue;
-            };
+        while let Some((next, spmd)) = self.pmd_walk_next(src, &mut addr, vma.end) {
             let e = self.entry(spmd.table, spmd.idx);
             if e.none() {
                 addr = next;
@@ -716,26 +733,16 @@ impl Kernel {
     }
 }
 
-/// `pgd_addr_end` and friends: the end of the `size`-aligned block containing `addr`, or `end`.
-fn pgd_addr_end(addr: u64, end: u64, size: u64) -> u64 {
-    let boundary = (addr & !(size - 1)).wrapping_add(size);
-    if boundary.wrapping_sub(1) < end.wrapping_sub(1) {
-        boundary
-    } else {
-        end
-    }
-}
-
 /// The tail test of free_pmd_range/free_pud_range: the upper table covering `start` (aligned
 /// down to `size`) may go only if [floor, ceiling) spans all of it.
 fn free_upper_ok(start: u64, end: u64, floor: u64, ceiling: u64, size: u64) -> bool {
-    let start = start & !(size - 1);
+    let start = align_down(start, size);
     if start < floor {
         return false;
     }
     let mut ceiling = ceiling;
     if ceiling != 0 {
-        ceiling &= !(size - 1);
+        ceiling = align_down(ceiling, size);
         if ceiling == 0 {
             return false;
         }

@@ -39,23 +39,16 @@ impl Kernel {
     /// `apply_vma_lock_flags` over the page-rounded range; returns it.
     fn apply_vma_lock_flags(&mut self, mm: MmId, start: u64, len: u64, vm_flags: u32) -> Result<(u64, u64), Errno> {
         let g = self.geo;
-        let len = g.page_align(len.checked_add(start & !g.page_mask()).ok_or(Errno::EINVAL)?).ok_or(Errno::EINVAL)?;
-        let start = start & g.page_mask();
+        let len = g.page_align(len.checked_add(g.offset_in_page(start)).ok_or(Errno::EINVAL)?).ok_or(Errno::EINVAL)?;
+        let start = g.page_align_down(start);
         let end = start.checked_add(len).ok_or(Errno::EINVAL)?;
         // Seed 003: unshare (try_to_unmap could meet the page through an unlocked sharer).
         if self.knobs.ptshare != 0 {
             self.pt_unshare_range(mm, start, end);
         }
-        let mut addr = start;
-        while addr < end {
-            let Some(v) = self.mm(mm).vma_lookup(addr).cloned() else {
-                return Err(Errno::ENOMEM);
-            };
-            let stop = v.end.min(end);
-            let newflags = (v.flags & !vm::LOCKED_MASK) | vm_flags;
-            self.mlock_fixup(mm, &v, addr, stop, newflags);
-            addr = stop;
-        }
+        self.for_each_vma_range(mm, start, end, |k, v, addr, stop| {
+            k.mlock_fixup(mm, v, addr, stop, (v.flags & !vm::LOCKED_MASK) | vm_flags)
+        })?;
         Ok((start, end))
     }
 
@@ -123,12 +116,7 @@ impl Kernel {
     pub(super) fn mlock_range(&mut self, mm: MmId, start: u64, end: u64, lock: bool, whole: bool) {
         let g = self.geo;
         let mut addr = start;
-        while addr < end {
-            let next = ((addr & g.pmd_mask()) + g.hpage_pmd_size()).min(end);
-            let Some(pmd) = self.pmd_slot(mm, addr) else {
-                addr = next;
-                continue;
-            };
+        while let Some((next, pmd)) = self.pmd_walk_next(mm, &mut addr, end) {
             let e = self.entry(pmd.table, pmd.idx);
             if e.present() && e.huge() {
                 if !self.is_huge_zero_pmd(e) {
@@ -278,7 +266,7 @@ impl Kernel {
         // tables, so a fault forgets it.
         let mut table: Option<(u64, Pfn)> = None;
         while a < end {
-            let base = a & self.geo.pmd_mask();
+            let base = self.geo.hpage_pmd_align_down(a);
             if table.is_none_or(|(b, _)| b != base) {
                 table = self.pte_slot(mm, a).map(|s| (base, s.table));
                 if table.is_none() && self.follow_page_ok(mm, a, write) {
@@ -384,18 +372,8 @@ impl Kernel {
 mod tests {
     use crate::report::Report;
     use crate::sim::{run_with, RunOptions};
+    use crate::test_support::run_validate_case as run_case;
     use crate::workload::spec::parse_workload;
-
-    /// A validate case of the suite, run with the reference model and invariants.
-    fn run_case(name: &str) -> Report {
-        let path = format!("{}/../../experiments/validate/{name}.json", env!("CARGO_MANIFEST_DIR"));
-        let w = parse_workload(&std::fs::read_to_string(path).expect("the validate case")).expect("valid");
-        let opts = RunOptions { check: true, invariants_each_op: true, ..Default::default() };
-        let r = run_with(&w, &[], &opts).expect("runs");
-        assert_eq!((r.check.mismatches, r.check.expect_failures), (0, 0), "{:?}", r.events);
-        assert!(!r.events.iter().any(|e| e.kind == "invariant"), "{:?}", r.events);
-        r
-    }
 
     /// Per snapshot of pid 1: (minflt, VmLck kB, Mlocked kB, unevictable_pgs_mlocked,
     /// unevictable_pgs_munlocked).

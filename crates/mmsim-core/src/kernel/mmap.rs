@@ -5,6 +5,7 @@
 use super::mm::{vm, Backing, Vma};
 use super::Kernel;
 use super::MmId;
+use crate::units::{align_up, is_aligned};
 
 /// Lowest address mmap hands out (vm.mmap_min_addr default).
 pub const MMAP_MIN_ADDR: u64 = 65536;
@@ -127,7 +128,7 @@ impl Kernel {
                 ..a
             };
             let p = self.do_mmap(mm, reserve)?;
-            let start = (p + a.align - 1) & !(a.align - 1);
+            let start = align_up(p, a.align).ok_or(Errno::ENOMEM)?;
             self.do_mmap(mm, MmapArgs { addr: start, len, align: 0, fixed: true, ..a })?;
             if start > p {
                 self.do_munmap(mm, p, start - p)?;
@@ -139,7 +140,7 @@ impl Kernel {
             // Over-allocate and trim, as user space aligns.
             let padded = len.checked_add(a.align).ok_or(Errno::ENOMEM)?;
             let p = self.do_mmap(mm, MmapArgs { addr: 0, len: padded, align: 0, ..a })?;
-            let start = (p + a.align - 1) & !(a.align - 1);
+            let start = align_up(p, a.align).ok_or(Errno::ENOMEM)?;
             if start > p {
                 self.do_munmap(mm, p, start - p)?;
             }
@@ -150,7 +151,7 @@ impl Kernel {
             return self.do_mmap_hugetlb(mm, a, len);
         }
         let addr = if a.fixed {
-            if a.addr & (self.geo.page_size() - 1) != 0
+            if !self.geo.page_aligned(a.addr)
                 || a.addr < MMAP_MIN_ADDR
                 || a.addr.checked_add(len).is_none_or(|e| e > self.geo.task_size())
             {
@@ -233,7 +234,7 @@ impl Kernel {
     fn do_mmap_hugetlb(&mut self, mm: MmId, a: MmapArgs, len: u64) -> Result<u64, Errno> {
         let hsize = self.geo.hpage_pmd_size();
         let addr = if a.fixed {
-            if a.addr & (hsize - 1) != 0
+            if !is_aligned(a.addr, hsize)
                 || a.addr < MMAP_MIN_ADDR
                 || a.addr.checked_add(len).is_none_or(|e| e > self.geo.task_size())
             {
@@ -248,7 +249,7 @@ impl Kernel {
                 let pad = hsize - self.geo.page_size();
                 let padded = len.checked_add(pad).ok_or(Errno::ENOMEM)?;
                 let p = self.unmapped_area_topdown(mm, padded).ok_or(Errno::ENOMEM)?;
-                (p + padded - len) & !(hsize - 1)
+                self.geo.hpage_pmd_align_down(p + padded - len)
             }
         };
         let file = match a.hugetlbfs {
@@ -319,16 +320,37 @@ impl Kernel {
         }
     }
 
+    /// `for_each_vma_range` as mprotect and mlock walk it: `fixup` each vma's part [s, e) of
+    /// [start, end) in address order; ENOMEM at the first hole (the parts before it changed).
+    pub(super) fn for_each_vma_range(
+        &mut self,
+        mm: MmId,
+        start: u64,
+        end: u64,
+        mut fixup: impl FnMut(&mut Kernel, &Vma, u64, u64),
+    ) -> Result<(), Errno> {
+        let mut addr = start;
+        while addr < end {
+            let Some(v) = self.mm(mm).vma_lookup(addr).cloned() else {
+                return Err(Errno::ENOMEM);
+            };
+            let stop = v.end.min(end);
+            fixup(self, &v, addr, stop);
+            addr = stop;
+        }
+        Ok(())
+    }
+
     /// `hugetlb_vm_op_split`: a hugetlb vma may be cut only at a huge page boundary. EINVAL
     /// if a vma of [start, end) would be cut elsewhere.
     pub(super) fn hugetlb_split_ok(&self, mm: MmId, start: u64, end: u64) -> Result<(), Errno> {
-        let hmask = self.geo.hpage_pmd_size() - 1;
+        let hsize = self.geo.hpage_pmd_size();
         for s in self.mm(mm).vmas_in(start, end) {
             let v = &self.mm(mm).vmas[&s];
             if v.flags & vm::HUGETLB == 0 {
                 continue;
             }
-            if (v.start < start && start & hmask != 0) || (v.end > end && end & hmask != 0) {
+            if (v.start < start && !is_aligned(start, hsize)) || (v.end > end && !is_aligned(end, hsize)) {
                 return Err(Errno::EINVAL);
             }
         }
@@ -338,7 +360,7 @@ impl Kernel {
     /// A hint mmap may take as it is: page-aligned after rounding, inside the user address
     /// space, free, and (for mmsim's `align`) aligned.
     fn hint_is_free(&self, mm: MmId, hint: u64, len: u64, align: u64) -> bool {
-        let h = hint & !(self.geo.page_size() - 1);
+        let h = self.geo.page_align_down(hint);
         hint != 0
             && (align == 0 || hint.is_multiple_of(align))
             && h >= MMAP_MIN_ADDR
@@ -352,14 +374,14 @@ impl Kernel {
     /// `len + 2 MiB`, align inside it, and only if that fails search for `len` alone.
     pub fn get_unmapped_area(&self, mm: MmId, hint: u64, len: u64, shared: bool) -> Result<u64, Errno> {
         if self.hint_is_free(mm, hint, len, 0) {
-            return Ok(hint & !(self.geo.page_size() - 1));
+            return Ok(self.geo.page_align_down(hint));
         }
         if !shared && hint == 0 && len.is_multiple_of(self.geo.hpage_pmd_size()) {
             if let Some(p) =
                 len.checked_add(self.geo.hpage_pmd_size()).and_then(|padded| self.unmapped_area_topdown(mm, padded))
             {
                 // Top-down, an already aligned start is moved up by the padding (MMF_TOPDOWN).
-                let off_sub = p.wrapping_neg() & (self.geo.hpage_pmd_size() - 1);
+                let off_sub = self.geo.offset_in_pmd(p.wrapping_neg());
                 return Ok(if off_sub == 0 { p + self.geo.hpage_pmd_size() } else { p + off_sub });
             }
         }
@@ -373,7 +395,7 @@ impl Kernel {
     /// top-down, an already congruent start moves up by 2 MiB); else top-down.
     fn file_get_unmapped_area(&self, mm: MmId, hint: u64, len: u64, pgoff: u64, filp: u32) -> Result<u64, Errno> {
         if self.hint_is_free(mm, hint, len, 0) {
-            return Ok(hint & !(self.geo.page_size() - 1));
+            return Ok(self.geo.page_align_down(hint));
         }
         let size = self.geo.hpage_pmd_size();
         let off = pgoff << self.geo.page_shift;
@@ -382,7 +404,7 @@ impl Kernel {
         let ext4 = !self.inode(self.filp(filp).inode).is_shmem();
         if ext4 && self.has_transparent_hugepage() && off_end > off_align && off_end - off_align >= size {
             if let Some(p) = len.checked_add(size).and_then(|padded| self.unmapped_area_topdown(mm, padded)) {
-                let off_sub = off.wrapping_sub(p) & (size - 1);
+                let off_sub = self.geo.offset_in_pmd(off.wrapping_sub(p));
                 return Ok(if off_sub == 0 { p + size } else { p + off_sub });
             }
         }
@@ -517,7 +539,7 @@ impl Kernel {
     /// `do_munmap`'s work; `keep_resv`: mremap is unmapping the source of a move, whose
     /// hugetlb reservation stays with the moved vma.
     pub(super) fn do_vmi_align_munmap(&mut self, mm: MmId, start: u64, len: u64, keep_resv: bool) -> Result<(), Errno> {
-        if start & (self.geo.page_size() - 1) != 0 || len == 0 {
+        if !self.geo.page_aligned(start) || len == 0 {
             return Err(Errno::EINVAL);
         }
         let len = self.geo.page_align(len).ok_or(Errno::EINVAL)?;
@@ -580,7 +602,7 @@ mod tests {
     use super::*;
     use crate::kernel::knobs::Knobs;
     use crate::kernel::madvise::Advice;
-    use crate::units::x86::{HPAGE_PMD_SIZE, PAGE_SIZE};
+    use crate::units::x86::{hpage_pmd_align_down, HPAGE_PMD_SIZE, PAGE_SIZE};
 
     const P: u64 = PAGE_SIZE;
 
@@ -671,7 +693,7 @@ mod tests {
         assert_eq!(b + 16 * P, a, "top-down, right below");
         assert_eq!(k.mm(mm).draw(b, a + 16 * P, P), "A".repeat(32), "merged into one vma");
         let c = k.do_mmap(mm, MmapArgs { len: 4 << 20, prot: vm::READ, ..Default::default() }).unwrap();
-        assert_eq!(c % HPAGE_PMD_SIZE, 0, "lengths that are multiples of 2 MiB get PMD alignment");
+        assert!(is_aligned(c, HPAGE_PMD_SIZE), "lengths that are multiples of 2 MiB get PMD alignment");
         let s = k.do_mmap(mm, MmapArgs { len: 16 * P, prot: vm::READ, shared: true, ..Default::default() }).unwrap();
         assert!(k.mm(mm).vma_lookup(s).unwrap().is_shared());
     }
@@ -699,7 +721,7 @@ mod tests {
         let av = k.anon_vma_prepare(mm, a);
         let rw = vm::READ | vm::WRITE;
         let x = k.do_mmap(mm, MmapArgs { len: 20 * P, prot: rw, align: HPAGE_PMD_SIZE, ..Default::default() }).unwrap();
-        assert_eq!(x % HPAGE_PMD_SIZE, 0);
+        assert!(is_aligned(x, HPAGE_PMD_SIZE));
         assert!(x + 20 * P < a, "not adjacent: the padding's tail was unmapped");
         assert_eq!(k.mm(mm).vma_lookup(x).unwrap().anon_vma, Some(av));
         assert_eq!((k.mm(mm).vma_lookup(x).unwrap().start, k.mm(mm).vma_lookup(x).unwrap().end), (x, x + 20 * P));
@@ -736,7 +758,7 @@ mod tests {
         let mut k = Kernel::new(64 << 20, Knobs::default(), crate::units::Geometry::X86_64);
         let mm = k.exec_mm().unwrap();
         let (r, rw) = (vm::READ, vm::READ | vm::WRITE);
-        let top = k.mm(mm).mmap_base & !(M2 - 1);
+        let top = hpage_pmd_align_down(k.mm(mm).mmap_base);
         let fixed = |addr: u64, len: u64| MmapArgs { addr, len, prot: r, fixed: true, ..Default::default() };
         if top < k.mm(mm).mmap_base {
             k.do_mmap(mm, fixed(top, k.mm(mm).mmap_base - top)).unwrap();

@@ -12,7 +12,7 @@ impl Kernel {
     /// if part of the range is unmapped (after changing the mapped part before the hole, as
     /// Linux does).
     pub fn do_mprotect(&mut self, mm: MmId, start: u64, len: u64, prot: u32) -> Result<(), Errno> {
-        if start & (self.geo.page_size() - 1) != 0 {
+        if !self.geo.page_aligned(start) {
             return Err(Errno::EINVAL);
         }
         if len == 0 {
@@ -24,16 +24,7 @@ impl Kernel {
         // Seed 003: whenever in doubt, unshare (the process refaults with the new protection);
         // hugetlb_change_protection unshares a shared PMD table too.
         self.pt_unshare_range(mm, start, end);
-        let mut addr = start;
-        while addr < end {
-            let Some(v) = self.mm(mm).vma_lookup(addr).cloned() else {
-                return Err(Errno::ENOMEM);
-            };
-            let stop = v.end.min(end);
-            self.mprotect_fixup(mm, addr, stop, prot);
-            addr = stop;
-        }
-        Ok(())
+        self.for_each_vma_range(mm, start, end, |k, _, addr, stop| k.mprotect_fixup(mm, addr, stop, prot))
     }
 
     /// `mprotect_fixup`: isolate [start, end) in its own vma, set the new flags, change the
@@ -81,16 +72,11 @@ impl Kernel {
         }
         let mut changed = 0;
         let mut addr = start;
-        while addr < end {
-            let next = ((addr & self.geo.pmd_mask()) + self.geo.hpage_pmd_size()).min(end);
-            let Some(pmd) = self.pmd_slot(mm, addr) else {
-                addr = next;
-                continue;
-            };
+        while let Some((next, pmd)) = self.pmd_walk_next(mm, &mut addr, end) {
             let e = self.entry(pmd.table, pmd.idx);
             if e.present() && e.huge() {
                 if next - addr != self.geo.hpage_pmd_size() {
-                    self.__split_huge_pmd(mm, vma, pmd, addr & self.geo.pmd_mask());
+                    self.__split_huge_pmd(mm, vma, pmd, self.geo.hpage_pmd_align_down(addr));
                 } else {
                     let ne = self.change_leaf(vma, e);
                     if ne != e {

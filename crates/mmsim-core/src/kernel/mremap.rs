@@ -16,6 +16,7 @@ use super::mmap::Errno;
 use super::pgtable::Entry;
 use super::uapi::MremapFlags;
 use super::{Kernel, MmId};
+use crate::units::is_aligned;
 
 /// `enum mremap_type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,7 +78,7 @@ impl Kernel {
     ) -> Result<u64, Errno> {
         // Seed 003: the moved or resized range is unshared first.
         if let Some(e) = addr.checked_add(self.geo.page_align(old_len).unwrap_or(0)) {
-            self.pt_unshare_range(mm, addr & self.geo.page_mask(), e);
+            self.pt_unshare_range(mm, self.geo.page_align_down(addr), e);
         }
         let mut vrm = Vrm {
             addr,
@@ -102,7 +103,7 @@ impl Kernel {
     fn do_mremap_vrm(&mut self, mm: MmId, vrm: &mut Vrm) -> Result<u64, Errno> {
         let g = self.geo;
         // check_mremap_params (the lengths page-aligned first).
-        if !MremapFlags::all().contains(vrm.flags) || vrm.addr & !g.page_mask() != 0 {
+        if !MremapFlags::all().contains(vrm.flags) || !g.page_aligned(vrm.addr) {
             return Err(Errno::EINVAL);
         }
         vrm.old_len = g.page_align(vrm.old_len).ok_or(Errno::EINVAL)?;
@@ -113,7 +114,7 @@ impl Kernel {
         // The checks of a new address (MREMAP_FIXED, MREMAP_DONTUNMAP).
         if vrm.implies_new_addr()
             && (vrm.new_addr > g.task_size() - vrm.new_len
-                || vrm.new_addr & !g.page_mask() != 0
+                || !g.page_aligned(vrm.new_addr)
                 || !vrm.flags.contains(MremapFlags::MAYMOVE)
                 || (vrm.flags.contains(MremapFlags::DONTUNMAP) && vrm.old_len != vrm.new_len)
                 || vrm.overlaps())
@@ -203,7 +204,7 @@ impl Kernel {
             let o = vrm.old_len.checked_next_multiple_of(h).ok_or(Errno::EINVAL)?;
             let n = vrm.new_len.checked_next_multiple_of(h).ok_or(Errno::EINVAL)?;
             (vrm.old_len, vrm.new_len) = (o, n);
-            if vrm.addr & (h - 1) != 0 || vrm.new_addr & (h - 1) != 0 || n > o {
+            if !is_aligned(vrm.addr, h) || !is_aligned(vrm.new_addr, h) || n > o {
                 return Err(Errno::EINVAL);
             }
         }
@@ -347,15 +348,15 @@ impl Kernel {
         // try_realign_addr(PMD_MASK): start at the PMD boundary below both addresses when
         // they share their offset in it and nothing else is mapped between the boundary and
         // the vmas' starts, so that whole PMD entries move.
-        let align = old & !g.pmd_mask();
+        let align = g.offset_in_pmd(old);
         if len >= pmd_size - align
             && align != 0
-            && align == new & !g.pmd_mask()
+            && align == g.offset_in_pmd(new)
             && self.can_align_down(mm, old)
             && self.can_align_down(mm, new)
         {
-            old_addr &= g.pmd_mask();
-            new_addr &= g.pmd_mask();
+            old_addr = g.hpage_pmd_align_down(old_addr);
+            new_addr = g.hpage_pmd_align_down(new_addr);
         }
         let orig = old_end - len;
         while old_addr < old_end {
@@ -397,7 +398,7 @@ impl Kernel {
                     continue;
                 }
                 let v = self.mm(mm).vma_lookup(old_addr).cloned().expect("the source vma");
-                self.__split_huge_pmd(mm, &v, old_pmd, old_addr & g.pmd_mask());
+                self.__split_huge_pmd(mm, &v, old_pmd, g.hpage_pmd_align_down(old_addr));
             } else if extent == pmd_size && new_none {
                 // move_normal_pmd: the PTE table moves whole.
                 self.set_entry(old_pmd.table, old_pmd.idx, Entry::NONE);
@@ -434,7 +435,7 @@ impl Kernel {
     /// below it up to the vma.
     fn can_align_down(&self, mm: MmId, addr: u64) -> bool {
         let Some(v) = self.mm(mm).vma_lookup(addr) else { return false };
-        v.start == addr && self.range_free(mm, addr & self.geo.pmd_mask(), v.start)
+        v.start == addr && self.range_free(mm, self.geo.hpage_pmd_align_down(addr), v.start)
     }
 
     /// `get_old_pud`: the PUD entry of `addr` when the PGD and PUD entries are present.
@@ -481,18 +482,7 @@ mod tests {
     use serde_json::json;
 
     use crate::report::Report;
-    use crate::sim::{run_with, RunOptions};
-    use crate::workload::spec::parse_workload;
-
-    fn run(w: serde_json::Value) -> Report {
-        let w = parse_workload(&w.to_string()).expect("valid workload");
-        let opts = RunOptions { check: true, invariants_each_op: true, ..Default::default() };
-        let r = run_with(&w, &[], &opts).expect("runs");
-        assert_eq!(r.check.mismatches, 0, "reference model mismatches: {:?}", r.events);
-        assert_eq!(r.check.expect_failures, 0, "{:?}", r.events);
-        assert!(!r.events.iter().any(|e| e.kind == "invariant"), "invariant violated: {:?}", r.events);
-        r
-    }
+    use crate::test_support::run;
 
     /// VmPTE (kB) and faults at each snapshot of the first process.
     fn pte_faults(r: &Report) -> Vec<(i64, i64)> {

@@ -36,7 +36,7 @@ use super::memory::Slot;
 use super::mm::{Backing, MmCounter, Vma};
 use super::pgtable::{Entry, TABLE_FLAGS};
 use super::{AtomicKind, Kernel, MmId, Work};
-use crate::units::Pfn;
+use crate::units::{align_down, is_aligned, Pfn};
 
 /// Kernel-variable lines of page-table share counts (outside RAM, as the fault locks'):
 /// `PT_SHARE_LINE | table pfn`.
@@ -75,7 +75,7 @@ impl Kernel {
             return false;
         }
         let size = self.pt_span(tl);
-        let base = addr & !(size - 1);
+        let base = align_down(addr, size);
         let Some(last) = base.checked_add(size - 1) else { return false };
         let start_ok = match self.knobs.ptshare_compat {
             PtshareCompat::Fixed => vma.start <= base,
@@ -317,7 +317,7 @@ impl Kernel {
             Backing::Hugetlb(f) => &self.hugetlb.files[f as usize].as_ref()?.mms,
             Backing::Anon | Backing::File(_) => return None,
         };
-        let base = addr & !(self.pt_span(tl) - 1);
+        let base = align_down(addr, self.pt_span(tl));
         let index = vma.linear_page_index(base, self.geo);
         for &(m, _) in mms {
             if m == mm {
@@ -401,12 +401,12 @@ impl Kernel {
             }
             let lower = e.pfn();
             let span = self.pt_span(level - 1);
-            if addr & (span - 1) == 0 {
+            if is_aligned(addr, span) {
                 // Every table below starts at `addr` too.
                 return;
             }
             if self.pt_is_shared(lower) {
-                let base = addr & !(span - 1);
+                let base = align_down(addr, span);
                 self.pt_detach(mm, Slot { table, idx }, lower, level - 1, base);
                 return;
             }
@@ -418,7 +418,7 @@ impl Kernel {
         let size = self.geo.level_size(level);
         let mut a = start;
         while a < end {
-            let base = a & !(size - 1);
+            let base = align_down(a, size);
             let next = base.saturating_add(size).min(end);
             let idx = self.geo.table_index(a, level);
             let e = self.entry(table, idx);
@@ -489,7 +489,7 @@ impl Kernel {
             let mut done = false;
             for tl in (0..3u32).rev() {
                 let size = self.pt_span(tl);
-                if !self.pt_shareable(vma, addr, tl) || addr & (size - 1) != 0 {
+                if !self.pt_shareable(vma, addr, tl) || !is_aligned(addr, size) {
                     continue;
                 }
                 let Some((_, Some(t))) = self.pt_table_at(src, addr, tl) else { continue };
@@ -508,7 +508,7 @@ impl Kernel {
                 break;
             }
             if !done {
-                step = self.geo.hpage_pmd_size() - (addr & (self.geo.hpage_pmd_size() - 1));
+                step = self.geo.hpage_pmd_size() - self.geo.offset_in_pmd(addr);
             }
             addr = addr.saturating_add(step).min(vma.end);
         }

@@ -8,6 +8,8 @@
 //! measurements on Linux 6.18.44 they are tested against). Differs from Linux: I/O is not
 //! here (a folio is added uptodate; its cost is the caller's), and no allocation fails.
 
+use crate::units::{align_down, is_aligned};
+
 /// The page cache of one file as readahead sees it (an `address_space`): which indices hold
 /// a folio, adding one, and the folio orders the mapping allows.
 pub trait RaMapping {
@@ -106,7 +108,7 @@ fn eof_index(m: &impl RaMapping) -> Option<u64> {
 pub fn page_cache_ra_unbounded(m: &mut impl RaMapping, index: u64, nr: u64, lookahead: u64) {
     let (min_order, _) = m.folio_orders();
     let min_nr = 1u64 << min_order;
-    let first = index & !(min_nr - 1);
+    let first = align_down(index, min_nr);
     let mark = (lookahead > 0 && lookahead <= nr).then(|| (index + nr - lookahead).next_multiple_of(min_nr) - first);
     let mut i = 0;
     while i < nr {
@@ -158,20 +160,20 @@ pub fn page_cache_ra_order(m: &mut impl RaMapping, ra: &mut FileRaState, index: 
     let limit = eof.min(start + ra.size - 1);
     let mark = start + ra.size - ra.async_size;
     let (min_order, max_order) = m.folio_orders();
-    let mut index = start & !((1u64 << min_order) - 1);
+    let mut index = align_down(start, 1 << min_order);
     if max_order > 0 {
         let new = ra.order.min(max_order).min(ra.size.max(1).ilog2()).max(min_order);
         ra.order = new;
         let mut failed = false;
         while index <= limit {
             let mut o = new;
-            if index & ((1u64 << o) - 1) != 0 {
+            if !is_aligned(index, 1 << o) {
                 o = index.trailing_zeros();
             }
             while o > min_order && index + (1u64 << o) - 1 > limit {
                 o -= 1;
             }
-            let marked = index == mark & !((1u64 << o) - 1);
+            let marked = index == align_down(mark, 1 << o);
             if !m.add_folio(index, o, marked) {
                 failed = true;
                 break;
@@ -272,7 +274,7 @@ pub fn page_cache_async_ra(
         return;
     }
     let max = ractl_max_pages(ra, bdi, req);
-    let expected = (ra.start + ra.size - ra.async_size) & !(folio_nr.max(1) - 1);
+    let expected = align_down(ra.start + ra.size - ra.async_size, folio_nr.max(1));
     if index == expected {
         ra.start += ra.size;
         ra.size = ra.size.max(get_next_ra_size(ra.size, max));
@@ -288,7 +290,7 @@ pub fn page_cache_async_ra(
     // ffs(max) - 1: the largest power of two dividing max.
     let align = 1u64 << ra.order.min(max.max(1).trailing_zeros());
     let end = ra.start + ra.size;
-    let aligned = end & !(align - 1);
+    let aligned = align_down(end, align);
     if aligned > ra.start {
         ra.size -= end - aligned;
     }

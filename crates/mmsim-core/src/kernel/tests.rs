@@ -3,22 +3,10 @@
 
 use serde_json::json;
 
-use crate::report::{Report, Snapshot};
+use crate::report::Snapshot;
 use crate::sim::{run_with, RunOptions};
+use crate::test_support::{run_checked as run, snap};
 use crate::workload::spec::parse_workload;
-
-fn run(w: serde_json::Value) -> Report {
-    let w = parse_workload(&w.to_string()).expect("valid workload");
-    let r =
-        run_with(&w, &[], &RunOptions { check: true, invariants_each_op: true, ..Default::default() }).expect("runs");
-    assert_eq!(r.check.mismatches, 0, "reference model mismatches: {:?}", r.events);
-    assert!(!r.events.iter().any(|e| e.kind == "invariant"), "invariant violated: {:?}", r.events);
-    r
-}
-
-fn snap<'a>(r: &'a Report, label: &str) -> &'a Snapshot {
-    r.snapshots.iter().find(|s| s.label == label).unwrap_or_else(|| panic!("no snapshot {label}"))
-}
 
 fn vm(s: &Snapshot, name: &str) -> i64 {
     s.vmstat.get(name).unwrap_or_else(|| panic!("no vmstat {name}"))

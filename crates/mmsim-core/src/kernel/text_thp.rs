@@ -21,7 +21,7 @@ use super::page_alloc::gfp;
 use super::pgtable::Entry;
 use super::vmstat::VmEvent;
 use super::{vm_fault, Kernel, MmId};
-use crate::units::Pfn;
+use crate::units::{align_down, Pfn};
 
 impl Kernel {
     /// The prototype's gate: a private, executable, not writable mapping of a regular file
@@ -38,7 +38,7 @@ impl Kernel {
         {
             return false;
         }
-        let start = vma.linear_page_index(addr & self.geo.pmd_mask(), self.geo);
+        let start = vma.linear_page_index(self.geo.hpage_pmd_align_down(addr), self.geo);
         start + self.geo.hpage_pmd_nr() <= self.inode(obj).i_size.div_ceil(self.geo.page_size())
     }
 
@@ -49,7 +49,7 @@ impl Kernel {
     /// page by the pmd (`do_set_pmd`).
     pub(super) fn do_seed_text_pmd(&mut self, mm: MmId, vma: &Vma, addr: u64, pmd: Slot) -> u32 {
         let (filp, obj) = self.vma_file(vma);
-        let haddr = addr & self.geo.pmd_mask();
+        let haddr = self.geo.hpage_pmd_align_down(addr);
         let start = vma.linear_page_index(haddr, self.geo);
         let (nr, order) = (self.geo.hpage_pmd_nr(), self.geo.hpage_pmd_order());
         let Some(a) = self.alloc_pages(order, gfp::USER | gfp::COMP | gfp::DIRECT_RECLAIM) else {
@@ -106,7 +106,7 @@ impl Kernel {
     pub(super) fn seed_text_map_page(&mut self, mm: MmId, vma: &Vma, addr: u64, pmd: Slot) -> Option<u32> {
         let (_, obj) = self.vma_file(vma);
         let index = vma.linear_page_index(addr, self.geo);
-        let start = index & !(self.geo.hpage_pmd_nr() - 1);
+        let start = align_down(index, self.geo.hpage_pmd_nr());
         let head = *self.text_copies.get(&(mm, obj, start))?;
         let Some(table) = self.pte_alloc(mm, pmd) else {
             return Some(vm_fault::OOM);

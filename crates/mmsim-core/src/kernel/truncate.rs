@@ -83,17 +83,12 @@ impl Kernel {
         for (m, v, lo, hi) in self.i_mmap_range(obj, start, end - start) {
             let (a0, a1) = (v.start + ((lo - v.pgoff) << shift), v.start + ((hi - v.pgoff) << shift));
             let mut a = a0;
-            while a < a1 {
-                let next = ((a & self.geo.pmd_mask()) + self.geo.hpage_pmd_size()).min(a1);
-                let Some(pmd) = self.pmd_slot(m, a) else {
-                    a = next;
-                    continue;
-                };
+            while let Some((next, pmd)) = self.pmd_walk_next(m, &mut a, a1) {
                 let pe = self.entry(pmd.table, pmd.idx);
                 if pe.present() && pe.huge() {
                     if self.is_file_pmd(pe) {
                         self.zap_file_pmd(m, pmd);
-                        let haddr = a & self.geo.pmd_mask();
+                        let haddr = self.geo.hpage_pmd_align_down(a);
                         self.flush_tlb_range(m, haddr, haddr + self.geo.hpage_pmd_size());
                     }
                     a = next;

@@ -12,7 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
+use super::proptest_support::{self, campaign, env_or, fuzz_seed, no_failures, run_checked};
+use crate::kernel::Sabotage;
 use crate::sim::{run_with, RunOptions};
+use crate::units::align_down;
 use crate::workload::spec::parse_workload;
 
 /// The regions: name, address, size, mmap flags (and a file).
@@ -31,7 +34,7 @@ fn range(i: usize) -> impl Strategy<Value = (u64, u64)> {
     let pages = REGIONS[i].2 / 4096;
     (0..pages, 1..=pages, 0u8..3).prop_map(move |(o, l, bias)| {
         let (o, l) = match bias {
-            0 => (o & !511, 512),
+            0 => (align_down(o, 512), 512),
             1 => (o, l % 8 + 1),
             _ => (o, l),
         };
@@ -153,38 +156,25 @@ static SEGFAULTS: AtomicU64 = AtomicU64::new(0);
 /// Run one workload with the reference model and invariants; Err describes what differed.
 fn check(w: &Value) -> Result<(), String> {
     let text = w.to_string();
-    let spec = parse_workload(&text).map_err(|e| format!("{e}\n{text}"))?;
-    let opts = RunOptions { check: true, invariants_each_op: true, max_steps: Some(2_000_000), ..Default::default() };
-    let r = run_with(&spec, &[], &opts).map_err(|e| format!("{e}\n{text}"))?;
+    let r = run_checked(&text, 2_000_000, Sabotage::default())?;
     STEPS.fetch_add(r.engine.steps, Ordering::Relaxed);
     READS.fetch_add(r.check.reads_checked, Ordering::Relaxed);
     LAZYFREE.fetch_add(r.vmstat.get("pglazyfree").unwrap_or(0) as u64, Ordering::Relaxed);
     LAZYFREED.fetch_add(r.vmstat.get("pglazyfreed").unwrap_or(0) as u64, Ordering::Relaxed);
     SEGFAULTS.fetch_add(r.events.iter().filter(|e| e.kind == "segfault").count() as u64, Ordering::Relaxed);
-    let bad: Vec<_> = r.events.iter().filter(|e| e.kind == "mismatch" || e.kind == "invariant").collect();
-    if bad.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("{bad:?}\nworkload: {text}"))
-    }
+    no_failures(&r, &text)
 }
 
 fn cases() -> u32 {
-    std::env::var("MMSIM_MADVISE_FUZZ_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(16)
+    env_or("MMSIM_MADVISE_FUZZ_CASES", 16)
 }
 
 fn seed() -> u64 {
-    std::env::var("MMSIM_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x6672_6565)
+    fuzz_seed(0x6672_6565)
 }
 
 fn config(cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases,
-        max_shrink_iters: 2000,
-        rng_seed: proptest::test_runner::RngSeed::Fixed(seed()),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
+    proptest_support::config(cases, seed(), 2000)
 }
 
 proptest! {
@@ -219,21 +209,18 @@ fn the_generator_makes_reclaim_discard_lazyfree_pages() {
 #[test]
 #[ignore = "a campaign: run by `make fuzz`"]
 fn madvise_fuzz_campaign() {
-    let mut runner = proptest::test_runner::TestRunner::new(config(cases()));
-    let result = runner.run(&workload(), |w| check(&w).map_err(TestCaseError::fail));
-    println!(
-        "madvise fuzz campaign (seed {}): {} workloads, {} operations, {} reads checked, {} pages lazyfreed, {} \
-         discarded by reclaim, {} segfaults, {} failures",
-        seed(),
-        cases(),
-        STEPS.load(Ordering::Relaxed),
-        READS.load(Ordering::Relaxed),
-        LAZYFREE.load(Ordering::Relaxed),
-        LAZYFREED.load(Ordering::Relaxed),
-        SEGFAULTS.load(Ordering::Relaxed),
-        u32::from(result.is_err())
-    );
-    if let Err(e) = result {
-        panic!("minimal failing workload (rerun it with `mmsim run --check`):\n{e}");
-    }
+    campaign(config(cases()), &workload(), check, |failures| {
+        format!(
+            "madvise fuzz campaign (seed {}): {} workloads, {} operations, {} reads checked, {} pages lazyfreed, {} \
+             discarded by reclaim, {} segfaults, {} failures",
+            seed(),
+            cases(),
+            STEPS.load(Ordering::Relaxed),
+            READS.load(Ordering::Relaxed),
+            LAZYFREE.load(Ordering::Relaxed),
+            LAZYFREED.load(Ordering::Relaxed),
+            SEGFAULTS.load(Ordering::Relaxed),
+            failures
+        )
+    });
 }

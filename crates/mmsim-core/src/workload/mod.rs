@@ -9,6 +9,8 @@ pub mod spec_files;
 #[cfg(test)]
 mod madvise_proptests;
 #[cfg(test)]
+mod proptest_support;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod ptshare_proptests;

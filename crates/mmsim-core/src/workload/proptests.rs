@@ -8,6 +8,7 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use serde_json::{json, Value};
 
+use super::proptest_support::{self, campaign, env_or, no_failures, run_checked};
 use crate::kernel::Sabotage;
 use crate::sim::{run_with, RunOptions};
 use crate::workload::spec::parse_workload;
@@ -276,12 +277,17 @@ fn workload() -> impl Strategy<Value = Value> {
 
 /// The campaign's seed: fixed for `make test`, MMSIM_FUZZ_SEED for `make fuzz`.
 fn fuzz_seed() -> u64 {
-    std::env::var("MMSIM_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x6d6d_7369_6d00)
+    proptest_support::fuzz_seed(0x6d6d_7369_6d00)
 }
 
 /// Workloads per campaign: 400 for `make test`, MMSIM_FUZZ_CASES for `make fuzz`.
 fn fuzz_cases() -> u32 {
-    std::env::var("MMSIM_FUZZ_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(400)
+    env_or("MMSIM_FUZZ_CASES", 400)
+}
+
+/// The campaign's configuration: `fuzz_cases()` workloads from `fuzz_seed()`.
+fn fuzz_config() -> ProptestConfig {
+    proptest_support::config(fuzz_cases(), fuzz_seed(), 4000)
 }
 
 static READS: AtomicU64 = AtomicU64::new(0);
@@ -307,15 +313,7 @@ pub fn check_workload(w: &Value, sabotage: Sabotage) -> Result<(), String> {
         // The workload about to run (a hang or a crash leaves it behind).
         let _ = std::fs::write(path, &text);
     }
-    let spec = parse_workload(&text).map_err(|e| format!("{e}\n{text}"))?;
-    let opts = RunOptions {
-        check: true,
-        invariants_each_op: true,
-        max_steps: Some(5_000_000),
-        sabotage,
-        ..Default::default()
-    };
-    let r = run_with(&spec, &[], &opts).map_err(|e| format!("{e}\n{text}"))?;
+    let r = run_checked(&text, 5_000_000, sabotage)?;
     READS.fetch_add(r.check.reads_checked, Ordering::Relaxed);
     FORKS.fetch_add(r.processes.len() as u64 - 1, Ordering::Relaxed);
     STEPS.fetch_add(r.engine.steps, Ordering::Relaxed);
@@ -332,23 +330,12 @@ pub fn check_workload(w: &Value, sabotage: Sabotage) -> Result<(), String> {
     }
     let combo: Vec<String> = w["knobs"].as_object().map_or(Vec::new(), |k| k.values().map(|v| v.to_string()).collect());
     COMBOS.lock().expect("combos").insert(combo.join(" "));
-    let bad: Vec<_> = r.events.iter().filter(|e| e.kind == "mismatch" || e.kind == "invariant").collect();
-    if bad.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("{bad:?}\nworkload: {}", serde_json::to_string(w).unwrap()))
-    }
+    no_failures(&r, &text)
 }
 
 proptest! {
     // A fixed seed keeps `make test` deterministic; `make fuzz` runs open-ended campaigns.
-    #![proptest_config(ProptestConfig {
-        cases: fuzz_cases(),
-        max_shrink_iters: 4000,
-        rng_seed: proptest::test_runner::RngSeed::Fixed(fuzz_seed()),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(fuzz_config())]
 
     #[test]
     fn random_workloads_match_the_reference_model(w in workload()) {
@@ -395,38 +382,28 @@ fn broken_kernels_are_caught() {
 #[test]
 #[ignore = "a campaign: run by `make fuzz`"]
 fn fuzz_campaign() {
-    let config = ProptestConfig {
-        cases: fuzz_cases(),
-        max_shrink_iters: 4000,
-        rng_seed: proptest::test_runner::RngSeed::Fixed(fuzz_seed()),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    };
-    let mut runner = proptest::test_runner::TestRunner::new(config);
-    let result = runner.run(&workload(), |w| check_workload(&w, Sabotage::default()).map_err(TestCaseError::fail));
-    let combos = COMBOS.lock().expect("combos").len();
-    println!(
-        "fuzz campaign (seed {}): {} workloads, {} operations, {} reads checked, {} invariant checks, {} processes \
-         forked, {} major faults, {} kB read from the device, {} file PMD mappings, {} collapses, {} pages \
-         lazyfreed and {} discarded, {} policy combinations, {} failures",
-        fuzz_seed(),
-        fuzz_cases(),
-        STEPS.load(Ordering::Relaxed),
-        READS.load(Ordering::Relaxed),
-        INVARIANT_CHECKS.load(Ordering::Relaxed),
-        FORKS.load(Ordering::Relaxed),
-        MAJOR.load(Ordering::Relaxed),
-        PGPGIN.load(Ordering::Relaxed),
-        FILE_THP.load(Ordering::Relaxed),
-        COLLAPSES.load(Ordering::Relaxed),
-        LAZYFREE.load(Ordering::Relaxed),
-        LAZYFREED.load(Ordering::Relaxed),
-        combos,
-        u32::from(result.is_err())
-    );
-    if let Err(e) = result {
-        panic!("minimal failing workload (rerun it with `mmsim run --check`):\n{e}");
-    }
+    let check = |w: &Value| check_workload(w, Sabotage::default());
+    campaign(fuzz_config(), &workload(), check, |failures| {
+        format!(
+            "fuzz campaign (seed {}): {} workloads, {} operations, {} reads checked, {} invariant checks, {} \
+             processes forked, {} major faults, {} kB read from the device, {} file PMD mappings, {} collapses, {} \
+             pages lazyfreed and {} discarded, {} policy combinations, {} failures",
+            fuzz_seed(),
+            fuzz_cases(),
+            STEPS.load(Ordering::Relaxed),
+            READS.load(Ordering::Relaxed),
+            INVARIANT_CHECKS.load(Ordering::Relaxed),
+            FORKS.load(Ordering::Relaxed),
+            MAJOR.load(Ordering::Relaxed),
+            PGPGIN.load(Ordering::Relaxed),
+            FILE_THP.load(Ordering::Relaxed),
+            COLLAPSES.load(Ordering::Relaxed),
+            LAZYFREE.load(Ordering::Relaxed),
+            LAZYFREED.load(Ordering::Relaxed),
+            COMBOS.lock().expect("combos").len(),
+            failures
+        )
+    });
 }
 
 /// Any JSON value, biased towards the workload format's shapes (op objects, sizes, names).

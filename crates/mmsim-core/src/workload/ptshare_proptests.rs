@@ -10,8 +10,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
+use super::proptest_support::{self, campaign, env_or, fuzz_seed, no_failures, run_checked};
 use crate::kernel::Sabotage;
 use crate::sim::{run_with, RunOptions};
+use crate::units::align_down;
 use crate::workload::spec::parse_workload;
 
 /// The regions: (name, address, sizes it may have, stride that keeps its accesses sparse).
@@ -28,8 +30,8 @@ fn range(size: u64) -> impl Strategy<Value = (u64, u64)> {
     let pages = size / 4096;
     (0..pages, 1..=pages.min(1024), 0u8..3, 1u64..4).prop_map(move |(o, l, bias, tables)| {
         let (o, l) = match bias {
-            0 => (o & !511, tables * 512),
-            1 => (o & !511, l),
+            0 => (align_down(o, 512), tables * 512),
+            1 => (align_down(o, 512), l),
             _ => (o, l),
         };
         let o = o.min(pages - 1);
@@ -139,37 +141,24 @@ static UNSHARES: AtomicU64 = AtomicU64::new(0);
 /// Run one workload with the reference model and invariants; Err describes what differed.
 fn check(w: &Value) -> Result<(), String> {
     let text = w.to_string();
-    let spec = parse_workload(&text).map_err(|e| format!("{e}\n{text}"))?;
-    let opts = RunOptions { check: true, invariants_each_op: true, max_steps: Some(2_000_000), ..Default::default() };
-    let r = run_with(&spec, &[], &opts).map_err(|e| format!("{e}\n{text}"))?;
+    let r = run_checked(&text, 2_000_000, Sabotage::default())?;
     STEPS.fetch_add(r.engine.steps, Ordering::Relaxed);
     READS.fetch_add(r.check.reads_checked, Ordering::Relaxed);
     SHARES.fetch_add(r.vmstat.get("mmsim_pt_share").unwrap_or(0) as u64, Ordering::Relaxed);
     UNSHARES.fetch_add(r.vmstat.get("mmsim_pt_unshare").unwrap_or(0) as u64, Ordering::Relaxed);
-    let bad: Vec<_> = r.events.iter().filter(|e| e.kind == "mismatch" || e.kind == "invariant").collect();
-    if bad.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("{bad:?}\nworkload: {text}"))
-    }
+    no_failures(&r, &text)
 }
 
 fn cases() -> u32 {
-    std::env::var("MMSIM_PTSHARE_FUZZ_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(60)
+    env_or("MMSIM_PTSHARE_FUZZ_CASES", 60)
 }
 
 fn seed() -> u64 {
-    std::env::var("MMSIM_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x7074_7368)
+    fuzz_seed(0x7074_7368)
 }
 
 fn config(cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases,
-        max_shrink_iters: 2000,
-        rng_seed: proptest::test_runner::RngSeed::Fixed(seed()),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
+    proptest_support::config(cases, seed(), 2000)
 }
 
 proptest! {
@@ -187,22 +176,19 @@ proptest! {
 #[test]
 #[ignore = "a campaign: run by `make fuzz`"]
 fn ptshare_fuzz_campaign() {
-    let mut runner = proptest::test_runner::TestRunner::new(config(cases()));
-    let result = runner.run(&workload(), |w| check(&w).map_err(TestCaseError::fail));
-    println!(
-        "ptshare fuzz campaign (seed {}): {} workloads, {} operations, {} reads checked, {} tables shared, {} \
-         unshared, {} failures",
-        seed(),
-        cases(),
-        STEPS.load(Ordering::Relaxed),
-        READS.load(Ordering::Relaxed),
-        SHARES.load(Ordering::Relaxed),
-        UNSHARES.load(Ordering::Relaxed),
-        u32::from(result.is_err())
-    );
-    if let Err(e) = result {
-        panic!("minimal failing workload (rerun it with `mmsim run --check`):\n{e}");
-    }
+    campaign(config(cases()), &workload(), check, |failures| {
+        format!(
+            "ptshare fuzz campaign (seed {}): {} workloads, {} operations, {} reads checked, {} tables shared, {} \
+             unshared, {} failures",
+            seed(),
+            cases(),
+            STEPS.load(Ordering::Relaxed),
+            READS.load(Ordering::Relaxed),
+            SHARES.load(Ordering::Relaxed),
+            UNSHARES.load(Ordering::Relaxed),
+            failures
+        )
+    });
 }
 
 /// The munmap-in-the-middle report in random variants (children, CPUs, which 2 MiB is

@@ -188,7 +188,7 @@ impl Machine {
         if full {
             t.flush_asid(mm);
         } else {
-            let mut a = start & !(self.geo.page_size() - 1);
+            let mut a = self.geo.page_align_down(start);
             while a < end {
                 t.invlpg(mm, a);
                 a += self.geo.page_size();

@@ -16,7 +16,7 @@ struct PageSpan {
 }
 
 fn page_span(next: u64, end: u64, stride: u64, geo: Geometry) -> PageSpan {
-    let page = next & geo.page_mask();
+    let page = geo.page_align_down(next);
     let (ps, pe) = (next - page, (page + geo.page_size()).min(end) - page);
     let count = (pe - ps).div_ceil(stride);
     PageSpan { page, ps, pe, count, after: next.saturating_add(count * stride) }
@@ -61,7 +61,7 @@ impl Interp {
             if let Translation::Frame(pfn) = translation {
                 if let Some(o) = &self.oracle {
                     let pid = self.tasks[t].pid;
-                    if !o.access_ok(self.tasks[t].tgid, addr & !(self.kernel.geo.page_size() - 1), access) {
+                    if !o.access_ok(self.tasks[t].tgid, self.kernel.geo.page_align_down(addr), access) {
                         let what = access_name(access);
                         self.mismatch(
                             pid,
@@ -122,7 +122,7 @@ impl Interp {
                         format!("segfault at {addr:#x}: {what} of unmapped or protected memory"),
                     );
                     if let Some(o) = &self.oracle {
-                        if o.access_ok(self.tasks[t].tgid, addr & !(self.kernel.geo.page_size() - 1), access) {
+                        if o.access_ok(self.tasks[t].tgid, self.kernel.geo.page_align_down(addr), access) {
                             self.mismatch(
                                 pid,
                                 format!("{what} at {addr:#x}: simulator raised SIGSEGV, reference model allows it"),
@@ -383,7 +383,7 @@ impl Interp {
                 return used;
             };
             let page_size = self.kernel.geo.page_size();
-            let page = addr & self.kernel.geo.page_mask();
+            let page = self.kernel.geo.page_align_down(addr);
             let off = addr - page;
             let mut failed = failed;
             match kind {
@@ -429,8 +429,8 @@ impl Interp {
             let chunk = if stride > 0 {
                 1
             } else {
-                (self.kernel.geo.page_size() - (pa & (self.kernel.geo.page_size() - 1)))
-                    .min(self.kernel.geo.page_size() - (pb & (self.kernel.geo.page_size() - 1)))
+                (self.kernel.geo.page_size() - self.kernel.geo.offset_in_page(pa))
+                    .min(self.kernel.geo.page_size() - self.kernel.geo.offset_in_page(pb))
                     .min(len - pos)
             };
             used += 1;
@@ -441,8 +441,8 @@ impl Interp {
             let Ok(fb) = self.access_page(t, pb, Access::Read) else {
                 return used;
             };
-            let oa = (pa & (self.kernel.geo.page_size() - 1)) as usize;
-            let ob = (pb & (self.kernel.geo.page_size() - 1)) as usize;
+            let oa = self.kernel.geo.offset_in_page(pa) as usize;
+            let ob = self.kernel.geo.offset_in_page(pb) as usize;
             {
                 let cpu = self.tasks[t].cpu;
                 let perf = &mut self.tasks[t].perf;
@@ -461,8 +461,8 @@ impl Interp {
             }
             let same = chunk_equal(self.kernel.page_content(fa), oa, self.kernel.page_content(fb), ob, chunk as usize);
             if let Some(o) = &self.oracle {
-                let ra = o.page(tgid, pa & !(self.kernel.geo.page_size() - 1));
-                let rb = o.page(tgid, pb & !(self.kernel.geo.page_size() - 1));
+                let ra = o.page(tgid, self.kernel.geo.page_align_down(pa));
+                let rb = o.page(tgid, self.kernel.geo.page_align_down(pb));
                 self.check.reads_checked += 2 * chunk;
                 if chunk_equal(ra, oa, rb, ob, chunk as usize) != same {
                     self.mismatch(
@@ -499,7 +499,7 @@ impl Interp {
             let cpu = self.tasks[t].cpu;
             // A locked instruction waits for everything before it, translations included.
             self.machine.drain_translations(cpu, &mut self.tasks[t].perf);
-            let line = (pfn.phys(self.kernel.geo) + (addr & (self.kernel.geo.page_size() - 1)))
+            let line = (pfn.phys(self.kernel.geo) + self.kernel.geo.offset_in_page(addr))
                 >> self.machine.line_size().trailing_zeros();
             let now = self.machine.clock[cpu] + self.tasks[t].perf.cycles - self.quantum_base;
             let func = if hold > 0 { "spin_lock" } else { "atomic_add" };

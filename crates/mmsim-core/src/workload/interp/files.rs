@@ -204,7 +204,7 @@ impl Interp {
             // A hole of a tmpfs file, or an ext4 page the read left uncached, reads as the
             // device has it.
             let have = if self.kernel.shmem_find_folio(obj, index).is_some() { have } else { disk };
-            for i in (p % ps) as usize..((stop - 1) % ps) as usize + 1 {
+            for i in self.kernel.geo.offset_in_page(p) as usize..self.kernel.geo.offset_in_page(stop - 1) as usize + 1 {
                 let (w, h) = (want.map_or(0, |c| c.get(i)), have.map_or(0, |c| c.get(i)));
                 if w != h {
                     bad = Some((index * ps + i as u64, w, h));
