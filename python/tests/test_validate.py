@@ -20,7 +20,7 @@ def _pool() -> tuple[str, str]:
 
 def _needs_a_free_pool() -> None:
     """Skip unless this test may size the host's hugetlb pool: root, hugetlb, nobody using it."""
-    from mmsim.native import hugetlb_meminfo, pool_in_use
+    from mmsim.native_host import hugetlb_meminfo, pool_in_use
 
     if os.geteuid() != 0 or not NR_HUGEPAGES.exists():
         pytest.skip("needs root and hugetlb to size the pool")
@@ -222,7 +222,8 @@ def test_every_validate_holds_the_host_lock_reentrantly():
     a campaign), and the campaign inside HostSettings takes it again without waiting."""
     import fcntl
 
-    from mmsim.native import LOCK, HostSettings, host_lock
+    from mmsim.native_host import LOCK, host_lock
+    from mmsim.native_knobs import HostSettings
 
     def free() -> bool:
         fd = os.open(LOCK, os.O_RDWR)
@@ -332,7 +333,8 @@ def test_pt_reclaim_is_mirrored_from_the_host_kernel():
     tables): read from /proc/config.gz, else from the version."""
     import gzip
 
-    from mmsim.native import _host_workload, host_settings
+    from mmsim.native import _host_workload
+    from mmsim.native_host import host_settings
 
     host = host_settings()
     try:
@@ -401,7 +403,7 @@ def test_compile_program_memfd_create_and_fallocate():
 def test_hugetlb_counters_mmsim_does_not_report_count_as_zero():
     """HugetlbPages, HugePages_* and nr_hugetlb are compared; a report without them (mmsim
     before it modelled hugetlb) compares as 0 and nothing breaks. Events are compared per task."""
-    from mmsim.native import HUGETLB_COUNTERS, compare_events, compare_snapshots
+    from mmsim.native_compare import HUGETLB_COUNTERS, compare_events, compare_snapshots
 
     def row(label: str, hp: int, free: int) -> dict:
         return {
@@ -511,7 +513,9 @@ def test_validate_sizes_the_pool_for_a_case_and_skips_a_pool_in_use():
     another process holds (here, this one's reservation) skips the case with the reason."""
     import mmap
 
-    from mmsim.native import HostSettings, host_settings, validate_workload
+    from mmsim.native import validate_workload
+    from mmsim.native_host import host_settings
+    from mmsim.native_knobs import HostSettings
 
     _needs_a_free_pool()
     before = _pool()
