@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -545,6 +546,25 @@ def test_validate_sizes_the_pool_for_a_case_and_skips_a_pool_in_use():
     assert r["status"] == "skip" and "in use by another process" in r["reason"], r
 
 
+def _reruns(monkeypatch, sim: dict, validate: Callable[[], dict]) -> Callable[[list[list[dict]]], tuple[dict, int]]:
+    """``verdict(runs)``: ``validate()`` with the kernel's side faked, each run the snapshot
+    lines of the next of `runs` and mmsim's report `sim`; the result and how many runs it took."""
+    from mmsim import native
+
+    def verdict(runs: list[list[dict]]) -> tuple[dict, int]:
+        calls = iter(runs)
+        seen = []
+
+        def run_both(name, program, h):
+            seen.append(1)
+            return next(calls), [], sim
+
+        monkeypatch.setattr(native, "run_both", run_both)
+        return validate(), len(seen)
+
+    return verdict
+
+
 def test_system_wide_noise_is_run_again_not_tolerated(monkeypatch):
     """A workload that differs only in a system-wide counter (another process on the host
     mlocked a page) is run again and passes when a run agrees exactly; one whose difference
@@ -565,18 +585,7 @@ def test_system_wide_noise_is_run_again_not_tolerated(monkeypatch):
     }
     host = {"transparent_hugepage/enabled": "never"}
     w = {"name": "noise", "program": [{"op": "mmap", "name": "p", "size": "4K"}]}
-
-    def verdict(runs: list[list[dict]]) -> tuple[dict, int]:
-        calls = iter(runs)
-        seen = []
-
-        def run_both(name, program, h):
-            seen.append(1)
-            return next(calls), [], sim
-
-        monkeypatch.setattr(native, "run_both", run_both)
-        return native.validate_workload(w, host), len(seen)
-
+    verdict = _reruns(monkeypatch, sim, lambda: native.validate_workload(w, host))
     r, n = verdict([rows(1, 0), rows(0, 0)])
     assert (r["status"], n) == ("pass", 2) and "another process" in r["reason"]
     r, n = verdict([rows(1, 0)] * 3)
@@ -608,18 +617,7 @@ def test_a_suite_case_whose_kernel_counts_vary_runs_again(monkeypatch):
         "noise", "pins", [{"op": "mmap", "name": "p", "size": "4K"}], counters=("minflt",), vmstat=("pgpgin",)
     )
     host = {"transparent_hugepage/enabled": "never"}
-
-    def verdict(runs: list[list[dict]]) -> tuple[dict, int]:
-        calls = iter(runs)
-        seen = []
-
-        def run_both(name, program, h):
-            seen.append(1)
-            return next(calls), [], sim
-
-        monkeypatch.setattr(native, "run_both", run_both)
-        return native.validate_case(case, host), len(seen)
-
+    verdict = _reruns(monkeypatch, sim, lambda: native.validate_case(case, host))
     r, n = verdict([rows(32, 0), rows(0, 0)])
     assert (r["status"], n) == ("pass", 2) and "another process" in r["reason"]
     r, n = verdict([rows(32, 0)] * 3)
