@@ -217,7 +217,7 @@ def host_layout(maps: list[list[Any]], brk: list[int] | None = None) -> list[dic
     (vdso, vvar) never merges nor is locked (mmsim's `dontexpand`, VM_SPECIAL). Writable and
     anonymous memory is written, as the runner wrote its own; a read-only private file
     mapping's stand-in is read, mapping the zero page, which no mlock counts: the runner's lock
-    helper holds those page-cache pages mlocked (native/runner.c). A PROT_NONE mapping (the
+    helper holds those page-cache pages mlocked (native/runner_host.h). A PROT_NONE mapping (the
     runner's mlock-drain page, a library's gap) is a stand-in never touched. The stack's
     stand-in replaces mmsim's own stack vma (the runner wrote all of its stack). The runner's
     heap is mmsim's too: ``brk`` ([start_brk, brk]) is where it begins and ends (the

@@ -218,7 +218,7 @@ HOST_KNOBS = ("transparent_hugepage/enabled", "transparent_hugepage/defrag", "tr
 def host_knobs(program: list[Any], host: Mapping[str, Any]) -> dict[str, Any]:
     """The host's state as mmsim's knobs (for a workload of `program`), so that mmsim starts
     where the kernel does: its THP settings, fault_around_bytes, and the huge zero folio, which
-    the runner makes sure exists before the program (native/runner.c) wherever a THP read
+    the runner makes sure exists before the program (native/runner_host.h) wherever a THP read
     fault would map it: mmsim then has it from boot, and neither side counts its allocation.
     The case's own knobs (``workload_knobs``: :func:`~mmsim.native_knobs.with_knobs` has set
     the host as they say) come last."""
