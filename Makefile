@@ -68,7 +68,8 @@ $(NATIVE_OUT)/stream: native/stream.c
 	mkdir -p $(NATIVE_OUT)
 	$(CC) -O2 -Wall -Wextra -o $@ $<
 
-$(NATIVE_OUT)/runner: native/runner.c native/runner_parse.h native/runner_report.h native/runner_files.h
+$(NATIVE_OUT)/runner: native/runner.c native/runner_host.h native/runner_parse.h native/runner_report.h \
+		native/runner_files.h native/runner_ops.h
 	mkdir -p $(NATIVE_OUT)
 	$(CC) -O2 -Wall -Wextra -o $@ $<
 

@@ -1,6 +1,7 @@
 /* The runner's files (included once, by runner.c, which defines the state they use): a
- * workload's files by name, create (made cold), pread/pwrite, drop_caches, and the run's
- * directories, made at start and removed when the first process ends.
+ * workload's files by name, create (made cold), memfd_create, pread/pwrite, fadvise,
+ * fallocate, fsync, drop_caches, and the run's directories, made at start and removed when
+ * the first process ends.
  *
  * Files are found by name, in the ext4 then the tmpfs directory, by every process and thread
  * of the run. Each pwrite, pread, fadvise and fsync op opens the file, makes its calls and
@@ -228,6 +229,37 @@ static void do_rw(const struct op *o)
 			break;
 	}
 	close(fd);
+}
+
+/* A fadvise op: posix_fadvise over a descriptor of its own. */
+static void do_fadvise(const struct op *o)
+{
+	int fd = open_file(o->name, O_RDONLY);
+	int err = fd < 0 ? errno : posix_fadvise(fd, o->a, o->b, (int)o->c);
+	if (fd >= 0)
+		close(fd);
+	if (err)
+		event_fail(fd < 0 ? "open" : "fadvise", o->name, fd < 0 ? NULL : o->name2, err);
+}
+
+static void do_fallocate(const struct op *o)
+{
+	int fd = open_file(o->name, O_RDWR);
+	/* As mmsim names it: "open FILE: ENOENT", or the write open's other error
+	 * ("fallocate FILE: ETXTBSY"). */
+	if (fd < 0 || fallocate(fd, (int)o->c, o->a, o->b) < 0)
+		event_fail(fd < 0 && errno == ENOENT ? "open" : "fallocate", o->name, NULL, errno);
+	if (fd >= 0)
+		close(fd);
+}
+
+static void do_fsync(const struct op *o)
+{
+	int fd = open_file(o->name, O_RDONLY);
+	if (fd < 0 || fsync(fd) < 0)
+		event_fail(fd < 0 ? "open" : "fsync", o->name, NULL, errno);
+	if (fd >= 0)
+		close(fd);
 }
 
 /* Write VALUE to /proc/sys/vm/drop_caches (root: mmsim checks it before the run). */

@@ -219,7 +219,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from mmsim.native import HostSettings, host_settings, validate_case, validate_workload
+    from mmsim.native import validate_case, validate_workload
+    from mmsim.native_host import host_settings
+    from mmsim.native_knobs import HostSettings
     from mmsim.validate_suite import SUITE
     from mmsim.workload import load_workload
 
@@ -302,7 +304,7 @@ def _validate_random(args: argparse.Namespace) -> int:
     """``mmsim validate --random N``: kernel-differential fuzzing (mmsim.validate_random)."""
     import signal
 
-    from mmsim.native import HostSettings
+    from mmsim.native_knobs import HostSettings
     from mmsim.validate_random import KNOBS, SHRINK_RUNS, campaign, format_figures
 
     if args.suite or args.workloads:
@@ -353,7 +355,7 @@ def _print_case(c: dict) -> None:
     print(f"{c['status'].upper():<4}  {c['name']}{tally}: {c.get('pins') or ''}")
     if c["status"] == "skip":
         print(f"      skipped: {c['reason']}")
-    from mmsim.native import differs
+    from mmsim.native_compare import differs
 
     for x in c["counters"]:
         mark = "   <-- differs" if differs(x) else ""

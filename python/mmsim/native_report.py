@@ -7,35 +7,15 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
-from mmsim.native import (
-    EVENT,
-    FILE_COUNTERS,
-    HUGETLB_COUNTERS,
-    LAZYFREE_EVENTS,
-    POOL_KNOBS,
-    THP_EVENTS,
-    HostSettings,
-    _system,
-    file_systems,
-    host_settings,
-    run_native,
-)
+from mmsim.native import EVENT, run_native
+from mmsim.native_compare import FIELDS, FILE_COUNTERS, HUGETLB_COUNTERS, LAZYFREE_EVENTS, THP_EVENTS, _system
+from mmsim.native_host import POOL_KNOBS, host_settings
+from mmsim.native_knobs import HostSettings
+from mmsim.runner_program import file_systems
 
-#: Per-process fields of the runner's snapshot lines, as `mmsim run --json` names them.
-PROCESS_FIELDS = (
-    "minflt",
-    "majflt",
-    "VmRSS",
-    "VmHWM",
-    "RssAnon",
-    "RssFile",
-    "RssShmem",
-    "VmPTE",
-    "VmLck",
-    "AnonHugePages",
-    "HugetlbPages",
-    "LazyFree",
-)
+#: Per-process fields of the runner's snapshot lines, as `mmsim run --json` names them: the
+#: compared ones (:data:`~mmsim.native_compare.FIELDS`), with VmRSS and VmHWM after the faults.
+PROCESS_FIELDS = (*FIELDS[:2], "VmRSS", "VmHWM", *FIELDS[2:])
 
 
 def native_report(workload: Mapping[str, Any]) -> dict[str, Any]:

@@ -211,7 +211,7 @@ class Task:
     # (MCL_FUTURE: later mmaps locked and populated), LOCK_ONFAULT (and MCL_ONFAULT).
     lock_future: list[int] = field(default_factory=lambda: [0])
     # No mlockall(MCL_CURRENT) here: a forked child, or a task that forked or made threads
-    # (the runner's own memory is then not as mmsim's stand-ins of it have it: native/runner.c).
+    # (the runner's own memory is then not as mmsim's stand-ins of it have it: native/runner_host.h).
     no_current: bool = False
 
     def fork(self) -> Task:

@@ -105,7 +105,7 @@ def _chunk(op: Mapping[str, Any]) -> int:
     return chunk
 
 
-def _ops(program: list[Any]) -> Iterator[Mapping[str, Any]]:
+def all_ops(program: list[Any]) -> Iterator[Mapping[str, Any]]:
     """Every op of a program, nested ones too."""
     for op in program:
         if not isinstance(op, Mapping):
@@ -113,30 +113,30 @@ def _ops(program: list[Any]) -> Iterator[Mapping[str, Any]]:
         yield op
         for key in ("program", "body"):
             if isinstance(op.get(key), list):
-                yield from _ops(op[key])
+                yield from all_ops(op[key])
 
 
 def file_systems(program: list[Any]) -> set[str]:
     """The filesystems a program's creates put files on ("ext4" unless "fs" says otherwise)."""
-    return {str(op.get("fs", "ext4")) for op in _ops(program) if op.get("op") == "create"}
+    return {str(op.get("fs", "ext4")) for op in all_ops(program) if op.get("op") == "create"}
 
 
 def sets_drop_caches(program: list[Any]) -> bool:
     """Does a program write /proc/sys/vm/drop_caches (a `set` op of vm/drop_caches)?"""
-    return any(op.get("op") == "set" and op.get("knob") == "vm/drop_caches" for op in _ops(program))
+    return any(op.get("op") == "set" and op.get("knob") == "vm/drop_caches" for op in all_ops(program))
 
 
 def compile_program(ops: list[Mapping[str, Any]]) -> str:
     """The runner's line format of a program (see native/runner.c). A file op or file mapping
     must name a file some create or memfd_create op of the program makes; fallocate, which
     mmsim does not model on ext4, a file no create makes on ext4."""
-    created = {op.get("file") for op in _ops(ops) if op.get("op") in ("create", "memfd_create")}
-    ext4 = {op.get("file") for op in _ops(ops) if op.get("op") == "create" and op.get("fs", "ext4") == "ext4"}
-    hugetlbfs = {op.get("file") for op in _ops(ops) if op.get("op") == "memfd_create" and op.get("hugetlb")}
-    for op in _ops(ops):
+    created = {op.get("file") for op in all_ops(ops) if op.get("op") in ("create", "memfd_create")}
+    ext4 = {op.get("file") for op in all_ops(ops) if op.get("op") == "create" and op.get("fs", "ext4") == "ext4"}
+    hugetlbfs = {op.get("file") for op in all_ops(ops) if op.get("op") == "memfd_create" and op.get("hugetlb")}
+    for op in all_ops(ops):
         if op.get("op") == "fallocate" and op.get("file") in ext4:
             raise MmsimError(f"validate: fallocate {op.get('file')}: fallocate of an ext4 file is not modelled")
-    for op in _ops(ops):
+    for op in all_ops(ops):
         f = op.get("file") if op.get("op") in (*FILE_OPS, "mmap") else None
         if f is not None and f not in created:
             what = f"mmap {op.get('name')}" if op.get("op") == "mmap" else f"{op['op']} {f}"

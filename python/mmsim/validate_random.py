@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from mmsim._mmsim import MmsimError
-from mmsim.native import HUGETLB_COUNTERS, LOCK, differs, host_lock  # one lock for every validate (LOCK re-exported)
+from mmsim.native_compare import HUGETLB_COUNTERS, differs
+from mmsim.native_host import LOCK, host_lock  # one lock for every validate (LOCK re-exported)
 from mmsim.random_checker import (
     DEFRAG,
     ENABLED,
@@ -275,8 +276,9 @@ def campaign(
     mmsim under its host THP knobs (cases grouped by knobs, so that sysfs is written once per
     group), shrink each failure and save it to `save_dir`; returns the figures
     (see :func:`format_figures`). `validate`, `host_settings` and `host_set` default to
-    :mod:`mmsim.native`'s (tests put fakes in their place)."""
-    from mmsim import native
+    :func:`mmsim.native.validate_workload`, :func:`mmsim.native_host.host_settings` and
+    :class:`mmsim.native_knobs.HostSettings` (tests put fakes in their place)."""
+    from mmsim import native, native_compare, native_host, native_knobs
 
     if seed is None:
         seed = int(time.time() * 1000) % 1_000_000_000
@@ -292,15 +294,15 @@ def campaign(
                 shrink_runs=shrink_runs,
                 validate=validate,
                 host_settings=host_settings,
-                host_set=native.HostSettings,
+                host_set=native_knobs.HostSettings,
                 threads=threads,
                 progress=progress,
             )
     # The random campaign compares every exact counter but the mlock events (see
-    # native.MLOCK_EVENTS: Linux's per-CPU mlock batches, a known difference).
-    events = native.THP_EVENTS + native.LAZYFREE_EVENTS
+    # native_compare.MLOCK_EVENTS: Linux's per-CPU mlock batches, a known difference).
+    events = native_compare.THP_EVENTS + native_compare.LAZYFREE_EVENTS
     validate = validate or functools.partial(native.validate_workload, events=events)
-    read_host = host_settings or native.host_settings
+    read_host = host_settings or native_host.host_settings
     t0 = time.monotonic()
     cases = [generate_case(seed, i, threads) for i in range(n)]
     start = read_host()
@@ -385,7 +387,7 @@ def campaign(
         "flaky_cases": [{"case": i, "reason": results[i]["reason"]} for i in sorted(flaky) if i in results],
         "invalid": sum(c.invalid for c in cases if c.index in results),
         "seconds": round(time.monotonic() - t0, 1),
-        "host": {k: start.get(k) for k in ("kernel", *native.HOST_KNOBS)},
+        "host": {k: start.get(k) for k in ("kernel", *native_host.HOST_KNOBS)},
         "distinct_failures": len({json.dumps([f["workload"]["knobs"], f["workload"]["program"]]) for f in failures}),
         "failures": sorted(failures, key=lambda f: f["case"]),
     }

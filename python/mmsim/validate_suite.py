@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmsim.native import HUGETLB_COUNTERS, Case
+from mmsim.native import Case
+from mmsim.native_compare import HUGETLB_COUNTERS
 
 
 def _w(*ops: dict[str, Any]) -> list[dict[str, Any]]:

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from conftest import run_mmsim
 
-from mmsim import MmsimError, native
+from mmsim import MmsimError, native, native_compare
 from mmsim.native import compile_program, run_native, with_baselines
+from mmsim.native_host import host_settings
 
 
 def _kernel_at_least(major: int, minor: int) -> bool:
@@ -33,7 +34,7 @@ def kernel() -> Iterator[dict[str, Any]]:
         native.runner_path()
     except MmsimError as e:
         pytest.skip(f"the native runner cannot run here: {e}")
-    host = native.host_settings()
+    host = host_settings()
     missing = [fs for fs, d in host["file_dirs"].items() if not d]
     if missing:
         pytest.skip(f"no {' or '.join(missing)} directory for the workload's files")
@@ -112,7 +113,7 @@ def test_compile_program_writes_the_file_ops_and_refuses_what_the_runner_cannot_
 
 
 def test_failed_madvise_and_file_ops_are_compared_as_events():
-    key = native._event_key
+    key = native_compare._event_key
     assert key({"kind": "syscall", "message": "madvise p collapse: EINVAL"}) == "madvise-collapse-EINVAL"
     assert key({"kind": "syscall", "message": "mmap x (4096 bytes): ENOMEM"}) == "mmap-ENOMEM"
     assert key({"kind": "syscall", "message": "pread f: ENOENT"}) == "pread-ENOENT"
@@ -120,13 +121,13 @@ def test_failed_madvise_and_file_ops_are_compared_as_events():
     assert key({"kind": "expect", "message": "pread f at 0x1000: expected 1, found 0"}) == "pread-expect"
     assert key({"kind": "expect", "message": "read at 0x1000: expected 1, found 0"}) is None
     assert key({"kind": "not-cold", "message": "create f: 3 of its 4 pages stayed in the page cache"}) is None
-    got = native.compare_events(
+    got = native_compare.compare_events(
         [{"pid": 1, "kind": "syscall", "message": "madvise p collapse: EINVAL"}],
         [{"pid": 1, "kind": "syscall", "message": "madvise p collapse: EINVAL"}],
     )
     assert got == [{"name": "pid 1 madvise-collapse-EINVAL", "kernel": 1, "simulated": 1, "tolerance": 0}]
-    assert {"majflt", "RssFile"} <= set(native.FIELDS)
-    assert native.not_cold([{"kind": "not-cold", "message": "create f: 1 of its 1 pages stayed"}])
+    assert {"majflt", "RssFile"} <= set(native_compare.FIELDS)
+    assert native_compare.not_cold([{"kind": "not-cold", "message": "create f: 1 of its 1 pages stayed"}])
 
 
 def test_file_directories_are_checked_and_dir_overrides_them(tmp_path, write_workload):

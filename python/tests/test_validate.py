@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ def _pool() -> tuple[str, str]:
 
 def _needs_a_free_pool() -> None:
     """Skip unless this test may size the host's hugetlb pool: root, hugetlb, nobody using it."""
-    from mmsim.native import hugetlb_meminfo, pool_in_use
+    from mmsim.native_host import hugetlb_meminfo, pool_in_use
 
     if os.geteuid() != 0 or not NR_HUGEPAGES.exists():
         pytest.skip("needs root and hugetlb to size the pool")
@@ -222,7 +223,8 @@ def test_every_validate_holds_the_host_lock_reentrantly():
     a campaign), and the campaign inside HostSettings takes it again without waiting."""
     import fcntl
 
-    from mmsim.native import LOCK, HostSettings, host_lock
+    from mmsim.native_host import LOCK, host_lock
+    from mmsim.native_knobs import HostSettings
 
     def free() -> bool:
         fd = os.open(LOCK, os.O_RDWR)
@@ -332,7 +334,8 @@ def test_pt_reclaim_is_mirrored_from_the_host_kernel():
     tables): read from /proc/config.gz, else from the version."""
     import gzip
 
-    from mmsim.native import _host_workload, host_settings
+    from mmsim.native import _host_workload
+    from mmsim.native_host import host_settings
 
     host = host_settings()
     try:
@@ -401,7 +404,7 @@ def test_compile_program_memfd_create_and_fallocate():
 def test_hugetlb_counters_mmsim_does_not_report_count_as_zero():
     """HugetlbPages, HugePages_* and nr_hugetlb are compared; a report without them (mmsim
     before it modelled hugetlb) compares as 0 and nothing breaks. Events are compared per task."""
-    from mmsim.native import HUGETLB_COUNTERS, compare_events, compare_snapshots
+    from mmsim.native_compare import HUGETLB_COUNTERS, compare_events, compare_snapshots
 
     def row(label: str, hp: int, free: int) -> dict:
         return {
@@ -511,7 +514,9 @@ def test_validate_sizes_the_pool_for_a_case_and_skips_a_pool_in_use():
     another process holds (here, this one's reservation) skips the case with the reason."""
     import mmap
 
-    from mmsim.native import HostSettings, host_settings, validate_workload
+    from mmsim.native import validate_workload
+    from mmsim.native_host import host_settings
+    from mmsim.native_knobs import HostSettings
 
     _needs_a_free_pool()
     before = _pool()
@@ -541,6 +546,25 @@ def test_validate_sizes_the_pool_for_a_case_and_skips_a_pool_in_use():
     assert r["status"] == "skip" and "in use by another process" in r["reason"], r
 
 
+def _reruns(monkeypatch, sim: dict, validate: Callable[[], dict]) -> Callable[[list[list[dict]]], tuple[dict, int]]:
+    """``verdict(runs)``: ``validate()`` with the kernel's side faked, each run the snapshot
+    lines of the next of `runs` and mmsim's report `sim`; the result and how many runs it took."""
+    from mmsim import native
+
+    def verdict(runs: list[list[dict]]) -> tuple[dict, int]:
+        calls = iter(runs)
+        seen = []
+
+        def run_both(name, program, h):
+            seen.append(1)
+            return next(calls), [], sim
+
+        monkeypatch.setattr(native, "run_both", run_both)
+        return validate(), len(seen)
+
+    return verdict
+
+
 def test_system_wide_noise_is_run_again_not_tolerated(monkeypatch):
     """A workload that differs only in a system-wide counter (another process on the host
     mlocked a page) is run again and passes when a run agrees exactly; one whose difference
@@ -561,18 +585,7 @@ def test_system_wide_noise_is_run_again_not_tolerated(monkeypatch):
     }
     host = {"transparent_hugepage/enabled": "never"}
     w = {"name": "noise", "program": [{"op": "mmap", "name": "p", "size": "4K"}]}
-
-    def verdict(runs: list[list[dict]]) -> tuple[dict, int]:
-        calls = iter(runs)
-        seen = []
-
-        def run_both(name, program, h):
-            seen.append(1)
-            return next(calls), [], sim
-
-        monkeypatch.setattr(native, "run_both", run_both)
-        return native.validate_workload(w, host), len(seen)
-
+    verdict = _reruns(monkeypatch, sim, lambda: native.validate_workload(w, host))
     r, n = verdict([rows(1, 0), rows(0, 0)])
     assert (r["status"], n) == ("pass", 2) and "another process" in r["reason"]
     r, n = verdict([rows(1, 0)] * 3)
@@ -604,18 +617,7 @@ def test_a_suite_case_whose_kernel_counts_vary_runs_again(monkeypatch):
         "noise", "pins", [{"op": "mmap", "name": "p", "size": "4K"}], counters=("minflt",), vmstat=("pgpgin",)
     )
     host = {"transparent_hugepage/enabled": "never"}
-
-    def verdict(runs: list[list[dict]]) -> tuple[dict, int]:
-        calls = iter(runs)
-        seen = []
-
-        def run_both(name, program, h):
-            seen.append(1)
-            return next(calls), [], sim
-
-        monkeypatch.setattr(native, "run_both", run_both)
-        return native.validate_case(case, host), len(seen)
-
+    verdict = _reruns(monkeypatch, sim, lambda: native.validate_case(case, host))
     r, n = verdict([rows(32, 0), rows(0, 0)])
     assert (r["status"], n) == ("pass", 2) and "another process" in r["reason"]
     r, n = verdict([rows(32, 0)] * 3)

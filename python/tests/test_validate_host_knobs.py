@@ -18,7 +18,7 @@ WRITTEN = [{"op": "mmap", "name": "p", "size": "4M", "align": "2M"}, {"op": "wri
 
 
 def _needs_root_and_thp() -> None:
-    from mmsim.native import host_settings, unmirrored
+    from mmsim.native_host import host_settings, unmirrored
 
     if os.geteuid() != 0 or not ENABLED.exists():
         pytest.skip("needs root and transparent hugepages to write transparent_hugepage/enabled")
@@ -59,12 +59,14 @@ def test_a_workloads_thp_enabled_is_set_on_the_host_for_its_case(write_workload)
 def test_a_knob_the_host_has_already_needs_no_write_and_no_root(write_workload, monkeypatch):
     """A knob at the host's value is not written (no root needed), and mmsim gets it."""
     from mmsim import native
+    from mmsim.native_host import host_settings
+    from mmsim.native_knobs import HostSettings
 
-    host = native.host_settings()
+    host = host_settings()
     if host["transparent_hugepage/enabled"] is None:
         pytest.skip("the host kernel has no transparent hugepage support")
     written = []
-    monkeypatch.setattr(native.HostSettings, "__enter__", lambda self: written.append(dict(self.changes)) or self)
+    monkeypatch.setattr(HostSettings, "__enter__", lambda self: written.append(dict(self.changes)) or self)
     seen = []
 
     def run_both(name, program, h):
@@ -83,7 +85,8 @@ def test_a_knob_the_host_has_already_needs_no_write_and_no_root(write_workload, 
 def test_a_knob_the_host_cannot_take_skips_the_case_naming_it(write_workload):
     """mmsim's own knobs at other than their defaults, a boot parameter other than the host's,
     a debugfs knob without debugfs: skipped, the knob named; at the host's value: run."""
-    from mmsim.native import _boot_flag, host_knob_file, host_settings, unmirrored
+    from mmsim.native_host import _boot_flag, host_settings, unmirrored
+    from mmsim.native_knobs import host_knob_file
 
     if unmirrored({"program": WRITTEN}, host_settings()):
         pytest.skip(unmirrored({"program": WRITTEN}, host_settings()))
@@ -116,7 +119,7 @@ def test_a_knob_the_host_cannot_take_skips_the_case_naming_it(write_workload):
 def test_fault_around_bytes_is_written_in_debugfs_where_it_is_mounted(write_workload):
     """Where debugfs is mounted: a tmpfs file read through a shared mapping with 16 KiB of
     fault-around takes 4 times the faults of 64 KiB, on the kernel and in mmsim."""
-    from mmsim.native import DEBUGFS, host_knob_file
+    from mmsim.native_knobs import DEBUGFS, host_knob_file
 
     where = host_knob_file("fault_around_bytes")
     if os.geteuid() != 0 or not isinstance(where, Path):
@@ -140,6 +143,7 @@ def test_fault_around_bytes_is_written_in_debugfs_where_it_is_mounted(write_work
 
 def test_khugepaged_knobs_are_set_during_the_case_and_given_to_mmsim(monkeypatch):
     from mmsim import native
+    from mmsim.native_host import host_settings
 
     if os.geteuid() != 0 or not MAX_PTES_NONE.exists():
         pytest.skip("needs root and khugepaged's max_ptes_none")
@@ -153,7 +157,7 @@ def test_khugepaged_knobs_are_set_during_the_case_and_given_to_mmsim(monkeypatch
 
     monkeypatch.setattr(native, "run_both", run_both)
     knob = "transparent_hugepage/khugepaged/max_ptes_none"
-    r = native.validate_workload({"name": "k", "knobs": {knob: other}, "program": []}, native.host_settings())
+    r = native.validate_workload({"name": "k", "knobs": {knob: other}, "program": []}, host_settings())
     assert MAX_PTES_NONE.read_text() == before, "restored"
     assert r["status"] == "pass", r["reason"]
     assert during[0][0] == other, "the host's during the case"
@@ -161,7 +165,9 @@ def test_khugepaged_knobs_are_set_during_the_case_and_given_to_mmsim(monkeypatch
 
 
 def test_the_hosts_knobs_are_restored_on_errors_and_ctrl_c(monkeypatch):
-    from mmsim import native
+    from mmsim import MmsimError, native
+    from mmsim.native_host import host_settings
+    from mmsim.native_knobs import HostSettings
 
     _needs_root_and_thp()
     before = ENABLED.read_text()
@@ -174,20 +180,19 @@ def test_the_hosts_knobs_are_restored_on_errors_and_ctrl_c(monkeypatch):
     monkeypatch.setattr(native, "run_both", interrupted)
     w = {"name": "ctrl-c", "knobs": {"transparent_hugepage/enabled": other}, "program": WRITTEN}
     with pytest.raises(KeyboardInterrupt):
-        native.validate_workload(w, native.host_settings())
+        native.validate_workload(w, host_settings())
     assert ENABLED.read_text() == before, "restored after Ctrl-C"
 
     # A failed write after one that succeeded: the first is written back too.
-    bad = native.HostSettings(
-        {"transparent_hugepage/enabled": other, "transparent_hugepage/khugepaged/max_ptes_none": "9999"}
-    )
-    with pytest.raises(native.MmsimError, match="max_ptes_none: Invalid argument"), bad:
+    bad = HostSettings({"transparent_hugepage/enabled": other, "transparent_hugepage/khugepaged/max_ptes_none": "9999"})
+    with pytest.raises(MmsimError, match="max_ptes_none: Invalid argument"), bad:
         pass
     assert ENABLED.read_text() == before, "restored after a failed write"
 
 
 def test_host_set_takes_the_knobs_a_host_has():
-    from mmsim.native import HostSettings, MmsimError, host_knob_file
+    from mmsim import MmsimError
+    from mmsim.native_knobs import HostSettings, host_knob_file
 
     assert host_knob_file("transparent_hugepage/khugepaged/pages_to_scan") == THP / "khugepaged" / "pages_to_scan"
     assert host_knob_file("vm/nr_hugepages") == Path("/proc/sys/vm/nr_hugepages")

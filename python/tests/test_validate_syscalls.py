@@ -41,7 +41,7 @@ FAILURES = {
 
 
 def _needs_thp_and_root() -> None:
-    from mmsim.native import host_settings
+    from mmsim.native_host import host_settings
 
     if host_settings()["transparent_hugepage/enabled"] is None:
         pytest.skip("validate needs transparent hugepage support")
@@ -79,7 +79,7 @@ def test_failed_calls_agree_with_mmsim_and_the_case_passes(write_workload):
 
 
 def test_failed_syscall_reads_either_sides_messages():
-    from mmsim.native import _event_key, failed_syscall
+    from mmsim.native_compare import _event_key, failed_syscall
 
     def f(message: str, kind: str = "syscall") -> tuple[str, str, str] | None:
         return failed_syscall({"kind": kind, "message": message})
@@ -100,7 +100,7 @@ def _ev(pid: int, message: str) -> dict:
 
 
 def test_a_difference_in_failed_calls_names_the_first():
-    from mmsim.native import compare_syscalls
+    from mmsim.native_compare import compare_syscalls
 
     same = [_ev(1, "munmap p: EINVAL"), _ev(2, "mlock q: ENOMEM")]
     assert compare_syscalls(same, list(reversed(same))) == "", "per task, not across tasks"
