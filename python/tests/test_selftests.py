@@ -168,7 +168,7 @@ def test_hugetlb_madvise():
 
 def test_every_selftest_case_agrees_with_the_kernel():
     """The same programs on this machine's kernel: every counter and every failed call."""
-    from mmsim.native import host_settings
+    from mmsim.native_host import host_settings
 
     if host_settings()["transparent_hugepage/enabled"] is None:
         pytest.skip("validate needs transparent hugepage support")
