@@ -172,7 +172,8 @@ impl Kernel {
         let (mut seen, mut last_end, mut target) = (false, 0, new_addr);
         let mut res = Err(Errno::EFAULT);
         let mut at = start;
-        while let Some(vma) = self.mm(mm).vmas.range(..end).find(|(_, v)| v.end > at).map(|(_, v)| v.clone()) {
+        // for_each_vma_range: find_vma from where the last piece ended, up to `end`.
+        while let Some(vma) = self.mm(mm).find_vma(at).filter(|v| v.start < end).cloned() {
             let addr = vma.start.max(at);
             let len = end.min(vma.end) - addr;
             if !seen && start < vma.start {
