@@ -471,6 +471,9 @@ pub fn process_status(k: &Kernel, t: &Task, freq: f64) -> ProcessStatus {
 
 /// The machine's counters now.
 fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
+    // As the native runner's snapshot does (its mlock of a page drains the CPU's batches), so
+    // that pglazyfree and LazyFree count what MADV_FREE has queued.
+    it.kernel.lru_add_drain();
     it.kernel.sync_items();
     let k = &it.kernel;
     let mut total = PerfCounters::default();

@@ -43,7 +43,7 @@ pub struct CheckScratch {
     pte_maps: Vec<u32>,
     /// One entry per PMD mapping of a folio head.
     pmd_maps: Vec<u32>,
-    /// Shmem page-cache pages.
+    /// Page-cache pages, and the folios the lru_lazyfree batch holds.
     cache_refs: Vec<u32>,
     /// Per-frame counts of the three lists (all zero between checks).
     pte_count: Vec<i32>,
@@ -404,6 +404,8 @@ impl Kernel {
             }
             c.cache_refs.extend(o.pages.iter().copied().filter(|&p| p != NIL));
         }
+        // The lru_lazyfree batch holds a reference per folio it queued.
+        c.cache_refs.extend(self.lazyfree_batch().map(|h| h.0));
         for (name, &f) in &self.hugetlb.names {
             if self.hugetlb.files.get(f as usize).is_none_or(|o| o.is_none()) {
                 return Err(violation!("hugetlbfs name {name:?}: file {f} is gone"));

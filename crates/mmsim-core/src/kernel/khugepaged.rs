@@ -77,6 +77,7 @@ impl Kernel {
         if !shmem && !self.thp_vma_allowable_file(&v, true) {
             return Err(Errno::EINVAL);
         }
+        self.lru_add_drain();
         let hstart = start.next_multiple_of(hsize);
         let hend = self.geo.hpage_pmd_align_down(end);
         if hstart > hend {

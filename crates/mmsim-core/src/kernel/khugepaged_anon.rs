@@ -57,6 +57,7 @@ impl Kernel {
         if !self.thp_vma_allowable_anon(v, true) {
             return Err(Errno::EINVAL);
         }
+        self.lru_add_drain();
         if self.knobs.ptshare != 0 {
             self.pt_unshare_range(mm, start, end);
         }

@@ -92,6 +92,8 @@ pub struct ScanPass {
     pub pass_through_head: u32,
     /// An allocation failed once already in this wake-up (`wait` cleared).
     pub alloc_failed: bool,
+    /// The wake-up's `lru_add_drain_all` was done.
+    pub drained: bool,
 }
 
 /// What the thread does after a step of its scan.
@@ -199,6 +201,10 @@ impl Kernel {
     /// budget `pages_to_scan` is spent or the list's head was passed twice.
     pub fn khugepaged_scan_step(&mut self, pass: &mut ScanPass) -> ScanStep {
         let pages = u64::from(self.knobs.khugepaged.pages_to_scan);
+        if !pass.drained {
+            pass.drained = true;
+            self.lru_add_drain();
+        }
         if self.khugepaged.cursor.is_none() {
             pass.pass_through_head += 1;
         }

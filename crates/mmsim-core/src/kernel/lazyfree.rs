@@ -11,10 +11,16 @@
 //! folio freed (pglazyfreed), so a later access faults in a zero page.
 //!
 //! Differs from Linux, deliberately:
-//! - No LRU and no per-CPU batches: a folio is marked lazyfree, and pglazyfree counted, when
-//!   MADV_FREE meets it (Linux queues a small folio on the CPU's lru_lazyfree batch and counts
-//!   it when the batch drains, 31 at a time or at the next `lru_add_drain` on that CPU; the
-//!   native runner drains it before each snapshot). Reclaim takes lazyfree folios oldest
+//! - No LRU, and of the per-CPU LRU batches only lru_lazyfree, one for the machine rather
+//!   than one per CPU (as if every task ran on one CPU, as the native runner pins its tasks):
+//!   MADV_FREE queues a folio there with a reference (`folio_mark_lazyfree`), and it becomes
+//!   lazyfree, pglazyfree counting it, when the batch drains (`lru_lazyfree`): when it holds
+//!   PAGEVEC_SIZE folios or a large one, and at the `lru_add_drain` of MADV_FREE, of every
+//!   zap (munmap, MADV_DONTNEED, exit), of mlock, of collapse and of reclaim; a snapshot
+//!   drains it too, as the native runner's does (its mlock calls `lru_add_drain_all`). While
+//!   queued, the batch's reference makes a write fault copy the folio rather than reuse it
+//!   (`wp_can_reuse_anon_folio`). Linux's `lru_add` batch, whose folios are not yet on the
+//!   LRU (a write fault drains it first), is not modelled. Reclaim takes lazyfree folios oldest
 //!   marked first, after the clean page cache (`shrink_page_cache`), as the inactive file
 //!   LRU would put them; a folio a mapping has accessed since (a young pte) gets a second
 //!   round (its young bits cleared, it goes to the back), where Linux's
@@ -50,7 +56,13 @@ pub struct Lazyfree {
     /// The ranges of each mm whose pages reclaim discarded (the mm read zeroes there now),
     /// in the order it discarded them, while `record`.
     pub discards: Vec<Discard>,
+    /// The lru_lazyfree folio batch (`cpu_fbatches.lru_lazyfree`): head frames queued by
+    /// MADV_FREE, each holding a reference, with their linear page index.
+    pub(super) batch: Vec<(Pfn, u64)>,
 }
+
+/// `PAGEVEC_SIZE` (include/linux/pagevec.h): a folio batch drains when it holds this many.
+const PAGEVEC_SIZE: usize = 31;
 
 /// A mapping of a lazyfree folio that reclaim discarded: [addr, addr + len) of `mm`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,11 +136,31 @@ impl Kernel {
         self.folio_mms.get(&head.0).is_some_and(|v| v.len() > 1)
     }
 
-    /// `folio_mark_lazyfree` + `lru_lazyfree`: an anonymous, swap-backed, evictable folio
-    /// becomes lazyfree (pglazyfree counts its pages). `index`: its first page's linear index.
-    fn folio_mark_lazyfree(&mut self, head: Pfn, index: u64) {
+    /// Whether `lru_lazyfree` would take a folio: anonymous, swap-backed (not yet lazyfree)
+    /// and evictable (hugetlb folios are on no LRU).
+    fn lazyfree_candidate(&self, head: Pfn) -> bool {
         let p = self.mem.pages[head.idx()];
-        if !p.test(pg::ANON) || p.test(pg::LAZYFREE) || p.test(pg::MLOCKED) || p.test(pg::HUGETLB) {
+        p.test(pg::ANON) && !p.test(pg::LAZYFREE) && !p.test(pg::MLOCKED) && !p.test(pg::HUGETLB)
+    }
+
+    /// `folio_mark_lazyfree`: queue a lazyfree candidate on the lru_lazyfree batch, which
+    /// takes a reference on it (`folio_batch_add_and_move`: a full batch, or a large folio,
+    /// drains at once). `index`: its first page's linear index.
+    fn folio_mark_lazyfree(&mut self, head: Pfn, index: u64) {
+        if !self.lazyfree_candidate(head) {
+            return;
+        }
+        self.folio_get(head);
+        self.lazyfree.batch.push((head, index));
+        if self.lazyfree.batch.len() >= PAGEVEC_SIZE || self.folio_nr_pages(head) > 1 {
+            self.lru_add_drain();
+        }
+    }
+
+    /// `lru_lazyfree`: a queued folio that is still a candidate becomes lazyfree (PG_swapbacked
+    /// cleared; pglazyfree counts its pages). One queued twice counts once.
+    fn lru_lazyfree(&mut self, head: Pfn, index: u64) {
+        if !self.lazyfree_candidate(head) {
             return;
         }
         self.mem.pages[head.idx()].set(pg::LAZYFREE);
@@ -136,6 +168,29 @@ impl Kernel {
         self.lazyfree.insert(head.0, key, index);
         let nr = self.folio_nr_pages(head) as i64;
         self.stat.count_n(VmEvent::PgLazyFree, nr);
+    }
+
+    /// `lru_add_drain` (and `lru_add_drain_all`: mmsim has one batch): the lru_lazyfree batch
+    /// moves (`folio_batch_move_lru`: `lru_lazyfree` on each folio, then their references
+    /// put, which frees a folio nothing else holds).
+    pub fn lru_add_drain(&mut self) {
+        if self.lazyfree.batch.is_empty() {
+            return;
+        }
+        let mut batch = std::mem::take(&mut self.lazyfree.batch);
+        for &(head, index) in &batch {
+            self.lru_lazyfree(head, index);
+        }
+        for &(head, _) in &batch {
+            self.folio_put(head);
+        }
+        batch.clear();
+        self.lazyfree.batch = batch;
+    }
+
+    /// The folios the lru_lazyfree batch holds a reference on (a folio once per queueing).
+    pub(super) fn lazyfree_batch(&self) -> impl Iterator<Item = Pfn> + '_ {
+        self.lazyfree.batch.iter().map(|&(h, _)| h)
     }
 
     /// A lazyfree folio is freed (or swap-backed again): it leaves the list.
@@ -173,6 +228,7 @@ impl Kernel {
     /// the range covers in part is split first, unless other mms map it (then it is left).
     /// A folio flagged dirty is taken only when this mapping is its only one.
     pub(super) fn madvise_free_single_vma(&mut self, mm: MmId, v: &Vma, start: u64, end: u64) {
+        self.lru_add_drain();
         let mut changed = false;
         let mut addr = start;
         while let Some((next, pmd)) = self.pmd_walk_next(mm, &mut addr, end) {

@@ -466,6 +466,9 @@ impl Kernel {
     }
 
     fn zap_page_range_details(&mut self, mm: MmId, vma: &Vma, start: u64, end: u64, reclaim_pt: bool) {
+        // The lru_add_drain before tlb_gather_mmu (zap_page_range_single, vms_clear_ptes,
+        // exit_mmap).
+        self.lru_add_drain();
         if vma.flags & vm::HUGETLB != 0 {
             self.unmap_hugepage_range(mm, vma, start, end);
             return;

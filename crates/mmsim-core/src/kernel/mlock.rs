@@ -105,6 +105,8 @@ impl Kernel {
             (true, false) => pages,
         };
         if !(lock && was) {
+            // mlock_vma_pages_range's lru_add_drain.
+            self.lru_add_drain();
             self.mlock_range(mm, start, end, lock, true);
         }
         self.vma_merge_around(mm, start);

@@ -504,6 +504,8 @@ impl Kernel {
         // lazyfree anonymous ones (MADV_FREE puts them on the inactive file LRU's head).
         let freed = match self.shrink_slab() {
             0 => {
+                // shrink_inactive_list's lru_add_drain: queued lazyfree folios join the list.
+                self.lru_add_drain();
                 let want = (1u64 << order).max(32);
                 let f = self.shrink_page_cache(want);
                 if f < want && !self.lazyfree.is_empty() {
