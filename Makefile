@@ -32,6 +32,9 @@ $(TOOLS): Makefile
 	@# Headless Chromium checks the HTML report in a test; Debian's package, when we are root.
 	command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null) || true
+	@# Valgrind with its tool headers and libraries builds `mmsim record`'s tool (Debian's package).
+	[ -f /usr/include/valgrind/pub_tool_basics.h ] || [ "$$(id -u)" != 0 ] || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind >/dev/null) || true
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(DEV_DEPS)

@@ -9,6 +9,9 @@
     mmsim sweep SPEC [--processes N] [--json | --csv PATH | --parquet PATH]
     mmsim validate [WORKLOAD ...] [--suite] [--host-set KNOB=VALUE ...] [--dir FS=PATH ...] [--json]
     mmsim validate --random N [--seed S] [--save-dir DIR] [--shrink-runs N] [--json]
+    mmsim record [-o FILE] -- CMD [ARGS...]
+    mmsim trace info FILE [--json]
+    mmsim trace dump FILE [--limit N]
 
 Exit status: 0 on success; 1 when the run failed (an ``expect`` did not hold, ``--check``
 found a mismatch or an invariant broke), after printing its report; 2 for a bad workload,
@@ -23,7 +26,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from mmsim import __version__, _mmsim
+from mmsim import __version__, _mmsim, cli_trace
 from mmsim._mmsim import MmsimError
 from mmsim.knobs import format_knobs, knobs
 from mmsim.report import format_report
@@ -207,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --random: runs a shrink may take per failure (default 300; 0: do not shrink)",
     )
     va.set_defaults(func=cmd_validate)
+    cli_trace.add_parsers(sub)
     return p
 
 

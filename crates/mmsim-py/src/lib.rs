@@ -9,6 +9,8 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
+mod trace;
+
 create_exception!(mmsim, MmsimError, PyValueError, "A bad workload, knob or profile (one line).");
 
 /// The one place engine errors become Python exceptions.
@@ -121,6 +123,10 @@ fn _mmsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
     m.add_function(wrap_pyfunction!(profile_show, m)?)?;
     m.add_function(wrap_pyfunction!(profile_text, m)?)?;
+    m.add_function(wrap_pyfunction!(trace::trace_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(trace::trace_dump, m)?)?;
+    m.add_class::<trace::TraceWriter>()?;
+    m.add_class::<trace::TraceRecords>()?;
     m.add("MmsimError", m.py().get_type::<MmsimError>())?;
     Ok(())
 }

@@ -1,0 +1,1 @@
+../../native/mmsim_record.c

@@ -1,0 +1,178 @@
+"""Recording real programs and reading their traces (docs/trace-format.md).
+
+:func:`record` runs a command under the recorder (``mmsimrec``, a Valgrind tool built on first
+use by :mod:`mmsim.recorder_build`) and writes its trace; :func:`info` gives a trace's totals
+(``mmsim trace info``); :func:`records` iterates its records for analysis::
+
+    from mmsim import trace
+    summary = trace.record(["python3", "-c", "x = bytearray(1 << 26)"], "py.trace")
+    trace.info("py.trace")["footprint_4k"]
+    loads = sum(1 for _, kind, _ in trace.records("py.trace") if kind == "load")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import platform
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from mmsim import _mmsim
+from mmsim._mmsim import MmsimError
+from mmsim.recorder_build import TOOL, valgrind, valgrind_lib
+
+__all__ = ["RECORDER_VERSION", "header", "info", "record", "records"]
+
+#: The recorder's version (the tool's VG_(details_version)).
+RECORDER_VERSION = "1"
+#: Bytes read from the recorder's pipe at a time, and the pipe's size (fs/pipe-max-size's
+#: default).
+READ = 1 << 20
+PIPE_SIZE = 1 << 20
+
+
+def _valgrind_version(vg: str) -> str:
+    try:
+        return subprocess.run([vg, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "valgrind"
+
+
+def record(
+    command: Sequence[str],
+    out: str | os.PathLike[str],
+    *,
+    quiet: bool = True,
+    level: int = 3,
+) -> dict[str, Any]:
+    """Run ``command`` under the recorder, writing its trace to ``out``; returns the trace's
+    summary (``exit_status``: the command's exit code, or -N when signal N ended it;
+    ``duration_s``; ``trace_bytes``; ``frames``; ``raw_bytes``). A command that fails still
+    leaves its trace. Raises :class:`MmsimError` when the recorder cannot run (no Valgrind,
+    no such command)."""
+    if not command:
+        raise MmsimError("record: no command given (mmsim record -o FILE -- CMD [ARGS...])")
+    exe = shutil.which(command[0]) if "/" not in command[0] else command[0]
+    if exe is None or not os.path.isfile(exe):
+        raise MmsimError(f"record: {command[0]}: command not found")
+    vg = valgrind()
+    lib = valgrind_lib()
+    header = {
+        "arch": platform.machine(),
+        "page_size": os.sysconf("SC_PAGE_SIZE"),
+        "command": list(command),
+        "kernel_release": platform.release(),
+        "recorder": f"{TOOL} {RECORDER_VERSION} ({_valgrind_version(vg)})",
+        "cwd": os.getcwd(),
+        "host": platform.node(),
+        "started": time.time(),
+    }
+    writer = _mmsim.TraceWriter(os.fspath(out), json.dumps(header), level)
+    with tempfile.TemporaryDirectory(prefix="mmsim-record-") as tmp:
+        fifo = Path(tmp) / "frames"
+        os.mkfifo(fifo, 0o600)
+        # Non-blocking, so that opening does not wait for the recorder; reads then see EOF
+        # until it connects, and again once every recorded process has closed it.
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        # A larger pipe: fewer switches between the recorded program and this reader.
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+        argv = [vg, "--tool=" + TOOL, f"--out={fifo}", "--trace-children=yes", *(["-q"] if quiet else []), *command]
+        env = dict(os.environ, VALGRIND_LIB=str(lib))
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(argv, env=env)
+        except OSError as e:
+            os.close(fd)
+            raise MmsimError(f"record: cannot run {vg}: {e.strerror}") from None
+        connected = False
+        interrupted = False
+        try:
+            while True:
+                try:
+                    ready, _, _ = select.select([fd], [], [], 0.2)
+                    if not ready:
+                        if proc.poll() is not None and not connected:
+                            break
+                        continue
+                    data = os.read(fd, READ)
+                except KeyboardInterrupt:
+                    # The program got the SIGINT too: keep what it writes until it is gone.
+                    interrupted = True
+                    continue
+                except BlockingIOError:
+                    continue
+                if data:
+                    connected = True
+                    writer.feed(data)
+                elif connected or proc.poll() is not None:
+                    break
+                else:
+                    time.sleep(0.01)
+        finally:
+            os.close(fd)
+            rc = proc.wait()
+    summary = {"exit_status": rc, "duration_s": round(time.monotonic() - start, 6)}
+    if interrupted:
+        summary["interrupted"] = True
+    if not connected:
+        summary["recorder_failed"] = True
+    return json.loads(writer.finish(json.dumps(summary)))
+
+
+def info(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A trace's totals: ``instructions``, ``loads``, ``stores``, ``tasks``, ``processes``,
+    ``syscalls`` (name -> count), ``footprint_4k``, ``footprint_2m``, ``runs``, and its
+    ``header`` and ``summary``."""
+    return json.loads(_mmsim.trace_stats(os.fspath(path)))
+
+
+def header(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A trace's header."""
+    return json.loads(_mmsim.TraceRecords(os.fspath(path)).header())
+
+
+def records(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """Every record of a trace, in order, as ``(pid, kind, fields)``: kind ``thread``
+    (tid), ``run`` (pc, bytes, instrs), ``load``/``store`` (addr, size), ``syscall`` (nr, a0..a5,
+    result, pos, size, path), ``map`` (start, len, prot, kind, offset, path), ``proc`` (how,
+    parent), ``exit`` (status)."""
+    return iter(_mmsim.TraceRecords(os.fspath(path)))
+
+
+def dump(path: str | os.PathLike[str], limit: int | None = None) -> int:
+    """Print a trace's records as text (``mmsim trace dump``); returns how many."""
+    sys.stdout.flush()
+    return int(_mmsim.trace_dump(os.fspath(path), limit))
+
+
+def format_info(s: dict[str, Any]) -> str:
+    """``mmsim trace info``'s text."""
+    h, sm = s["header"], s["summary"]
+    dur = sm.get("duration_s")
+    lines = [
+        f"command:       {' '.join(h.get('command', []))}",
+        f"recorded by:   {h.get('recorder', '?')} on Linux {h.get('kernel_release', '?')}",
+        f"exit status:   {sm.get('exit_status', '?')}"
+        + (f", {dur:.3f} s recording" if isinstance(dur, (int, float)) else ""),
+        f"instructions:  {s['instructions']:>16,}   ({s['runs']:,} runs)",
+        f"loads:         {s['loads']:>16,}",
+        f"stores:        {s['stores']:>16,}",
+        f"footprint:     {s['footprint_4k']:>16,} 4 KiB pages   {s['footprint_2m']:,} 2 MiB pages",
+        f"tasks:         {s['tasks']:>16,}   ({s['processes']:,} processes)",
+        f"trace:         {sm.get('raw_bytes', 0):>16,} bytes of records, {sm.get('frames', 0):,} frames",
+        "system calls:",
+    ]
+    for name, n in sorted(s["syscalls"].items(), key=lambda kv: (-kv[1], kv[0])):
+        lines.append(f"  {n:>12,}  {name}")
+    return "\n".join(lines)
