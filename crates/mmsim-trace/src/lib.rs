@@ -12,8 +12,9 @@
 mod record;
 mod stats;
 
+use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufReader, Read, Write};
+use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 pub use record::{FileInfo, FrameEncoder, Record, Records};
@@ -31,8 +32,14 @@ const END: &[u8; 4] = b"END\0";
 pub const FRAME_HDR: usize = 8;
 /// The most a frame may hold (the recorder writes frames of at most PIPE_BUF bytes).
 pub const FRAME_MAX: usize = 4096;
-/// Chunks are cut once they hold this many bytes of frames.
+/// A process's chunk is cut once it holds this many bytes of frames.
 const CHUNK_RAW: usize = 1 << 20;
+/// At most this many bytes of frames wait, over all processes.
+const BUFFERED_MAX: usize = 64 << 20;
+/// A chunk's header: tag, pid, raw length, compressed length.
+const CHUNK_HDR: u64 = 16;
+/// The file's last 16 bytes: the end record's offset (u64), then this.
+const TRAILER: &[u8; 8] = b"MMSIMIDX";
 /// The largest chunk or JSON block a reader accepts (a corrupted length must not allocate
 /// gigabytes).
 const LIMIT: u32 = 64 << 20;
@@ -63,10 +70,16 @@ pub struct Header {
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
-/// Writes a trace: the header, then frames as they come (cut into chunks), then the end.
+/// Writes a trace: the header, then frames as they come, gathered per process into chunks,
+/// then the end record and the index of each process's chunks.
 pub struct TraceWriter<W: Write> {
     out: W,
-    raw: Vec<u8>,
+    /// Each process's frames not yet in a chunk, by pid, and the order pids first came in.
+    bufs: BTreeMap<u32, Vec<u8>>,
+    order: Vec<u32>,
+    buffered: usize,
+    /// Each process's chunks: their offsets in the file.
+    index: BTreeMap<u32, Vec<u64>>,
     /// Bytes of a frame that arrived in part (`feed` takes any slicing of the stream).
     partial: Vec<u8>,
     pub frames: u64,
@@ -86,7 +99,10 @@ impl<W: Write> TraceWriter<W> {
         let written = 16 + json.len() as u64;
         Ok(TraceWriter {
             out,
-            raw: Vec::with_capacity(CHUNK_RAW + FRAME_MAX),
+            bufs: BTreeMap::new(),
+            order: Vec::new(),
+            buffered: 0,
+            index: BTreeMap::new(),
             partial: Vec::new(),
             frames: 0,
             raw_bytes: 0,
@@ -119,11 +135,22 @@ impl<W: Write> TraceWriter<W> {
             self.partial.extend_from_slice(&data[..n]);
             data = &data[n..];
             if self.partial.len() == FRAME_HDR + len {
-                self.raw.extend_from_slice(&self.partial);
+                let pid = u32::from_le_bytes(self.partial[4..8].try_into().expect("4 bytes"));
+                let buf = self.bufs.entry(pid).or_insert_with(|| {
+                    self.order.push(pid);
+                    Vec::new()
+                });
+                buf.extend_from_slice(&self.partial);
+                self.buffered += self.partial.len();
+                let full = buf.len() >= CHUNK_RAW;
                 self.partial.clear();
                 self.frames += 1;
-                if self.raw.len() >= CHUNK_RAW {
-                    self.flush_chunk()?;
+                if full {
+                    self.flush_chunk(pid)?;
+                } else if self.buffered > BUFFERED_MAX {
+                    // Many processes, each with a little: the largest goes out.
+                    let big = self.bufs.iter().max_by_key(|(_, b)| b.len()).map(|(&p, _)| p).expect("a buffer");
+                    self.flush_chunk(big)?;
                 }
             }
         }
@@ -139,34 +166,52 @@ impl<W: Write> TraceWriter<W> {
         self.feed(payload)
     }
 
-    fn flush_chunk(&mut self) -> std::io::Result<()> {
-        if self.raw.is_empty() {
+    /// Write process `pid`'s buffered frames as a chunk.
+    fn flush_chunk(&mut self, pid: u32) -> std::io::Result<()> {
+        let Some(raw) = self.bufs.get_mut(&pid) else { return Ok(()) };
+        if raw.is_empty() {
             return Ok(());
         }
-        let z = zstd::bulk::compress(&self.raw, self.level)?;
+        let z = zstd::bulk::compress(raw, self.level)?;
+        self.index.entry(pid).or_default().push(self.written);
         self.out.write_all(CHUNK)?;
-        self.out.write_all(&(self.raw.len() as u32).to_le_bytes())?;
+        self.out.write_all(&pid.to_le_bytes())?;
+        self.out.write_all(&(raw.len() as u32).to_le_bytes())?;
         self.out.write_all(&(z.len() as u32).to_le_bytes())?;
         self.out.write_all(&z)?;
-        self.raw_bytes += self.raw.len() as u64;
-        self.written += 12 + z.len() as u64;
-        self.raw.clear();
+        self.raw_bytes += raw.len() as u64;
+        self.buffered -= raw.len();
+        self.written += CHUNK_HDR + z.len() as u64;
+        raw.clear();
         Ok(())
     }
 
-    /// End the trace with its summary (JSON object: exit status, duration, ...). A frame
-    /// left in part (the recorder was killed mid-write) is dropped and counted in the summary.
+    /// End the trace with its summary (JSON object: exit status, duration, ...), to which
+    /// the index is added (`processes`: each pid with its chunks' offsets, in the order the
+    /// pids first came). A frame left in part (the recorder was killed mid-write) is dropped
+    /// and counted in the summary.
     pub fn finish(mut self, mut summary: serde_json::Map<String, serde_json::Value>) -> std::io::Result<W> {
-        self.flush_chunk()?;
+        for pid in self.order.clone() {
+            self.flush_chunk(pid)?;
+        }
         if !self.partial.is_empty() {
             summary.insert("partial_frame_bytes".into(), self.partial.len().into());
         }
         summary.insert("frames".into(), self.frames.into());
         summary.insert("raw_bytes".into(), self.raw_bytes.into());
+        let procs: Vec<serde_json::Value> = self
+            .order
+            .iter()
+            .map(|p| serde_json::json!({"pid": p, "chunks": self.index.get(p).cloned().unwrap_or_default()}))
+            .collect();
+        summary.insert("processes".into(), procs.into());
         let json = serde_json::to_vec(&summary).map_err(std::io::Error::other)?;
+        let end_at = self.written;
         self.out.write_all(END)?;
         self.out.write_all(&(json.len() as u32).to_le_bytes())?;
         self.out.write_all(&json)?;
+        self.out.write_all(&end_at.to_le_bytes())?;
+        self.out.write_all(TRAILER)?;
         self.out.flush()?;
         Ok(self.out)
     }
@@ -262,22 +307,10 @@ impl<R: Read> TraceReader<R> {
         })?;
         let a = u32::from_le_bytes(tag[4..8].try_into().expect("4"));
         if &tag[..4] == END {
-            if a > LIMIT {
-                return Err(self.err(at + 4, format!("an end record of {a} bytes: expected at most {LIMIT}")));
-            }
-            let mut json = vec![0u8; a as usize];
-            read_exact(&mut self.inp, &mut json)
-                .map_err(|got| self.err(at + 8 + got as u64, "the file ends inside the end record".into()))?;
-            let v: serde_json::Value = serde_json::from_slice(&json)
-                .map_err(|e| self.err(at + 8, format!("the end record is not JSON: {e}")))?;
-            let serde_json::Value::Object(m) = v else {
-                return Err(self.err(at + 8, "the end record is not a JSON object".into()));
-            };
-            self.pos = at + 8 + a as u64;
-            self.summary = Some(m);
+            self.summary = Some(self.end_record(at, a)?);
             let mut rest = [0u8; 1];
             if self.inp.read(&mut rest).map_err(|e| self.err(self.pos, e.to_string()))? > 0 {
-                return Err(self.err(self.pos, "bytes after the end record: expected the end of the file".into()));
+                return Err(self.err(self.pos, "bytes after the index: expected the end of the file".into()));
             }
             return Ok(None);
         }
@@ -286,27 +319,56 @@ impl<R: Read> TraceReader<R> {
                 self.err(at, format!("expected a chunk (\"CHNK\") or the end (\"END\"), found {:02x?}", &tag[..4]))
             );
         }
-        let mut clen = [0u8; 4];
-        read_exact(&mut self.inp, &mut clen)
+        let pid = a;
+        let mut lens = [0u8; 8];
+        read_exact(&mut self.inp, &mut lens)
             .map_err(|got| self.err(at + 8 + got as u64, "the file ends inside a chunk header".into()))?;
-        let clen = u32::from_le_bytes(clen);
-        if a > LIMIT || clen > LIMIT {
-            return Err(self.err(at + 4, format!("a chunk of {a} bytes ({clen} compressed): expected at most {LIMIT}")));
+        let raw = u32::from_le_bytes(lens[..4].try_into().expect("4"));
+        let clen = u32::from_le_bytes(lens[4..].try_into().expect("4"));
+        if raw > LIMIT || clen > LIMIT {
+            return Err(
+                self.err(at + 8, format!("a chunk of {raw} bytes ({clen} compressed): expected at most {LIMIT}"))
+            );
         }
         self.comp.resize(clen as usize, 0);
         read_exact(&mut self.inp, &mut self.comp).map_err(|got| {
-            self.err(at + 12 + got as u64, format!("the file ends inside a chunk of {clen} compressed bytes"))
+            self.err(at + 16 + got as u64, format!("the file ends inside a chunk of {clen} compressed bytes"))
         })?;
         self.chunk.clear();
-        self.chunk.reserve(a as usize);
+        self.chunk.reserve(raw as usize);
         let n = zstd::bulk::Decompressor::new()
             .and_then(|mut d| d.decompress_to_buffer(&self.comp, &mut self.chunk))
-            .map_err(|e| self.err(at + 12, format!("the chunk does not decompress: {e}")))?;
-        if n != a as usize {
-            return Err(self.err(at + 12, format!("the chunk decompresses to {n} bytes, its header says {a}")));
+            .map_err(|e| self.err(at + 16, format!("the chunk does not decompress: {e}")))?;
+        if n != raw as usize {
+            return Err(self.err(at + 16, format!("the chunk decompresses to {n} bytes, its header says {raw}")));
         }
-        self.pos = at + 12 + clen as u64;
-        Ok(Some(Chunk { data: &self.chunk, at: at + 12, file: &self.name }))
+        self.pos = at + CHUNK_HDR + clen as u64;
+        Ok(Some(Chunk { data: &self.chunk, at: at + CHUNK_HDR, file: &self.name, pid }))
+    }
+
+    /// The end record at `at` (its tag read; `len`: its JSON's length) and the trailer after
+    /// it, which must point back at it.
+    fn end_record(&mut self, at: u64, len: u32) -> Result<serde_json::Map<String, serde_json::Value>, TraceError> {
+        if len > LIMIT {
+            return Err(self.err(at + 4, format!("an end record of {len} bytes: expected at most {LIMIT}")));
+        }
+        let mut json = vec![0u8; len as usize];
+        read_exact(&mut self.inp, &mut json)
+            .map_err(|got| self.err(at + 8 + got as u64, "the file ends inside the end record".into()))?;
+        let v: serde_json::Value =
+            serde_json::from_slice(&json).map_err(|e| self.err(at + 8, format!("the end record is not JSON: {e}")))?;
+        let serde_json::Value::Object(m) = v else {
+            return Err(self.err(at + 8, "the end record is not a JSON object".into()));
+        };
+        let t = at + 8 + len as u64;
+        let mut trailer = [0u8; 16];
+        read_exact(&mut self.inp, &mut trailer)
+            .map_err(|got| self.err(t + got as u64, "the file ends inside its 16-byte trailer".into()))?;
+        if &trailer[8..] != TRAILER || u64::from_le_bytes(trailer[..8].try_into().expect("8")) != at {
+            return Err(self.err(t, format!("expected the trailer (offset {at}, \"MMSIMIDX\")")));
+        }
+        self.pos = t + 16;
+        Ok(m)
     }
 
     /// Every record of the trace, in order, to `f(pid, record)`; the summary at the end.
@@ -319,6 +381,64 @@ impl<R: Read> TraceReader<R> {
                 }
             }
         }
+        Ok(())
+    }
+}
+
+/// Each process's chunks, from the end of a trace.
+#[derive(Clone, Debug, Default)]
+pub struct Index {
+    /// Each pid, in the order it first came, with its chunks' offsets in order.
+    pub processes: Vec<(u32, Vec<u64>)>,
+    pub summary: serde_json::Map<String, serde_json::Value>,
+}
+
+impl<R: Read + Seek> TraceReader<R> {
+    /// The summary and each process's chunks, read from the trailer and the end record
+    /// without reading the chunks; the reader stays where it was.
+    pub fn read_index(&mut self) -> Result<Index, TraceError> {
+        let back = self.pos;
+        let size = self.inp.seek(SeekFrom::End(0)).map_err(|e| self.err(0, format!("cannot seek: {e}")))?;
+        let t = size.checked_sub(16).filter(|&t| t >= self.pos).ok_or_else(|| {
+            self.err(size, "the trace ends without its end record (truncated): expected the trailer".into())
+        })?;
+        let mut trailer = [0u8; 16];
+        self.inp.seek(SeekFrom::Start(t)).map_err(|e| self.err(t, format!("cannot seek: {e}")))?;
+        read_exact(&mut self.inp, &mut trailer).map_err(|_| self.err(t, "cannot read the trailer".into()))?;
+        if &trailer[8..] != TRAILER {
+            return Err(self.err(t, "the trace ends without its trailer (truncated): expected \"MMSIMIDX\"".into()));
+        }
+        let at = u64::from_le_bytes(trailer[..8].try_into().expect("8"));
+        if at < self.pos || at >= t {
+            return Err(self.err(t, format!("the trailer points at byte {at}, outside the trace")));
+        }
+        self.inp.seek(SeekFrom::Start(at)).map_err(|e| self.err(at, format!("cannot seek: {e}")))?;
+        let mut tag = [0u8; 8];
+        read_exact(&mut self.inp, &mut tag).map_err(|_| self.err(at, "cannot read the end record".into()))?;
+        if &tag[..4] != END {
+            return Err(self.err(at, "expected the end record (\"END\"), where the trailer points".into()));
+        }
+        let summary = self.end_record(at, u32::from_le_bytes(tag[4..].try_into().expect("4")))?;
+        self.pos = back;
+        self.inp.seek(SeekFrom::Start(back)).map_err(|e| self.err(back, format!("cannot seek: {e}")))?;
+        let bad = |what: &str| self.err(at + 8, format!("the end record's index: {what}"));
+        let mut processes = Vec::new();
+        for p in summary.get("processes").and_then(|v| v.as_array()).ok_or_else(|| bad("no `processes` list"))? {
+            let pid = p.get("pid").and_then(|v| v.as_u64()).and_then(|v| u32::try_from(v).ok());
+            let chunks = p.get("chunks").and_then(|v| v.as_array());
+            let (Some(pid), Some(chunks)) = (pid, chunks) else { return Err(bad("a process without pid or chunks")) };
+            let offs: Option<Vec<u64>> =
+                chunks.iter().map(|c| c.as_u64().filter(|&c| c >= self.pos && c < at)).collect();
+            processes.push((pid, offs.ok_or_else(|| bad("a chunk offset outside the trace"))?));
+        }
+        Ok(Index { processes, summary })
+    }
+
+    /// Read the chunk at `offset` (one of the index's) with the next `next_chunk`.
+    pub fn seek_chunk(&mut self, offset: u64) -> Result<(), TraceError> {
+        self.inp.seek(SeekFrom::Start(offset)).map_err(|e| self.err(offset, format!("cannot seek: {e}")))?;
+        self.pos = offset;
+        self.summary = None;
         Ok(())
     }
 }
@@ -337,8 +457,9 @@ fn read_exact(r: &mut impl Read, buf: &mut [u8]) -> Result<(), usize> {
     Ok(())
 }
 
-/// One decompressed chunk.
+/// One decompressed chunk: frames of process `pid`.
 pub struct Chunk<'a> {
+    pub pid: u32,
     data: &'a [u8],
     /// Where its compressed bytes start in the file (errors inside it name this offset).
     at: u64,
@@ -347,7 +468,7 @@ pub struct Chunk<'a> {
 
 impl<'a> Chunk<'a> {
     pub fn frames(&self) -> impl Iterator<Item = Result<Frame<'a>, TraceError>> + 'a {
-        let (data, at, file) = (self.data, self.at, self.file);
+        let (data, at, file, cpid) = (self.data, self.at, self.file, self.pid);
         let mut off = 0usize;
         std::iter::from_fn(move || {
             if off >= data.len() {
@@ -368,6 +489,10 @@ impl<'a> Chunk<'a> {
                 ))));
             }
             off = start + len;
+            if pid != cpid {
+                off = data.len();
+                return Some(Err(err(format!("a frame of pid {pid} in a chunk of pid {cpid} (chunk byte {start})"))));
+            }
             Some(Ok(Frame { pid, payload: &data[start..start + len], chunk_at: at, chunk_off: start, file }))
         })
     }
