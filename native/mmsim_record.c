@@ -35,6 +35,9 @@
 /* Valgrind core's (pub_core_libcfile.h; not in the tool headers, but in libcoregrind, which the
  * tool is linked with): moves a descriptor into the range Valgrind keeps from the program. */
 extern Int VG_(safe_fd)(Int oldfd);
+extern Int VG_(fcntl)(Int fd, Int cmd, Addr arg);
+/* The first of the descriptors Valgrind keeps for itself (safe_fd puts them there). */
+extern Int VG_(fd_hard_limit);
 
 /* Record tags (docs/trace-format.md). */
 enum {
@@ -290,19 +293,11 @@ static void pre_syscall(ThreadId tid, UInt nr, UWord *args, UInt nargs)
 		file_info(-1, -1);
 		break;
 	case __NR_execve:
-	case __NR_execveat: {
-		/* Recorded before (a successful one does not return here): the path. */
-		syscall_head(nr, a, 0);
-		const HChar *p = (const HChar *)(nr == __NR_execve ? a[0] : a[1]);
-		Int plen = p ? (Int)VG_(strlen)(p) : 0;
-		if (plen > PATH_KEEP)
-			plen = PATH_KEEP;
-		uv(0), uv(0), uv(0), uv(0), zz(-1), uv((ULong)plen);
-		for (Int i = 0; i < plen; i++)
-			put((UChar)p[i]);
+	case __NR_execveat:
+		/* A successful one does not return: the new image's first frame (a proc record of
+		 * this pid) says it happened. A failed one is recorded after, with its path. */
 		flush();
 		break;
-	}
 	case __NR_clone:
 	case __NR_clone3:
 	case __NR_fork:
@@ -315,13 +310,23 @@ static void pre_syscall(ThreadId tid, UInt nr, UWord *args, UInt nargs)
 
 static void post_syscall(ThreadId tid, UInt nr, UWord *args, UInt nargs, SysRes res)
 {
-	if (nr == __NR_exit || nr == __NR_exit_group || nr == __NR_execve || nr == __NR_execveat)
+	if (nr == __NR_exit || nr == __NR_exit_group)
 		return;
 	UWord a[6] = {0};
 	for (UInt i = 0; i < 6 && i < nargs; i++)
 		a[i] = args[i];
 	Long r = sr_isError(res) ? -(Long)sr_Err(res) : (Long)sr_Res(res);
 	syscall_head(nr, a, r);
+	if (nr == __NR_execve || nr == __NR_execveat) {
+		const HChar *p = (const HChar *)(nr == __NR_execve ? a[0] : a[1]);
+		Int plen = p ? (Int)VG_(strlen)(p) : 0;
+		if (plen > PATH_KEEP)
+			plen = PATH_KEEP;
+		uv(0), uv(0), uv(0), uv(0), zz(-1), uv((ULong)plen);
+		for (Int i = 0; i < plen; i++)
+			put((UChar)p[i]);
+		return;
+	}
 	Int fd = -1;
 	Long pos = -1;
 	switch (nr) {
@@ -372,8 +377,20 @@ static void open_out(void)
 		VG_(umsg)("mmsimrec: cannot open --out=%s\n", clo_out);
 		VG_(exit)(1);
 	}
-	/* Into Valgrind's own range of descriptors: the program cannot close it. */
+	/* Into Valgrind's own range of descriptors: the program cannot close it. Kept across
+	 * exec (safe_fd sets close-on-exec): the FIFO must always have a writer until the whole
+	 * tree is done, or the reader would take the gap of an exec for the end. */
 	out_fd = VG_(safe_fd)((Int)sr_Res(r));
+	VG_(fcntl)(out_fd, VKI_F_SETFD, 0);
+	/* An exec'd image inherits its predecessor's descriptor of the FIFO: close it now that
+	 * this one is open (Valgrind's range holds only a dozen). */
+	struct vg_stat me, st;
+	if (VG_(fstat)(out_fd, &me) != 0)
+		return;
+	for (Int fd = VG_(fd_hard_limit); fd < VG_(fd_hard_limit) + 64; fd++) {
+		if (fd != out_fd && VG_(fstat)(fd, &st) == 0 && st.dev == me.dev && st.ino == me.ino)
+			VG_(close)(fd);
+	}
 }
 
 static void at_fork_child(ThreadId tid)

@@ -87,7 +87,15 @@ def record(
         # A larger pipe: fewer switches between the recorded program and this reader.
         with contextlib.suppress(OSError):
             fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
-        argv = [vg, "--tool=" + TOOL, f"--out={fifo}", "--trace-children=yes", *(["-q"] if quiet else []), *command]
+        argv = [
+            vg,
+            "--tool=" + TOOL,
+            f"--out={fifo}",
+            "--trace-children=yes",
+            "--vgdb=no",
+            *(["-q"] if quiet else []),
+            *command,
+        ]
         env = dict(os.environ, VALGRIND_LIB=str(lib))
         start = time.monotonic()
         try:
@@ -115,9 +123,12 @@ def record(
                 if data:
                     connected = True
                     writer.feed(data)
-                elif connected or proc.poll() is not None:
+                elif proc.poll() is not None:
+                    # No writer left and the command is done (its descendants too, unless
+                    # one outlived it without the recorder: then it is not recorded).
                     break
                 else:
+                    # No writer yet (the recorder is starting), or none for a moment.
                     time.sleep(0.01)
         finally:
             os.close(fd)

@@ -43,6 +43,11 @@ int main(int argc, char **argv)
 	pthread_create(&t, NULL, worker, (void *)(p + 4096 + 2));
 	pthread_join(t, NULL);
 	munmap((void *)p, len);
+	if (argc > 1 && argv[1][0] == 'e') {
+		char *args[] = {"true", NULL};
+		execv("/nonexistent/prog", args);
+		execv("/bin/true", args);
+	}
 	if (argc > 1)
 		abort();
 	return 3;
@@ -162,3 +167,17 @@ def test_a_corrupted_trace_is_one_line_naming_the_file_and_byte(tmp_path, capsys
     bad.write_bytes(b"hello")
     assert main(["trace", "dump", str(bad)]) == 2
     assert "not an mmsim trace" in capsys.readouterr().err
+
+
+@needs_valgrind
+def test_an_exec_starts_a_new_image_of_the_same_pid_and_a_failed_one_is_recorded(prog, tmp_path):
+    out = tmp_path / "exec.trace"
+    s = trace.record([str(prog), "exec"], out)
+    assert s["exit_status"] == 0, "/bin/true's"
+    recs = list(trace.records(out))
+    pid = recs[0][0]
+    images = [f for p, k, f in recs if p == pid and k == "proc" and f["how"] == 0]
+    assert len(images) == 2, "the program, then /bin/true in its place"
+    failed = [f for p, k, f in recs if p == pid and k == "syscall" and f["nr"] == 59]
+    assert [(f["result"], f["path"]) for f in failed] == [(-2, "/nonexistent/prog")]
+    assert any(p == pid and k == "map" and f.get("path", "").endswith("/true") for p, k, f in recs)

@@ -55,13 +55,12 @@ impl TraceWriter {
     fn finish(&mut self, summary_json: &str) -> PyResult<String> {
         let path = self.path.clone();
         let w = self.inner.take().ok_or_else(|| MmsimError::new_err(format!("{path}: the trace is finished")))?;
-        let mut summary = json_map(summary_json, "trace summary")?;
-        let (frames, raw) = (w.frames, w.raw_bytes);
-        let mut out = w.finish(summary.clone()).map_err(|e| MmsimError::new_err(format!("{path}: {e}")))?;
+        let summary = json_map(summary_json, "trace summary")?;
+        let (mut out, mut summary) =
+            w.finish_with_summary(summary).map_err(|e| MmsimError::new_err(format!("{path}: {e}")))?;
         out.flush().map_err(|e| MmsimError::new_err(format!("{path}: {e}")))?;
         let size = out.get_ref().metadata().map(|m| m.len()).unwrap_or(0);
-        summary.insert("frames".into(), frames.into());
-        summary.insert("raw_bytes".into(), raw.into());
+        summary.remove("processes");
         summary.insert("trace_bytes".into(), size.into());
         Ok(serde_json::Value::Object(summary).to_string())
     }

@@ -190,7 +190,15 @@ impl<W: Write> TraceWriter<W> {
     /// the index is added (`processes`: each pid with its chunks' offsets, in the order the
     /// pids first came). A frame left in part (the recorder was killed mid-write) is dropped
     /// and counted in the summary.
-    pub fn finish(mut self, mut summary: serde_json::Map<String, serde_json::Value>) -> std::io::Result<W> {
+    pub fn finish(self, summary: serde_json::Map<String, serde_json::Value>) -> std::io::Result<W> {
+        self.finish_with_summary(summary).map(|(w, _)| w)
+    }
+
+    /// As `finish`, also returning the summary as written.
+    pub fn finish_with_summary(
+        mut self,
+        mut summary: serde_json::Map<String, serde_json::Value>,
+    ) -> std::io::Result<(W, serde_json::Map<String, serde_json::Value>)> {
         for pid in self.order.clone() {
             self.flush_chunk(pid)?;
         }
@@ -213,7 +221,7 @@ impl<W: Write> TraceWriter<W> {
         self.out.write_all(&end_at.to_le_bytes())?;
         self.out.write_all(TRAILER)?;
         self.out.flush()?;
-        Ok(self.out)
+        Ok((self.out, summary))
     }
 }
 
