@@ -45,6 +45,7 @@ enum {
 	T_RUN = 0x02,     /* zz(pc - last_pc), bytes, instructions */
 	T_LOAD_N = 0x03,  /* zz(addr - last_addr), size */
 	T_STORE_N = 0x04, /* zz(addr - last_addr), size */
+	T_REPEAT = 0x05,  /* n, k, k x zz(stride): the last run and the k accesses after it, n times more */
 	T_LOAD = 0x10,    /* + log2(size), 0..6: zz(addr - last_addr) */
 	T_STORE = 0x18,   /* + log2(size), 0..6: zz(addr - last_addr) */
 	T_SYSCALL = 0x20, /* nr, 6 args, zz(result), file info */
@@ -60,6 +61,8 @@ enum {
 #define PATH_KEEP 1024
 
 static const HChar *clo_out = NULL;
+/* --repeat=no: write every iteration (tests compare the two). */
+static Bool clo_repeat = True;
 static Int out_fd = -1;
 static Int my_pid;
 static UChar frame[FRAME_MAX];
@@ -90,11 +93,34 @@ static inline void zz(Long v)
 	uv(((ULong)v << 1) ^ (ULong)(v >> 63));
 }
 
+/* Repeats (T_REPEAT): a rep-prefixed string instruction runs under Valgrind as one block per
+ * iteration: a run of the same instruction and its accesses, each a fixed stride on from the
+ * last (memset's rep stosb: a run and a 1-byte store per byte). Such iterations are held back
+ * and written as one repeat record. The template is the last iteration written: its run and
+ * the accesses after it (at most REP_MAX); a candidate is an iteration in progress whose run
+ * matched it. */
+#define REP_MAX 2
+/* Room kept in a frame for what settle() may write: a candidate's run and accesses and a
+ * repeat record. */
+#define RESERVE (2 * (1 + 10 + 5 + 5) + 2 * REP_MAX * (1 + 10 + 5) + 1 + 10 + 5 + REP_MAX * 10)
+static Bool it_valid, cand;
+static Addr it_pc;
+static UWord it_bytes, it_n;
+static Int it_k, cand_j;
+static Bool it_store[REP_MAX];
+static Addr it_addr[REP_MAX], cand_addr[REP_MAX];
+static UWord it_size[REP_MAX];
+static Long it_stride[REP_MAX];
+static ULong rep;
+
 static void frame_start(void)
 {
 	flen = FRAME_HDR;
 	last_pc = 0;
 	last_addr = 0;
+	it_valid = False;
+	cand = False;
+	rep = 0;
 	put(T_THREAD);
 	uv((ULong)cur_tid);
 }
@@ -121,18 +147,9 @@ static void flush(void)
 	frame_start();
 }
 
-/* Make room for a record of at most n bytes. */
-static inline void room(Int n)
+/* Write a run (no room check: callers make room). */
+static void put_run(Addr pc, UWord bytes, UWord ninstr)
 {
-	if (flen + n > FRAME_MAX)
-		flush();
-}
-
-/* ---- what the program runs --------------------------------------------------------------- */
-
-static VG_REGPARM(3) void h_run(Addr pc, UWord bytes, UWord ninstr)
-{
-	room(1 + 10 + 5 + 5);
 	put(T_RUN);
 	zz((Long)(pc - last_pc));
 	uv(bytes);
@@ -140,9 +157,9 @@ static VG_REGPARM(3) void h_run(Addr pc, UWord bytes, UWord ninstr)
 	last_pc = pc + bytes;
 }
 
-static inline void mem(UChar base, UChar generic, Addr a, UWord size)
+static void put_mem(Bool store, Addr a, UWord size)
 {
-	room(1 + 10 + 5);
+	UChar base = store ? T_STORE : T_LOAD;
 	Int k = -1;
 	switch (size) {
 	case 1: k = 0; break;
@@ -157,21 +174,122 @@ static inline void mem(UChar base, UChar generic, Addr a, UWord size)
 		put((UChar)(base + k));
 		zz((Long)(a - last_addr));
 	} else {
-		put(generic);
+		put(store ? T_STORE_N : T_LOAD_N);
 		zz((Long)(a - last_addr));
 		uv(size);
 	}
 	last_addr = a;
 }
 
+/* Write the iterations held back: the repeat record (the template advanced), then a
+ * candidate that did not complete, which becomes the template. */
+static void settle(void)
+{
+	if (rep > 0) {
+		put(T_REPEAT);
+		uv(rep);
+		uv((ULong)it_k);
+		for (Int i = 0; i < it_k; i++) {
+			zz(it_stride[i]);
+			it_addr[i] += (Addr)((Long)rep * it_stride[i]);
+		}
+		if (it_k > 0)
+			last_addr = it_addr[it_k - 1];
+		rep = 0;
+	}
+	if (cand) {
+		put_run(it_pc, it_bytes, it_n);
+		for (Int i = 0; i < cand_j; i++) {
+			put_mem(it_store[i], cand_addr[i], it_size[i]);
+			it_addr[i] = cand_addr[i];
+		}
+		it_k = cand_j;
+		cand = False;
+	}
+}
+
+/* Make room for a record of at most n bytes (and for what settle() may write first). */
+static inline void room(Int n)
+{
+	if (flen + n + RESERVE > FRAME_MAX) {
+		settle();
+		flush();
+	}
+}
+
+/* Make room for a record other than a run or an access: what was held back goes first, and
+ * the record ends the template (a repeat follows only a run and its accesses). */
+static void room_other(Int n)
+{
+	room(n);
+	settle();
+	it_valid = False;
+}
+
+/* ---- what the program runs --------------------------------------------------------------- */
+
+static VG_REGPARM(3) void h_run(Addr pc, UWord bytes, UWord ninstr)
+{
+	room(1 + 10 + 5 + 5);
+	if (cand) {
+		if (cand_j == it_k) {
+			/* The candidate repeated the template: held back as one more iteration. */
+			for (Int i = 0; i < it_k && rep == 0; i++)
+				it_stride[i] = (Long)(cand_addr[i] - it_addr[i]);
+			rep++;
+			cand = False;
+		} else {
+			settle();
+		}
+	}
+	if (clo_repeat && it_valid && pc == it_pc && bytes == it_bytes && ninstr == it_n && it_k <= REP_MAX) {
+		cand = True;
+		cand_j = 0;
+		return;
+	}
+	settle();
+	put_run(pc, bytes, ninstr);
+	it_valid = True;
+	it_pc = pc;
+	it_bytes = bytes;
+	it_n = ninstr;
+	it_k = 0;
+}
+
+static inline void mem(Bool store, Addr a, UWord size)
+{
+	room(1 + 10 + 5);
+	if (cand) {
+		Int j = cand_j;
+		if (j < it_k && store == it_store[j] && size == it_size[j] &&
+		    (rep == 0 || a == it_addr[j] + (Addr)((Long)(rep + 1) * it_stride[j]))) {
+			cand_addr[j] = a;
+			cand_j++;
+			return;
+		}
+		settle();
+	} else if (rep > 0) {
+		settle();
+	}
+	put_mem(store, a, size);
+	if (it_valid) {
+		if (it_k < REP_MAX) {
+			it_store[it_k] = store;
+			it_addr[it_k] = a;
+			it_size[it_k] = size;
+		}
+		it_k++;
+	}
+}
+
 static VG_REGPARM(2) void h_load(Addr a, UWord size)
 {
-	mem(T_LOAD, T_LOAD_N, a, size);
+	mem(False, a, size);
 }
 
 static VG_REGPARM(2) void h_store(Addr a, UWord size)
 {
-	mem(T_STORE, T_STORE_N, a, size);
+	mem(True, a, size);
 }
 
 /* ---- files ------------------------------------------------------------------------------- */
@@ -227,7 +345,7 @@ static void emit_maps(ThreadId tid)
 			continue;
 		if (plen > PATH_KEEP)
 			plen = PATH_KEEP;
-		room(1 + 6 * 10 + 4 * 10 + 5 + PATH_KEEP);
+		room_other(1 + 6 * 10 + 4 * 10 + 5 + PATH_KEEP);
 		put(T_MAP);
 		uv(s->start);
 		uv(s->end + 1 - s->start);
@@ -260,7 +378,7 @@ static void start_client_code(ThreadId tid, ULong blocks)
 		emit_maps(tid);
 	}
 	if (os_tid != cur_tid) {
-		room(1 + 10);
+		room_other(1 + 10);
 		cur_tid = os_tid;
 		put(T_THREAD);
 		uv((ULong)cur_tid);
@@ -271,7 +389,7 @@ static void start_client_code(ThreadId tid, ULong blocks)
 
 static void syscall_head(UInt nr, UWord *args, Long result)
 {
-	room(1 + 5 + 6 * 10 + 10 + 6 * 10 + 5 + PATH_KEEP);
+	room_other(1 + 5 + 6 * 10 + 10 + 6 * 10 + 5 + PATH_KEEP);
 	put(T_SYSCALL);
 	uv(nr);
 	for (Int i = 0; i < 6; i++)
@@ -296,6 +414,7 @@ static void pre_syscall(ThreadId tid, UInt nr, UWord *args, UInt nargs)
 	case __NR_execveat:
 		/* A successful one does not return: the new image's first frame (a proc record of
 		 * this pid) says it happened. A failed one is recorded after, with its path. */
+		settle();
 		flush();
 		break;
 	case __NR_clone:
@@ -303,6 +422,7 @@ static void pre_syscall(ThreadId tid, UInt nr, UWord *args, UInt nargs)
 	case __NR_fork:
 	case __NR_vfork:
 		/* A forked child must not write the parent's pending records again. */
+		settle();
 		flush();
 		break;
 	}
@@ -398,7 +518,7 @@ static void at_fork_child(ThreadId tid)
 	my_pid = VG_(getpid)();
 	cur_tid = VG_(gettid)();
 	frame_start();
-	room(1 + 5 + 10);
+	room_other(1 + 5 + 10);
 	put(T_PROC);
 	uv(1);
 	uv((ULong)VG_(getppid)());
@@ -407,6 +527,7 @@ static void at_fork_child(ThreadId tid)
 static Bool process_cmd_line_option(const HChar *arg)
 {
 	if VG_STR_CLO (arg, "--out", clo_out) {
+	} else if VG_BOOL_CLO (arg, "--repeat", clo_repeat) {
 	} else
 		return False;
 	return True;
@@ -415,6 +536,7 @@ static Bool process_cmd_line_option(const HChar *arg)
 static void print_usage(void)
 {
 	VG_(printf)("    --out=FILE        where the frames of records go (a FIFO mmsim reads)\n");
+	VG_(printf)("    --repeat=no       write each iteration of a repeating block (default: repeats)\n");
 }
 
 static void print_debug_usage(void)
@@ -429,7 +551,7 @@ static void post_clo_init(void)
 	open_out();
 	frame_start();
 	/* An image's first record (an exec'd one keeps its pid). */
-	room(1 + 5 + 10);
+	room_other(1 + 5 + 10);
 	put(T_PROC);
 	uv(0);
 	uv((ULong)VG_(getppid)());
@@ -437,7 +559,7 @@ static void post_clo_init(void)
 
 static void fini(Int exitcode)
 {
-	room(1 + 10);
+	room_other(1 + 10);
 	put(T_EXIT);
 	zz(exit_status);
 	flush();

@@ -54,11 +54,13 @@ def record(
     *,
     quiet: bool = True,
     level: int = 3,
+    repeat: bool = True,
 ) -> dict[str, Any]:
     """Run ``command`` under the recorder, writing its trace to ``out``; returns the trace's
     summary (``exit_status``: the command's exit code, or -N when signal N ended it;
     ``duration_s``; ``trace_bytes``; ``frames``; ``raw_bytes``). A command that fails still
-    leaves its trace. Raises :class:`MmsimError` when the recorder cannot run (no Valgrind,
+    leaves its trace. ``repeat=False`` writes every iteration of a repeating block instead of
+    repeat records (the same records once read). Raises :class:`MmsimError` when the recorder cannot run (no Valgrind,
     no such command)."""
     if not command:
         raise MmsimError("record: no command given (mmsim record -o FILE -- CMD [ARGS...])")
@@ -93,6 +95,7 @@ def record(
             f"--out={fifo}",
             "--trace-children=yes",
             "--vgdb=no",
+            f"--repeat={'yes' if repeat else 'no'}",
             *(["-q"] if quiet else []),
             *command,
         ]

@@ -21,6 +21,7 @@ needs_valgrind = pytest.mark.skipif(not HAS_VALGRIND, reason="Valgrind with its 
 PROGRAM = r"""
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,6 +44,13 @@ int main(int argc, char **argv)
 	pthread_create(&t, NULL, worker, (void *)(p + 4096 + 2));
 	pthread_join(t, NULL);
 	munmap((void *)p, len);
+	if (argc > 1 && argv[1][0] == 'm') {
+		/* memset's rep stosb: a run and a 1-byte store per byte under Valgrind. */
+		char *big = malloc(1 << 18);
+		memset(big, 1, 1 << 18);
+		__asm__ volatile("" : : "r"(big) : "memory");
+		return big[12345] + big[177777] - 2;
+	}
 	if (argc > 1 && argv[1][0] == 'e') {
 		char *args[] = {"true", NULL};
 		execv("/nonexistent/prog", args);
@@ -181,3 +189,36 @@ def test_an_exec_starts_a_new_image_of_the_same_pid_and_a_failed_one_is_recorded
     failed = [f for p, k, f in recs if p == pid and k == "syscall" and f["nr"] == 59]
     assert [(f["result"], f["path"]) for f in failed] == [(-2, "/nonexistent/prog")]
     assert any(p == pid and k == "map" and f.get("path", "").endswith("/true") for p, k, f in recs)
+
+
+@needs_valgrind
+def test_repeat_records_read_back_as_every_iteration(prog, tmp_path):
+    """A block repeating with fixed strides (memset's rep stosb: 256 KiB of 1-byte stores, each
+    with its run) is recorded as repeat records: the trace is much smaller and reads back as
+    the same runs and stores as one recorded without them. (Only the memset is compared:
+    elsewhere ld.so's loads depend on bytes that differ from run to run.)"""
+    got = {}
+    for repeat in (True, False):
+        out = tmp_path / f"memset-{repeat}.trace"
+        s = trace.record([str(prog), "memset"], out, repeat=repeat)
+        assert s["exit_status"] == 0
+        recs = list(trace.records(out))
+        # The last mmap over 256 KiB: malloc's of the buffer (ld.so maps libc before it).
+        base = [f["result"] for _, k, f in recs if k == "syscall" and f["nr"] == 9 and f["a1"] > 1 << 18][-1]
+        inside = [
+            (k, f["addr"] - base if k == "store" else f["pc"])
+            for i, (_, k, f) in enumerate(recs)
+            if (k == "store" and base <= f["addr"] < base + (2 << 20))
+            or (
+                k == "run"
+                and i + 1 < len(recs)
+                and recs[i + 1][1] == "store"
+                and base <= recs[i + 1][2]["addr"] < base + (2 << 20)
+            )
+        ]
+        got[repeat] = (s["raw_bytes"], inside)
+    (small, with_repeats), (big, without) = got[True], got[False]
+    stores = [a for k, a in without if k == "store"]
+    assert len(set(stores)) >= (1 << 18) - 64, "memset stored (nearly) every byte: its head and tail go wider"
+    assert with_repeats == without
+    assert small * 5 < big, (small, big)

@@ -7,6 +7,8 @@ pub mod tag {
     pub const RUN: u8 = 0x02;
     pub const LOAD_N: u8 = 0x03;
     pub const STORE_N: u8 = 0x04;
+    /// The last run and the accesses after it, n times more, each access a stride on.
+    pub const REPEAT: u8 = 0x05;
     /// + log2(size), size 1..=64.
     pub const LOAD: u8 = 0x10;
     pub const STORE: u8 = 0x18;
@@ -94,13 +96,40 @@ pub struct Records<'a> {
     last_pc: u64,
     last_addr: u64,
     failed: bool,
+    /// The template a repeat repeats: the last run and the accesses after it (their count may
+    /// pass REP_MAX: then it cannot repeat).
+    t_valid: bool,
+    t_run: (u64, u32, u32),
+    t_k: usize,
+    t_acc: [(bool, u64, u32); REP_MAX],
+    /// A repeat being expanded: iterations left, the next record of the iteration (0 the
+    /// run, i + 1 access i), the strides.
+    rep_left: u64,
+    rep_pos: usize,
+    rep_stride: [i64; REP_MAX],
 }
+
+/// The most accesses after a run that a repeat carries (the recorder's REP_MAX).
+pub const REP_MAX: usize = 2;
 
 type Err = (usize, String);
 
 impl<'a> Records<'a> {
     pub fn new(data: &'a [u8]) -> Self {
-        Records { data, off: 0, last_pc: 0, last_addr: 0, failed: false }
+        Records {
+            data,
+            off: 0,
+            last_pc: 0,
+            last_addr: 0,
+            failed: false,
+            t_valid: false,
+            t_run: (0, 0, 0),
+            t_k: 0,
+            t_acc: [(false, 0, 0); REP_MAX],
+            rep_left: 0,
+            rep_pos: 0,
+            rep_stride: [0; REP_MAX],
+        }
     }
 
     #[inline(always)]
@@ -172,8 +201,71 @@ impl<'a> Records<'a> {
     fn mem(&mut self, size: u32, store: bool) -> Result<Record<'a>, Err> {
         let d = self.zz()?;
         let addr = self.last_addr.wrapping_add(d as u64);
+        Ok(self.access(store, addr, size))
+    }
+
+    /// An access decoded: it follows the template's run.
+    #[inline(always)]
+    fn access(&mut self, store: bool, addr: u64, size: u32) -> Record<'a> {
         self.last_addr = addr;
-        Ok(if store { Record::Store { addr, size } } else { Record::Load { addr, size } })
+        if self.t_valid {
+            if self.t_k < REP_MAX {
+                self.t_acc[self.t_k] = (store, addr, size);
+            }
+            self.t_k += 1;
+        }
+        if store {
+            Record::Store { addr, size }
+        } else {
+            Record::Load { addr, size }
+        }
+    }
+
+    /// The next record of the repeat being expanded.
+    fn repeat_next(&mut self) -> Record<'a> {
+        if self.rep_pos == 0 {
+            let (pc, bytes, instrs) = self.t_run;
+            self.last_pc = pc.wrapping_add(u64::from(bytes));
+            if self.t_k == 0 {
+                self.rep_left -= 1;
+            } else {
+                self.rep_pos = 1;
+            }
+            return Record::Run { pc, bytes, instrs };
+        }
+        let i = self.rep_pos - 1;
+        let (store, addr, size) = self.t_acc[i];
+        let addr = addr.wrapping_add(self.rep_stride[i] as u64);
+        self.t_acc[i].1 = addr;
+        self.last_addr = addr;
+        self.rep_pos += 1;
+        if self.rep_pos > self.t_k {
+            self.rep_pos = 0;
+            self.rep_left -= 1;
+        }
+        if store {
+            Record::Store { addr, size }
+        } else {
+            Record::Load { addr, size }
+        }
+    }
+
+    #[inline(never)]
+    fn repeat(&mut self, at: usize) -> Result<Record<'a>, Err> {
+        let n = self.uv()?;
+        let k = self.uv()? as usize;
+        if !self.t_valid || k != self.t_k || k > REP_MAX {
+            return Err((at, format!("a repeat of a run and {k} accesses, after no such run")));
+        }
+        for i in 0..k {
+            self.rep_stride[i] = self.zz()?;
+        }
+        if n == 0 {
+            return Err((at, "a repeat of zero iterations".into()));
+        }
+        self.rep_left = n;
+        self.rep_pos = 0;
+        Ok(self.repeat_next())
     }
 
     #[inline(always)]
@@ -188,20 +280,19 @@ impl<'a> Records<'a> {
                 let bytes = self.u32v("a run's bytes")?;
                 let instrs = self.u32v("a run's instructions")?;
                 self.last_pc = pc.wrapping_add(u64::from(bytes));
-                Record::Run { pc, bytes, instrs }
+                self.t_valid = true;
+                self.t_run = (pc, bytes, instrs);
+                self.t_k = 0;
+                return Ok(Record::Run { pc, bytes, instrs });
             }
-            tag::LOAD..=0x16 => self.mem(1 << (t - tag::LOAD), false)?,
-            tag::STORE..=0x1e => self.mem(1 << (t - tag::STORE), true)?,
+            tag::REPEAT => return self.repeat(at),
+            tag::LOAD..=0x16 => return self.mem(1 << (t - tag::LOAD), false),
+            tag::STORE..=0x1e => return self.mem(1 << (t - tag::STORE), true),
             tag::LOAD_N | tag::STORE_N => {
                 let d = self.zz()?;
                 let size = self.u32v("an access size")?;
                 let addr = self.last_addr.wrapping_add(d as u64);
-                self.last_addr = addr;
-                if t == tag::LOAD_N {
-                    Record::Load { addr, size }
-                } else {
-                    Record::Store { addr, size }
-                }
+                return Ok(self.access(t == tag::STORE_N, addr, size));
             }
             tag::SYSCALL => self.syscall()?,
             tag::MAP => self.map()?,
@@ -238,11 +329,19 @@ impl<'a> Iterator for Records<'a> {
 
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
+        if self.rep_left > 0 {
+            return Some(Ok(self.repeat_next()));
+        }
         if self.failed || self.off >= self.data.len() {
             return None;
         }
         let r = self.next_record();
-        self.failed = r.is_err();
+        match r {
+            // A run, an access and a repeat keep the template; anything else ends it.
+            Ok(Record::Run { .. } | Record::Load { .. } | Record::Store { .. }) => {}
+            Ok(_) => self.t_valid = false,
+            Err(_) => self.failed = true,
+        }
         Some(r)
     }
 }
@@ -284,6 +383,24 @@ impl FrameEncoder {
         self.zz(f.pos);
         self.uv(f.path.len() as u64);
         self.buf.extend_from_slice(f.path);
+    }
+
+    /// Append a repeat: the last run and the `strides.len()` accesses after it, `n` times
+    /// more, each access `strides[i]` bytes on from its last (the caller keeps to the rule:
+    /// only right after such a run and its accesses).
+    pub fn repeat(&mut self, n: u64, strides: &[i64]) {
+        self.buf.push(tag::REPEAT);
+        self.uv(n);
+        self.uv(strides.len() as u64);
+        for &s in strides {
+            self.zz(s);
+        }
+    }
+
+    /// Set the deltas' base after a repeat (what the decoder's last pc and address are then).
+    pub fn set_last(&mut self, pc: u64, addr: u64) {
+        self.last_pc = pc;
+        self.last_addr = addr;
     }
 
     /// Append one record.

@@ -244,3 +244,39 @@ proptest::proptest! {
         proptest::prop_assert_eq!(&got[1..], &recs[..]);
     }
 }
+
+/// A repeat expands to its iterations: the run again and each access a stride on (rep movsb:
+/// a load and a store), and the deltas after it count from its last access.
+#[test]
+fn a_repeat_expands_to_its_iterations() {
+    let run = Record::Run { pc: 0x401000, bytes: 2, instrs: 1 };
+    let mut e = FrameEncoder::default();
+    e.start(1);
+    e.put(&run);
+    e.put(&Record::Load { addr: 0x1000, size: 1 });
+    e.put(&Record::Store { addr: 0x9000, size: 1 });
+    e.repeat(3, &[1, -1]);
+    e.set_last(0x401002, 0x9000 - 3);
+    e.put(&Record::Load { addr: 0x20, size: 8 });
+    let got: Vec<Record<'_>> = Records::new(&e.buf).map(|r| r.unwrap()).collect();
+    let mut want = vec![Record::Thread { tid: 1 }];
+    for i in 0..4u64 {
+        want.push(run);
+        want.push(Record::Load { addr: 0x1000 + i, size: 1 });
+        want.push(Record::Store { addr: 0x9000 - i, size: 1 });
+    }
+    want.push(Record::Load { addr: 0x20, size: 8 });
+    assert_eq!(got, want);
+    // A repeat with no run before it, or of another number of accesses, is an error.
+    let mut bad = FrameEncoder::default();
+    bad.start(1);
+    bad.repeat(2, &[]);
+    let e = Records::new(&bad.buf).find_map(|r| r.err()).unwrap();
+    assert!(e.1.contains("a repeat of a run and 0 accesses, after no such run"), "{e:?}");
+    let mut bad = FrameEncoder::default();
+    bad.start(1);
+    bad.put(&run);
+    bad.put(&Record::Store { addr: 8, size: 8 });
+    bad.repeat(2, &[8, 8]);
+    assert!(Records::new(&bad.buf).any(|r| r.is_err()));
+}
