@@ -222,3 +222,13 @@ def test_repeat_records_read_back_as_every_iteration(prog, tmp_path):
     assert len(set(stores)) >= (1 << 18) - 64, "memset stored (nearly) every byte: its head and tail go wider"
     assert with_repeats == without
     assert small * 5 < big, (small, big)
+
+
+def test_without_valgrind_record_says_how_to_get_it(monkeypatch, capsys):
+    import mmsim.recorder_build as rb
+
+    real = shutil.which
+    monkeypatch.setattr(rb.shutil, "which", lambda name: None if name == "valgrind" else real(name))
+    assert main(["record", "-o", "x.trace", "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert "valgrind is not installed" in err and "apt-get install valgrind" in err
