@@ -234,8 +234,9 @@ static VG_REGPARM(3) void h_run(Addr pc, UWord bytes, UWord ninstr)
 	if (cand) {
 		if (cand_j == it_k) {
 			/* The candidate repeated the template: held back as one more iteration. */
-			for (Int i = 0; i < it_k && rep == 0; i++)
-				it_stride[i] = (Long)(cand_addr[i] - it_addr[i]);
+			if (rep == 0)
+				for (Int i = 0; i < it_k; i++)
+					it_stride[i] = (Long)(cand_addr[i] - it_addr[i]);
 			rep++;
 			cand = False;
 		} else {

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from mmsim._mmsim import MmsimError
-from mmsim.runner_build import cache_dir
+from mmsim.runner_build import cache_dir, compiler, first_error
 
 __all__ = ["TOOL", "recorder_source", "valgrind", "valgrind_lib"]
 
@@ -128,15 +128,15 @@ def valgrind_lib() -> Path:
     tool = d / f"{TOOL}-amd64-linux"
     if tool.is_file() and os.access(tool, os.X_OK):
         return d
-    cc = [os.environ.get("CC", "").strip() or "gcc"]
-    if shutil.which(cc[0]) is None:
-        raise _fail(f"no C compiler {cc[0]!r} to build the recorder (install gcc or set CC)")
+    cc = compiler(_fail)
     try:
         cache_dir().mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise _fail(f"cannot create the cache directory {cache_dir()}: {e.strerror} (set MMSIM_CACHE_DIR)") from None
-    with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=".recorder-") as tmp:
-        t = Path(tmp)
+    # Built in a temporary directory renamed into place when complete (two builds at once
+    # both end with a whole tool: the loser's directory is removed).
+    t = Path(tempfile.mkdtemp(dir=cache_dir(), prefix=".recorder-"))
+    try:
         c = t / "mmsim_record.c"
         c.write_bytes(code)
         obj, exe = t / "mmsim_record.o", t / f"{TOOL}-amd64-linux"
@@ -148,22 +148,22 @@ def valgrind_lib() -> Path:
             try:
                 p = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
             except OSError as e:
-                raise _fail(f"{shlex.join(argv[:1])}: {e.strerror}") from None
+                raise _fail(f"{shlex.join(cc)}: {e.strerror}") from None
             if p.returncode != 0:
-                lines = [ln.replace(str(c), str(src)) for ln in (p.stderr + p.stdout).splitlines() if ln.strip()]
-                first = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "")
-                raise _fail(f"building the recorder failed: {first.strip()}")
+                why = f"exit {p.returncode}"
+                raise _fail(f"building the recorder failed: {first_error(p.stderr + p.stdout, c, src, why)}")
+        c.unlink()
+        obj.unlink()
         # Links to Valgrind's library directory (its preloads, suppressions, other tools).
         for f in preload.parent.iterdir():
             if not (t / f.name).exists():
                 (t / f.name).symlink_to(f)
-        (t / "mmsim_record.c").unlink()
-        obj.unlink()
         try:
             os.replace(t, d)
         except OSError:
             if not tool.is_file():
                 raise _fail(f"cannot write {d}") from None
-        # TemporaryDirectory's cleanup of the renamed directory: nothing left to remove.
-        t.mkdir(exist_ok=True)
+    finally:
+        if t.exists():
+            shutil.rmtree(t, ignore_errors=True)
     return d

@@ -20,11 +20,12 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from mmsim._mmsim import MmsimError
 
-__all__ = ["CFLAGS", "cache_dir", "runner_path", "runner_source"]
+__all__ = ["CFLAGS", "cache_dir", "compiler", "first_error", "runner_path", "runner_source"]
 
 #: Where the source is looked for: in the installed package, then in the repository.
 SOURCES = (
@@ -59,17 +60,26 @@ def cache_dir() -> Path:
     return Path.home() / ".cache" / "mmsim"
 
 
-def _compiler() -> list[str]:
+def compiler(fail: Callable[[str], MmsimError] = _fail) -> list[str]:
+    """The C compiler's argv: ``$CC`` (split as a shell would), else ``cc``, else ``gcc``;
+    ``fail`` makes the error when there is none."""
     cc = os.environ.get("CC", "").strip()
     if cc:
         argv = shlex.split(cc)
         if shutil.which(argv[0]) is None:
-            raise _fail(f"the C compiler CC={cc!r} is not found; {HINT}")
+            raise fail(f"the C compiler CC={cc!r} is not found; {HINT}")
         return argv
     for name in ("cc", "gcc"):
         if shutil.which(name):
             return [name]
-    raise _fail(f"no C compiler found (tried $CC, cc, gcc); {HINT}")
+    raise fail(f"no C compiler found (tried $CC, cc, gcc); {HINT}")
+
+
+def first_error(output: str, built: Path, source: Path, default: str) -> str:
+    """The compiler's first line naming an error (else its first line, else ``default``),
+    with the copy ``built`` it compiled named as its ``source``."""
+    lines = [ln.replace(str(built), str(source)) for ln in output.splitlines() if ln.strip()]
+    return next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else default).strip()
 
 
 def runner_path() -> Path:
@@ -88,7 +98,7 @@ def runner_path() -> Path:
     exe = d / f"runner-{h.hexdigest()[:16]}"
     if exe.is_file() and os.access(exe, os.X_OK):
         return exe
-    cc = _compiler()
+    cc = compiler()
     try:
         d.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -109,10 +119,8 @@ def runner_path() -> Path:
         except subprocess.TimeoutExpired:
             raise _fail(f"{shlex.join(cc)} took more than 300 s") from None
         if p.returncode != 0 or not out.is_file():
-            lines = [ln.replace(str(c), str(src)) for ln in (p.stderr + p.stdout).splitlines() if ln.strip()]
             why = f"exit {p.returncode}" if p.returncode else "it wrote no executable"
-            first = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else why)
-            raise _fail(f"{shlex.join(cc)} failed: {first.strip()}; {HINT}")
+            raise _fail(f"{shlex.join(cc)} failed: {first_error(p.stderr + p.stdout, c, src, why)}; {HINT}")
         out.chmod(0o755)
         try:
             os.replace(out, exe)

@@ -140,27 +140,22 @@ pub fn trace_dump(py: Python<'_>, path: &str, limit: Option<u64>) -> PyResult<u6
         let mut closed = false;
         // Each frame names its thread first; print a thread only when it changes.
         let mut tids = std::collections::HashMap::new();
-        'chunks: while let Some(chunk) = r.next_chunk()? {
-            for fr in chunk.frames() {
-                let fr = fr?;
-                for rec in fr.records() {
-                    let rec = rec.map_err(|(off, what)| fr.error(off, what))?;
-                    if let Record::Thread { tid } = rec {
-                        if tids.insert(fr.pid, tid) == Some(tid) {
-                            continue;
-                        }
-                    }
-                    if n >= max {
-                        break 'chunks;
-                    }
-                    if writeln!(out, "{}", dump_line(fr.pid, &rec)).is_err() {
-                        closed = true;
-                        break 'chunks;
-                    }
-                    n += 1;
+        r.try_for_each(|pid, rec| {
+            if let Record::Thread { tid } = *rec {
+                if tids.insert(pid, tid) == Some(tid) {
+                    return true;
                 }
             }
-        }
+            if n >= max {
+                return false;
+            }
+            if writeln!(out, "{}", dump_line(pid, rec)).is_err() {
+                closed = true;
+                return false;
+            }
+            n += 1;
+            true
+        })?;
         if !closed {
             let _ = out.flush();
         }

@@ -381,15 +381,26 @@ impl<R: Read> TraceReader<R> {
 
     /// Every record of the trace, in order, to `f(pid, record)`; the summary at the end.
     pub fn for_each(&mut self, mut f: impl FnMut(u32, &Record<'_>)) -> Result<(), TraceError> {
+        self.try_for_each(|pid, r| {
+            f(pid, r);
+            true
+        })
+        .map(|_| ())
+    }
+
+    /// As `for_each` until `f` returns false; returns whether it read to the end.
+    pub fn try_for_each(&mut self, mut f: impl FnMut(u32, &Record<'_>) -> bool) -> Result<bool, TraceError> {
         while let Some(chunk) = self.next_chunk()? {
             for fr in chunk.frames() {
                 let fr = fr?;
                 for r in fr.records() {
-                    f(fr.pid, &r.map_err(|(off, what)| fr.error(off, what))?);
+                    if !f(fr.pid, &r.map_err(|(off, what)| fr.error(off, what))?) {
+                        return Ok(false);
+                    }
                 }
             }
         }
-        Ok(())
+        Ok(true)
     }
 }
 
