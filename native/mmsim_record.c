@@ -359,8 +359,13 @@ static void emit_maps(ThreadId tid)
 			kind = 4;
 		uv(kind);
 		uv((ULong)s->offset);
+		/* The file's size now (the replay creates it so). */
+		struct vg_stat st;
+		VG_(memset)(&st, 0, sizeof st);
+		if (name == NULL || sr_isError(VG_(stat)(name, &st)))
+			st.size = 0;
 		uv(s->mode);
-		uv(0); /* size: the replayer stats the path */
+		uv((ULong)st.size);
 		uv(s->dev);
 		uv(s->ino);
 		zz(-1);

@@ -537,8 +537,38 @@ static void run(int from, int to)
 	}
 }
 
+/* `runner --spawn OUT CMD [ARGS...]` (mmsim validate --trace): run CMD as a child of this
+ * small process (vfork: the child's peak RSS starts from this process's, not from Python's)
+ * and write what wait4 says of its whole tree to OUT: "minflt majflt maxrss_kb status". */
+static int spawn_measure(int argc, char **argv)
+{
+	if (argc < 4) {
+		fprintf(stderr, "usage: runner --spawn OUT CMD [ARGS...]\n");
+		return 2;
+	}
+	pid_t pid = vfork();
+	if (pid < 0)
+		die("vfork");
+	if (pid == 0) {
+		execvp(argv[3], argv + 3);
+		_exit(127);
+	}
+	int status = 0;
+	struct rusage ru;
+	if (wait4(pid, &status, 0, &ru) < 0)
+		die("wait4");
+	FILE *f = fopen(argv[2], "w");
+	if (f == NULL)
+		die(argv[2]);
+	fprintf(f, "%ld %ld %ld %d\n", ru.ru_minflt, ru.ru_majflt, ru.ru_maxrss, status);
+	fclose(f);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc >= 2 && strcmp(argv[1], "--spawn") == 0)
+		return spawn_measure(argc, argv);
 	if (argc < 2) {
 		fprintf(stderr, "usage: runner OUT_FILE [ext4=DIR] [tmpfs=DIR] < PROGRAM\n");
 		return 2;

@@ -50,7 +50,21 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a workload (.json, .yaml or .yml) and print what perf stat, "
         "/proc/meminfo, /proc/vmstat and /proc/PID/status would show.",
     )
-    run.add_argument("workload", metavar="WORKLOAD", help="workload file (.json, .yaml, .yml)")
+    run.add_argument("workload", metavar="WORKLOAD", nargs="?", help="workload file (.json, .yaml, .yml)")
+    run.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="replay a program recorded by 'mmsim record' (in place of WORKLOAD): its forks, threads, "
+        "system calls, loads, stores and instruction fetches",
+    )
+    run.add_argument(
+        "--cold",
+        action="store_true",
+        help="with --trace: the program's files start uncached (default: in the page cache, as after a native run)",
+    )
+    run.add_argument("--profile", metavar="NAME", help="with --trace: the hardware profile (default: default)")
+    run.add_argument("--memory", metavar="SIZE", help="with --trace: the machine's memory (default: 16G)")
+    run.add_argument("--cpus", type=int, metavar="N", help="with --trace: the machine's CPUs (default: 1)")
     run.add_argument(
         "--set",
         dest="sets",
@@ -158,6 +172,13 @@ def build_parser() -> argparse.ArgumentParser:
         "built-in cases. Exits 1 if a counter differs.",
     )
     va.add_argument("workloads", nargs="*", metavar="WORKLOAD", help="workload files (.json, .yaml)")
+    va.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="check a replay: run the command after -- natively (no recorder) and compare the minor and major "
+        "faults and peak RSS of its process tree (wait4) and the THP events with the replay of FILE under the "
+        "host's knobs",
+    )
     va.add_argument("--suite", action="store_true", help="run the built-in validation suite")
     va.add_argument(
         "--host-set",
@@ -231,6 +252,8 @@ def _validate(args: argparse.Namespace) -> int:
 
     if args.random is not None:
         return _validate_random(args)
+    if args.trace is not None or (args.workloads and args.workloads[0] == "--"):
+        return _validate_trace(args)
     if args.seed is not None or args.save_dir is not None or args.shrink_runs is not None:
         raise MmsimError("validate: --seed, --save-dir and --shrink-runs go with --random")
     if not args.suite and not args.workloads:
@@ -276,6 +299,39 @@ def _validate(args: argparse.Namespace) -> int:
             f"THP {host['transparent_hugepage/enabled']}, use_zero_page {host['transparent_hugepage/use_zero_page']})"
         )
     return 1 if any(c["status"] == "fail" for c in cases) else 0
+
+
+def _validate_trace(args: argparse.Namespace) -> int:
+    """``mmsim validate --trace FILE -- CMD [ARGS...]``."""
+    from mmsim.native_host import host_lock, host_settings
+    from mmsim.native_knobs import HostSettings
+    from mmsim.validate_trace import validate_trace
+
+    cmd = list(args.workloads)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if args.trace is None or not cmd:
+        raise MmsimError("validate: --trace FILE -- CMD [ARGS...] (the trace, and the command it recorded)")
+    if args.suite:
+        raise MmsimError("validate: --trace checks one recording: it cannot be combined with --suite")
+    changes = {}
+    for hs in args.host_sets:
+        k, eq, v = hs.partition("=")
+        if not eq:
+            raise MmsimError(f"validate: --host-set expects KNOB=VALUE, got {hs!r}")
+        changes[k] = v
+    with host_lock(), HostSettings(changes):
+        host = host_settings()
+        case = _repeated(args.repeat, lambda: validate_trace(args.trace, cmd, host))
+    if args.json:
+        print(json.dumps({"host": host, "cases": [case]}, indent=2))
+    else:
+        _print_case(case)
+        print(
+            f"{'1 passed' if case['status'] == 'pass' else '1 failed'} (host: Linux {host['kernel']}, "
+            f"THP {host['transparent_hugepage/enabled']})"
+        )
+    return 1 if case["status"] == "fail" else 0
 
 
 def _positive(v: str) -> int:
@@ -546,7 +602,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         native = native_report(load_workload(args.workload))
         print(json.dumps(native, indent=2) if args.json else format_native(native), end="" if not args.json else "\n")
         return 0
-    report = json.loads(run_json(os.fspath(args.workload), sets, args.check, progress=sys.stderr.isatty()))
+    report = json.loads(run_json(_run_workload(args), sets, args.check, progress=sys.stderr.isatty()))
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -556,6 +612,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{PROG}: the run failed: {_failure(report)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _run_workload(args: argparse.Namespace) -> str | dict:
+    """What ``mmsim run`` runs: the workload file, or with ``--trace`` a replay of the trace."""
+    machine_opts = {"profile": args.profile, "memory": args.memory, "cpus": args.cpus}
+    if args.trace is None:
+        if args.workload is None:
+            raise MmsimError("run: give a WORKLOAD file or --trace FILE")
+        given = [f"--{k}" for k, v in machine_opts.items() if v is not None] + (["--cold"] if args.cold else [])
+        if given:
+            raise MmsimError(f"run: {', '.join(given)} apply to --trace only (a workload names its machine)")
+        return os.fspath(args.workload)
+    if args.workload is not None:
+        raise MmsimError("run: give a WORKLOAD file or --trace FILE, not both")
+    from mmsim.trace import replay_workload
+
+    return replay_workload(args.trace, cold=args.cold, **machine_opts)
 
 
 def cmd_knobs(args: argparse.Namespace) -> int:

@@ -164,6 +164,29 @@ def records(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, dict[str, 
     return iter(_mmsim.TraceRecords(os.fspath(path)))
 
 
+def replay_workload(
+    path: str | os.PathLike[str],
+    cold: bool = False,
+    profile: str | None = None,
+    memory: str | None = None,
+    cpus: int | None = None,
+) -> dict[str, Any]:
+    """The workload ``mmsim run --trace`` runs: one ``replay`` op of the trace (its header is
+    read first, so a file that is no trace is an error before the run)."""
+    p = Path(path)
+    h = header(p)
+    machine: dict[str, Any] = {}
+    for k, v in (("profile", profile), ("memory", memory), ("cpus", cpus)):
+        if v is not None:
+            machine[k] = v
+    name = os.path.basename(h.get("command", [p.name])[0]) if h.get("command") else p.name
+    return {
+        "name": f"replay of {name}",
+        "machine": machine,
+        "program": [{"op": "replay", "trace": os.fspath(p.resolve()), "cold": cold}],
+    }
+
+
 def dump(path: str | os.PathLike[str], limit: int | None = None) -> int:
     """Print a trace's records as text (``mmsim trace dump``); returns how many."""
     sys.stdout.flush()

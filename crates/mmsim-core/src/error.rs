@@ -16,4 +16,7 @@ pub enum Error {
     /// A resource limit refused the run.
     #[error("limit: {0}")]
     Limit(String),
+    /// A trace cannot be read: the file, the byte offset and what was expected there.
+    #[error("{0}")]
+    Trace(String),
 }

@@ -232,6 +232,10 @@ pub struct Report {
     /// Present when the run sampled its loops (`engine.sample`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sampling: Option<SamplingReport>,
+    /// What each `replay` op replayed (`mmsim run --trace`): records, system calls by name,
+    /// the calls replayed as no-ops.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replay: Vec<crate::workload::interp::ReplayReport>,
     /// True when the run should exit non-zero (an expect failed or the check found a mismatch).
     pub failed: bool,
 }

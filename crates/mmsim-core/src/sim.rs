@@ -139,6 +139,13 @@ pub fn run(w: &Workload, sets: &[(String, String)], check: bool) -> Result<Repor
 /// `run` with all options.
 pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> Result<Report, Error> {
     let (knobs, hw_sets, opts) = apply_sets(w, sets, opts)?;
+    if opts.check && w.program.iter().any(|op| matches!(op, crate::workload::spec::Op::Replay(_))) {
+        return Err(Error::Workload(
+            "program: a replay cannot run under --check (a trace records addresses, not the bytes the reference \
+             model checks)"
+                .into(),
+        ));
+    }
     let (mut it, effective) = boot(w, knobs, &hw_sets, &opts)?;
     let baseline = snapshot(&mut it, "baseline", 0);
     let snapshots = run_rounds(&mut it, &opts, w)?;
@@ -169,6 +176,7 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
             events_dropped: it.events_dropped,
         },
         sampling: it.sample.map(|spec| sampling_report(&it, spec)),
+        replay: it.replays.iter().map(|r| r.report.clone()).collect(),
         failed,
     })
 }
@@ -331,6 +339,9 @@ fn run_rounds(it: &mut Interp, opts: &RunOptions, w: &Workload) -> Result<Vec<Sn
             snapshots.push(snapshot(it, &label, pid));
             it.host_bytes_extra += SNAPSHOT_HOST_BYTES + it.tasks.len() as u64 * STATUS_HOST_BYTES;
             it.check_host_memory();
+        }
+        if let Some(e) = it.replay_error.take() {
+            return Err(Error::Trace(e));
         }
         if it.steps >= it.max_steps {
             return Err(Error::Limit(format!("the run exceeded --max-ops ({} operations)", it.max_steps)));

@@ -11,6 +11,7 @@
 
 mod record;
 mod stats;
+mod stream;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -19,6 +20,7 @@ use std::path::Path;
 
 pub use record::{FileInfo, FrameEncoder, Record, Records};
 pub use stats::{syscall_name, Stats};
+pub use stream::ProcessStream;
 
 /// The first eight bytes of every trace.
 pub const MAGIC: &[u8; 8] = b"MMSIMTRC";

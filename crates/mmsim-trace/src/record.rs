@@ -90,6 +90,7 @@ pub enum Record<'a> {
 
 /// The decoding of one frame's payload: an iterator of records, or an error at a byte
 /// offset of the payload.
+#[derive(Clone)]
 pub struct Records<'a> {
     data: &'a [u8],
     off: usize,
@@ -132,6 +133,34 @@ impl<'a> Records<'a> {
         }
     }
 
+    /// The decoder's state without its payload, to `resume` on the same payload later (a
+    /// replayer that stops inside a frame).
+    pub fn suspend(&self) -> Records<'static> {
+        Records::with_state(self, &[])
+    }
+
+    fn with_state<'b>(s: &Records<'_>, data: &'b [u8]) -> Records<'b> {
+        Records {
+            data,
+            off: s.off,
+            last_pc: s.last_pc,
+            last_addr: s.last_addr,
+            failed: s.failed,
+            t_valid: s.t_valid,
+            t_run: s.t_run,
+            t_k: s.t_k,
+            t_acc: s.t_acc,
+            rep_left: s.rep_left,
+            rep_pos: s.rep_pos,
+            rep_stride: s.rep_stride,
+        }
+    }
+
+    /// Go on decoding `data` (the payload it was suspended on) from a suspended state.
+    pub fn resume(saved: &Records<'static>, data: &'a [u8]) -> Records<'a> {
+        Records::with_state(saved, data)
+    }
+
     #[inline(always)]
     fn byte(&mut self) -> Result<u8, Err> {
         let b = *self.data.get(self.off).ok_or_else(|| (self.off, "the frame ends inside a record".to_string()))?;
@@ -141,11 +170,17 @@ impl<'a> Records<'a> {
 
     #[inline(always)]
     fn uv(&mut self) -> Result<u64, Err> {
-        // One byte: most deltas, sizes and counts.
+        // One byte: most deltas, sizes and counts; two: most of the rest.
         if let Some(&b) = self.data.get(self.off) {
             if b < 0x80 {
                 self.off += 1;
                 return Ok(u64::from(b));
+            }
+            if let Some(&c) = self.data.get(self.off + 1) {
+                if c < 0x80 {
+                    self.off += 2;
+                    return Ok(u64::from(b & 0x7f) | u64::from(c) << 7);
+                }
             }
         }
         self.uv_slow()

@@ -115,6 +115,11 @@ pub struct SetAssoc {
     set_groups: usize,
     /// The host has AVX2: batches (`access_mask`, `fill_mask`) compare tags with it.
     avx2: bool,
+    /// The key `access` last touched, while nothing else has changed the array (INVALID
+    /// otherwise): it is in its set and the most recent there, so accessing it again is a hit
+    /// that changes nothing under any policy (LRU: already the most recent; FIFO and random:
+    /// hits change nothing) and is answered at once. Every other change clears it.
+    mru: u64,
 }
 
 /// Ask the host to bring the cache line holding `p` into its caches (no effect on anything
@@ -218,6 +223,7 @@ impl SetAssoc {
                 last_shift: 0,
                 set_groups: 0,
                 avx2: false,
+                mru: INVALID,
             });
         }
         if ways == 0 || !entries.is_multiple_of(ways) {
@@ -257,6 +263,7 @@ impl SetAssoc {
             last_shift: if nibbles { 4 * (ways as u32 - 1) } else { 0 },
             set_groups: lanes / LANES,
             avx2: group::has_avx2(),
+            mru: INVALID,
         })
     }
 
@@ -450,6 +457,7 @@ impl SetAssoc {
     /// Look `key` up; a hit refreshes its recency (LRU).
     #[inline]
     pub fn lookup(&mut self, key: u64) -> bool {
+        self.mru = INVALID;
         self.get(key).is_some()
     }
 
@@ -457,6 +465,7 @@ impl SetAssoc {
     /// array (a TLB of a page size nothing maps) answers without a call.
     #[inline(always)]
     pub fn get(&mut self, key: u64) -> Option<u64> {
+        self.mru = INVALID;
         if self.len == 0 {
             return None;
         }
@@ -487,6 +496,7 @@ impl SetAssoc {
     /// Insert or update `key` with payload `val`; returns the evicted key.
     #[inline]
     pub fn put(&mut self, key: u64, val: u64) -> Option<u64> {
+        self.mru = INVALID;
         if self.lru_narrow {
             let set = (key & self.set_mask) as usize;
             let m = self.match_narrow(set, key);
@@ -526,6 +536,7 @@ impl SetAssoc {
     /// Insert `key` (assumed absent), evicting by policy; returns the evicted key.
     #[inline]
     pub fn insert(&mut self, key: u64) -> Option<u64> {
+        self.mru = INVALID;
         if self.ways == 0 {
             return None;
         }
@@ -541,6 +552,7 @@ impl SetAssoc {
     /// fill after a walk): no second search for it.
     #[inline]
     pub fn put_absent(&mut self, key: u64, val: u64) -> Option<u64> {
+        self.mru = INVALID;
         debug_assert!(!self.contains(key));
         if self.lru_narrow {
             let (i, old) = self.insert_narrow((key & self.set_mask) as usize, key);
@@ -566,6 +578,16 @@ impl SetAssoc {
     /// on a miss (None when the set had an empty way).
     #[inline(always)]
     pub fn access_evicting(&mut self, key: u64) -> Result<(), Option<u64>> {
+        if key == self.mru {
+            return Ok(());
+        }
+        let r = self.access_evicting_inner(key);
+        self.mru = if self.ways == 0 { INVALID } else { key };
+        r
+    }
+
+    #[inline(always)]
+    fn access_evicting_inner(&mut self, key: u64) -> Result<(), Option<u64>> {
         if self.lru_narrow {
             let set = (key & self.set_mask) as usize;
             let m = self.match_narrow(set, key);
@@ -647,6 +669,7 @@ impl SetAssoc {
     /// brought in): that way is looked at first.
     #[inline(always)]
     pub fn access_likely_mru(&mut self, key: u64) -> bool {
+        self.mru = INVALID;
         if self.ways == 0 {
             return false;
         }
@@ -664,6 +687,7 @@ impl SetAssoc {
     /// returns whether it was present.
     #[inline(always)]
     pub fn fill(&mut self, key: u64) -> bool {
+        self.mru = INVALID;
         if self.lru_narrow {
             return self.fill_lru(key);
         }
@@ -725,6 +749,7 @@ impl SetAssoc {
 
     /// Drop `key` if present (invlpg, a cache line invalidation).
     pub fn invalidate(&mut self, key: u64) -> bool {
+        self.mru = INVALID;
         if self.len == 0 {
             return false;
         }
@@ -740,6 +765,7 @@ impl SetAssoc {
 
     /// Drop every entry for which `pred(key)` holds (a flush by ASID, say).
     pub fn invalidate_if(&mut self, pred: impl Fn(u64) -> bool) -> u64 {
+        self.mru = INVALID;
         if self.len == 0 {
             return 0;
         }
@@ -759,6 +785,7 @@ impl SetAssoc {
 
     /// Drop everything.
     pub fn flush(&mut self) {
+        self.mru = INVALID;
         if self.len > 0 {
             // Also every 32-bit tag of a compact array.
             self.tags_mut().fill(INVALID);

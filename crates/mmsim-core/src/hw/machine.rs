@@ -270,6 +270,11 @@ impl Machine {
         cycles * self.cpus[cpu].smt_slowdown
     }
 
+    /// log2 of the cache line size.
+    pub fn line_shift(&self) -> u32 {
+        self.line_shift
+    }
+
     pub fn line_size(&self) -> u64 {
         1 << self.line_shift
     }
@@ -600,6 +605,56 @@ impl Machine {
         self.page_lines(cpu, base, (ps, pe, stride, count), true, &mut fetched);
         perf.stalled_frontend += stall;
         let cycles = self.exec_cycles(cpu, instr * self.p.cpu.base_cpi) + stall;
+        perf.cycles += cycles;
+        self.overlap_work(cpu, cycles);
+    }
+
+    /// One line of instructions fetched by a replayed trace's run (`instr` of its
+    /// instructions), at `off` of frame `pfn`: `page_fetches` of one line.
+    #[inline]
+    pub fn one_fetch(&mut self, cpu: usize, pfn: Pfn, off: u64, instr: f64, perf: &mut PerfCounters) {
+        perf.itlb_loads += 1;
+        perf.mem_refs += 1;
+        perf.instructions += instr;
+        let line = (pfn.phys(self.geo) >> self.line_shift) + (off >> self.line_shift);
+        let lvl = self.icache_access(cpu, line);
+        perf.l1i_load_misses += (lvl != Level::L1) as u64;
+        let stall = self.stall(lvl, false);
+        perf.stalled_frontend += stall;
+        let cycles = self.exec_cycles(cpu, instr * self.p.cpu.base_cpi) + stall;
+        perf.cycles += cycles;
+        self.overlap_work(cpu, cycles);
+    }
+
+    /// One load or store of a replayed trace, at `off` of frame `pfn` (the TLB was consulted
+    /// by `translate`): `page_accesses` of one access whose instruction the trace's runs count,
+    /// without the machinery of a run of lines.
+    #[inline]
+    pub fn one_access(&mut self, cpu: usize, pfn: Pfn, off: u64, write: bool, perf: &mut PerfCounters) {
+        if write {
+            perf.dtlb_stores += 1;
+        } else {
+            perf.dtlb_loads += 1;
+            perf.l1d_loads += 1;
+        }
+        perf.mem_refs += 1;
+        let ports = if write { self.p.cpu.stores_per_cycle } else { self.p.cpu.loads_per_cycle };
+        let mut cycles = self.exec_cycles(cpu, 1.0 / ports);
+        let line = (pfn.phys(self.geo) >> self.line_shift) + (off >> self.line_shift);
+        let lvl = self.cache_access(cpu, line);
+        let mut stall = self.stall(lvl, true);
+        if !write {
+            perf.l1d_load_misses += (lvl != Level::L1) as u64;
+            perf.llc_loads += (lvl >= Level::Llc) as u64;
+            perf.llc_load_misses += (lvl == Level::Mem) as u64;
+        }
+        if lvl == Level::Mem {
+            let now = self.cpus[cpu].time_base + perf.cycles;
+            let bus = self.book_bandwidth(cpu, now, 1 << self.line_shift);
+            stall = stall.max(bus - cycles);
+        }
+        cycles += stall;
+        perf.stalled_backend += stall;
         perf.cycles += cycles;
         self.overlap_work(cpu, cycles);
     }

@@ -74,6 +74,12 @@ pub struct Tlb {
     /// same lookup again before anything joins or leaves finds nothing again (the access retried
     /// after its fault), so it is answered at once.
     last_miss: (u32, u64, bool, u64),
+    /// Each side's (data, instruction) last lookup when it hit an L1 array: (asid, base page,
+    /// `gen` then, the answer). The same lookup again, with no lookup of that side between and
+    /// nothing joined or left, finds the same entry, and its hit changes nothing (the entry is
+    /// already the most recent of its set under LRU; FIFO and random hits change nothing), so
+    /// it is answered at once: the arrays end as a full lookup would leave them.
+    last_hit: [(u32, u64, u64, PageSize, u64); 2],
 }
 
 /// Words of `Tlb::maybe_present`: 4096 buckets of address-space ids.
@@ -114,6 +120,7 @@ impl Tlb {
             maybe_present: [0; PRESENT_WORDS],
             gen: 0,
             last_miss: (u32::MAX, u64::MAX, false, u64::MAX),
+            last_hit: [(u32::MAX, u64::MAX, u64::MAX, PageSize::Base, 0); 2],
         }
     }
 
@@ -128,16 +135,25 @@ impl Tlb {
     /// STLB. Returns the cached leaf entry and page size.
     #[inline]
     pub fn lookup(&mut self, asid: u32, vaddr: u64, instr: bool) -> Option<(TlbHit, PageSize, u64)> {
-        let miss = (asid, vaddr >> self.size_shift[0], instr, self.gen);
+        let page = vaddr >> self.size_shift[0];
+        let miss = (asid, page, instr, self.gen);
         if miss == self.last_miss {
             return None;
         }
+        let side = instr as usize;
+        let (la, lp, lg, lsz, lv) = self.last_hit[side];
+        if la == asid && lp == page && lg == self.gen {
+            return Some((TlbHit::L1, lsz, lv));
+        }
+        // Another lookup of this side comes between: the memo of its last hit no longer holds.
+        self.last_hit[side].2 = u64::MAX;
         let sizes: &[PageSize] =
             if instr { &[PageSize::Base, PageSize::Pmd] } else { &[PageSize::Base, PageSize::Pmd, PageSize::Pud] };
         for &sz in sizes {
             let k = self.key(asid, sz, vaddr);
             let arr = if instr { &mut self.itlb[sz as usize] } else { &mut self.dtlb[sz as usize] };
             if let Some(v) = arr.get(k) {
+                self.last_hit[side] = (asid, page, self.gen, sz, v);
                 return Some((TlbHit::L1, sz, v));
             }
         }

@@ -30,10 +30,41 @@ pub enum FaultOutcome {
     Bus,
 }
 
+/// RLIMIT_STACK's default (`_STK_LIM`, 8 MiB): the most a growsdown stack vma may span.
+pub const STK_LIM: u64 = 8 << 20;
+
 impl Kernel {
+    /// `expand_stack` (mm/mmap.c, from `lock_mm_and_find_vma`): a fault below a VM_GROWSDOWN
+    /// vma moves its start down to the faulting page, if the stack then spans at most
+    /// RLIMIT_STACK (`acct_stack_growth`) and keeps `stack_guard_gap` above the vma below.
+    /// True when it grew. Differs from Linux: no RLIMIT_AS or mlock accounting of the growth.
+    pub fn expand_stack(&mut self, mm: MmId, addr: u64) -> bool {
+        let g = self.geo;
+        let m = self.mm(mm);
+        let Some((&start, v)) = m.vmas.range(addr..).next() else { return false };
+        if v.flags & vm::GROWSDOWN == 0 || v.end - g.page_align_down(addr) > STK_LIM {
+            return false;
+        }
+        let new_start = g.page_align_down(addr);
+        let guard = super::mmap::STACK_GUARD_GAP_PAGES * g.page_size();
+        if let Some((_, prev)) = m.vmas.range(..new_start).next_back() {
+            if prev.end > new_start.saturating_sub(guard) {
+                return false;
+            }
+        }
+        let mut v = self.mm_mut(mm).vmas.remove(&start).expect("vma");
+        v.pgoff -= (start - new_start) >> g.page_shift;
+        v.start = new_start;
+        self.mm_mut(mm).vmas.insert(new_start, v);
+        true
+    }
+
     /// `do_user_addr_fault`.
     pub fn do_user_addr_fault(&mut self, mm: MmId, addr: u64, access: Access) -> FaultOutcome {
         self.current.fault_path = "bad_area";
+        if self.mm(mm).vma_lookup(addr).is_none() && !self.expand_stack(mm, addr) {
+            return FaultOutcome::Segv;
+        }
         let Some(v) = self.mm(mm).vma_lookup(addr) else {
             return FaultOutcome::Segv;
         };

@@ -37,6 +37,16 @@ impl Kernel {
     /// A new process image as execve leaves it: a stack vma below self.geo.task_size() whose top page
     /// (arguments and environment) is written. Not counted as the workload's faults.
     pub fn exec_mm(&mut self) -> Option<MmId> {
+        self.exec_mm_inner()
+    }
+
+    /// `bprm_mm_init`: the empty mm an execve builds the new image in (no stack yet, no break:
+    /// a trace's replay maps the image its records describe). None when memory runs out.
+    pub fn bprm_mm_init(&mut self) -> Option<MmId> {
+        self.mm_alloc()
+    }
+
+    fn exec_mm_inner(&mut self) -> Option<MmId> {
         let mm = self.mm_alloc()?;
         // The ELF loader's set_brk: the heap begins after the program's bss.
         let m = self.mm_mut(mm);

@@ -69,6 +69,8 @@ pub struct MmapArgs {
     pub align: u64,
     /// VM_DONTEXPAND on the new vma (mmsim's `dontexpand` flag): it never merges.
     pub dontexpand: bool,
+    /// MAP_GROWSDOWN: VM_GROWSDOWN on the new anonymous vma (a stack; `expand_stack`).
+    pub growsdown: bool,
     /// mmsim's `nomerge` flag: vm::NOMERGE on the new vma, which never merges (and is
     /// otherwise ordinary: mlock locks it, as it does the file mappings it stands for).
     pub nomerge: bool,
@@ -171,6 +173,9 @@ impl Kernel {
         }
         if a.nomerge {
             flags |= vm::NOMERGE;
+        }
+        if a.growsdown && a.file.is_none() && !a.shared {
+            flags |= vm::GROWSDOWN;
         }
         let backing = if let Some(f) = a.file {
             if a.shared {

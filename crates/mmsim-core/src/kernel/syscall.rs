@@ -113,6 +113,7 @@ impl Kernel {
             align: req.align,
             dontexpand: req.dontexpand,
             nomerge: req.nomerge,
+            growsdown: req.flags.contains(MapFlags::GROWSDOWN),
             hugetlb: req.flags.contains(MapFlags::HUGETLB) || req.hugetlbfs.is_some(),
             file: req.file,
             pgoff: req.pgoff,

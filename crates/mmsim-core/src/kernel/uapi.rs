@@ -72,6 +72,8 @@ bitflags! {
         const PRIVATE = 0x02;
         const FIXED = 0x10;
         const ANONYMOUS = 0x20;
+        /// VM_GROWSDOWN: a stack that `expand_stack` grows down on a fault below it.
+        const GROWSDOWN = 0x100;
         const POPULATE = 0x8000;
         const HUGETLB = 0x40000;
         const FIXED_NOREPLACE = 0x100000;

@@ -26,6 +26,9 @@ mod kscrubd_tests;
 #[cfg(test)]
 mod limit_tests;
 mod process;
+mod replay;
+#[cfg(test)]
+mod replay_tests;
 mod runqueue;
 mod sample;
 #[cfg(test)]
@@ -39,6 +42,7 @@ pub use host_memory::HostUsage;
 use host_memory::*;
 pub use khugepaged::Khugepaged;
 pub use kscrubd::{Kscrubd, LoadAvg};
+pub use replay::{NoopCall, Replay, ReplayReport};
 pub use sample::{student_t95, SampleSpec, SamplingStats};
 
 /// Pages a task touches (or syscalls it makes) before the scheduler moves on.
@@ -136,6 +140,8 @@ enum Cursor {
         end: u64,
         stride: u64,
     },
+    /// A `replay` op: the task replays its recorded thread (`Task::replay`).
+    Replay,
     /// A `pattern: "random"` read, write or fetch: `left` more accesses, each to one of
     /// `slots` slots of `stride` bytes from `base`, drawn with splitmix64 (state `rng`).
     Random {
@@ -201,6 +207,11 @@ pub struct Task {
     wait_clock: f64,
     /// `sleep`: the clock at which it wakes.
     wake_at: f64,
+    /// A `replay`: the recorded thread the task replays, what it waits for, and whether it
+    /// has exec'd (a vfork parent waits for that).
+    replay: Option<Box<replay::ReplayTask>>,
+    replay_wait: Option<replay::ReplayWait>,
+    vfork_done: bool,
     /// `wake_at` is a time of the machine (`sleep` with `until_ms`), not a delay.
     wake_absolute: bool,
 }
@@ -240,6 +251,9 @@ impl Task {
             wait_clock: 0.0,
             wake_at: 0.0,
             wake_absolute: false,
+            replay: None,
+            replay_wait: None,
+            vfork_done: false,
         }
     }
 
@@ -370,6 +384,9 @@ pub struct Interp {
     /// Pages of I/O that system calls and faults waited for and no task has been charged
     /// for yet (`charge_io`, khugepaged).
     io_wait_pages: u64,
+    /// The `replay` ops run so far, and the error that stopped one (a trace it cannot read).
+    pub replays: Vec<Replay>,
+    pub replay_error: Option<String>,
 }
 
 /// A batch of tasks one fork or thread op created (pids `next..=last` still to finish), and
@@ -448,6 +465,8 @@ impl Interp {
             loadavg: LoadAvg::default(),
             sleepers: Vec::new(),
             io_wait_pages: 0,
+            replays: Vec::new(),
+            replay_error: None,
         };
         // The reference model follows reclaim's discards of lazyfree pages.
         it.kernel.lazyfree.record = check;
@@ -667,6 +686,7 @@ impl Interp {
                     });
                 }
             }
+            Op::Replay(r) => self.start_replay(t, r),
             Op::Fork(f) => self.sys_clone(t, f, false),
             Op::Thread(f) => self.sys_clone(t, f, true),
             Op::Wait(_) => {

@@ -136,6 +136,19 @@ pub enum Op {
     Brk(BrkOp),
     MemfdCreate(MemfdCreateOp),
     Fallocate(FallocateOp),
+    Replay(ReplayOp),
+}
+
+/// The `replay` op: the task execs the program recorded in `trace` (`mmsim record`) and
+/// replays it, its forked children as processes and its threads as threads; the op after it
+/// runs once the recorded process has exited. `cold`: the program's files start uncached
+/// (default: each file is read into the page cache when the replay first meets it).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayOp {
+    pub trace: String,
+    #[serde(default)]
+    pub cold: bool,
 }
 
 /// The `brk` op: sbrk(`delta`), the C library's move of the break by `delta` bytes (negative
@@ -563,6 +576,7 @@ pub const OPS: &[&str] = &[
     "brk",
     "memfd_create",
     "fallocate",
+    "replay",
 ];
 
 impl<'de> Deserialize<'de> for Op {
@@ -607,6 +621,7 @@ impl<'de> Deserialize<'de> for Op {
             "brk" => Op::Brk(field::<BrkOp, D>(v)?),
             "memfd_create" => Op::MemfdCreate(field::<MemfdCreateOp, D>(v)?),
             "fallocate" => Op::Fallocate(field::<FallocateOp, D>(v)?),
+            "replay" => Op::Replay(field::<ReplayOp, D>(v)?),
             other => {
                 return Err(de::Error::custom(format!(
                     "{FIELD_MARK}op: unknown op {other:?} (expected one of {op_names})"

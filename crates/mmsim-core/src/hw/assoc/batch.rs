@@ -16,6 +16,7 @@ impl SetAssoc {
     /// the hits. (Keys that share a set each see what the earlier ones left, as one by one.)
     #[inline]
     pub fn access_mask(&mut self, first: u64, mask: u64) -> u64 {
+        self.mru = INVALID;
         self.batch::<ACCESS>(first, mask, &mut 0)
     }
 
@@ -25,6 +26,7 @@ impl SetAssoc {
     /// sets need it, and the runs that do not stay lean.
     #[inline(never)]
     pub fn access_mask_evicting(&mut self, first: u64, mask: u64) -> (u64, u64) {
+        self.mru = INVALID;
         let mut evicted = 0;
         let hits = self.batch::<ACCESS_EVICTING>(first, mask, &mut evicted);
         (hits, evicted)
@@ -34,6 +36,7 @@ impl SetAssoc {
     /// the keys that were present.
     #[inline]
     pub fn fill_mask(&mut self, first: u64, mask: u64) -> u64 {
+        self.mru = INVALID;
         self.batch::<FILL>(first, mask, &mut 0)
     }
 

@@ -33,7 +33,7 @@ const LIVELOCK_FAULTS: u32 = 64;
 impl Interp {
     /// Make one page accessible: walk, fault as needed. Err when the task died.
     #[inline]
-    fn access_page(&mut self, t: usize, addr: u64, access: Access) -> Result<Pfn, Stop> {
+    pub(super) fn access_page(&mut self, t: usize, addr: u64, access: Access) -> Result<Pfn, Stop> {
         let mm = self.tasks[t].mm.ok_or(Stop::Dead)?;
         let cpu = self.tasks[t].cpu;
         let first = self.machine.translate(cpu, &mut self.kernel, mm, addr, access, &mut self.tasks[t].perf, false);
@@ -179,6 +179,7 @@ impl Interp {
             Cursor::Atomic { .. } => self.continue_atomic(t, budget),
             Cursor::Fetch { .. } => self.continue_fetch(t, budget),
             Cursor::Random { .. } => self.continue_random(t, budget),
+            Cursor::Replay => self.continue_replay(t, budget),
             Cursor::Idle => 0,
         }
     }

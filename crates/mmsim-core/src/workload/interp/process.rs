@@ -31,6 +31,15 @@ impl Interp {
         if self.tasks[t].state != TaskState::Waiting {
             return false;
         }
+        if self.tasks[t].replay_wait.is_some() {
+            let Some(wake) = self.replay_wait_done(t) else { return true };
+            self.tasks[t].replay_wait = None;
+            let c = &mut self.machine.clock[self.tasks[t].cpu];
+            *c = c.max(wake);
+            self.tasks[t].state = TaskState::Running;
+            self.rq_update(t);
+            return false;
+        }
         while let Some(&c) = self.tasks[t].children.get(self.tasks[t].waited) {
             let k = &self.tasks[(c - 1) as usize];
             if !(matches!(k.state, TaskState::Exited | TaskState::Killed) && k.pending.is_empty()) {
@@ -71,19 +80,21 @@ impl Interp {
         (!finished(&self.tasks[0])).then_some(0)
     }
 
-    /// fork (a new process with a copy of the address space: `dup_mm`), or with `thread` a
-    /// clone(CLONE_VM | CLONE_THREAD) that shares it (`mmget`).
-    pub(super) fn fork(&mut self, t: usize, program: Rc<Vec<Op>>, cpu: Option<usize>, thread: bool) {
+    /// fork (a new process with a copy of the address space: `dup_mm`), or a clone with
+    /// `flags`: CLONE_VM shares the address space (`mmget`), CLONE_THREAD makes a thread of
+    /// the caller's group. The child runs `program`.
+    pub(super) fn fork(&mut self, t: usize, program: Rc<Vec<Op>>, cpu: Option<usize>, flags: CloneFlags) {
         let parent_pid = self.tasks[t].pid;
         let mm = self.tasks[t].mm.expect("mm");
         let pid = self.tasks.len() as u32 + 1;
-        let flags = if thread { CloneFlags::VM | CloneFlags::THREAD } else { CloneFlags::empty() };
+        let thread = flags.contains(CloneFlags::THREAD);
+        let copy = !flags.contains(CloneFlags::VM);
         let Ok(child_mm) = self.kernel.kernel_clone(mm, flags).ret else {
             self.apply_lazyfree_discards(None);
             self.event(parent_pid, "fork-failed", "fork: ENOMEM".into());
             return;
         };
-        if !thread {
+        if copy {
             // What reclaim discarded while the mm was copied: the parent's pages now (before
             // the reference model copies it), the child's once it has the copy.
             self.forking = Some(child_mm);
@@ -100,7 +111,7 @@ impl Interp {
             self.forking = None;
             let _ = self.kernel.do_exit(child_mm);
             self.apply_lazyfree_discards(None);
-            let call = if thread { "clone" } else { "fork" };
+            let call = if copy { "fork" } else { "clone" };
             let used = self.pid_allocated;
             self.event(
                 parent_pid,
@@ -125,7 +136,7 @@ impl Interp {
         let child = self.tasks.len() - 1;
         self.rq_update(child);
         self.task_bytes += task_host_bytes(&self.tasks[child]);
-        if !thread {
+        if copy {
             self.set_mm_owner(child_mm, child);
             self.mm_bytes += mm_host_bytes(Some(self.kernel.mm(child_mm))) + self.machine.mm_host_bytes(1);
             if let Some(o) = self.oracle.as_mut() {
@@ -151,6 +162,8 @@ impl Interp {
         self.finish_gen += 1;
         self.tasks[t].cursor = Cursor::Idle;
         self.tasks[t].frames.clear();
+        self.tasks[t].replay = None;
+        self.tasks[t].replay_wait = None;
         self.tasks[t].mm = None;
         // The last task using the mm tears it down (mmput).
         if self.kernel.do_exit(mm).ret == Ok(true) {

@@ -127,6 +127,11 @@ impl Interp {
             }
         }
         let Some((horizon, _, t)) = best else {
+            if waiting && ks.is_none() && self.sleepers.is_empty() {
+                // Every task left waits for another: nothing can wake them.
+                self.deadlock();
+                return false;
+            }
             return waiting;
         };
         // Every CPU that can run is at or past the chosen one's clock: uses of shared lines
@@ -212,6 +217,18 @@ impl Interp {
         self.advance_loadavg();
         self.check_host_memory();
         true
+    }
+
+    /// Every task left waits and none can wake: a replay whose records cannot go on (its
+    /// error), else a bug of the model.
+    fn deadlock(&mut self) {
+        let pids: Vec<u32> = self.waiters.iter().map(|&w| self.tasks[w].pid).collect();
+        let msg = format!("every task left waits and none can wake them (pids {pids:?})");
+        if self.waiters.iter().any(|&w| self.tasks[w].replay.is_some()) {
+            self.replay_error.get_or_insert(format!("replay: {msg}"));
+        } else {
+            self.invariant_violation.get_or_insert(msg);
+        }
     }
 
     /// When an awake kernel thread of `cpu` that may run from `ready_at` runs, and its key:

@@ -9,7 +9,7 @@ use super::{Interp, SerialBatch, TaskState};
 use crate::kernel::filemap::FMode;
 use crate::kernel::mmap::Errno;
 use crate::kernel::syscall::{Effects, MmapReq};
-use crate::kernel::uapi::{Advice, MapFlag, MapFlags, MclFlag, MlockFlags, MremapFlags, Prot};
+use crate::kernel::uapi::{Advice, CloneFlags, MapFlag, MapFlags, MclFlag, MlockFlags, MremapFlags, Prot};
 use crate::units::VirtAddr;
 use crate::workload::spec::*;
 
@@ -376,7 +376,8 @@ impl Interp {
         let prog = Rc::new(program.clone());
         let first = self.tasks.len() as u32 + 1;
         for i in 0..*count {
-            self.fork(t, prog.clone(), cpu.map(|c| (c + i) as usize), thread);
+            let flags = if thread { CloneFlags::VM | CloneFlags::THREAD } else { CloneFlags::empty() };
+            self.fork(t, prog.clone(), cpu.map(|c| (c + i) as usize), flags);
             if self.tasks[t].state != TaskState::Running || self.check_host_memory() {
                 break;
             }

@@ -1,0 +1,89 @@
+"""mmsim run --trace and mmsim validate --trace, end to end: test_trace.py's program (mmap, a
+page-stride write, fork, a thread) recorded, replayed, and checked against the kernel."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_trace import needs_valgrind, prog, recorded  # noqa: F401 (fixtures)
+
+from mmsim.cli import main
+
+
+def _run_json(capfd, *args: str) -> dict:
+    assert main(["run", *args, "--json"]) == 0
+    return json.loads(capfd.readouterr().out)
+
+
+@needs_valgrind
+def test_run_trace_replays_the_fork_the_thread_and_the_exits(recorded, capfd):  # noqa: F811
+    path, _ = recorded
+    r = _run_json(capfd, "--trace", str(path), "--set", "transparent_hugepage/enabled=never")
+    assert r["events"] == [], r["events"]
+    rep = r["replay"][0]
+    assert (rep["processes"], rep["threads"]) == (2, 3)
+    assert sorted(s for _, s in rep["exit_status"]) == [3, 5]
+    tids = {p["Tgid"] for p in r["processes"]}
+    assert len(r["processes"]) == 3 and len(tids) == 2, "a process, its thread, and the child"
+    # The 256 pages the parent writes are its faults, at least; the child's write is a COW.
+    assert r["processes"][0]["minflt"] >= 256
+    assert rep["instructions"] > 0 and rep["loads"] > 0 and rep["stores"] >= 256
+    labels = [s["label"] for s in r["snapshots"]]
+    assert labels[0].startswith("execve ") and any(x.startswith("exit ") for x in labels)
+
+
+@needs_valgrind
+def test_the_same_trace_replays_to_the_same_report(recorded, capfd):  # noqa: F811
+    path, _ = recorded
+    a = _run_json(capfd, "--trace", str(path))
+    b = _run_json(capfd, "--trace", str(path))
+    assert a == b
+
+
+@needs_valgrind
+def test_thp_always_and_cold_change_the_replay(recorded, capfd):  # noqa: F811
+    path, _ = recorded
+    never = _run_json(capfd, "--trace", str(path), "--set", "transparent_hugepage/enabled=never")
+    cold = _run_json(capfd, "--trace", str(path), "--cold", "--set", "transparent_hugepage/enabled=never")
+    assert never["replay"][0]["warmed_bytes"] > 0 and cold["replay"][0]["warmed_bytes"] == 0
+    assert cold["perf"]["major-faults"] > 0 == never["perf"]["major-faults"]
+    # On another profile the same recording runs too.
+    zen = _run_json(capfd, "--trace", str(path), "--profile", "zen4-epyc", "--cpus", "2")
+    assert zen["machine"]["profile"] == "zen4-epyc" and zen["replay"][0]["processes"] == 2
+
+
+@needs_valgrind
+def test_validate_trace_compares_the_tree_with_the_kernel(recorded, prog, capfd):  # noqa: F811
+    path, _ = recorded
+    code = main(["validate", "--trace", str(path), "--json", "--", str(prog)])
+    out = json.loads(capfd.readouterr().out)
+    (case,) = out["cases"]
+    assert code == (1 if case["status"] == "fail" else 0)
+    c = {x["name"]: x for x in case["counters"]}
+    assert {"minflt", "majflt", "maxrss"} <= set(c)
+    assert all(x["tolerance"] == 0 for x in case["counters"])
+    # The recorder's layout (Valgrind places the libraries, heap and stack) moves a few faults.
+    assert abs(c["minflt"]["simulated"] - c["minflt"]["kernel"]) <= 0.05 * c["minflt"]["kernel"]
+    assert c["majflt"]["kernel"] == c["majflt"]["simulated"] == 0
+
+
+def test_run_trace_of_a_file_that_is_no_trace_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.trace"
+    bad.write_bytes(b"hello")
+    assert main(["run", "--trace", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"mmsim: error: {bad}: byte 0") and "\n" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "want"),
+    [
+        ([], "give a WORKLOAD file or --trace FILE"),
+        (["w.json", "--trace", "x"], "not both"),
+        (["w.json", "--cold"], "apply to --trace only"),
+    ],
+)
+def test_run_trace_arguments_are_checked(args, want, capsys):
+    assert main(["run", *args]) == 2
+    assert want in capsys.readouterr().err
