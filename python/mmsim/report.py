@@ -73,8 +73,33 @@ def format_report(report: Mapping[str, Any]) -> str:
         _snapshot_lines(report.get("snapshots", []), base),
         _event_lines(report.get("events", []), (report.get("engine") or {}).get("events_dropped", 0)),
         _check_lines(report),
+        _replay_lines(report.get("replay") or []),
     ]
     return "\n\n".join("\n".join(p) for p in parts if p) + "\n"
+
+
+def _replay_lines(replays: list[Mapping[str, Any]]) -> list[str]:
+    """What each replay replayed, and the system calls it replayed as no-ops."""
+    lines = []
+    for r in replays:
+        cmd = " ".join(r.get("command") or []) or r["trace"]
+        lines.append(f"Replay of {cmd} ({r['trace']}{', cold' if r.get('cold') else ''}):")
+        lines.append(
+            f"  {r['records']:,} records: {r['instructions']:,} instructions, {r['loads']:,} loads, "
+            f"{r['stores']:,} stores; {r['processes']} processes, {r['threads']} threads; "
+            f"{sum(r['syscalls'].values()):,} system calls; {r['files']} files ({r['warmed_bytes']:,} bytes warmed)"
+        )
+        status = ", ".join(f"{pid}: {st}" for pid, st in r.get("exit_status") or [])
+        if status:
+            lines.append(f"  exit status: {status}")
+        noop = r.get("unmodelled") or {}
+        if noop:
+            calls = ", ".join(
+                f"{n} x{c['count']}" + (f" ({c['bytes_mapped']:,} bytes mapped)" if c["bytes_mapped"] else "")
+                for n, c in noop.items()
+            )
+            lines.append(f"  replayed as no-ops (not modelled): {calls}")
+    return lines
 
 
 def _perf_lines(report: Mapping[str, Any]) -> list[str]:

@@ -527,6 +527,10 @@ impl Interp {
             if !matches!(self.tasks[t].cursor, Cursor::Idle) {
                 let used = self.continue_cursor(t, budget);
                 budget = budget.saturating_sub(used.max(1));
+                // A replay's snapshot (at an execve or an exit) is of the state now.
+                if !self.snapshot_requests.is_empty() {
+                    return;
+                }
                 continue;
             }
             let Some(op) = self.next_op(t) else {

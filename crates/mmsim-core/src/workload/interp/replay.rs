@@ -96,6 +96,8 @@ pub(super) struct ReplayTask {
     /// The recorded thread this task replays, and its process.
     tid: u32,
     pid: u32,
+    /// Its exit_group has been taken a snapshot of: it exits when it next runs.
+    exiting: bool,
     /// The replay (`Interp::replays`).
     r: usize,
 }
@@ -205,7 +207,7 @@ impl Interp {
             shm_at: HashMap::new(),
         });
         let proc = Rc::new(RefCell::new(ProcState { stream, turn_clock: 0.0 }));
-        self.tasks[t].replay = Some(Box::new(ReplayTask { proc, tid: root, pid: root, r }));
+        self.tasks[t].replay = Some(Box::new(ReplayTask { proc, tid: root, pid: root, r, exiting: false }));
         self.tasks[t].cursor = Cursor::Replay;
     }
 
@@ -223,6 +225,10 @@ impl Interp {
             self.tasks[t].cursor = Cursor::Idle;
             return 0;
         };
+        if rt.exiting {
+            self.replay_exit_now(t);
+            return 1;
+        }
         let (proc, tid, r) = (rt.proc.clone(), rt.tid, rt.r);
         let mut p = proc.borrow_mut();
         let mut used = 0u64;
@@ -478,12 +484,20 @@ impl Interp {
         Flow::Stop
     }
 
-    /// exit_group: every thread of task `t`'s process ends, after a snapshot of it.
+    /// exit_group: a snapshot of the process as it is (its mm still whole), then, when the
+    /// task next runs (`continue_replay`), every thread of it ends.
     fn replay_exit_group(&mut self, t: usize) {
-        let tgid = self.tasks[t].tgid;
         let pid = self.replay_pid(t);
         self.outputs += 1;
         self.snapshot_requests.push((format!("exit {pid}"), self.tasks[t].pid));
+        if let Some(rt) = self.tasks[t].replay.as_mut() {
+            rt.exiting = true;
+        }
+    }
+
+    /// The exit_group `replay_exit_group` began: every thread of task `t`'s process ends.
+    fn replay_exit_now(&mut self, t: usize) {
+        let tgid = self.tasks[t].tgid;
         for v in 0..self.tasks.len() {
             if v != t && self.tasks[v].tgid == tgid && self.tasks[v].mm.is_some() {
                 self.exit_task(v, TaskState::Exited);
@@ -888,7 +902,7 @@ impl Interp {
             }
         };
         let pid = if thread { self.tasks[t].replay.as_ref().map_or(child, |x| x.pid) } else { child };
-        self.tasks[c].replay = Some(Box::new(ReplayTask { proc, tid: child, pid, r }));
+        self.tasks[c].replay = Some(Box::new(ReplayTask { proc, tid: child, pid, r, exiting: false }));
         self.tasks[c].cursor = Cursor::Replay;
         if !thread && flags & CLONE_VFORK != 0 && cflags.contains(CloneFlags::VM) {
             self.charge_syscall(t);
