@@ -280,3 +280,59 @@ fn a_repeat_expands_to_its_iterations() {
     bad.repeat(2, &[8, 8]);
     assert!(Records::new(&bad.buf).any(|r| r.is_err()));
 }
+
+/// A process's stream: its records alone, in order across chunks, each with its thread (a
+/// thread record inside a frame switches), stopping where its caller says and going on there.
+#[test]
+fn a_process_stream_reads_one_process_with_its_threads() {
+    let mut frames = Vec::new();
+    for i in 0..2000u64 {
+        for pid in [11u32, 22] {
+            let mut e = FrameEncoder::default();
+            e.start(pid);
+            for k in 0..300 {
+                e.put(&Record::Store { addr: (u64::from(pid) << 32) | ((i * 300 + k) * 8), size: 8 });
+            }
+            if pid == 11 && i % 2 == 1 {
+                e.put(&Record::Thread { tid: 12 });
+                e.put(&Record::Load { addr: i, size: 4 });
+                e.put(&Record::Thread { tid: 11 });
+            }
+            frames.push((pid, e.buf.clone()));
+        }
+    }
+    let path = std::env::temp_dir().join(format!("mmsim-stream-{}.trace", std::process::id()));
+    std::fs::write(&path, write_trace(&frames)).unwrap();
+    let mut s = ProcessStream::open(&path, 11).unwrap();
+    let (mut stores, mut loads, mut next) = (0u64, 0u64, 11u64 << 32);
+    while let Some(tid) = s.tid().unwrap() {
+        // Three records at a time: the stream stops inside frames and goes on.
+        let mut k = 0;
+        s.run(usize::MAX, |r| {
+            match *r {
+                Record::Store { addr, .. } => {
+                    assert_eq!((tid, addr), (11, next));
+                    next += 8;
+                    stores += 1;
+                }
+                Record::Load { addr, .. } => {
+                    assert_eq!((tid, addr % 2), (12, 1));
+                    loads += 1;
+                }
+                _ => panic!("{r:?}"),
+            }
+            k += 1;
+            k < 3
+        })
+        .unwrap();
+    }
+    assert_eq!((stores, loads), (2000 * 300, 1000));
+    // Another process's records are not this one's; an unknown pid is an error naming it.
+    let mut other = ProcessStream::open(&path, 22).unwrap();
+    assert_eq!(other.tid().unwrap(), Some(22));
+    assert_eq!(other.skip_thread().unwrap(), 2000 * 300);
+    assert_eq!(other.tid().unwrap(), None);
+    let e = ProcessStream::open(&path, 33).err().unwrap().to_string();
+    std::fs::remove_file(&path).ok();
+    assert!(e.contains("no records of process 33"), "{e}");
+}
