@@ -82,7 +82,8 @@ def programs(d: Path, size: str) -> dict[str, Callable[[], list[str]]]:
         return ["sqlite3", str(db), "SELECT count(*), max(b) FROM (SELECT b FROM t ORDER BY b);"]
 
     def gcc() -> list[str]:
-        n = 3000 if full else 3 if tiny else 60
+        # 300 functions: about 12 G instructions (60: 2.75 G; the recursive calls make -O2 work hard).
+        n = 300 if full else 3 if tiny else 60
         src = d / f"funcs-{n}.c"
         if not src.exists():
             src.write_text(big_c(n))
