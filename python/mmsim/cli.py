@@ -258,12 +258,7 @@ def _validate(args: argparse.Namespace) -> int:
         raise MmsimError("validate: --seed, --save-dir and --shrink-runs go with --random")
     if not args.suite and not args.workloads:
         raise MmsimError("validate: give workload files or --suite")
-    changes = {}
-    for hs in args.host_sets:
-        k, eq, v = hs.partition("=")
-        if not eq:
-            raise MmsimError(f"validate: --host-set expects KNOB=VALUE, got {hs!r}")
-        changes[k] = v
+    changes = _host_changes(args)
     workloads = [load_workload(w) for w in args.workloads]
     for path, w in zip(args.workloads, workloads, strict=True):
         # The engine's checks first: a malformed op is an error naming its field, before
@@ -301,6 +296,17 @@ def _validate(args: argparse.Namespace) -> int:
     return 1 if any(c["status"] == "fail" for c in cases) else 0
 
 
+def _host_changes(args: argparse.Namespace) -> dict[str, str]:
+    """``--host-set KNOB=VALUE ...`` as a mapping."""
+    changes = {}
+    for hs in args.host_sets:
+        k, eq, v = hs.partition("=")
+        if not eq:
+            raise MmsimError(f"validate: --host-set expects KNOB=VALUE, got {hs!r}")
+        changes[k] = v
+    return changes
+
+
 def _validate_trace(args: argparse.Namespace) -> int:
     """``mmsim validate --trace FILE -- CMD [ARGS...]``."""
     from mmsim.native_host import host_lock, host_settings
@@ -314,12 +320,7 @@ def _validate_trace(args: argparse.Namespace) -> int:
         raise MmsimError("validate: --trace FILE -- CMD [ARGS...] (the trace, and the command it recorded)")
     if args.suite:
         raise MmsimError("validate: --trace checks one recording: it cannot be combined with --suite")
-    changes = {}
-    for hs in args.host_sets:
-        k, eq, v = hs.partition("=")
-        if not eq:
-            raise MmsimError(f"validate: --host-set expects KNOB=VALUE, got {hs!r}")
-        changes[k] = v
+    changes = _host_changes(args)
     with host_lock(), HostSettings(changes):
         host = host_settings()
         case = _repeated(args.repeat, lambda: validate_trace(args.trace, cmd, host))
@@ -373,14 +374,10 @@ def _validate_random(args: argparse.Namespace) -> int:
         raise MmsimError(f"validate: --random expects a number of cases of at least 1, got {args.random}")
     if args.shrink_runs is not None and args.shrink_runs < 0:
         raise MmsimError(f"validate: --shrink-runs expects 0 or more, got {args.shrink_runs}")
-    changes = {}
-    for hs in args.host_sets:
-        k, eq, v = hs.partition("=")
-        if not eq:
-            raise MmsimError(f"validate: --host-set expects KNOB=VALUE, got {hs!r}")
+    changes = _host_changes(args)
+    for k in changes:
         if k in KNOBS:
             raise MmsimError(f"validate: --host-set {k}: --random sets it for each case")
-        changes[k] = v
 
     def announce(seed: int) -> None:
         if args.seed is None:

@@ -155,7 +155,6 @@ pub struct ReplayReport {
 
 /// One `replay` op's state.
 pub struct Replay {
-    path: String,
     pub report: ReplayReport,
     /// Recorded thread id -> task.
     tasks: HashMap<u32, usize>,
@@ -193,7 +192,6 @@ impl Interp {
         };
         let r = self.replays.len();
         self.replays.push(Replay {
-            path: op.trace.clone(),
             report: ReplayReport {
                 trace: op.trace.clone(),
                 command,
@@ -404,31 +402,35 @@ impl Interp {
         Flow::Go
     }
 
-    /// A load or store of `size` bytes at `addr` (split where it crosses a page).
+    /// A load or store of `size` bytes at `addr` (split where it crosses a page): one access
+    /// of its first line in each page; the instructions are the runs'.
     #[inline]
     fn replay_access(&mut self, t: usize, addr: u64, size: u64, write: bool) -> Flow {
-        let g = self.kernel.geo;
-        let kind = if write { Access::Write } else { Access::Read };
-        let end = addr.saturating_add(size);
-        let mut next = addr;
-        while next < end {
-            let page = g.page_align_down(next);
-            let pe = (page + g.page_size()).min(end) - page;
-            let Ok(pfn) = self.access_page(t, next, kind) else { return Flow::Stop };
-            let cpu = self.tasks[t].cpu;
-            // One access (its first line): the instructions are the runs'.
-            self.machine.one_access(cpu, pfn, next - page, write, &mut self.tasks[t].perf);
-            next = page + pe;
-        }
-        Flow::Go
+        self.replay_pages(t, addr, size, write, |m, cpu, pfn, ps, _, perf| m.one_access(cpu, pfn, ps, write, perf))
     }
 
     /// What a system call's copy to or from user memory touches (read(2)'s buffer is
     /// written, write(2)'s read): line by line, taking the faults the kernel's copy takes.
     fn replay_touch(&mut self, t: usize, addr: u64, len: u64, write: bool) -> Flow {
+        let line = self.machine.line_size();
+        self.replay_pages(t, addr, len, write, |m, cpu, pfn, ps, pe, perf| {
+            m.page_accesses(cpu, pfn, ps, pe, line, write, 0.0, perf)
+        })
+    }
+
+    /// [addr, addr + len) a page at a time: each page made accessible (walk, fault), then
+    /// `f(machine, cpu, pfn, ps, pe, perf)` with the bytes [ps, pe) of it the range covers.
+    #[inline(always)]
+    fn replay_pages(
+        &mut self,
+        t: usize,
+        addr: u64,
+        len: u64,
+        write: bool,
+        mut f: impl FnMut(&mut Machine, usize, Pfn, u64, u64, &mut PerfCounters),
+    ) -> Flow {
         let g = self.kernel.geo;
         let kind = if write { Access::Write } else { Access::Read };
-        let line = self.machine.line_size();
         let end = addr.saturating_add(len);
         let mut next = addr;
         while next < end {
@@ -436,8 +438,7 @@ impl Interp {
             let pe = (page + g.page_size()).min(end) - page;
             let Ok(pfn) = self.access_page(t, next, kind) else { return Flow::Stop };
             let cpu = self.tasks[t].cpu;
-            let ps = next - page;
-            self.machine.page_accesses(cpu, pfn, ps, pe, line, write, 0.0, &mut self.tasks[t].perf);
+            f(&mut self.machine, cpu, pfn, next - page, pe, &mut self.tasks[t].perf);
             next = page + pe;
         }
         Flow::Go
@@ -574,7 +575,7 @@ impl Interp {
         if kind == 3 {
             flags |= MapFlags::GROWSDOWN;
         }
-        self.replay_mmap(t, r, start, len, Prot::from_bits_truncate(prot), flags, f.map(|x| x.1), offset);
+        self.replay_mmap(t, start, len, Prot::from_bits_truncate(prot), flags, f.map(|x| x.1), offset);
     }
 
     /// mmap(2) at `addr` (MAP_FIXED): of `file` from byte `offset`, or anonymous.
@@ -582,7 +583,6 @@ impl Interp {
     fn replay_mmap(
         &mut self,
         t: usize,
-        _r: usize,
         addr: u64,
         len: u64,
         prot: Prot,
@@ -651,7 +651,7 @@ impl Interp {
                     let what = String::from_utf8_lossy(file.path);
                     self.replay_noop(r, format!("mmap of {what}"), a[1]);
                 }
-                self.replay_mmap(t, r, res, a[1], prot, flags, f.map(|x| x.1), a[5]);
+                self.replay_mmap(t, res, a[1], prot, flags, f.map(|x| x.1), a[5]);
             }
             nr::MUNMAP if ok => {
                 let ret = self.kernel.do_vmi_munmap(mm, VirtAddr(a[0]), a[1]);
@@ -728,7 +728,7 @@ impl Interp {
                     let prot = if a[2] & SHM_RDONLY != 0 { Prot::READ } else { Prot::READ | Prot::WRITE };
                     let prot = if a[2] & SHM_EXEC != 0 { prot | Prot::EXEC } else { prot };
                     self.replays[r].shm_at.insert(res, size);
-                    self.replay_mmap(t, r, res, size, prot, MapFlags::SHARED, Some(FileRef::Inode(obj)), 0);
+                    self.replay_mmap(t, res, size, prot, MapFlags::SHARED, Some(FileRef::Inode(obj)), 0);
                 } else {
                     self.replay_noop(r, "shmat of a segment created before the recording".into(), 0);
                 }
@@ -895,7 +895,7 @@ impl Interp {
         } else {
             self.replays[r].report.processes += 1;
             self.replays[r].report.threads += 1;
-            match ProcessStream::open(Path::new(&self.replays[r].path), child) {
+            match ProcessStream::open(Path::new(&self.replays[r].report.trace), child) {
                 Ok(stream) => Rc::new(RefCell::new(ProcState { stream, turn_clock: 0.0 })),
                 // A child that left no records (killed before it ran) just exits.
                 Err(_) => return Flow::Go,
