@@ -96,7 +96,8 @@ def test_a_real_program_replays_to_the_kernels_faults(name, tmp_path_factory):
     and run natively. Minor faults agree within 5 % (the recorder's layout: Valgrind's loader,
     stack, brk page and preload library move a few), major faults exactly (all files cached).
     Peak RSS is the replay's larger: Valgrind's layout maps more pages (up to 21 % of memcmp's
-    1.3 MB; 7 % of gcc's 30 MB), never fewer."""
+    1.3 MB; 7 % of gcc's 30 MB), never fewer than the kernel's peak less its run-to-run
+    variation (python3's: 10,812 to 10,896 kB against the replay's 10,884)."""
     from mmsim import trace
     from mmsim.native_host import host_knobs, host_settings
     from mmsim.real_programs import programs
@@ -116,4 +117,5 @@ def test_a_real_program_replays_to_the_kernels_faults(name, tmp_path_factory):
     sim = simulated(report)
     assert abs(sim["minflt"] - kernel["minflt"]) <= 0.05 * kernel["minflt"], (sim, kernel)
     assert sim["majflt"] == kernel["majflt"] == 0
-    assert kernel["maxrss"] <= sim["maxrss"] <= 1.25 * kernel["maxrss"], (sim, kernel)
+    # The kernel's own peak varies by about 1 % from run to run (where ASLR puts things).
+    assert 0.98 * kernel["maxrss"] <= sim["maxrss"] <= 1.25 * kernel["maxrss"], (sim, kernel)
