@@ -62,6 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --trace: the program's files start uncached (default: in the page cache, as after a native run)",
     )
+    run.add_argument(
+        "--place",
+        choices=("recorded", "kernel"),
+        help="with --trace: where the mappings the program did not fix go: where the simulated kernel puts "
+        "them, THP-aligned as Linux does (kernel, the default), or where Valgrind put them when recording "
+        "(recorded)",
+    )
     run.add_argument("--profile", metavar="NAME", help="with --trace: the hardware profile (default: default)")
     run.add_argument("--memory", metavar="SIZE", help="with --trace: the machine's memory (default: 16G)")
     run.add_argument("--cpus", type=int, metavar="N", help="with --trace: the machine's CPUs (default: 1)")
@@ -178,6 +185,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="check a replay: run the command after -- natively (no recorder) and compare the minor and major "
         "faults and peak RSS of its process tree (wait4) and the THP events with the replay of FILE under the "
         "host's knobs",
+    )
+    va.add_argument(
+        "--place",
+        choices=("recorded", "kernel"),
+        default="kernel",
+        help="with --trace: where the replay puts the mappings the program did not fix (default kernel: as the "
+        "native run's kernel placed them; recorded: where Valgrind put them)",
     )
     va.add_argument("--suite", action="store_true", help="run the built-in validation suite")
     va.add_argument(
@@ -323,14 +337,14 @@ def _validate_trace(args: argparse.Namespace) -> int:
     changes = _host_changes(args)
     with host_lock(), HostSettings(changes):
         host = host_settings()
-        case = _repeated(args.repeat, lambda: validate_trace(args.trace, cmd, host))
+        case = _repeated(args.repeat, lambda: validate_trace(args.trace, cmd, host, place=args.place))
     if args.json:
         print(json.dumps({"host": host, "cases": [case]}, indent=2))
     else:
         _print_case(case)
         print(
             f"{'1 passed' if case['status'] == 'pass' else '1 failed'} (host: Linux {host['kernel']}, "
-            f"THP {host['transparent_hugepage/enabled']})"
+            f"THP {host['transparent_hugepage/enabled']}; replay placement: {args.place})"
         )
     return 1 if case["status"] == "fail" else 0
 
@@ -618,6 +632,7 @@ def _run_workload(args: argparse.Namespace) -> str | dict:
         if args.workload is None:
             raise MmsimError("run: give a WORKLOAD file or --trace FILE")
         given = [f"--{k}" for k, v in machine_opts.items() if v is not None] + (["--cold"] if args.cold else [])
+        given += ["--place"] if args.place else []
         if given:
             raise MmsimError(f"run: {', '.join(given)} apply to --trace only (a workload names its machine)")
         return os.fspath(args.workload)
@@ -625,7 +640,7 @@ def _run_workload(args: argparse.Namespace) -> str | dict:
         raise MmsimError("run: give a WORKLOAD file or --trace FILE, not both")
     from mmsim.trace import replay_workload
 
-    return replay_workload(args.trace, cold=args.cold, **machine_opts)
+    return replay_workload(args.trace, cold=args.cold, place=args.place or "kernel", **machine_opts)
 
 
 def cmd_knobs(args: argparse.Namespace) -> int:

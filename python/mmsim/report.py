@@ -89,6 +89,11 @@ def _replay_lines(replays: list[Mapping[str, Any]]) -> list[str]:
             f"{r['stores']:,} stores; {r['processes']} processes, {r['threads']} threads; "
             f"{sum(r['syscalls'].values()):,} system calls; {r['files']} files ({r['warmed_bytes']:,} bytes warmed)"
         )
+        if r.get("place") == "kernel":
+            lines.append(
+                f"  placed by the kernel: {r.get('relocated', 0):,} mappings elsewhere than recorded "
+                f"({r.get('relocated_bytes', 0):,} bytes)"
+            )
         status = ", ".join(f"{pid}: {st}" for pid, st in r.get("exit_status") or [])
         if status:
             lines.append(f"  exit status: {status}")

@@ -167,12 +167,15 @@ def records(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, dict[str, 
 def replay_workload(
     path: str | os.PathLike[str],
     cold: bool = False,
+    place: str = "kernel",
     profile: str | None = None,
     memory: str | None = None,
     cpus: int | None = None,
 ) -> dict[str, Any]:
     """The workload ``mmsim run --trace`` runs: one ``replay`` op of the trace (its header is
-    read first, so a file that is no trace is an error before the run)."""
+    read first, so a file that is no trace is an error before the run). ``place``: where the
+    mappings the program did not fix go, ``kernel`` (where the simulated kernel puts them, as
+    Linux would have) or ``recorded`` (where Valgrind put them)."""
     p = Path(path)
     h = header(p)
     machine: dict[str, Any] = {}
@@ -183,7 +186,7 @@ def replay_workload(
     return {
         "name": f"replay of {name}",
         "machine": machine,
-        "program": [{"op": "replay", "trace": os.fspath(p.resolve()), "cold": cold}],
+        "program": [{"op": "replay", "trace": os.fspath(p.resolve()), "cold": cold, "place": place}],
     }
 
 

@@ -4,9 +4,12 @@ The command runs natively, with no recorder, as the child of a small process
 (``runner --spawn``: its peak RSS then starts from that process's, a few hundred kB, not from
 Python's), and what ``wait4`` says of its whole tree (minor and major faults, peak RSS) and the
 system-wide THP events of ``/proc/vmstat`` are compared with the replay of the trace under the
-host's knobs. The recorder ran the program under Valgrind, which places the heap, the stack
-and the libraries itself: the replay maps them where Valgrind did, and a difference that this
-causes is shown, never hidden behind a tolerance (each counter's tolerance is 0).
+host's knobs. The recorder ran the program under Valgrind, which places the heap, the stack,
+the libraries and every mapping the program let the kernel place itself. The replay here
+places the last as the simulated kernel does (``place="kernel"``: THP-aligned as the native
+run's kernel placed them); the image, the stack and the heap stay where Valgrind put them, and
+a difference that this causes is shown, never hidden behind a tolerance (each counter's
+tolerance is 0).
 """
 
 from __future__ import annotations
@@ -86,13 +89,16 @@ def simulated(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def validate_trace(trace: str, cmd: Sequence[str], host: dict[str, Any], cpus: int | None = None) -> dict[str, Any]:
-    """One case: the native run of ``cmd`` beside the replay of ``trace`` under the host's knobs."""
+def validate_trace(
+    trace: str, cmd: Sequence[str], host: dict[str, Any], cpus: int | None = None, place: str = "kernel"
+) -> dict[str, Any]:
+    """One case: the native run of ``cmd`` beside the replay of ``trace`` under the host's knobs,
+    with the mappings the program did not fix placed as ``place`` says."""
     from mmsim import trace as tr
     from mmsim.native_host import host_knobs
     from mmsim.workload import run_json
 
-    w = tr.replay_workload(trace, cpus=cpus or 1)
+    w = tr.replay_workload(trace, cpus=cpus or 1, place=place)
     w["knobs"] = host_knobs([], host)
     report = json.loads(run_json(w))
     native = run_native(cmd)
@@ -114,5 +120,8 @@ def validate_trace(trace: str, cmd: Sequence[str], host: dict[str, Any], cpus: i
         "reason": ", ".join(f"{c['name']} kernel {c['kernel']} mmsim {c['simulated']}" for c in bad),
         "counters": counters,
         "native_status": native["status"],
-        "replay": {k: report["replay"][0][k] for k in ("records", "instructions", "unmodelled", "exit_status")},
+        "replay": {
+            k: report["replay"][0][k]
+            for k in ("records", "instructions", "unmodelled", "exit_status", "place", "relocated")
+        },
     }

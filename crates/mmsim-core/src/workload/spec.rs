@@ -143,12 +143,31 @@ pub enum Op {
 /// replays it, its forked children as processes and its threads as threads; the op after it
 /// runs once the recorded process has exited. `cold`: the program's files start uncached
 /// (default: each file is read into the page cache when the replay first meets it).
+/// `place`: where the mappings the program let the kernel place go (`Placement`).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ReplayOp {
     pub trace: String,
     #[serde(default)]
     pub cold: bool,
+    #[serde(default)]
+    pub place: Placement,
+}
+
+/// Where a replay puts a mapping the recorded program did not fix (mmap, shmat and mremap
+/// without a fixed address). The recorder ran the program under Valgrind, which chose those
+/// addresses itself, without the THP alignment Linux (>= 6.7) gives a 2 MiB-multiple
+/// anonymous mmap or an ext4 file's mapping. Fixed mappings and the image's (the ELF
+/// segments, the loader, the stack, the heap) land at their recorded addresses either way.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// Where the simulated kernel's `get_unmapped_area` puts it, as Linux would have without
+    /// Valgrind; the program's later addresses in it are translated (`replay::Relocs`).
+    #[default]
+    Kernel,
+    /// At the address the recorded call returned (MAP_FIXED there): Valgrind's layout.
+    Recorded,
 }
 
 /// The `brk` op: sbrk(`delta`), the C library's move of the break by `delta` bytes (negative

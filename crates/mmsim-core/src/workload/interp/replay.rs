@@ -2,16 +2,21 @@
 //! execs the recorded process, and each record goes where a workload op's would. Basic-block
 //! runs are instruction fetches through the iTLB and the L1i, loads and stores are data
 //! accesses through the dTLB and the caches (taking page faults through the kernel), and the
-//! system calls go through the same system-call layer (`kernel/syscall.rs`): mappings land at
-//! their recorded addresses (MAP_FIXED at the address the recorded call returned), files are
+//! system calls go through the same system-call layer (`kernel/syscall.rs`): mappings the
+//! program fixed, and the image's, land at their recorded addresses (MAP_FIXED), files are
 //! created in the simulated filesystem with their recorded sizes, a forked child becomes a
 //! process replaying its own records, a thread a thread.
+//!
+//! A mapping the program did not fix goes where the simulated kernel's `get_unmapped_area`
+//! puts it (`place: kernel`, the default: Valgrind chose the recorded address, without Linux's
+//! THP alignment), and every later address of the program inside it is translated (`Relocs`);
+//! `place: recorded` maps it at the recorded address.
 //!
 //! Threads of one process take turns in the order they were recorded (Valgrind ran one at a
 //! time): a thread whose turn it is not waits, and wakes no earlier than the time its turn came.
 //! Calls mmsim does not model are replayed as no-ops and counted by name (`ReplayReport`).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::rc::Rc;
@@ -28,6 +33,7 @@ use crate::kernel::uapi::{
     Advice, CloneFlags, FallocFlags, MapFlags, MclFlags, MfdFlags, MlockFlags, MremapFlags, Prot,
 };
 use crate::units::VirtAddr;
+use crate::workload::spec::Placement;
 use syscalls::Call;
 
 /// Records replayed per scheduler step (`engine.max_ops` counts steps).
@@ -90,9 +96,101 @@ pub(super) struct ProcState {
     turn_clock: f64,
 }
 
+/// The recorded ranges the simulated kernel placed elsewhere (`Placement::Kernel`), of one mm:
+/// sorted, disjoint, page-aligned (start, end, simulated start). An address outside them is
+/// where it was recorded. Tasks sharing an mm share it; a fork copies it, an exec starts empty.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Relocs {
+    v: Vec<(u64, u64, u64)>,
+    /// The last two ranges lookups fell in, an entry or a gap between entries, as (start, end,
+    /// offset to add): accesses run in streaks, and alternate between the stack and the data.
+    memo: Cell<[(u64, u64, u64); 2]>,
+}
+
+impl Relocs {
+    /// The simulated address of recorded `addr`.
+    #[inline]
+    pub(super) fn get(&self, addr: u64) -> u64 {
+        if self.v.is_empty() {
+            return addr;
+        }
+        let memo = self.memo.get();
+        for &(s, e, off) in &memo {
+            if addr >= s && addr < e {
+                return addr.wrapping_add(off);
+            }
+        }
+        let hit = self.range_of(addr);
+        self.memo.set([hit, memo[0]]);
+        addr.wrapping_add(hit.2)
+    }
+
+    /// The entry or gap `addr` lies in, as (start, end, offset to add).
+    fn range_of(&self, addr: u64) -> (u64, u64, u64) {
+        let i = self.v.partition_point(|x| x.1 <= addr);
+        let gap_start = if i == 0 { 0 } else { self.v[i - 1].1 };
+        match self.v.get(i) {
+            Some(&(s, e, to)) if addr >= s => (s, e, to.wrapping_sub(s)),
+            Some(&(s, _, _)) => (gap_start, s, 0),
+            None => (gap_start, u64::MAX, 0),
+        }
+    }
+
+    /// [addr, addr + len) cut where the translation changes: (simulated start, length) each.
+    pub(super) fn pieces(&self, addr: u64, len: u64) -> Vec<(u64, u64)> {
+        let end = addr.saturating_add(len);
+        let mut out = Vec::new();
+        let mut at = addr;
+        while at < end {
+            let i = self.v.partition_point(|x| x.1 <= at);
+            let stop = match self.v.get(i) {
+                Some(&(s, e, _)) if at >= s => e.min(end),
+                Some(&(s, _, _)) => s.min(end),
+                None => end,
+            };
+            out.push((self.get(at), stop - at));
+            at = stop;
+        }
+        if out.is_empty() {
+            out.push((self.get(addr), 0));
+        }
+        out
+    }
+
+    /// Recorded [start, end) is where it was recorded again (unmapped, or mapped anew).
+    pub(super) fn remove(&mut self, start: u64, end: u64) {
+        let mut kept = Vec::with_capacity(self.v.len() + 1);
+        for &(s, e, to) in &self.v {
+            if e <= start || s >= end {
+                kept.push((s, e, to));
+                continue;
+            }
+            if s < start {
+                kept.push((s, start, to));
+            }
+            if e > end {
+                kept.push((end, e, to + (end - s)));
+            }
+        }
+        self.v = kept;
+        self.memo.set([(0, 0, 0); 2]);
+    }
+
+    /// Recorded [start, end) is at simulated `to`.
+    pub(super) fn insert(&mut self, start: u64, end: u64, to: u64) {
+        self.remove(start, end);
+        if to != start && end > start {
+            let i = self.v.partition_point(|x| x.1 <= start);
+            self.v.insert(i, (start, end, to));
+        }
+    }
+}
+
 /// A task's part in a replay.
 pub(super) struct ReplayTask {
     proc: Rc<RefCell<ProcState>>,
+    /// Its mm's relocations (`Relocs`).
+    relocs: Rc<RefCell<Relocs>>,
     /// The recorded thread this task replays, and its process.
     tid: u32,
     pid: u32,
@@ -151,6 +249,11 @@ pub struct ReplayReport {
     /// The largest peak RSS (VmHWM, kB) of an image an execve replaced: Linux keeps it in
     /// the process's `signal->maxrss`, which getrusage and wait4 report.
     pub exec_hwm_kb: i64,
+    /// Where mappings the program did not fix went (`Placement`), and how many of them the
+    /// simulated kernel placed elsewhere than recorded, with their bytes.
+    pub place: Placement,
+    pub relocated: u64,
+    pub relocated_bytes: u64,
 }
 
 /// One `replay` op's state.
@@ -196,6 +299,7 @@ impl Interp {
                 trace: op.trace.clone(),
                 command,
                 cold: op.cold,
+                place: op.place,
                 processes: 1,
                 threads: 1,
                 ..Default::default()
@@ -205,7 +309,8 @@ impl Interp {
             shm_at: HashMap::new(),
         });
         let proc = Rc::new(RefCell::new(ProcState { stream, turn_clock: 0.0 }));
-        self.tasks[t].replay = Some(Box::new(ReplayTask { proc, tid: root, pid: root, r, exiting: false }));
+        let relocs = Rc::default();
+        self.tasks[t].replay = Some(Box::new(ReplayTask { proc, relocs, tid: root, pid: root, r, exiting: false }));
         self.tasks[t].cursor = Cursor::Replay;
     }
 
@@ -378,6 +483,28 @@ impl Interp {
         self.tasks[t].replay.as_ref().map_or(0, |rt| rt.pid)
     }
 
+    /// The simulated address of task `t`'s recorded `addr` (`Relocs`).
+    #[inline]
+    fn replay_addr(&self, t: usize, addr: u64) -> u64 {
+        match self.tasks[t].replay.as_ref() {
+            Some(rt) => rt.relocs.borrow().get(addr),
+            None => addr,
+        }
+    }
+
+    /// Task `t`'s recorded [addr, addr + len) as simulated pieces (`Relocs::pieces`).
+    fn replay_range(&self, t: usize, addr: u64, len: u64) -> Vec<(u64, u64)> {
+        match self.tasks[t].replay.as_ref() {
+            Some(rt) => rt.relocs.borrow().pieces(addr, len),
+            None => vec![(addr, len)],
+        }
+    }
+
+    /// Task `t`'s mm's relocations.
+    fn replay_relocs(&self, t: usize) -> Option<Rc<RefCell<Relocs>>> {
+        self.tasks[t].replay.as_ref().map(|rt| rt.relocs.clone())
+    }
+
     /// A run of `instrs` instructions over `bytes` bytes from `pc`: its lines through the
     /// iTLB (once per page) and the L1i, each line with its share of the instructions.
     #[inline]
@@ -391,7 +518,7 @@ impl Interp {
         while line <= last {
             let addr = (line << shift).max(pc);
             let page = g.page_align_down(addr);
-            let Ok(pfn) = self.access_page(t, addr, Access::Exec) else { return Flow::Stop };
+            let Ok(pfn) = self.access_page(t, self.replay_addr(t, addr), Access::Exec) else { return Flow::Stop };
             let cpu = self.tasks[t].cpu;
             let page_last = last.min((page + g.page_size() - 1) >> shift);
             while line <= page_last {
@@ -436,7 +563,7 @@ impl Interp {
         while next < end {
             let page = g.page_align_down(next);
             let pe = (page + g.page_size()).min(end) - page;
-            let Ok(pfn) = self.access_page(t, next, kind) else { return Flow::Stop };
+            let Ok(pfn) = self.access_page(t, self.replay_addr(t, next), kind) else { return Flow::Stop };
             let cpu = self.tasks[t].cpu;
             f(&mut self.machine, cpu, pfn, next - page, pe, &mut self.tasks[t].perf);
             next = page + pe;
@@ -479,6 +606,8 @@ impl Interp {
         let pid = self.replay_pid(t);
         if let Some(rt) = self.tasks[t].replay.as_mut() {
             rt.tid = pid;
+            // The new image's addresses are its own.
+            rt.relocs = Rc::default();
         }
         self.outputs += 1;
         self.snapshot_requests.push((format!("execve {pid}"), self.tasks[t].pid));
@@ -575,10 +704,11 @@ impl Interp {
         if kind == 3 {
             flags |= MapFlags::GROWSDOWN;
         }
-        self.replay_mmap(t, start, len, Prot::from_bits_truncate(prot), flags, f.map(|x| x.1), offset);
+        self.replay_mmap(t, start, len, Prot::from_bits_truncate(prot), flags, f.map(|x| x.1), offset, true);
     }
 
-    /// mmap(2) at `addr` (MAP_FIXED): of `file` from byte `offset`, or anonymous.
+    /// mmap(2) of `file` from byte `offset`, or anonymous: at `addr` (MAP_FIXED) when `fixed`,
+    /// else where `get_unmapped_area` puts it with `addr` a hint. Returns where it went.
     #[allow(clippy::too_many_arguments)]
     fn replay_mmap(
         &mut self,
@@ -589,14 +719,16 @@ impl Interp {
         flags: MapFlags,
         file: Option<FileRef>,
         offset: u64,
-    ) {
-        let Some(mm) = self.tasks[t].mm else { return };
+        fixed: bool,
+    ) -> Option<u64> {
+        let mm = self.tasks[t].mm?;
         let pgoff = offset >> self.kernel.geo.page_shift;
+        let flags = flags & !(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE);
         let mut req = MmapReq {
             addr: VirtAddr(addr),
             len,
             prot,
-            flags: (flags | MapFlags::FIXED) & !MapFlags::FIXED_NOREPLACE,
+            flags: if fixed { flags | MapFlags::FIXED } else { flags },
             pgoff,
             ..Default::default()
         };
@@ -623,6 +755,49 @@ impl Interp {
             self.event(pid, "syscall", format!("replayed mmap at {addr:#x} ({len} bytes): {}", e.name()));
         }
         self.finish_call(t, ret.effects, Call::Other);
+        ret.ret.ok()
+    }
+
+    /// A mapping the program let the kernel place, recorded at [rec, rec + len): under
+    /// `Placement::Kernel` placed by `place(hint)` (the hint translated) and its recorded range
+    /// translated to where it went; else `place` at the recorded address itself.
+    fn replay_placed(
+        &mut self,
+        t: usize,
+        r: usize,
+        rec: u64,
+        hint: u64,
+        len: u64,
+        place: impl FnOnce(&mut Self, u64, bool) -> Option<u64>,
+    ) {
+        if self.replays[r].report.place == Placement::Recorded {
+            place(self, rec, true);
+            return;
+        }
+        let hint = if hint == 0 { 0 } else { self.replay_addr(t, hint) };
+        let Some(at) = place(self, hint, false) else { return };
+        self.replay_relocate(t, r, rec, len, at);
+    }
+
+    /// Recorded [rec, rec + len) is at simulated `at` now.
+    fn replay_relocate(&mut self, t: usize, r: usize, rec: u64, len: u64, at: u64) {
+        let end = rec.saturating_add(self.kernel.geo.page_align(len).unwrap_or(len));
+        if let Some(relocs) = self.replay_relocs(t) {
+            relocs.borrow_mut().insert(rec, end, at);
+        }
+        if at != rec {
+            let rep = &mut self.replays[r].report;
+            rep.relocated += 1;
+            rep.relocated_bytes += end - rec;
+        }
+    }
+
+    /// Recorded [rec, rec + len) is no longer placed elsewhere (unmapped).
+    fn replay_unrelocate(&mut self, t: usize, rec: u64, len: u64) {
+        if let Some(relocs) = self.replay_relocs(t) {
+            let end = rec.saturating_add(self.kernel.geo.page_align(len).unwrap_or(len));
+            relocs.borrow_mut().remove(rec, end);
+        }
     }
 
     /// A call replayed as a no-op: counted under `name`, with the bytes it mapped.
@@ -651,32 +826,62 @@ impl Interp {
                     let what = String::from_utf8_lossy(file.path);
                     self.replay_noop(r, format!("mmap of {what}"), a[1]);
                 }
-                self.replay_mmap(t, res, a[1], prot, flags, f.map(|x| x.1), a[5]);
+                let file = f.map(|x| x.1);
+                if flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE) {
+                    let at = self.replay_addr(t, res);
+                    self.replay_mmap(t, at, a[1], prot, flags, file, a[5], true);
+                } else {
+                    self.replay_placed(t, r, res, a[0], a[1], |s, at, fixed| {
+                        s.replay_mmap(t, at, a[1], prot, flags, file, a[5], fixed)
+                    });
+                }
             }
             nr::MUNMAP if ok => {
-                let ret = self.kernel.do_vmi_munmap(mm, VirtAddr(a[0]), a[1]);
-                self.finish_call(t, ret.effects, Call::Munmap { addr: a[0], len: a[1] });
+                for (at, len) in self.replay_range(t, a[0], a[1]) {
+                    let ret = self.kernel.do_vmi_munmap(mm, VirtAddr(at), len);
+                    self.finish_call(t, ret.effects, Call::Munmap { addr: at, len });
+                }
+                self.replay_unrelocate(t, a[0], a[1]);
             }
             nr::MPROTECT if ok => {
                 let prot = Prot::from_bits_truncate(a[2] as u32);
-                let ret = self.kernel.do_mprotect_pkey(mm, VirtAddr(a[0]), a[1], prot);
-                let call = Call::Mprotect { addr: a[0], len: a[1], prot, ret: ret.ret };
-                self.finish_call(t, ret.effects, call);
+                for (at, len) in self.replay_range(t, a[0], a[1]) {
+                    let ret = self.kernel.do_mprotect_pkey(mm, VirtAddr(at), len, prot);
+                    let call = Call::Mprotect { addr: at, len, prot, ret: ret.ret };
+                    self.finish_call(t, ret.effects, call);
+                }
             }
             nr::MADVISE if ok => match Advice::ALL.iter().find(|x| x.value() == a[2] as i64) {
                 Some(&adv) => {
-                    let ret = self.kernel.do_madvise(mm, VirtAddr(a[0]), a[1], adv);
-                    self.finish_call(t, ret.effects, Call::Other);
+                    for (at, len) in self.replay_range(t, a[0], a[1]) {
+                        let ret = self.kernel.do_madvise(mm, VirtAddr(at), len, adv);
+                        self.finish_call(t, ret.effects, Call::Other);
+                    }
                 }
                 None => self.replay_noop(r, format!("madvise({})", a[2]), 0),
             },
-            nr::MREMAP if ok => {
+            nr::MREMAP if ok && self.replays[r].report.place == Placement::Recorded => {
                 let mut flags = MremapFlags::from_bits_truncate(a[3] as u32);
                 if res != a[0] {
                     flags |= MremapFlags::MAYMOVE | MremapFlags::FIXED;
                 }
                 let ret = self.kernel.do_mremap(mm, VirtAddr(a[0]), a[1], a[2], flags, VirtAddr(res));
                 self.finish_call(t, ret.effects, Call::Other);
+            }
+            nr::MREMAP if ok => {
+                // Placed by the kernel: a fixed target translated, else in place if the kernel
+                // can (with MREMAP_MAYMOVE it moves only when it cannot grow there).
+                let flags = MremapFlags::from_bits_truncate(a[3] as u32);
+                let old = self.replay_addr(t, a[0]);
+                let to = if flags.contains(MremapFlags::FIXED) { self.replay_addr(t, res) } else { 0 };
+                let ret = self.kernel.do_mremap(mm, VirtAddr(old), a[1], a[2], flags, VirtAddr(to));
+                self.finish_call(t, ret.effects, Call::Other);
+                if let Ok(at) = ret.ret {
+                    if !flags.contains(MremapFlags::DONTUNMAP) {
+                        self.replay_unrelocate(t, a[0], a[1]);
+                    }
+                    self.replay_relocate(t, r, res, a[2], at);
+                }
             }
             nr::BRK if a[0] == 0 && ok && self.kernel.mm(mm).start_brk == 0 => {
                 // The first query of the break: the heap starts there. Valgrind, which runs the
@@ -699,12 +904,16 @@ impl Interp {
             nr::MLOCK | nr::MLOCK2 if ok => {
                 let flags =
                     if nr == nr::MLOCK2 { MlockFlags::from_bits_truncate(a[2] as u32) } else { MlockFlags::empty() };
-                let ret = self.kernel.do_mlock(mm, VirtAddr(a[0]), a[1], flags);
-                self.finish_call(t, ret.effects, Call::Other);
+                for (at, len) in self.replay_range(t, a[0], a[1]) {
+                    let ret = self.kernel.do_mlock(mm, VirtAddr(at), len, flags);
+                    self.finish_call(t, ret.effects, Call::Other);
+                }
             }
             nr::MUNLOCK if ok => {
-                let ret = self.kernel.sys_munlock(mm, VirtAddr(a[0]), a[1]);
-                self.finish_call(t, ret.effects, Call::Other);
+                for (at, len) in self.replay_range(t, a[0], a[1]) {
+                    let ret = self.kernel.sys_munlock(mm, VirtAddr(at), len);
+                    self.finish_call(t, ret.effects, Call::Other);
+                }
             }
             nr::MLOCKALL if ok => {
                 let ret = self.kernel.sys_mlockall(mm, MclFlags::from_bits_truncate(a[0] as u32));
@@ -728,15 +937,25 @@ impl Interp {
                     let prot = if a[2] & SHM_RDONLY != 0 { Prot::READ } else { Prot::READ | Prot::WRITE };
                     let prot = if a[2] & SHM_EXEC != 0 { prot | Prot::EXEC } else { prot };
                     self.replays[r].shm_at.insert(res, size);
-                    self.replay_mmap(t, res, size, prot, MapFlags::SHARED, Some(FileRef::Inode(obj)), 0);
+                    let file = Some(FileRef::Inode(obj));
+                    if a[1] != 0 {
+                        let at = self.replay_addr(t, res);
+                        self.replay_mmap(t, at, size, prot, MapFlags::SHARED, file, 0, true);
+                    } else {
+                        self.replay_placed(t, r, res, 0, size, |s, at, fixed| {
+                            s.replay_mmap(t, at, size, prot, MapFlags::SHARED, file, 0, fixed)
+                        });
+                    }
                 } else {
                     self.replay_noop(r, "shmat of a segment created before the recording".into(), 0);
                 }
             }
             nr::SHMDT if ok => {
                 if let Some(len) = self.replays[r].shm_at.remove(&a[0]) {
-                    let ret = self.kernel.do_vmi_munmap(mm, VirtAddr(a[0]), len);
-                    self.finish_call(t, ret.effects, Call::Munmap { addr: a[0], len });
+                    let at = self.replay_addr(t, a[0]);
+                    let ret = self.kernel.do_vmi_munmap(mm, VirtAddr(at), len);
+                    self.finish_call(t, ret.effects, Call::Munmap { addr: at, len });
+                    self.replay_unrelocate(t, a[0], len);
                 }
             }
             nr::SHMCTL if ok && a[1] == IPC_RMID => {
@@ -902,7 +1121,11 @@ impl Interp {
             }
         };
         let pid = if thread { self.tasks[t].replay.as_ref().map_or(child, |x| x.pid) } else { child };
-        self.tasks[c].replay = Some(Box::new(ReplayTask { proc, tid: child, pid, r, exiting: false }));
+        // A child sharing the mm shares its relocations; a forked one has a copy of them.
+        let parent = self.replay_relocs(t).unwrap_or_default();
+        let relocs =
+            if cflags.contains(CloneFlags::VM) { parent } else { Rc::new(RefCell::new(parent.borrow().clone())) };
+        self.tasks[c].replay = Some(Box::new(ReplayTask { proc, relocs, tid: child, pid, r, exiting: false }));
         self.tasks[c].cursor = Cursor::Replay;
         if !thread && flags & CLONE_VFORK != 0 && cflags.contains(CloneFlags::VM) {
             self.charge_syscall(t);

@@ -192,3 +192,121 @@ fn a_replay_under_check_is_refused() {
     std::fs::remove_file(&path).ok();
     assert!(e.to_string().contains("--check"), "{e}");
 }
+
+/// Where Valgrind put cc1's 2 MiB obstack chunks: not 2 MiB-aligned.
+const UNALIGNED: u64 = 0x4fc_6000;
+const MIB2: u64 = 2 << 20;
+
+fn replay_placed(path: &std::path::Path, thp: &str, place: &str) -> Report {
+    let w = crate::workload::spec::parse_workload(&format!(
+        r#"{{"knobs": {{"transparent_hugepage/enabled": "{thp}"}},
+            "program": [{{"op": "replay", "trace": {:?}, "place": "{place}"}}]}}"#,
+        path.display().to_string()
+    ))
+    .unwrap();
+    crate::sim::run(&w, &[], false).unwrap()
+}
+
+/// pid 300 maps 2 MiB of anonymous memory without a fixed address (Valgrind chose an
+/// unaligned one), writes each of its pages, and exits.
+fn unaligned_chunk() -> Vec<(u32, Vec<u8>)> {
+    let mut e = FrameEncoder::default();
+    e.start(300);
+    e.put(&Record::Proc { how: 0, parent: 1 });
+    sys(&mut e, 9, [0, MIB2, 3, 0x22, u64::MAX, 0], UNALIGNED as i64);
+    for i in 0..512 {
+        e.put(&Record::Store { addr: UNALIGNED + i * P, size: 8 });
+    }
+    sys(&mut e, 231, [0, 0, 0, 0, 0, 0], 0);
+    vec![(300, e.buf.clone())]
+}
+
+#[test]
+fn a_chunk_the_kernel_places_is_aligned_and_gets_a_huge_page() {
+    let path = write("placed", &unaligned_chunk());
+    let recorded = replay_placed(&path, "always", "recorded");
+    let kernel = replay_placed(&path, "always", "kernel");
+    std::fs::remove_file(&path).ok();
+    let thp = |r: &Report| r.vmstat.get("thp_fault_alloc").unwrap();
+    // At Valgrind's address no aligned 2 MiB fits in the vma: 512 small pages. Placed as Linux
+    // (>= 6.7) places a 2 MiB-multiple anonymous mmap: PMD-aligned, one huge page.
+    assert_eq!((recorded.processes[0].minflt, thp(&recorded)), (512, 0), "{:?}", recorded.events);
+    assert_eq!((kernel.processes[0].minflt, thp(&kernel)), (1, 1), "{:?}", kernel.events);
+    assert!(kernel.events.is_empty(), "{:?}", kernel.events);
+    let (rr, rk) = (&recorded.replay[0], &kernel.replay[0]);
+    assert_eq!((rr.relocated, rr.relocated_bytes), (0, 0));
+    assert_eq!((rk.relocated, rk.relocated_bytes), (1, MIB2));
+}
+
+/// pid 400: a 2 MiB chunk at Valgrind's address; a page of it replaced MAP_FIXED; a page of it
+/// unmapped; mprotect of another; MADV_DONTNEED of another; a fork whose child writes (COW)
+/// and reads the chunk; exit.
+fn relocated_program() -> Vec<(u32, Vec<u8>)> {
+    let mut frames = Vec::new();
+    let mut e = FrameEncoder::default();
+    e.start(400);
+    e.put(&Record::Proc { how: 0, parent: 1 });
+    sys(&mut e, 9, [0, MIB2, 3, 0x22, u64::MAX, 0], UNALIGNED as i64);
+    for i in 0..8 {
+        e.put(&Record::Store { addr: UNALIGNED + i * P, size: 8 });
+    }
+    // MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS over page 1: inside the chunk, wherever it went.
+    sys(&mut e, 9, [UNALIGNED + P, P, 3, 0x32, u64::MAX, 0], (UNALIGNED + P) as i64);
+    e.put(&Record::Store { addr: UNALIGNED + P, size: 8 });
+    sys(&mut e, 11, [UNALIGNED + 2 * P, P, 0, 0, 0, 0], 0);
+    sys(&mut e, 10, [UNALIGNED + 3 * P, P, 1, 0, 0, 0], 0);
+    e.put(&Record::Load { addr: UNALIGNED + 3 * P, size: 8 });
+    // MADV_DONTNEED of page 5: the child's read of it faults.
+    sys(&mut e, 28, [UNALIGNED + 5 * P, P, 4, 0, 0, 0], 0);
+    sys(&mut e, 57, [0; 6], 401);
+    frames.push((400, e.buf.clone()));
+    e.start(401);
+    e.put(&Record::Proc { how: 1, parent: 400 });
+    sys(&mut e, 57, [0; 6], 0);
+    e.put(&Record::Store { addr: UNALIGNED + 4 * P, size: 8 });
+    e.put(&Record::Load { addr: UNALIGNED + 5 * P, size: 8 });
+    sys(&mut e, 231, [0; 6], 0);
+    frames.push((401, e.buf.clone()));
+    e.start(400);
+    sys(&mut e, 61, [401, 0, 0, 0, 0, 0], 401);
+    sys(&mut e, 231, [0; 6], 0);
+    frames.push((400, e.buf.clone()));
+    frames
+}
+
+#[test]
+fn a_relocated_chunk_takes_its_fixed_maps_unmaps_and_fork_with_it() {
+    let path = write("relocated", &relocated_program());
+    let recorded = replay_placed(&path, "never", "recorded");
+    let kernel = replay_placed(&path, "never", "kernel");
+    std::fs::remove_file(&path).ok();
+    // Without huge pages the placement changes no count: 8 writes and the fixed page's; the
+    // child's COW of page 4 and its read of page 5, which MADV_DONTNEED emptied.
+    for r in [&recorded, &kernel] {
+        assert!(r.events.is_empty(), "{:?}", r.events);
+        let f: Vec<(u32, i64)> = r.processes.iter().map(|p| (p.pid, p.minflt)).collect();
+        assert_eq!(f, vec![(1, 9), (2, 2)]);
+    }
+    // The fixed page replaced the chunk's page 1 (not a page at the recorded address), and
+    // the unmap and the advice took pages 2 and 5 of the chunk.
+    let exit = kernel.snapshots.iter().find(|s| s.label == "exit 400").unwrap();
+    let rss = exit.processes.iter().find(|p| p.pid == 1).unwrap().vm_rss;
+    assert_eq!(rss, 6 * 4, "8 pages written, 2 taken: {exit:?}");
+    assert_eq!(kernel.replay[0].relocated, 1);
+}
+
+#[test]
+fn relocations_translate_split_and_forget_ranges() {
+    use super::replay::Relocs;
+    let mut r = Relocs::default();
+    assert_eq!(r.get(0x1234), 0x1234);
+    r.insert(0x10_000, 0x20_000, 0x7f_0000);
+    assert_eq!((r.get(0x10_008), r.get(0x1f_fff), r.get(0x20_000)), (0x7f_0008, 0x7e_ffff + 0x1_0000, 0x20_000));
+    // An unmap in the middle leaves both ends where they went.
+    r.remove(0x14_000, 0x15_000);
+    assert_eq!((r.get(0x13_000), r.get(0x14_000), r.get(0x15_000)), (0x7f_3000, 0x14_000, 0x7f_5000));
+    assert_eq!(r.pieces(0x13_000, 0x3000), vec![(0x7f_3000, 0x1000), (0x14_000, 0x1000), (0x7f_5000, 0x1000)]);
+    // A range mapped again where it was recorded: identity.
+    r.insert(0x10_000, 0x20_000, 0x10_000);
+    assert_eq!(r.get(0x10_008), 0x10_008);
+}
