@@ -54,8 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--trace",
         metavar="FILE",
+        action="append",
         help="replay a program recorded by 'mmsim record' (in place of WORKLOAD): its forks, threads, "
-        "system calls, loads, stores and instruction fetches",
+        "system calls, loads, stores and instruction fetches; or a ChampSim trace (.champsimtrace.xz, .gz, "
+        ".bz2 or raw; told from its contents). Repeat it to run several traces as processes on CPUs of "
+        "their own",
     )
     run.add_argument(
         "--cold",

@@ -82,8 +82,14 @@ def _replay_lines(replays: list[Mapping[str, Any]]) -> list[str]:
     """What each replay replayed, and the system calls it replayed as no-ops."""
     lines = []
     for r in replays:
-        cmd = " ".join(r.get("command") or []) or r["trace"]
-        lines.append(f"Replay of {cmd} ({r['trace']}{', cold' if r.get('cold') else ''}):")
+        if r.get("format", "mmsim").startswith("champsim"):
+            lines.append(f"Replay of {r['trace']} ({r['format']}, {r['compression']}):")
+            lines.append(f"  address space: {r['address_space']} ({r['first_touch_vmas']:,} mapped)")
+            if r.get("outside_user_space"):
+                lines.append(f"  {r['outside_user_space']:,} accesses outside user space, not replayed")
+        else:
+            cmd = " ".join(r.get("command") or []) or r["trace"]
+            lines.append(f"Replay of {cmd} ({r['trace']}{', cold' if r.get('cold') else ''}):")
         lines.append(
             f"  {r['records']:,} records: {r['instructions']:,} instructions, {r['loads']:,} loads, "
             f"{r['stores']:,} stores; {r['processes']} processes, {r['threads']} threads; "

@@ -156,6 +156,21 @@ def header(path: str | os.PathLike[str]) -> dict[str, Any]:
     return json.loads(_mmsim.TraceRecords(os.fspath(path)).header())
 
 
+#: The first bytes of an mmsim trace.
+MAGIC = b"MMSIMTRC"
+
+
+def is_champsim(path: str | os.PathLike[str]) -> bool:
+    """Is the file a ChampSim trace (anything that does not start with mmsim's magic: xz,
+    gzip, bzip2 or raw ``input_instr`` records)? A file that cannot be opened is an error."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(MAGIC))
+    except OSError as e:
+        raise MmsimError(f"{os.fspath(path)}: cannot open: {e.strerror}") from None
+    return head != MAGIC
+
+
 def records(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, dict[str, Any]]]:
     """Every record of a trace, in order, as ``(pid, kind, fields)``: kind ``thread``
     (tid), ``run`` (pc, bytes, instrs), ``load``/``store`` (addr, size), ``syscall`` (nr, a0..a5,
@@ -165,29 +180,44 @@ def records(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, dict[str, 
 
 
 def replay_workload(
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     cold: bool = False,
     place: str = "kernel",
     profile: str | None = None,
     memory: str | None = None,
     cpus: int | None = None,
 ) -> dict[str, Any]:
-    """The workload ``mmsim run --trace`` runs: one ``replay`` op of the trace (its header is
-    read first, so a file that is no trace is an error before the run). ``place``: where the
+    """The workload ``mmsim run --trace`` runs: a ``replay`` op of the trace (an mmsim trace's
+    header is read first, so a file that is no trace is an error before the run). Several
+    traces run as several processes, each on a CPU of its own (as ChampSim runs one trace per
+    core): the machine has as many CPUs unless ``cpus`` says otherwise. ``place``: where the
     mappings the program did not fix go, ``kernel`` (where the simulated kernel puts them, as
     Linux would have) or ``recorded`` (where Valgrind put them)."""
-    p = Path(path)
-    h = header(p)
+    paths = [Path(path)] if isinstance(path, (str, os.PathLike)) else [Path(x) for x in path]
+    if not paths:
+        raise MmsimError("replay: no trace")
+    names = []
+    ops = []
+    for p in paths:
+        if is_champsim(p):
+            names.append(p.name)
+        else:
+            h = header(p)
+            names.append(os.path.basename(h["command"][0]) if h.get("command") else p.name)
+        ops.append({"op": "replay", "trace": os.fspath(p.resolve()), "cold": cold, "place": place})
     machine: dict[str, Any] = {}
+    if cpus is None and len(paths) > 1:
+        cpus = len(paths)
     for k, v in (("profile", profile), ("memory", memory), ("cpus", cpus)):
         if v is not None:
             machine[k] = v
-    name = os.path.basename(h.get("command", [p.name])[0]) if h.get("command") else p.name
-    return {
-        "name": f"replay of {name}",
-        "machine": machine,
-        "program": [{"op": "replay", "trace": os.fspath(p.resolve()), "cold": cold, "place": place}],
-    }
+    program: list[dict[str, Any]] = [
+        {"op": "fork", "cpu": i % (cpus or 1), "program": [op]} for i, op in enumerate(ops[1:], start=1)
+    ]
+    program.append(ops[0])
+    if len(ops) > 1:
+        program.append({"op": "wait"})
+    return {"name": f"replay of {', '.join(names)}", "machine": machine, "program": program}
 
 
 def dump(path: str | os.PathLike[str], limit: int | None = None) -> int:
@@ -198,6 +228,17 @@ def dump(path: str | os.PathLike[str], limit: int | None = None) -> int:
 
 def format_info(s: dict[str, Any]) -> str:
     """``mmsim trace info``'s text."""
+    if s.get("format", "").startswith("champsim"):
+        lines = [
+            f"format:        {s['format']} ({s['compression']}; no system calls)",
+            f"instructions:  {s['instructions']:>16,}   ({s['branches']:,} branches, {s['taken']:,} taken)",
+            f"loads:         {s['loads']:>16,}",
+            f"stores:        {s['stores']:>16,}",
+            f"footprint:     {s['footprint_4k']:>16,} 4 KiB pages   {s['footprint_2m']:,} 2 MiB pages",
+        ]
+        if s.get("asids"):
+            lines.append(f"address spaces:{s['asids']:>16,}   (CloudSuite ASIDs)")
+        return "\n".join(lines)
     h, sm = s["header"], s["summary"]
     dur = sm.get("duration_s")
     lines = [

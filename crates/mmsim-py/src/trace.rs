@@ -69,6 +69,10 @@ impl TraceWriter {
 /// What `mmsim trace info` prints, as JSON.
 #[pyfunction]
 pub fn trace_stats(py: Python<'_>, path: &str) -> PyResult<String> {
+    if !mmsim_trace::champsim::is_mmsim_trace(Path::new(path)) {
+        let s = py.allow_threads(|| mmsim_trace::champsim::champsim_stats(Path::new(path), None)).map_err(trace_err)?;
+        return serde_json::to_string(&s).map_err(|e| MmsimError::new_err(e.to_string()));
+    }
     let s = py.allow_threads(|| mmsim_trace::stats(Path::new(path))).map_err(trace_err)?;
     let v = serde_json::json!({
         "instructions": s.instructions,
@@ -131,6 +135,9 @@ fn dump_line(pid: u32, r: &Record<'_>) -> String {
 #[pyfunction]
 #[pyo3(signature = (path, limit = None))]
 pub fn trace_dump(py: Python<'_>, path: &str, limit: Option<u64>) -> PyResult<u64> {
+    if !mmsim_trace::champsim::is_mmsim_trace(Path::new(path)) {
+        return py.allow_threads(|| champsim_dump(path, limit)).map_err(trace_err);
+    }
     py.allow_threads(|| {
         let mut r = TraceReader::open(Path::new(path))?;
         let out = std::io::stdout();
@@ -162,6 +169,38 @@ pub fn trace_dump(py: Python<'_>, path: &str, limit: Option<u64>) -> PyResult<u6
         Ok(n)
     })
     .map_err(trace_err)
+}
+
+/// `mmsim trace dump` of a ChampSim trace: an instruction a line (its ASID first in a
+/// CloudSuite trace), with its branch and its memory operands.
+fn champsim_dump(path: &str, limit: Option<u64>) -> Result<u64, TraceError> {
+    let mut r = mmsim_trace::champsim::ChampsimReader::open(Path::new(path), None)?;
+    let out = std::io::stdout();
+    let mut out = BufWriter::new(out.lock());
+    let max = limit.unwrap_or(u64::MAX);
+    let mut n = 0u64;
+    while n < max {
+        let Some(i) = r.next_instr()? else { break };
+        let mut line = match i.asid {
+            Some([a, d]) => format!("asid {a}/{d} instr {:#x}", i.ip),
+            None => format!("instr {:#x}", i.ip),
+        };
+        if i.is_branch {
+            line += if i.branch_taken { " branch taken" } else { " branch not-taken" };
+        }
+        for &a in i.src.iter().filter(|&&a| a != 0) {
+            line += &format!(" load {a:#x}");
+        }
+        for &a in i.dst.iter().filter(|&&a| a != 0) {
+            line += &format!(" store {a:#x}");
+        }
+        if writeln!(out, "{line}").is_err() {
+            return Ok(n);
+        }
+        n += 1;
+    }
+    let _ = out.flush();
+    Ok(n)
 }
 
 /// A record with owned data, queued between chunks: pid, kind, fields, path.

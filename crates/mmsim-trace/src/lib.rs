@@ -9,6 +9,7 @@
 //! Errors name the byte offset in the file and what was expected there; a trace cut short
 //! (no end record) is an error, never a partial trace presented as whole.
 
+pub mod champsim;
 mod record;
 mod stats;
 mod stream;

@@ -16,6 +16,9 @@ use crate::report::{CheckSummary, Event};
 use crate::units::Pfn;
 
 mod access;
+mod champsim;
+#[cfg(test)]
+mod champsim_tests;
 mod fast_forward;
 mod files;
 mod host_memory;

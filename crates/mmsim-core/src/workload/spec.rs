@@ -152,6 +152,24 @@ pub struct ReplayOp {
     pub cold: bool,
     #[serde(default)]
     pub place: Placement,
+    #[serde(default)]
+    pub format: TraceFormat,
+}
+
+/// What kind of trace a `replay` op reads.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TraceFormat {
+    /// Told from the file: mmsim's magic, else a ChampSim trace (its layout from its name:
+    /// `cloudsuite` in it is CloudSuite's).
+    #[default]
+    Auto,
+    /// `mmsim record`'s format.
+    Mmsim,
+    /// ChampSim's `input_instr` records (64 bytes), xz, gzip, bzip2 or raw.
+    Champsim,
+    /// ChampSim's `cloudsuite_instr` records (96 bytes, with address-space ids).
+    Cloudsuite,
 }
 
 /// Where a replay puts a mapping the recorded program did not fix (mmap, shmat and mremap

@@ -33,7 +33,7 @@ use crate::kernel::uapi::{
     Advice, CloneFlags, FallocFlags, MapFlags, MclFlags, MfdFlags, MlockFlags, MremapFlags, Prot,
 };
 use crate::units::VirtAddr;
-use crate::workload::spec::Placement;
+use crate::workload::spec::{Placement, TraceFormat};
 use syscalls::Call;
 
 /// Records replayed per scheduler step (`engine.max_ops` counts steps).
@@ -186,18 +186,26 @@ impl Relocs {
     }
 }
 
+/// Where a replaying task's records come from.
+pub(super) enum Source {
+    /// An mmsim trace: its process's records, shared by the tasks replaying its threads.
+    Mmsim(Rc<RefCell<ProcState>>),
+    /// A ChampSim trace (`champsim.rs`).
+    Champsim(Rc<RefCell<super::champsim::ChampState>>),
+}
+
 /// A task's part in a replay.
 pub(super) struct ReplayTask {
-    proc: Rc<RefCell<ProcState>>,
+    pub(super) proc: Source,
     /// Its mm's relocations (`Relocs`).
-    relocs: Rc<RefCell<Relocs>>,
+    pub(super) relocs: Rc<RefCell<Relocs>>,
     /// The recorded thread this task replays, and its process.
-    tid: u32,
-    pid: u32,
+    pub(super) tid: u32,
+    pub(super) pid: u32,
     /// Its exit_group has been taken a snapshot of: it exits when it next runs.
-    exiting: bool,
+    pub(super) exiting: bool,
     /// The replay (`Interp::replays`).
-    r: usize,
+    pub(super) r: usize,
 }
 
 /// What a replaying task waits for.
@@ -254,13 +262,23 @@ pub struct ReplayReport {
     pub place: Placement,
     pub relocated: u64,
     pub relocated_bytes: u64,
+    /// The trace's format: `mmsim`, `champsim` or `champsim-cloudsuite`, and for ChampSim's
+    /// its compression (`xz`, `gzip`, `bzip2`, `raw`).
+    pub format: String,
+    pub compression: String,
+    /// The address space the replay gave a trace without system calls (ChampSim's), said in
+    /// every report of it; the vmas it mapped on first touch, and the accesses outside user
+    /// space it did not replay.
+    pub address_space: String,
+    pub first_touch_vmas: u64,
+    pub outside_user_space: u64,
 }
 
 /// One `replay` op's state.
 pub struct Replay {
     pub report: ReplayReport,
     /// Recorded thread id -> task.
-    tasks: HashMap<u32, usize>,
+    pub(super) tasks: HashMap<u32, usize>,
     /// SysV shared memory: shmid -> the tmpfs file standing for the segment; an attach's
     /// address -> its length.
     shm: HashMap<u64, String>,
@@ -268,16 +286,50 @@ pub struct Replay {
 }
 
 /// What a record did to the task replaying it.
-enum Flow {
+pub(super) enum Flow {
     Go,
     /// The task stopped (it exited, waits, or asked for a snapshot).
     Stop,
+}
+
+impl Replay {
+    /// The state of replay `op` of the recorded `command`, whose first task `root` is task `t`.
+    pub(super) fn new(op: &ReplayOp, command: Vec<String>, root: u32, t: usize) -> Replay {
+        Replay {
+            report: ReplayReport {
+                trace: op.trace.clone(),
+                command,
+                cold: op.cold,
+                place: op.place,
+                format: "mmsim".into(),
+                processes: 1,
+                threads: 1,
+                ..Default::default()
+            },
+            tasks: HashMap::from([(root, t)]),
+            shm: HashMap::new(),
+            shm_at: HashMap::new(),
+        }
+    }
 }
 
 impl Interp {
     /// The `replay` op: task `t` execs the trace's first process.
     pub(super) fn start_replay(&mut self, t: usize, op: &ReplayOp) {
         let path = Path::new(&op.trace);
+        let champsim = match op.format {
+            TraceFormat::Mmsim => false,
+            TraceFormat::Champsim | TraceFormat::Cloudsuite => true,
+            TraceFormat::Auto => {
+                let mut head = [0u8; 8];
+                let n = std::fs::File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut head));
+                // Not mmsim's magic: a ChampSim trace (its reader tells the compression).
+                matches!(n, Ok(n) if n > 0 && head[..n] != mmsim_trace::MAGIC[..n])
+            }
+        };
+        if champsim {
+            return self.start_champsim(t, op);
+        }
         let opened = mmsim_trace::TraceReader::open(path).and_then(|mut r| {
             let index = r.read_index()?;
             Ok((r.header.command.clone(), index))
@@ -294,28 +346,15 @@ impl Interp {
             Err(e) => return self.replay_failed(t, e.to_string()),
         };
         let r = self.replays.len();
-        self.replays.push(Replay {
-            report: ReplayReport {
-                trace: op.trace.clone(),
-                command,
-                cold: op.cold,
-                place: op.place,
-                processes: 1,
-                threads: 1,
-                ..Default::default()
-            },
-            tasks: HashMap::from([(root, t)]),
-            shm: HashMap::new(),
-            shm_at: HashMap::new(),
-        });
-        let proc = Rc::new(RefCell::new(ProcState { stream, turn_clock: 0.0 }));
+        self.replays.push(Replay::new(op, command, root, t));
+        let proc = Source::Mmsim(Rc::new(RefCell::new(ProcState { stream, turn_clock: 0.0 })));
         let relocs = Rc::default();
         self.tasks[t].replay = Some(Box::new(ReplayTask { proc, relocs, tid: root, pid: root, r, exiting: false }));
         self.tasks[t].cursor = Cursor::Replay;
     }
 
     /// The trace cannot be replayed: the run ends with the error.
-    fn replay_failed(&mut self, t: usize, msg: String) {
+    pub(super) fn replay_failed(&mut self, t: usize, msg: String) {
         self.replay_error.get_or_insert(msg);
         self.tasks[t].cursor = Cursor::Idle;
         self.tasks[t].replay = None;
@@ -332,7 +371,10 @@ impl Interp {
             self.replay_exit_now(t);
             return 1;
         }
-        let (proc, tid, r) = (rt.proc.clone(), rt.tid, rt.r);
+        let (proc, tid, r) = match &rt.proc {
+            Source::Mmsim(p) => (p.clone(), rt.tid, rt.r),
+            Source::Champsim(_) => return self.continue_champsim(t, budget),
+        };
         let mut p = proc.borrow_mut();
         let mut used = 0u64;
         let mut records = 0u64;
@@ -402,12 +444,12 @@ impl Interp {
     }
 
     /// Task `t`'s CPU clock now (within its quantum).
-    fn task_now(&self, t: usize) -> f64 {
+    pub(super) fn task_now(&self, t: usize) -> f64 {
         self.machine.clock[self.tasks[t].cpu] + self.tasks[t].perf.cycles - self.quantum_base
     }
 
     /// Task `t` blocks until `w` is met (`replay_wait_done`).
-    fn replay_wait(&mut self, t: usize, w: ReplayWait) {
+    pub(super) fn replay_wait(&mut self, t: usize, w: ReplayWait) {
         self.tasks[t].replay_wait = Some(w);
         self.tasks[t].state = TaskState::Waiting;
         self.waiters.push(t);
@@ -429,7 +471,8 @@ impl Interp {
             }
             ReplayWait::Turn => {
                 let rt = self.tasks[t].replay.as_ref()?;
-                let (proc, r) = (rt.proc.clone(), rt.r);
+                let (Source::Mmsim(proc), r) = (&rt.proc, rt.r) else { return self.champ_turn_done(t) };
+                let proc = proc.clone();
                 let mut p = proc.borrow_mut();
                 loop {
                     match p.stream.tid() {
@@ -508,7 +551,7 @@ impl Interp {
     /// A run of `instrs` instructions over `bytes` bytes from `pc`: its lines through the
     /// iTLB (once per page) and the L1i, each line with its share of the instructions.
     #[inline]
-    fn replay_fetch(&mut self, t: usize, pc: u64, bytes: u32, instrs: u32) -> Flow {
+    pub(super) fn replay_fetch(&mut self, t: usize, pc: u64, bytes: u32, instrs: u32) -> Flow {
         let g = self.kernel.geo;
         let shift = self.machine.line_shift();
         let end = pc.saturating_add(u64::from(bytes.max(1)));
@@ -532,7 +575,7 @@ impl Interp {
     /// A load or store of `size` bytes at `addr` (split where it crosses a page): one access
     /// of its first line in each page; the instructions are the runs'.
     #[inline]
-    fn replay_access(&mut self, t: usize, addr: u64, size: u64, write: bool) -> Flow {
+    pub(super) fn replay_access(&mut self, t: usize, addr: u64, size: u64, write: bool) -> Flow {
         self.replay_pages(t, addr, size, write, |m, cpu, pfn, ps, _, perf| m.one_access(cpu, pfn, ps, write, perf))
     }
 
@@ -574,7 +617,7 @@ impl Interp {
     /// A process image starts (execve, or the replay's first image): a new mm replaces the
     /// task's (`exec_mmap`), the other threads of its group go (`de_thread`), and a snapshot
     /// is taken.
-    fn replay_exec(&mut self, t: usize) -> Flow {
+    pub(super) fn replay_exec(&mut self, t: usize) -> Flow {
         let Some(old) = self.tasks[t].mm else { return Flow::Stop };
         let tgid = self.tasks[t].tgid;
         for v in 0..self.tasks.len() {
@@ -616,7 +659,7 @@ impl Interp {
 
     /// exit_group: a snapshot of the process as it is (its mm still whole), then, when the
     /// task next runs (`continue_replay`), every thread of it ends.
-    fn replay_exit_group(&mut self, t: usize) {
+    pub(super) fn replay_exit_group(&mut self, t: usize) {
         let pid = self.replay_pid(t);
         self.outputs += 1;
         self.snapshot_requests.push((format!("exit {pid}"), self.tasks[t].pid));
@@ -626,7 +669,7 @@ impl Interp {
     }
 
     /// The exit_group `replay_exit_group` began: every thread of task `t`'s process ends.
-    fn replay_exit_now(&mut self, t: usize) {
+    pub(super) fn replay_exit_now(&mut self, t: usize) {
         let tgid = self.tasks[t].tgid;
         for v in 0..self.tasks.len() {
             if v != t && self.tasks[v].tgid == tgid && self.tasks[v].mm.is_some() {
@@ -710,7 +753,7 @@ impl Interp {
     /// mmap(2) of `file` from byte `offset`, or anonymous: at `addr` (MAP_FIXED) when `fixed`,
     /// else where `get_unmapped_area` puts it with `addr` a hint. Returns where it went.
     #[allow(clippy::too_many_arguments)]
-    fn replay_mmap(
+    pub(super) fn replay_mmap(
         &mut self,
         t: usize,
         addr: u64,
@@ -1110,12 +1153,15 @@ impl Interp {
         self.replays[r].tasks.insert(child, c);
         let proc = if thread {
             self.replays[r].report.threads += 1;
-            self.tasks[t].replay.as_ref().expect("replaying").proc.clone()
+            match &self.tasks[t].replay.as_ref().expect("replaying").proc {
+                Source::Mmsim(p) => Source::Mmsim(p.clone()),
+                Source::Champsim(c) => Source::Champsim(c.clone()),
+            }
         } else {
             self.replays[r].report.processes += 1;
             self.replays[r].report.threads += 1;
             match ProcessStream::open(Path::new(&self.replays[r].report.trace), child) {
-                Ok(stream) => Rc::new(RefCell::new(ProcState { stream, turn_clock: 0.0 })),
+                Ok(stream) => Source::Mmsim(Rc::new(RefCell::new(ProcState { stream, turn_clock: 0.0 }))),
                 // A child that left no records (killed before it ran) just exits.
                 Err(_) => return Flow::Go,
             }
