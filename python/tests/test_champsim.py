@@ -120,3 +120,11 @@ def test_a_truncated_or_corrupted_champsim_trace_is_one_line(tmp_path, capsys):
     assert main(["run", "--trace", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert str(bad) in err and "xz" in err and "\n" not in err
+
+
+def test_sampling_a_trace_is_refused_not_ignored(tmp_path, capsys):
+    path = tmp_path / "loop.champsimtrace.xz"
+    champsim.write(path, loop())
+    assert main(["run", "--trace", str(path), "--sample", "10:1"]) == 2
+    err = capsys.readouterr().err
+    assert "does not apply to a replayed trace" in err and "\n" not in err.strip()

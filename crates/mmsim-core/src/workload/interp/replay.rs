@@ -316,6 +316,12 @@ impl Replay {
 impl Interp {
     /// The `replay` op: task `t` execs the trace's first process.
     pub(super) fn start_replay(&mut self, t: usize, op: &ReplayOp) {
+        if self.sample.is_some() {
+            // engine.sample samples loops; a trace's sampling does not yet keep its counters
+            // inside their intervals (issue 39), and a replay is never silently unsampled.
+            let msg = format!("{}: engine.sample (--sample) does not apply to a replayed trace yet", op.trace);
+            return self.replay_failed(t, msg);
+        }
         let path = Path::new(&op.trace);
         let champsim = match op.format {
             TraceFormat::Mmsim => false,
