@@ -509,18 +509,19 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     """``mmsim reproduce``."""
     import time
 
-    from mmsim.experiments import EXPERIMENTS, Run, ratio, run_experiments
+    from mmsim.experiments import EXPERIMENTS, SEED_EXPERIMENTS, STUDIES, Run, ratio, run_experiments
 
     if args.list:
         for e in EXPERIMENTS.values():
-            print(f"{e.name:<12} seed {e.seed}  {e.profile:<12} {e.claim}")
+            kind = " (study of a real program: run by name)" if e.name in STUDIES else ""
+            print(f"{e.name:<12} seed {e.seed}  {e.profile:<12} {e.claim}{kind}")
         return 0
 
     if args.report:
         from mmsim.html_report import require_matplotlib
 
         require_matplotlib()  # before the experiments run
-    names = args.names or list(EXPERIMENTS)
+    names = args.names or SEED_EXPERIMENTS
     if args.jobs is not None and args.jobs < 1:
         raise MmsimError(f"reproduce: --jobs {args.jobs}: expected 1 or more simulations at once")
     unknown = [n for n in names if n not in EXPERIMENTS]
@@ -579,6 +580,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             q = ratio(r)
             qs = "-" if q is None else f"{q:.2f}"
             ci = f"  (+- {_num(r['ci95'])})" if r.get("ci95") else ""
+            ci += f"  (kernel {_num(r['kernel'])})" if r.get("kernel") is not None else ""
             print(
                 f"  {r['config']:<26} {r['metric']:<30} {pub:>18} {_num(r['simulated']):>18} {qs:>8}  {r['unit']}{ci}"
             )

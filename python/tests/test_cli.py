@@ -521,6 +521,7 @@ def test_reproduce_lists_and_runs_hzp_rss() -> None:
         "ptshare-munmap",
         "ptshare-oltp",
         "text-thp",
+        "zero-page-real",
     ]
     out = run_mmsim("reproduce", "hzp-rss", "--json").json()
     (e,) = out["experiments"]

@@ -39,6 +39,7 @@ from mmsim.experiments.prezero import (
     prezero_init_runs,
 )
 from mmsim.experiments.ptshare import PTSHARE_EXPERIMENTS
+from mmsim.experiments.studies import ZERO_PAGE_REAL
 from mmsim.experiments.textthp import TEXT_THP
 
 __all__ = [
@@ -47,6 +48,8 @@ __all__ = [
     "GIB",
     "PFT_KERNEL",
     "PREZERO_KNOBS",
+    "SEED_EXPERIMENTS",
+    "STUDIES",
     "Experiment",
     "Run",
     "_row",
@@ -173,6 +176,11 @@ EXPERIMENTS: dict[str, Experiment] = {
         TEXT_THP,
     ]
 }
+#: The seeds' own experiments: what `mmsim reproduce` runs when no name is given.
+SEED_EXPERIMENTS = list(EXPERIMENTS)
+#: Studies of real programs (recorded, cached, replayed; issue 39): run by name.
+STUDIES: dict[str, Experiment] = {e.name: e for e in [ZERO_PAGE_REAL]}
+EXPERIMENTS.update(STUDIES)
 
 
 def run_experiments(
@@ -185,7 +193,7 @@ def run_experiments(
     Every experiment's simulations are independent: they run together, ``workers`` at a time
     (default: one per CPU), heaviest first (``pool.run_all``). ``progress(run, seconds, done,
     total)`` is called as each simulation finishes, with the host seconds it took."""
-    names = names or list(EXPERIMENTS)
+    names = names or SEED_EXPERIMENTS
     for name in names:
         if name not in EXPERIMENTS:
             from mmsim._mmsim import MmsimError
