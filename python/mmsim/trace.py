@@ -161,14 +161,26 @@ MAGIC = b"MMSIMTRC"
 
 
 def is_champsim(path: str | os.PathLike[str]) -> bool:
-    """Is the file a ChampSim trace (anything that does not start with mmsim's magic: xz,
-    gzip, bzip2 or raw ``input_instr`` records)? A file that cannot be opened is an error."""
+    """Is the file a ChampSim trace rather than an mmsim one (as the engine decides:
+    ``mmsim_trace::champsim::is_champsim``)? Compressed (xz, gzip, bzip2), named so
+    (``champsim``, ``cloudsuite``), or raw and a whole number of 64-byte records (96 for
+    CloudSuite's) long. Anything else is read as an mmsim trace, whose reader names what is
+    wrong; a file that cannot be opened is an error."""
+    p = os.fspath(path)
     try:
-        with open(path, "rb") as f:
+        with open(p, "rb") as f:
             head = f.read(len(MAGIC))
+        size = os.path.getsize(p)
     except OSError as e:
-        raise MmsimError(f"{os.fspath(path)}: cannot open: {e.strerror}") from None
-    return head != MAGIC
+        raise MmsimError(f"{p}: cannot open: {e.strerror}") from None
+    if not head or head == MAGIC:
+        return False
+    if head.startswith((b"\xfd7zXZ\x00", b"\x1f\x8b", b"BZh")):
+        return True
+    name = os.path.basename(p).lower()
+    if "champsim" in name or "cloudsuite" in name:
+        return True
+    return size % (96 if "cloudsuite" in name else 64) == 0
 
 
 def records(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, dict[str, Any]]]:

@@ -236,11 +236,31 @@ impl ChampsimReader {
     }
 }
 
-/// Is `path` an mmsim trace (its magic), rather than a ChampSim one? False for a file that
-/// cannot be read (the reader that opens it says why).
-pub fn is_mmsim_trace(path: &Path) -> bool {
+/// Is `path` a ChampSim trace rather than an mmsim one? Yes when it is compressed (xz, gzip,
+/// bzip2: told from its first bytes), when its name says so (`champsim`, `cloudsuite`: a
+/// truncated raw trace is then read as one, and its error names the record), or when it is
+/// raw and a whole number of 64-byte (or 96-byte) records long. Anything else, mmsim's magic
+/// or not, is read as an mmsim trace, whose reader says what is wrong with it.
+pub fn is_champsim(path: &Path) -> bool {
     let mut head = [0u8; 8];
-    File::open(path).and_then(|mut f| read_full(&mut f, &mut head)).is_ok_and(|n| n == 8 && &head == crate::MAGIC)
+    let Ok(n) = File::open(path).and_then(|mut f| read_full(&mut f, &mut head)) else { return false };
+    if n == 0 || &head == crate::MAGIC {
+        return false;
+    }
+    if Compression::detect(&head[..n]) != Compression::Raw {
+        return true;
+    }
+    let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+    if name.contains("champsim") || name.contains("cloudsuite") {
+        return true;
+    }
+    let size = std::fs::metadata(path).map_or(0, |m| m.len());
+    size.is_multiple_of(Layout::from_name(path).size() as u64)
+}
+
+/// Is `path` an mmsim trace (`!is_champsim`)?
+pub fn is_mmsim_trace(path: &Path) -> bool {
+    !is_champsim(path)
 }
 
 /// A ChampSim trace's totals (`mmsim trace info`).
@@ -465,5 +485,29 @@ mod tests {
         std::fs::remove_file(&p).ok();
         assert!(e.what.contains("empty"), "{e}");
         assert!(m.what.contains("mmsim trace"), "{m}");
+    }
+}
+
+#[cfg(test)]
+mod detect_tests {
+    use super::*;
+
+    #[test]
+    fn a_file_is_champsim_by_its_compression_its_name_or_whole_records() {
+        let d = std::env::temp_dir().join(format!("mmsim-detect-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let case = |name: &str, bytes: &[u8]| {
+            let p = d.join(name);
+            std::fs::write(&p, bytes).unwrap();
+            is_champsim(&p)
+        };
+        assert!(!case("hello", b"hello"), "5 bytes: no whole record, no name: an mmsim trace's error");
+        assert!(!case("empty", b""));
+        assert!(!case("t.trace", b"MMSIMTRC\x01\0\0\0"));
+        assert!(case("t.raw", &[0u8; 128]), "two whole records");
+        assert!(case("t.champsimtrace", &[0u8; 130]), "named so: its reader names the cut record");
+        assert!(case("t.bin", &[0x1f, 0x8b, 8, 0]), "gzip");
+        assert!(case("t.bin2", b"BZh91AY&SY"), "bzip2");
+        std::fs::remove_dir_all(&d).ok();
     }
 }

@@ -111,7 +111,7 @@ fn cloudsuite_asids_are_processes_taking_turns() {
 
 #[test]
 fn a_truncated_champsim_trace_stops_the_run_with_the_record() {
-    let path = write("cut.raw", Layout::Standard, Compression::Raw, &instrs(None));
+    let path = write("cut.champsimtrace", Layout::Standard, Compression::Raw, &instrs(None));
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..64 * 500 + 10]).unwrap();
     let e = replay(&path, "never").unwrap_err();

@@ -326,12 +326,7 @@ impl Interp {
         let champsim = match op.format {
             TraceFormat::Mmsim => false,
             TraceFormat::Champsim | TraceFormat::Cloudsuite => true,
-            TraceFormat::Auto => {
-                let mut head = [0u8; 8];
-                let n = std::fs::File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut head));
-                // Not mmsim's magic: a ChampSim trace (its reader tells the compression).
-                matches!(n, Ok(n) if n > 0 && head[..n] != mmsim_trace::MAGIC[..n])
-            }
+            TraceFormat::Auto => mmsim_trace::champsim::is_champsim(path),
         };
         if champsim {
             return self.start_champsim(t, op);
