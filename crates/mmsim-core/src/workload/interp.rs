@@ -29,7 +29,9 @@ mod kscrubd_tests;
 #[cfg(test)]
 mod limit_tests;
 mod process;
+mod relocs;
 mod replay;
+mod replay_syscalls;
 #[cfg(test)]
 mod replay_tests;
 mod runqueue;

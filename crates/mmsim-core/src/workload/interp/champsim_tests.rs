@@ -2,12 +2,12 @@
 //! of first-touch memory under THP never and always, CloudSuite's ASIDs as processes, and the
 //! errors of a truncated or corrupted trace.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use mmsim_trace::champsim::{ChampsimWriter, Compression, Instr, Layout};
 
+use super::replay_tests::replay;
 use crate::error::Error;
-use crate::report::Report;
 
 const TEXT: u64 = 0x40_1000;
 const DATA: u64 = 0x60_0000;
@@ -38,16 +38,6 @@ fn write(name: &str, layout: Layout, c: Compression, v: &[Instr]) -> PathBuf {
     }
     w.finish().unwrap();
     path
-}
-
-fn replay(path: &Path, thp: &str) -> Result<Report, Error> {
-    let w = crate::workload::spec::parse_workload(&format!(
-        r#"{{"knobs": {{"transparent_hugepage/enabled": "{thp}"}},
-            "program": [{{"op": "replay", "trace": {:?}}}]}}"#,
-        path.display().to_string()
-    ))
-    .unwrap();
-    crate::sim::run(&w, &[], false)
 }
 
 #[test]

@@ -88,7 +88,8 @@ fn write(name: &str, frames: &[(u32, Vec<u8>)]) -> PathBuf {
     path
 }
 
-fn replay(path: &std::path::Path, thp: &str) -> Result<Report, Error> {
+/// A replay of the trace at `path` under THP `thp` (also the ChampSim tests').
+pub(super) fn replay(path: &std::path::Path, thp: &str) -> Result<Report, Error> {
     let w = crate::workload::spec::parse_workload(&format!(
         r#"{{"knobs": {{"transparent_hugepage/enabled": "{thp}"}},
             "program": [{{"op": "replay", "trace": {:?}}}]}}"#,
@@ -297,7 +298,7 @@ fn a_relocated_chunk_takes_its_fixed_maps_unmaps_and_fork_with_it() {
 
 #[test]
 fn relocations_translate_split_and_forget_ranges() {
-    use super::replay::Relocs;
+    use super::relocs::Relocs;
     let mut r = Relocs::default();
     assert_eq!(r.get(0x1234), 0x1234);
     r.insert(0x10_000, 0x20_000, 0x7f_0000);
