@@ -154,6 +154,9 @@ def valgrind_lib() -> Path:
                 raise _fail(f"building the recorder failed: {first_error(p.stderr + p.stdout, c, src, why)}")
         c.unlink()
         obj.unlink()
+        # Readable by every user (mkdtemp made it the builder's only): a recorded program
+        # that changes its user (runuser -u postgres -- postgres ...) execs the tool as that user.
+        t.chmod(0o755)
         # Links to Valgrind's library directory (its preloads, suppressions, other tools).
         for f in preload.parent.iterdir():
             if not (t / f.name).exists():

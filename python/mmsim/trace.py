@@ -82,7 +82,12 @@ def record(
     writer = _mmsim.TraceWriter(os.fspath(out), json.dumps(header), level)
     with tempfile.TemporaryDirectory(prefix="mmsim-record-") as tmp:
         fifo = Path(tmp) / "frames"
+        # Writable by a recorded process that changed its user (runuser -u postgres -- ...),
+        # which reopens it at its exec: the directory can be searched but not listed, so the
+        # fifo's random path is known only to the recorder and its processes.
+        os.chmod(tmp, 0o711)
         os.mkfifo(fifo, 0o600)
+        os.chmod(fifo, 0o622)
         # Non-blocking, so that opening does not wait for the recorder; reads then see EOF
         # until it connects, and again once every recorded process has closed it.
         fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
