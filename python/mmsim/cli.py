@@ -5,7 +5,7 @@
     mmsim knobs [--json]
     mmsim profiles [--json]
     mmsim profiles show NAME [--json | --toml]
-    mmsim reproduce [NAME ...] [--list] [--json] [--jobs N] [--csv PATH] [--parquet PATH] [--report DIR]
+    mmsim reproduce [NAME ...] [--list] [--json] [--jobs N] [--quick] [--csv PATH] [--parquet PATH] [--report DIR]
     mmsim sweep SPEC [--processes N] [--json | --csv PATH | --parquet PATH]
     mmsim validate [WORKLOAD ...] [--suite] [--host-set KNOB=VALUE ...] [--dir FS=PATH ...] [--json]
     mmsim validate --random N [--seed S] [--save-dir DIR] [--shrink-runs N] [--json]
@@ -71,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --trace: where the mappings the program did not fix go: where the simulated kernel puts "
         "them, THP-aligned as Linux does (kernel, the default), or where Valgrind put them when recording "
         "(recorded)",
+    )
+    run.add_argument(
+        "--hugepage-text",
+        action="store_true",
+        help="with --trace: madvise each private executable file mapping MADV_HUGEPAGE as it is mapped (as if "
+        "the program asked for huge text; readahead then builds PMD folios for it)",
     )
     run.add_argument("--profile", metavar="NAME", help="with --trace: the hardware profile (default: default)")
     run.add_argument("--memory", metavar="SIZE", help="with --trace: the machine's memory (default: 16G)")
@@ -147,6 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="simulations run at once, each in a process of its own (default: one per CPU; the numbers "
         "do not depend on it)",
+    )
+    rp.add_argument(
+        "--quick",
+        action="store_true",
+        help="run the studies of real programs at their small size (the one make test runs); the seeds' "
+        "experiments have one size",
     )
     rp.set_defaults(func=cmd_reproduce)
 
@@ -522,6 +534,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
         require_matplotlib()  # before the experiments run
     names = args.names or SEED_EXPERIMENTS
+    if args.quick and not all(n in STUDIES for n in names):
+        seeds = [n for n in names if n not in STUDIES]
+        raise MmsimError(f"reproduce: --quick applies to the studies of real programs only, not {seeds[0]!r}")
     if args.jobs is not None and args.jobs < 1:
         raise MmsimError(f"reproduce: --jobs {args.jobs}: expected 1 or more simulations at once")
     unknown = [n for n in names if n not in EXPERIMENTS]
@@ -546,7 +561,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if bar is None and not args.json:
         print(f"mmsim: running {', '.join(names)} ...", file=sys.stderr, flush=True)
     try:
-        results = run_experiments(names, progress=progress, workers=args.jobs)
+        results = run_experiments(names, progress=progress, workers=args.jobs, quick=args.quick)
     finally:
         if bar is not None:
             bar.close()
@@ -638,6 +653,7 @@ def _run_workload(args: argparse.Namespace) -> str | dict:
             raise MmsimError("run: give a WORKLOAD file or --trace FILE")
         given = [f"--{k}" for k, v in machine_opts.items() if v is not None] + (["--cold"] if args.cold else [])
         given += ["--place"] if args.place else []
+        given += ["--hugepage-text"] if args.hugepage_text else []
         if given:
             raise MmsimError(f"run: {', '.join(given)} apply to --trace only (a workload names its machine)")
         return os.fspath(args.workload)
@@ -645,7 +661,9 @@ def _run_workload(args: argparse.Namespace) -> str | dict:
         raise MmsimError("run: give a WORKLOAD file or --trace FILE, not both")
     from mmsim.trace import replay_workload
 
-    return replay_workload(args.trace, cold=args.cold, place=args.place or "kernel", **machine_opts)
+    return replay_workload(
+        args.trace, cold=args.cold, place=args.place or "kernel", hugepage_text=args.hugepage_text, **machine_opts
+    )
 
 
 def cmd_knobs(args: argparse.Namespace) -> int:

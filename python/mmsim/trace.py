@@ -201,6 +201,7 @@ def replay_workload(
     cold: bool = False,
     place: str = "kernel",
     profile: str | None = None,
+    hugepage_text: bool = False,
     memory: str | None = None,
     cpus: int | None = None,
 ) -> dict[str, Any]:
@@ -209,7 +210,8 @@ def replay_workload(
     traces run as several processes, each on a CPU of its own (as ChampSim runs one trace per
     core): the machine has as many CPUs unless ``cpus`` says otherwise. ``place``: where the
     mappings the program did not fix go, ``kernel`` (where the simulated kernel puts them, as
-    Linux would have) or ``recorded`` (where Valgrind put them)."""
+    Linux would have) or ``recorded`` (where Valgrind put them). ``hugepage_text``: each private
+    executable file mapping is madvised MADV_HUGEPAGE as it is mapped."""
     paths = [Path(path)] if isinstance(path, (str, os.PathLike)) else [Path(x) for x in path]
     if not paths:
         raise MmsimError("replay: no trace")
@@ -221,7 +223,10 @@ def replay_workload(
         else:
             h = header(p)
             names.append(os.path.basename(h["command"][0]) if h.get("command") else p.name)
-        ops.append({"op": "replay", "trace": os.fspath(p.resolve()), "cold": cold, "place": place})
+        op = {"op": "replay", "trace": os.fspath(p.resolve()), "cold": cold, "place": place}
+        if hugepage_text:
+            op["hugepage_text"] = True
+        ops.append(op)
     machine: dict[str, Any] = {}
     if cpus is None and len(paths) > 1:
         cpus = len(paths)

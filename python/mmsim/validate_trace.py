@@ -44,16 +44,18 @@ def _vmstat() -> dict[str, int]:
     return out
 
 
-def run_native(cmd: Sequence[str]) -> dict[str, Any]:
+def run_native(cmd: Sequence[str], quiet: bool = False) -> dict[str, Any]:
     """Run ``cmd`` natively: ``minflt``, ``majflt``, ``maxrss`` (kB) of its tree, its wait
-    ``status``, and the THP events' change over the run (system-wide)."""
+    ``status``, and the THP events' change over the run (system-wide). ``quiet``: its output
+    goes nowhere."""
     from mmsim.runner_build import runner_path
 
     runner = runner_path()
     with tempfile.TemporaryDirectory(prefix="mmsim-spawn-") as d:
         out = Path(d) / "rusage"
         before = _vmstat()
-        p = subprocess.run([str(runner), "--spawn", str(out), *cmd], check=False)
+        out_to = subprocess.DEVNULL if quiet else None
+        p = subprocess.run([str(runner), "--spawn", str(out), *cmd], check=False, stdout=out_to)
         after = _vmstat()
         if p.returncode != 0 or not out.is_file():
             raise MmsimError(f"validate --trace: could not run {cmd[0]!r} natively (runner exit {p.returncode})")

@@ -84,6 +84,7 @@ def test_run_trace_of_a_file_that_is_no_trace_is_one_line(tmp_path, capsys):
         ([], "give a WORKLOAD file or --trace FILE"),
         (["w.json", "--trace", "x"], "not both"),
         (["w.json", "--cold"], "apply to --trace only"),
+        (["w.json", "--hugepage-text"], "--hugepage-text apply to --trace only"),
     ],
 )
 def test_run_trace_arguments_are_checked(args, want, capsys):
@@ -159,25 +160,3 @@ def test_under_thp_always_the_kernel_places_what_valgrind_placed(tmp_path, capfd
     assert kernel["replay"]["place"] == "kernel" and kernel["replay"]["relocated"] > 0
     r = {x["name"]: x for x in at_valgrinds["counters"]}
     assert r["minflt"]["simulated"] < 0.8 * r["minflt"]["kernel"], r
-
-
-@needs_valgrind
-def test_the_zero_page_study_replays_numpy_beside_the_kernel(tmp_path, monkeypatch):
-    """zero-page-real at its quick size (a 32 MiB numpy.zeros array read a byte per page):
-    under THP always the huge zero page keeps peak RSS near THP never's, and without it every
-    2 MiB read allocates a huge page; where the host runs it (root), the kernel's minor faults
-    are within 1 % of the replay's."""
-    from mmsim.experiments.pool import run_all
-    from mmsim.experiments.studies import zero_page_rows, zero_page_runs
-
-    monkeypatch.setenv("MMSIM_CACHE", str(tmp_path))
-    rows = zero_page_rows(run_all(zero_page_runs("quick"), 1))
-    got = {(r["config"], r["metric"]): r for r in rows}
-    rss = {c: got[(c, "peak RSS")]["simulated"] for c in ("THP never", "THP always, huge zero page")}
-    no_zero = got[("THP always, no zero page", "peak RSS")]["simulated"]
-    assert no_zero - rss["THP always, huge zero page"] >= 30 * 1024 * 0.9, rows
-    assert abs(rss["THP always, huge zero page"] - rss["THP never"]) < 4 * 1024, rows
-    assert got[("THP always, virtual HZP", "peak RSS")]["simulated"] < no_zero
-    for r in rows:
-        if r["metric"] == "minor faults" and "kernel" in r:
-            assert abs(r["simulated"] - r["kernel"]) <= 0.01 * r["kernel"], r

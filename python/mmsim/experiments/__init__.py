@@ -40,6 +40,9 @@ from mmsim.experiments.prezero import (
 )
 from mmsim.experiments.ptshare import PTSHARE_EXPERIMENTS
 from mmsim.experiments.studies import ZERO_PAGE_REAL
+from mmsim.experiments.study_pgbench import PGBENCH_PTSHARE
+from mmsim.experiments.study_prezero import PREZERO_REAL
+from mmsim.experiments.study_text import GCC_TEXT_THP
 from mmsim.experiments.textthp import TEXT_THP
 
 __all__ = [
@@ -179,7 +182,7 @@ EXPERIMENTS: dict[str, Experiment] = {
 #: The seeds' own experiments: what `mmsim reproduce` runs when no name is given.
 SEED_EXPERIMENTS = list(EXPERIMENTS)
 #: Studies of real programs (recorded, cached, replayed; issue 39): run by name.
-STUDIES: dict[str, Experiment] = {e.name: e for e in [ZERO_PAGE_REAL]}
+STUDIES: dict[str, Experiment] = {e.name: e for e in [ZERO_PAGE_REAL, GCC_TEXT_THP, PREZERO_REAL, PGBENCH_PTSHARE]}
 EXPERIMENTS.update(STUDIES)
 
 
@@ -187,19 +190,21 @@ def run_experiments(
     names: list[str] | None = None,
     progress: Callable[[Run, float, int, int], None] | None = None,
     workers: int | None = None,
+    quick: bool = False,
 ) -> list[dict[str, Any]]:
     """Run the named experiments (all by default); returns the ``--json`` experiment list.
 
     Every experiment's simulations are independent: they run together, ``workers`` at a time
     (default: one per CPU), heaviest first (``pool.run_all``). ``progress(run, seconds, done,
-    total)`` is called as each simulation finishes, with the host seconds it took."""
+    total)`` is called as each simulation finishes, with the host seconds it took. ``quick``:
+    the studies of real programs at their small size."""
     names = names or SEED_EXPERIMENTS
     for name in names:
         if name not in EXPERIMENTS:
             from mmsim._mmsim import MmsimError
 
             raise MmsimError(f"reproduce: unknown experiment {name!r} (known: {', '.join(EXPERIMENTS)})")
-    plans = [(EXPERIMENTS[n], EXPERIMENTS[n].runs()) for n in names]
+    plans = [(EXPERIMENTS[n], EXPERIMENTS[n].runs(*(["quick"] if quick and n in STUDIES else []))) for n in names]
     runs = [r for _, rs in plans for r in rs]
     done = 0
 

@@ -27,7 +27,7 @@ class Experiment:
     seed: str
     profile: str
     claim: str
-    runs: Callable[[], list[Run]]
+    runs: Callable[..., list[Run]]
     rows: Callable[[list[Any]], list[dict[str, Any]]]
     notes: list[str] = field(default_factory=list)
 

@@ -107,8 +107,8 @@ def _native(cmd: list[str], configs: tuple[str, ...]) -> dict[str, Any]:
     for c in configs:
         knobs = {k: str(v) for k, v in ZERO_PAGE_CONFIGS[c].items()}
         with HostSettings(knobs):
-            run_native(cmd)  # the program's files cached, as the replay assumes
-            out[c] = run_native(cmd)
+            run_native(cmd, quiet=True)  # the program's files cached, as the replay assumes
+            out[c] = run_native(cmd, quiet=True)
     return out
 
 

@@ -144,6 +144,9 @@ pub enum Op {
 /// runs once the recorded process has exited. `cold`: the program's files start uncached
 /// (default: each file is read into the page cache when the replay first meets it).
 /// `place`: where the mappings the program let the kernel place go (`Placement`).
+/// `hugepage_text`: each private executable file mapping is madvised MADV_HUGEPAGE as it is
+/// mapped (mmsim's: as if the program or its loader asked for huge text; Linux's readahead
+/// then builds PMD folios for it).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ReplayOp {
@@ -152,6 +155,8 @@ pub struct ReplayOp {
     pub cold: bool,
     #[serde(default)]
     pub place: Placement,
+    #[serde(default)]
+    pub hugepage_text: bool,
     #[serde(default)]
     pub format: TraceFormat,
 }

@@ -30,7 +30,7 @@ use crate::kernel::filemap::FMode;
 use crate::kernel::memfd::FileRef;
 use crate::kernel::shmem::Fs;
 use crate::kernel::syscall::MmapReq;
-use crate::kernel::uapi::{MapFlags, Prot};
+use crate::kernel::uapi::{Advice, MapFlags, Prot};
 use crate::units::VirtAddr;
 use crate::workload::spec::{Placement, TraceFormat};
 use syscalls::Call;
@@ -119,6 +119,10 @@ pub struct ReplayReport {
     /// Where mappings the program did not fix went (`Placement`), and how many of them the
     /// simulated kernel placed elsewhere than recorded, with their bytes.
     pub place: Placement,
+    /// Whether private executable file mappings were madvised MADV_HUGEPAGE as they were
+    /// mapped (`hugepage_text`), and how many.
+    pub hugepage_text: bool,
+    pub hugepage_text_mappings: u64,
     pub relocated: u64,
     pub relocated_bytes: u64,
     /// The trace's format: `mmsim`, `champsim` or `champsim-cloudsuite`, and for ChampSim's
@@ -160,6 +164,7 @@ impl Replay {
                 command,
                 cold: op.cold,
                 place: op.place,
+                hugepage_text: op.hugepage_text,
                 format: "mmsim".into(),
                 processes: 1,
                 threads: 1,
@@ -658,7 +663,16 @@ impl Interp {
             self.event(pid, "syscall", format!("replayed mmap at {addr:#x} ({len} bytes): {}", e.name()));
         }
         self.finish_call(t, ret.effects, Call::Other);
-        ret.ret.ok()
+        let at = ret.ret.ok()?;
+        let exec_text =
+            matches!(file, Some(FileRef::Inode(_))) && prot.contains(Prot::EXEC) && flags.contains(MapFlags::PRIVATE);
+        let r = self.tasks[t].replay.as_ref().map(|rt| rt.r);
+        if let Some(r) = r.filter(|&r| exec_text && self.replays[r].report.hugepage_text) {
+            self.replays[r].report.hugepage_text_mappings += 1;
+            let ret = self.kernel.do_madvise(mm, VirtAddr(at), len, Advice::HugePage);
+            self.finish_call(t, ret.effects, Call::Other);
+        }
+        Some(at)
     }
 
     /// A mapping the program let the kernel place, recorded at [rec, rec + len): under

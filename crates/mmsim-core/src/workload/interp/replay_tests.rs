@@ -311,3 +311,48 @@ fn relocations_translate_split_and_forget_ranges() {
     r.insert(0x10_000, 0x20_000, 0x10_000);
     assert_eq!(r.get(0x10_008), 0x10_008);
 }
+
+/// pid 500: its image's text, 4 MiB of a file at a 2 MiB-aligned address, fetched a line per
+/// page over its first 2 MiB; exit.
+fn big_text() -> Vec<(u32, Vec<u8>)> {
+    let mut e = FrameEncoder::default();
+    e.start(500);
+    e.put(&Record::Proc { how: 0, parent: 1 });
+    let text = FileInfo { mode: 0o100755, size: 2 * MIB2, dev: 1, ino: 7, pos: -1, path: b"/usr/bin/big" };
+    e.put(&Record::Map { start: MIB2, len: 2 * MIB2, prot: 5, kind: 1, offset: 0, file: text });
+    for i in 0..512 {
+        e.put(&Record::Run { pc: MIB2 + i * P, bytes: 64, instrs: 16 });
+    }
+    sys(&mut e, 231, [0, 0, 0, 0, 0, 0], 0);
+    vec![(500, e.buf.clone())]
+}
+
+/// A cold replay of `path` under THP `always`, its text madvised MADV_HUGEPAGE or not: cc1's
+/// minor and major faults and FilePmdMapped (kB) at its exit.
+fn text_replay(path: &std::path::Path, hugepage_text: bool) -> (i64, i64, i64, u64) {
+    let w = crate::workload::spec::parse_workload(&format!(
+        r#"{{"knobs": {{"transparent_hugepage/enabled": "always"}},
+            "program": [{{"op": "replay", "trace": {:?}, "cold": true, "hugepage_text": {hugepage_text}}}]}}"#,
+        path.display().to_string()
+    ))
+    .unwrap();
+    let r = crate::sim::run(&w, &[], false).unwrap();
+    assert!(r.events.is_empty(), "{:?}", r.events);
+    let exit = r.snapshots.iter().find(|s| s.label == "exit 500").unwrap();
+    let p = &r.processes[0];
+    (p.minflt, p.majflt, exit.meminfo.get("FilePmdMapped").unwrap(), r.replay[0].hugepage_text_mappings)
+}
+
+#[test]
+fn hugepage_text_madvises_the_text_and_readahead_maps_it_by_the_pmd() {
+    let path = write("hugetext", &big_text());
+    let small = text_replay(&path, false);
+    let huge = text_replay(&path, true);
+    std::fs::remove_file(&path).ok();
+    // MADV_HUGEPAGE: the first fault's readahead reads the aligned 2 MiB as one PMD folio and
+    // maps it by the pmd (one major fault); the other 511 fetches do not fault.
+    assert_eq!(huge, (0, 1, 2048, 1));
+    // Without: ptes only, from the folios readahead builds; no PMD mapping.
+    assert_eq!((small.2, small.3), (0, 0));
+    assert!(small.0 + small.1 > 1, "{small:?}");
+}
