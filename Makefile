@@ -15,14 +15,15 @@ export PYO3_PYTHON := $(abspath $(BIN)/python)
 # Stamps: the venv's tools, and the extension built from the current sources.
 TOOLS := $(VENV)/.tools
 BUILT := $(VENV)/.built
-DEV_DEPS := maturin pytest pyyaml ruff hypothesis pandas pyarrow tqdm matplotlib "ray>=2.9"
+DEV_DEPS := maturin pytest pyyaml ruff hypothesis pandas pyarrow tqdm matplotlib "ray>=2.9" \
+	mkdocs mkdocs-material "mkdocstrings[python]"
 SOURCES := $(shell find crates profiles -type f \( -name '*.rs' -o -name '*.toml' \) -not -path '*/target/*' 2>/dev/null) \
 	Cargo.toml Cargo.lock pyproject.toml
 
 REPORT := report
 NATIVE_OUT := target/native
 
-.PHONY: help build test lint fmt run bench calibrate reproduce fuzz clean
+.PHONY: help build test lint fmt run bench calibrate reproduce fuzz clean docs
 
 help: ## list the targets
 	@grep -E '^[a-z][a-zA-Z_-]*:.*## ' $(MAKEFILE_LIST) | \
@@ -49,6 +50,11 @@ build: $(BUILT) $(NATIVE_OUT)/runner ## create .venv and build the extension int
 test: build ## build, then run the Rust and Python test suites
 	cargo test --workspace --exclude mmsim-py
 	$(BIN)/pytest -q python/tests
+
+docs: build ## write the generated reference pages, then build the site into target/site (--strict)
+	$(BIN)/python -m mmsim.docgen docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	@echo "site: target/site/index.html"
 
 lint: $(TOOLS) ## rustfmt, clippy (warnings are errors) and ruff
 	cargo fmt --all --check

@@ -2,6 +2,7 @@
 
 Run a workload and read its counters in Linux's own vocabulary:
 
+```python
 >>> import mmsim
 >>> report = mmsim.run_workload({
 ...     "knobs": {"transparent_hugepage/enabled": "never"},
@@ -12,6 +13,8 @@ Run a workload and read its counters in Linux's own vocabulary:
 ... })
 >>> report["vmstat"]["pgfault"]
 1024
+
+```
 """
 
 from mmsim._mmsim import MmsimError

@@ -4,6 +4,7 @@ Everything here builds the workload format the README documents (and the engine 
 ``Workload.to_dict()`` is exactly what a ``.json`` workload file holds, and
 ``Workload.from_dict(d).to_dict() == d`` for every workload.
 
+```python
 >>> import mmsim
 >>> w = mmsim.Workload("hzp-rss", machine=mmsim.Machine(memory="16G"),
 ...                    knobs={"transparent_hugepage/enabled": "always"})
@@ -18,6 +19,8 @@ Everything here builds the workload format the README documents (and the engine 
 >>> w.wait()
 >>> len(w.to_dict()["program"])
 5
+
+```
 """
 
 from __future__ import annotations
@@ -318,10 +321,13 @@ class Machine:
     ``--set hw.PATH=VALUE`` does). Fields left ``None`` take the workload format's defaults
     (``default``, 16G, 1 CPU).
 
+    ```python
     >>> Machine(profile="westmere-ex", cpus=4).to_dict()
     {'profile': 'westmere-ex', 'cpus': 4}
     >>> Machine(overrides={"cache.llc.size": "8M"}).sets()
     [('hw.cache.llc.size', '8M')]
+
+    ```
     """
 
     profile: str | None = None

@@ -1,8 +1,11 @@
 """Kernel knobs: their Linux names, defaults, accepted values and meaning, from the engine.
 
+```python
 >>> k = {x["name"]: x for x in knobs()}
 >>> k["transparent_hugepage/enabled"]["values"]
 'always|madvise|never'
+
+```
 """
 
 from __future__ import annotations

@@ -7,10 +7,13 @@ messages), but Python's JSON and YAML parsers, ``json.dumps`` and ``copy.deepcop
 would end in a ``RecursionError`` first. Each check here walks its input with an explicit stack
 and returns the message naming the field, or ``None``:
 
+```python
 >>> check_data({"program": [{"op": "loop", "count": 1, "body": [{"op": "wait"}]}]}) is None
 True
 >>> check_json_text('{"name": ' + "[" * 200 + "]" * 200 + ', "program": []}')
 'name[0]([0] x134): nested deeper than 136 levels of lists and mappings'
+
+```
 """
 
 from __future__ import annotations
@@ -66,8 +69,11 @@ def join_path(steps: list[str]) -> str:
     """A field's path from its steps (``["program[1]", ".body[0]"]``), a run of four or more
     identical steps written once with its count, as the engine writes it.
 
+    ```python
     >>> join_path(["program[1]"] + [".body[0]"] * 64)
     'program[1](.body[0] x64)'
+
+    ```
     """
     out: list[str] = []
     i = 0

@@ -3,8 +3,11 @@
 
 The report itself is plain data (see :func:`mmsim.run_workload`); this module only prints it.
 
+```python
 >>> print(format_number(1234567), format_number(0.5), format_delta(-2048))
 1,234,567 0.50 -2,048
+
+```
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The result of a run: counters as attributes, snapshots, and the report as data.
 
+```python
 >>> import mmsim
 >>> w = mmsim.Workload(knobs={"transparent_hugepage/enabled": "never"})
 >>> p = w.mmap("p", "4M")
@@ -10,6 +11,8 @@
 (1024, 1024, True)
 >>> r.to_pandas().loc["end", "perf.minor-faults"]
 np.float64(1024.0)
+
+```
 """
 
 from __future__ import annotations

@@ -19,8 +19,11 @@ _SIZE = re.compile(r"^\s*(0x[0-9a-fA-F]+|\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNOREC
 def parse_size(v: Any) -> int:
     """A workload size (``4096``, ``"4K"``, ``"2MiB"``, ``"0x200000"``) in bytes.
 
+    ```python
     >>> parse_size("2M"), parse_size(4096), parse_size("0x1000")
     (2097152, 4096, 4096)
+
+    ```
     """
     if isinstance(v, int):
         return v
@@ -51,8 +54,11 @@ PROT_BITS = {p["word"]: p["value"] for p in SCHEMA["prot"]}
 def prot_bits(word: str) -> int:
     """The PROT_* bits of a prot word (``"none"``, or r, w and x in that order).
 
+    ```python
     >>> prot_bits("rw"), prot_bits("none"), prot_bits("wx")
     (3, 0, 6)
+
+    ```
     """
     return 0 if word == "none" else sum(PROT_BITS[c] for c in word)
 

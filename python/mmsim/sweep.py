@@ -11,6 +11,7 @@ Points run on a local process pool (no set-up), or as Ray tasks on a cluster
 (``cluster="ray"`` for the cluster ``ray.init()`` finds, or ``"ray://host:port"``; needs
 ``pip install mmsim[ray]``). The simulator is deterministic, so both give the same table.
 
+```python
 >>> import mmsim
 >>> w = mmsim.Workload()
 >>> p = w.mmap("p", "8M", align="2M")
@@ -20,6 +21,8 @@ Points run on a local process pool (no set-up), or as Ray tasks on a cluster
   transparent_hugepage/enabled  perf.page-faults  vmstat.thp_zero_page_alloc
 0                       always                 4                           1
 1                        never              2048                           0
+
+```
 """
 
 from __future__ import annotations
@@ -46,8 +49,11 @@ MACHINE_KEYS = ("profile", "memory", "cpus")
 def points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
     """Every combination of the grid's values, in order (the last key varies fastest).
 
+    ```python
     >>> points({"a": [1, 2], "b": ["x"]})
     [{'a': 1, 'b': 'x'}, {'a': 2, 'b': 'x'}]
+
+    ```
     """
     if not isinstance(grid, Mapping) or not grid:
         raise MmsimError("sweep: grid must be a non-empty mapping of key -> list of values")
@@ -146,12 +152,15 @@ def sweep(
 
     Examples
     --------
+    ```python
     >>> import mmsim
     >>> w = mmsim.Workload()
     >>> p = w.mmap("p", "64K")
     >>> w.write(p)
     >>> mmsim.sweep(w, {"machine.cpus": [1, 2]}, processes=1, progress=False)["perf.minor-faults"].tolist()
     [16, 16]
+
+    ```
     """
     import pandas as pd
 

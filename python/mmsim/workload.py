@@ -4,6 +4,7 @@ A workload is a plain ``dict`` in the format the README documents (``name``, ``m
 ``knobs``, ``program``). The engine validates it and names the field of any error; this
 module only reads files and converts Python values to the JSON text the engine takes.
 
+```python
 >>> report = run_workload({
 ...     "name": "touch",
 ...     "program": [
@@ -13,6 +14,8 @@ module only reads files and converts Python values to the JSON text the engine t
 ... })
 >>> report["perf"]["minor-faults"]
 16
+
+```
 """
 
 from __future__ import annotations
@@ -119,6 +122,7 @@ def run_workload(workload: Workload, sets: Sets = None, check: bool = False) -> 
     state before the first op), ``processes``, ``snapshots``, ``events``, ``check`` and
     ``failed``. A bad workload or knob raises :class:`MmsimError` naming the field.
 
+    ```python
     >>> r = run_workload({"program": [{"op": "mmap", "name": "p", "size": "2M"},
     ...                               {"op": "read", "region": "p"}]},
     ...                  sets={"transparent_hugepage/enabled": "never"})
@@ -128,6 +132,8 @@ def run_workload(workload: Workload, sets: Sets = None, check: bool = False) -> 
     Traceback (most recent call last):
     ...
     mmsim.MmsimError: workload: program[0].region: no region named "q" is mapped before this op
+
+    ```
     """
     return json.loads(run_json(workload, sets, check))
 
@@ -198,6 +204,7 @@ def run(
 
     Examples
     --------
+    ```python
     >>> import mmsim
     >>> w = mmsim.Workload()
     >>> p = w.mmap("p", "4M", align="2M")
@@ -208,6 +215,8 @@ def run(
     Traceback (most recent call last):
     ...
     mmsim.MmsimError: workload: machine.profile: unknown profile "nope" (known: default, ...)
+
+    ```
     """
     from mmsim.result import Result
 
