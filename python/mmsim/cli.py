@@ -61,6 +61,15 @@ def build_parser() -> argparse.ArgumentParser:
         "their own",
     )
     run.add_argument(
+        "--events",
+        nargs="?",
+        const="*",
+        metavar="GLOB,...",
+        help="print the kernel's events as perf script prints tracepoints (exceptions:page_fault_user, "
+        "kmem:mm_page_alloc, sched:sched_switch, ...; globs as perf record -e takes them; all without a value) "
+        "instead of the report; --json has them under trace_events. Loops are not fast-forwarded",
+    )
+    run.add_argument(
         "--cold",
         action="store_true",
         help="with --trace: the program's files start uncached (default: in the page cache, as after a native run)",
@@ -624,6 +633,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         sets.append(("engine.max_memory", args.max_memory))
     if getattr(args, "sample", None) is not None:
         sets.append(("engine.sample", args.sample))
+    if args.events is not None:
+        sets.append(("engine.events", args.events))
     if args.native:
         from mmsim.native_report import format_native, native_report
         from mmsim.workload import load_workload
@@ -636,6 +647,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     report = json.loads(run_json(_run_workload(args), sets, args.check, progress=sys.stderr.isatty()))
     if args.json:
         print(json.dumps(report, indent=2))
+    elif args.events is not None:
+        sys.stdout.write(format_events(report.get("trace_events", [])))
+        dropped = report.get("engine", {}).get("trace_events_dropped", 0)
+        more = f" ({dropped:,} more dropped)" if dropped else ""
+        print(f"{PROG}: {len(report.get('trace_events', [])):,} events{more}", file=sys.stderr)
     else:
         sys.stdout.write(format_report(report))
     sys.stdout.flush()
@@ -643,6 +659,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{PROG}: the run failed: {_failure(report)}", file=sys.stderr)
         return 1
     return 0
+
+
+def format_events(events: list[dict]) -> str:
+    """Events as ``perf script`` prints tracepoints: comm, pid, [cpu], seconds, event, fields."""
+    return "".join(
+        f"{e['comm']:>16} {e['pid']:>6} [{e['cpu']:03}] {e['time']:>12.6f}: {e['event']}: {e['fields']}\n"
+        for e in events
+    )
 
 
 def _run_workload(args: argparse.Namespace) -> str | dict:

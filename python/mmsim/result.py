@@ -90,6 +90,8 @@ class Result(Snapshot):
         #: With ``sample``: the extrapolation and ``ci95``, each counter's 95% half-width.
         self.sampling: dict[str, Any] | None = report.get("sampling")
         self.failed: bool = bool(report.get("failed", False))
+        #: With ``events``: the kernel's events, each ``{comm, pid, cpu, time, event, fields}``.
+        self.trace_events: list[dict[str, Any]] = list(report.get("trace_events", []))
 
     def snapshot(self, label: str) -> Snapshot:
         """The first snapshot with this label."""
@@ -109,6 +111,13 @@ class Result(Snapshot):
         rows = [flatten(s.to_dict()) for s in [*self.snapshots, self]]
         labels = [s.label for s in [*self.snapshots, self]]
         return pd.DataFrame(rows, index=pd.Index(labels, name="label"), dtype=float)
+
+    def events_frame(self) -> Any:
+        """The recorded events (``run(..., events=...)``) as a DataFrame: a row each, in the
+        order they happened, columns ``comm, pid, cpu, time, event, fields``."""
+        import pandas as pd
+
+        return pd.DataFrame(self.trace_events, columns=["comm", "pid", "cpu", "time", "event", "fields"])
 
     def __repr__(self) -> str:
         return f"Result({self.workload!r}, failed={self.failed})"

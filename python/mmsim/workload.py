@@ -171,6 +171,7 @@ def run(
     check: bool = False,
     sets: Sets = None,
     sample: str | None = None,
+    events: str | None = None,
 ) -> Any:
     """Run a workload on the simulator.
 
@@ -190,6 +191,10 @@ def run(
     sample : str, optional
         ``"UNITS[:WARMUP]"``: sample loops as ``mmsim run --sample`` does (``engine.sample``);
         ``Result.sampling`` then has the 95% interval of each extrapolated counter.
+    events : str, optional
+        Globs of the kernel's events to record, as ``mmsim run --events`` takes them
+        (``"exceptions:*,kmem:mm_page_alloc"``; ``engine.events``): ``Result.trace_events``
+        lists them and ``Result.events_frame()`` gives them as a DataFrame.
 
     Returns
     -------
@@ -224,6 +229,8 @@ def run(
     pairs += _knob_sets(sets)
     if sample is not None:
         pairs.append(("engine.sample", str(sample)))
+    if events is not None:
+        pairs.append(("engine.events", events))
     return Result(json.loads(run_json(d, pairs, check)))
 
 

@@ -522,6 +522,9 @@ def test_reproduce_lists_and_runs_hzp_rss() -> None:
         "ptshare-oltp",
         "text-thp",
         "zero-page-real",
+        "gcc-text-thp",
+        "prezero-real",
+        "pgbench-ptshare",
     ]
     out = run_mmsim("reproduce", "hzp-rss", "--json").json()
     (e,) = out["experiments"]

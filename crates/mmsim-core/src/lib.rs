@@ -11,6 +11,7 @@ pub mod report;
 pub mod sim;
 #[cfg(test)]
 mod test_support;
+pub mod tracepoints;
 pub mod units;
 pub mod workload;
 

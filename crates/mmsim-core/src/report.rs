@@ -192,6 +192,8 @@ pub struct EngineStats {
     pub fast_forwarded_steps: u64,
     /// Events beyond the first 200, counted but not kept in `events`.
     pub events_dropped: u64,
+    /// Events of `engine.events` past the most a run keeps.
+    pub trace_events_dropped: u64,
 }
 
 /// What `engine.sample` did (`mmsim run --sample`): the extrapolated loop iterations, and a
@@ -236,6 +238,9 @@ pub struct Report {
     /// the calls replayed as no-ops.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub replay: Vec<crate::workload::interp::ReplayReport>,
+    /// The events `engine.events` selected (`mmsim run --events`), as perf script lists them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub trace_events: Vec<crate::tracepoints::TraceEvent>,
     /// True when the run should exit non-zero (an expect failed or the check found a mismatch).
     pub failed: bool,
 }

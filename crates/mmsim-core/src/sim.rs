@@ -47,6 +47,8 @@ pub struct RunOptions {
     /// Called every PROGRESS_ROUNDS rounds with how far the run has got (a front end's
     /// progress line; the engine itself prints nothing).
     pub progress: Option<ProgressFn>,
+    /// `engine.events=GLOB,...`: the kernel's events to record (`tracepoints`); None: none.
+    pub events: Option<String>,
 }
 
 /// Rounds between calls of `RunOptions::progress`.
@@ -150,6 +152,10 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
     let baseline = snapshot(&mut it, "baseline", 0);
     let snapshots = run_rounds(&mut it, &opts, w)?;
     let end = snapshot(&mut it, "end", 0);
+    if it.kernel.tp.is_some() {
+        let last = (0..it.machine.cpus.len()).map(|c| it.machine.clock[c]).fold(0.0, f64::max);
+        it.tp_drain_end(last);
+    }
     let (check, failed, events) = final_checks(&mut it);
     let machine = Strings(vec![
         ("profile".into(), w.machine.profile.clone()),
@@ -174,9 +180,11 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
             fast_forwarded_iterations: it.fast_forwarded,
             fast_forwarded_steps: it.fast_forward_steps,
             events_dropped: it.events_dropped,
+            trace_events_dropped: it.trace_events_dropped,
         },
         sampling: it.sample.map(|spec| sampling_report(&it, spec)),
         replay: it.replays.iter().map(|r| r.report.clone()).collect(),
+        trace_events: std::mem::take(&mut it.trace_events),
         failed,
     })
 }
@@ -250,12 +258,16 @@ fn set_engine_option(opts: &mut RunOptions, k: &str, name: &str, v: &str) -> Res
             }
         }
         "max_ops" => opts.max_steps = Some(v.parse().map_err(|_| bad())?),
+        "events" => {
+            crate::tracepoints::Tracepoints::parse(v).map_err(|e| Error::Knob(format!("--set {k}={v}: {e}")))?;
+            opts.events = (!v.is_empty()).then(|| v.to_string());
+        }
         "max_host_memory" => opts.max_host_memory = Some(size()?),
         "max_memory" => opts.max_memory = Some(size()?),
         _ => {
             return Err(Error::Knob(format!(
                 "--set {k}: unknown engine option (known: engine.fast_forward, engine.sample, \
-                 engine.max_ops, engine.max_memory, engine.max_host_memory, engine.schedule)"
+                 engine.max_ops, engine.max_memory, engine.max_host_memory, engine.schedule, engine.events)"
             )))
         }
     }
@@ -306,6 +318,14 @@ fn boot(
     }
     it.check_invariants_each_op = opts.invariants_each_op;
     it.fast_forward = opts.fast_forward.unwrap_or(true);
+    it.comm = w.name.clone();
+    if let Some(spec) = &opts.events {
+        let tp =
+            crate::tracepoints::Tracepoints::parse(spec).map_err(|e| Error::Knob(format!("engine.events: {e}")))?;
+        it.kernel.tp = Some(Box::new(tp));
+        // Every event happens: no loop iteration is skipped by fast-forward.
+        it.fast_forward = false;
+    }
     it.sample = opts.sample;
     it.max_steps = opts.max_steps.unwrap_or(DEFAULT_MAX_OPS);
     it.serial = opts.serial.unwrap_or(false);

@@ -101,6 +101,9 @@ impl Kernel {
                 // dup_mmap's `out:` path flushes the parent's TLB on failure too: the ptes
                 // copied so far were write-protected.
                 if !self.sabotage.skip_fork_flush {
+                    crate::tracepoints::raise(&mut self.tp, crate::tracepoints::ev::TLB_FLUSH, || {
+                        "pages:-1 reason:local mm shootdown".into()
+                    });
                     self.work.push(super::Work::FlushMm { mm: parent });
                 }
                 self.exit_mmap(child);
@@ -109,6 +112,9 @@ impl Kernel {
         }
         // dup_mmap's flush_tlb_mm(oldmm): the parent's now read-only ptes.
         if !self.sabotage.skip_fork_flush {
+            crate::tracepoints::raise(&mut self.tp, crate::tracepoints::ev::TLB_FLUSH, || {
+                "pages:-1 reason:local mm shootdown".into()
+            });
             self.work.push(super::Work::FlushMm { mm: parent });
         }
         let hw = self.mm(child).rss_total();

@@ -94,7 +94,6 @@ impl Kernel {
     /// use_zero_page), a write fault a newly allocated zeroed THP; each with a deposited PTE
     /// table. VM_FAULT_FALLBACK sends the fault to the pte path.
     pub fn do_huge_pmd_anonymous_page(&mut self, mm: MmId, vma: &Vma, addr: u64, write: bool, pmd: Slot) -> u32 {
-        let _ = addr;
         self.anon_vma_prepare(mm, vma.start);
         if !write && self.knobs.thp_use_zero_page && self.knobs.hzp_kind == HzpKind::Vhzp {
             return self.set_virtual_huge_zero_page(mm, vma, pmd);
@@ -113,6 +112,9 @@ impl Kernel {
             self.pt_table_added(pmd.table, pgtable, mm);
             let e = Entry::new(zero, vm_page_prot(vma) | pgtable::PSE | pgtable::SPECIAL);
             self.set_entry(pmd.table, pmd.idx, e);
+            crate::tracepoints::raise(&mut self.tp, crate::tracepoints::ev::HUGE_ZERO_PAGE_MAP, || {
+                format!("address={:#x}", self.geo.hpage_pmd_align_down(addr))
+            });
             return 0;
         }
         let Some(folio) = self.vma_alloc_anon_folio_pmd(vma, addr) else {

@@ -164,6 +164,15 @@ impl Kernel {
     /// emptied PTE table and map the folio by the pmd (dirty, writable as the vma allows,
     /// mlocked in a VM_LOCKED vma).
     fn collapse_huge_page(&mut self, mm: MmId, addr: u64, khugepaged: bool) -> ScanResult {
+        let r = self.collapse_huge_page_inner(mm, addr, khugepaged);
+        crate::tracepoints::raise(&mut self.tp, crate::tracepoints::ev::COLLAPSE_HUGE_PAGE, || {
+            format!("mm={mm} isolated={} status={}", u8::from(r == ScanResult::Succeed), r.name())
+        });
+        r
+    }
+
+    /// `collapse_huge_page`'s work (`collapse_huge_page` raises its tracepoint).
+    fn collapse_huge_page_inner(&mut self, mm: MmId, addr: u64, khugepaged: bool) -> ScanResult {
         let (nr, hsize) = (self.geo.hpage_pmd_nr(), self.geo.hpage_pmd_size());
         let new = match self.alloc_charge_folio(khugepaged) {
             Ok(new) => new,

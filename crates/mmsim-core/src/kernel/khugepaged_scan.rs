@@ -268,6 +268,9 @@ impl Kernel {
                 let mut addr = address.max(hstart);
                 while anon && addr < hend {
                     let r = self.hpage_collapse_scan_pmd(mm, addr, true);
+                    crate::tracepoints::raise(&mut self.tp, crate::tracepoints::ev::KHUGEPAGED_SCAN_PMD, || {
+                        format!("mm={mm} address={addr:#x} status={}", r.name())
+                    });
                     if r == ScanResult::Succeed {
                         self.khugepaged.pages_collapsed += 1;
                     }

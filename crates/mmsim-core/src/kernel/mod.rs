@@ -64,6 +64,7 @@ mod tests;
 mod text_thp_tests;
 
 use crate::fasthash::FastMap;
+use crate::tracepoints::ev;
 
 use knobs::Knobs;
 use mm::{MmCounter, MmStruct};
@@ -142,6 +143,9 @@ pub struct Kernel {
     pub bug: Option<String>,
     /// Deliberate bugs, for proving that the checkers catch them (tests only).
     pub sabotage: Sabotage,
+    /// The events `engine.events` selects (`tracepoints`), raised here and stamped with their
+    /// task and time by the interpreter; None when tracing is off.
+    pub tp: Option<Box<crate::tracepoints::Tracepoints>>,
     /// Reused buffers of `check_invariants`.
     check_scratch: std::cell::RefCell<check::CheckScratch>,
 }
@@ -305,6 +309,7 @@ impl Kernel {
             next_anon_vma: 1,
             oom_victim: None,
             sabotage: Sabotage::default(),
+            tp: None,
             current: Default::default(),
             bug: None,
             work: Vec::new(),
@@ -432,6 +437,9 @@ impl Kernel {
     /// invokes the OOM killer (`out_of_memory`), which picks a victim for the process layer.
     pub fn alloc_pages(&mut self, order: u32, gfp_flags: u32) -> Option<Allocated> {
         let a = self.alloc_pages_inner(order, gfp_flags)?;
+        crate::tracepoints::raise(&mut self.tp, ev::MM_PAGE_ALLOC, || {
+            format!("pfn={:#x} order={order} gfp_flags={gfp_flags:#x}", a.pfn.0)
+        });
         if order == 0 {
             self.rmqueue_pcplist();
         }
@@ -484,6 +492,7 @@ impl Kernel {
     /// `__free_pages_ok` after `free_pages_prepare`: with `init_on_free` the block is cleared
     /// (`kernel_init_pages`, page by page) and goes back to the allocator zeroed.
     pub fn free_pages_ok(&mut self, pfn: Pfn, order: u32) {
+        crate::tracepoints::raise(&mut self.tp, ev::MM_PAGE_FREE, || format!("pfn={:#x} order={order}", pfn.0));
         let init = self.knobs.init_on_free;
         if init {
             self.clear_pages(pfn, 1 << order, 1, ClearPath::InitOnFree);
@@ -738,6 +747,8 @@ impl Kernel {
 
     /// Queue a TLB flush of [start, end) of `mm` (flush_tlb_range).
     pub fn flush_tlb_range(&mut self, mm: MmId, start: u64, end: u64) {
+        let pages = (end - start) >> self.geo.page_shift;
+        crate::tracepoints::raise(&mut self.tp, ev::TLB_FLUSH, || format!("pages:{pages} reason:local mm shootdown"));
         self.work.push(Work::Flush { mm, start, end });
     }
 

@@ -242,6 +242,9 @@ impl Kernel {
     /// reference) enters the page cache at `index`: the cache holds a reference per page
     /// (NR_FILE_PAGES, NR_SHMEM; NR_FILE_THPS / NR_SHMEM_THPS for a PMD-sized one).
     pub fn filemap_add_folio(&mut self, obj: u32, index: u64, head: Pfn, order: u32) {
+        crate::tracepoints::raise(&mut self.tp, crate::tracepoints::ev::FILEMAP_ADD, || {
+            format!("ino={obj} pfn={:#x} ofs={} order={order}", head.0, index << 12)
+        });
         let nr = 1u64 << order;
         let o = self.shmem[obj as usize].as_mut().expect("object");
         let shmem = o.is_shmem();

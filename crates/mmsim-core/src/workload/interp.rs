@@ -19,6 +19,9 @@ mod access;
 mod champsim;
 #[cfg(test)]
 mod champsim_tests;
+mod events;
+#[cfg(test)]
+mod events_tests;
 mod fast_forward;
 mod files;
 mod host_memory;
@@ -392,6 +395,12 @@ pub struct Interp {
     /// The `replay` ops run so far, and the error that stopped one (a trace it cannot read).
     pub replays: Vec<Replay>,
     pub replay_error: Option<String>,
+    /// The events `engine.events` selected, in the order they happened (`events.rs`), and
+    /// those past `events::MAX_TRACE_EVENTS`, dropped.
+    pub trace_events: Vec<crate::tracepoints::TraceEvent>,
+    pub trace_events_dropped: u64,
+    /// The name events give a task that replays no program (the workload's).
+    pub comm: String,
 }
 
 /// A batch of tasks one fork or thread op created (pids `next..=last` still to finish), and
@@ -472,6 +481,9 @@ impl Interp {
             io_wait_pages: 0,
             replays: Vec::new(),
             replay_error: None,
+            trace_events: Vec::new(),
+            trace_events_dropped: 0,
+            comm: String::new(),
         };
         // The reference model follows reclaim's discards of lazyfree pages.
         it.kernel.lazyfree.record = check;
@@ -754,6 +766,9 @@ impl Interp {
     /// only in when the simulator computes a cost; every piece runs on the task's CPU.
     /// Returns true when nothing is left pending.
     pub(super) fn charge_work(&mut self, t: usize) -> bool {
+        if self.kernel.tp.is_some() {
+            self.tp_drain(t);
+        }
         // After a fault (or a system call): the reference model learns what reclaim discarded.
         self.apply_lazyfree_discards(None);
         let cpu = self.tasks[t].cpu;

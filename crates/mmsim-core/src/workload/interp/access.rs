@@ -72,6 +72,9 @@ impl Interp {
                 return Ok(pfn);
             }
             self.tasks[t].page_faults += 1;
+            if self.kernel.tp.is_some() {
+                self.tp_page_fault(t, addr, access);
+            }
             retry = true;
             let fault = self.kernel.handle_user_fault(mm, addr, access);
             let outcome = fault.outcome;

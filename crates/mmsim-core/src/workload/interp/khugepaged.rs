@@ -99,6 +99,9 @@ impl Interp {
         let before = self.khugepaged.perf.cycles;
         // Its work happens at its CPU's time (`clock_base + perf.cycles`).
         let base = self.machine.clock[cpu] - before;
+        if self.kernel.tp.is_some() {
+            self.tp_drain_kthread("khugepaged", cpu, self.machine.clock[cpu]);
+        }
         for w in std::mem::take(&mut self.kernel.work) {
             self.machine.do_work(cpu, &mut self.kernel, w, &mut self.khugepaged.perf, base);
         }

@@ -161,6 +161,11 @@ impl Interp {
         self.kscrubd.blocks += 1;
         self.kscrubd.pages += pages;
         self.kernel.clear_pages(pfn, pages, pages, ClearPath::Kscrubd);
+        if self.kernel.tp.is_some() {
+            let ev = crate::tracepoints::ev::KSCRUBD_ZERO;
+            crate::tracepoints::raise(&mut self.kernel.tp, ev, || format!("pfn={:#x} order={order}", pfn.0));
+            self.tp_drain_kthread("kscrubd", cpu, self.machine.clock[cpu]);
+        }
         let engine = self.kernel.knobs.scrub_engine;
         let offload = if engine == ScrubEngine::Offload { self.machine.offload_cycles(pages) } else { None };
         let before = self.kscrubd.perf.cycles;

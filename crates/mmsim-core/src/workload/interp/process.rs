@@ -135,6 +135,12 @@ impl Interp {
         self.tasks[t].children.push(pid);
         let child = self.tasks.len() - 1;
         self.rq_update(child);
+        if self.kernel.tp.is_some() {
+            self.tp_emit(t, crate::tracepoints::ev::SCHED_PROCESS_FORK, |s| {
+                let (c, cc) = (s.tp_comm(t), s.tp_comm(child));
+                format!("comm={c} pid={parent_pid} child_comm={cc} child_pid={pid}")
+            });
+        }
         self.task_bytes += task_host_bytes(&self.tasks[child]);
         if copy {
             self.set_mm_owner(child_mm, child);

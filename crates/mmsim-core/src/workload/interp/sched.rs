@@ -150,6 +150,10 @@ impl Interp {
         // A new slice for a task switched in, or for one whose slice ended with nothing else
         // to run (the tick renews it).
         if !self.serial && (self.curr[cpu] != Some(t) || self.machine.clock[cpu] >= self.slice_end[cpu]) {
+            if self.curr[cpu] != Some(t) && self.kernel.tp.is_some() {
+                let prev = self.curr[cpu].filter(|&p| p < self.tasks.len());
+                self.tp_switch(cpu, prev, t);
+            }
             self.curr[cpu] = Some(t);
             self.slice_end[cpu] = self.slice_end_from(self.machine.clock[cpu]);
         }

@@ -1,0 +1,147 @@
+//! The simulated kernel's events, as Linux's tracepoints name them (`mmsim run --events`,
+//! `engine.events`): what `perf record -e` and `perf script` show of a real kernel. A glob
+//! list selects them; a run without it checks one `Option` at each site and formats nothing.
+//!
+//! Deliberate differences from Linux: an event's fields are those of Linux's format where
+//! mmsim has them (no struct page pointer, no migratetype); the `mmsim:` events are mmsim's
+//! own, for mechanisms Linux has no tracepoint for; events raised inside the kernel (page
+//! allocation, the page cache, khugepaged, TLB flushes) carry the time of the system call or
+//! fault that raised them.
+
+use serde::Serialize;
+
+/// Every event: its name, whether it is mmsim's own (no such tracepoint in Linux), and its
+/// fields.
+pub const EVENTS: &[(&str, bool, &str)] = &[
+    ("exceptions:page_fault_user", false, "address ip error_code"),
+    ("kmem:mm_page_alloc", false, "pfn order gfp_flags"),
+    ("kmem:mm_page_free", false, "pfn order"),
+    ("huge_memory:mm_khugepaged_scan_pmd", false, "mm pfn writable referenced none_or_zero status unmapped"),
+    ("huge_memory:mm_collapse_huge_page", false, "mm isolated status"),
+    ("filemap:mm_filemap_add_to_page_cache", false, "ino pfn ofs order"),
+    ("tlb:tlb_flush", false, "pages reason"),
+    ("sched:sched_switch", false, "prev_comm prev_pid prev_state next_comm next_pid"),
+    ("sched:sched_process_fork", false, "comm pid child_comm child_pid"),
+    ("mmsim:huge_zero_page_map", true, "address"),
+    ("mmsim:kscrubd_zero", true, "pfn order"),
+];
+
+/// An event's index in `EVENTS`.
+pub mod ev {
+    pub const PAGE_FAULT_USER: u8 = 0;
+    pub const MM_PAGE_ALLOC: u8 = 1;
+    pub const MM_PAGE_FREE: u8 = 2;
+    pub const KHUGEPAGED_SCAN_PMD: u8 = 3;
+    pub const COLLAPSE_HUGE_PAGE: u8 = 4;
+    pub const FILEMAP_ADD: u8 = 5;
+    pub const TLB_FLUSH: u8 = 6;
+    pub const SCHED_SWITCH: u8 = 7;
+    pub const SCHED_PROCESS_FORK: u8 = 8;
+    pub const HUGE_ZERO_PAGE_MAP: u8 = 9;
+    pub const KSCRUBD_ZERO: u8 = 10;
+}
+
+/// One event of a run, as `perf script` prints it: the task, its CPU, the time, the event
+/// and its fields.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TraceEvent {
+    pub comm: String,
+    pub pid: u32,
+    pub cpu: u32,
+    /// Seconds of simulated time (the CPU's clock).
+    pub time: f64,
+    pub event: &'static str,
+    pub fields: String,
+}
+
+/// The events selected, and those raised inside the kernel waiting for their task and time.
+#[derive(Clone, Debug, Default)]
+pub struct Tracepoints {
+    enabled: u64,
+    pub pending: Vec<(u8, String)>,
+}
+
+impl Tracepoints {
+    /// The events a comma list of globs (`*` any run of characters, `?` one) selects, as
+    /// `perf record -e` takes them; every glob must select at least one.
+    pub fn parse(spec: &str) -> Result<Tracepoints, String> {
+        let mut enabled = 0u64;
+        for g in spec.split(',').map(str::trim).filter(|g| !g.is_empty()) {
+            let hits: u64 = EVENTS.iter().enumerate().filter(|(_, e)| glob(g, e.0)).map(|(i, _)| 1u64 << i).sum();
+            if hits == 0 {
+                let known: Vec<&str> = EVENTS.iter().map(|e| e.0).collect();
+                return Err(format!("{g:?} selects no event (known: {})", known.join(", ")));
+            }
+            enabled |= hits;
+        }
+        if enabled == 0 {
+            return Err("no event named".into());
+        }
+        Ok(Tracepoints { enabled, pending: Vec::new() })
+    }
+
+    #[inline]
+    pub fn on(&self, id: u8) -> bool {
+        self.enabled & (1 << id) != 0
+    }
+}
+
+/// Whether `name` matches `pattern` (`*`, `?`; everything else literal).
+pub fn glob(pattern: &str, name: &str) -> bool {
+    let (p, n) = (pattern.as_bytes(), name.as_bytes());
+    let (mut i, mut j, mut star, mut mark) = (0, 0, None, 0);
+    while j < n.len() {
+        if i < p.len() && (p[i] == b'?' || p[i] == n[j]) {
+            i += 1;
+            j += 1;
+        } else if i < p.len() && p[i] == b'*' {
+            star = Some(i);
+            mark = j;
+            i += 1;
+        } else if let Some(s) = star {
+            i = s + 1;
+            mark += 1;
+            j = mark;
+        } else {
+            return false;
+        }
+    }
+    p[i..].iter().all(|&c| c == b'*')
+}
+
+/// Raise event `id` on `tp` (if tracing selects it), its fields formatted only then.
+#[inline]
+pub fn raise(tp: &mut Option<Box<Tracepoints>>, id: u8, fields: impl FnOnce() -> String) {
+    if let Some(t) = tp {
+        if t.on(id) {
+            t.pending.push((id, fields()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_select_events_as_perf_record_e_does() {
+        assert!(glob("exceptions:*", "exceptions:page_fault_user"));
+        assert!(glob("*:mm_page_*", "kmem:mm_page_free"));
+        assert!(glob("kmem:mm_page_allo?", "kmem:mm_page_alloc"));
+        assert!(!glob("kmem:mm_page_alloc", "kmem:mm_page_alloc_zone"));
+        assert!(!glob("sched:*", "kmem:mm_page_alloc"));
+        let t = Tracepoints::parse("exceptions:*,kmem:mm_page_alloc").unwrap();
+        assert!(t.on(ev::PAGE_FAULT_USER) && t.on(ev::MM_PAGE_ALLOC) && !t.on(ev::MM_PAGE_FREE));
+        assert!(Tracepoints::parse("*").unwrap().on(ev::KSCRUBD_ZERO));
+        let e = Tracepoints::parse("exceptions:*,nosuch:*").unwrap_err();
+        assert!(e.starts_with("\"nosuch:*\" selects no event (known: exceptions:page_fault_user,"), "{e}");
+    }
+
+    #[test]
+    fn the_indices_name_their_events() {
+        assert_eq!(EVENTS[ev::PAGE_FAULT_USER as usize].0, "exceptions:page_fault_user");
+        assert_eq!(EVENTS[ev::SCHED_PROCESS_FORK as usize].0, "sched:sched_process_fork");
+        assert_eq!(EVENTS[ev::KSCRUBD_ZERO as usize].0, "mmsim:kscrubd_zero");
+        assert!(EVENTS.len() <= 64);
+    }
+}

@@ -1,0 +1,87 @@
+//! `engine.events`: the events of a run, exact in number and order, with their tasks; a run
+//! without them is unchanged.
+
+use serde_json::json;
+
+use crate::report::Report;
+use crate::sim::{run_with, RunOptions};
+use crate::workload::spec::parse_workload;
+
+fn run(w: serde_json::Value, events: Option<&str>) -> Report {
+    let w = parse_workload(&w.to_string()).unwrap();
+    let sets: Vec<(String, String)> =
+        events.map(|e| ("engine.events".to_string(), e.to_string())).into_iter().collect();
+    run_with(&w, &sets, &RunOptions::default()).unwrap()
+}
+
+/// hzp-rss (docs/getting-started.md): 200 MiB read a page at a time under THP always, then
+/// one byte written.
+fn hzp_rss() -> serde_json::Value {
+    json!({"name": "hzp-rss",
+        "knobs": {"transparent_hugepage/enabled": "always"},
+        "program": [
+            {"op": "mmap", "name": "p", "size": "200M", "align": "2M"},
+            {"op": "read", "region": "p", "stride": 4096},
+            {"op": "write", "region": "p", "length": 1}]})
+}
+
+#[test]
+fn each_fault_allocation_and_huge_zero_map_is_an_event_of_its_task() {
+    let r = run(hzp_rss(), Some("exceptions:*,kmem:mm_page_alloc,mmsim:*"));
+    let count = |name: &str| r.trace_events.iter().filter(|e| e.event == name).count();
+    // 100 read faults (one per 2 MiB, each mapping the huge zero page) and the write's.
+    assert_eq!(count("exceptions:page_fault_user") as i64, r.processes[0].minflt);
+    assert_eq!(count("exceptions:page_fault_user"), 101);
+    assert_eq!(count("mmsim:huge_zero_page_map"), 100);
+    // A deposited PTE table per read fault, the huge zero page once, the write's THP.
+    assert_eq!(count("kmem:mm_page_alloc"), 102);
+    assert_eq!(count("kmem:mm_page_free"), 0, "not selected");
+    let first: Vec<(&str, &str)> = r.trace_events[..4].iter().map(|e| (e.event, e.fields.as_str())).collect();
+    assert_eq!(first[0].0, "exceptions:page_fault_user");
+    assert!(first[0].1.ends_with("ip=0x0 error_code=0x4"), "{first:?}");
+    assert_eq!(
+        &first[1..],
+        &[
+            ("kmem:mm_page_alloc", "pfn=0x6 order=0 gfp_flags=0x15"),
+            ("kmem:mm_page_alloc", "pfn=0x200 order=9 gfp_flags=0x7"),
+            ("mmsim:huge_zero_page_map", "address=0x7fffeb400000"),
+        ]
+    );
+    let last = r.trace_events.iter().rev().find(|e| e.event == "exceptions:page_fault_user").unwrap();
+    assert!(last.fields.ends_with("error_code=0x6"), "the write: {last:?}");
+    assert!(r.trace_events.iter().all(|e| (e.comm.as_str(), e.pid, e.cpu) == ("hzp-rss", 1, 0)));
+    assert!(r.trace_events.windows(2).all(|w| w[0].time <= w[1].time), "in time order");
+}
+
+#[test]
+fn a_fork_and_the_switches_between_its_tasks_are_events() {
+    let w = json!({"name": "forker", "machine": {"cpus": 1},
+        "program": [
+            {"op": "mmap", "name": "p", "size": "64K"},
+            {"op": "write", "region": "p", "stride": 4096},
+            {"op": "fork", "program": [{"op": "write", "region": "p", "stride": 4096}]},
+            {"op": "wait"}]});
+    let r = run(w, Some("sched:*"));
+    let forks: Vec<&str> =
+        r.trace_events.iter().filter(|e| e.event == "sched:sched_process_fork").map(|e| e.fields.as_str()).collect();
+    assert_eq!(forks, vec!["comm=forker pid=1 child_comm=forker child_pid=2"]);
+    let switches: Vec<String> = r
+        .trace_events
+        .iter()
+        .filter(|e| e.event == "sched:sched_switch")
+        .map(|e| e.fields.split(" prev_prio").next().unwrap().to_string() + &e.fields[e.fields.find("==>").unwrap()..])
+        .collect();
+    assert_eq!(switches[0], "prev_comm=swapper/0 prev_pid=0==> next_comm=forker next_pid=1 next_prio=120");
+    assert!(switches.iter().any(|s| s.contains("prev_pid=1") && s.contains("next_pid=2")), "{switches:?}");
+}
+
+#[test]
+fn events_change_no_counter_and_a_bad_glob_is_an_error() {
+    let (with, without) = (run(hzp_rss(), Some("*")), run(hzp_rss(), None));
+    assert!(without.trace_events.is_empty());
+    assert_eq!(with.perf, without.perf);
+    assert_eq!(with.vmstat, without.vmstat);
+    let w = parse_workload(&hzp_rss().to_string()).unwrap();
+    let e = run_with(&w, &[("engine.events".into(), "kmem:nosuch".into())], &RunOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("--set engine.events=kmem:nosuch: \"kmem:nosuch\" selects no event"), "{e}");
+}
