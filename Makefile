@@ -49,7 +49,7 @@ build: $(BUILT) $(NATIVE_OUT)/runner ## create .venv and build the extension int
 
 test: build ## build, then run the Rust and Python test suites
 	cargo test --workspace --exclude mmsim-py
-	$(BIN)/pytest -q python/tests
+	$(BIN)/pytest -q --durations=25 python/tests
 
 docs: build ## write the generated reference pages, then build the site into target/site (--strict)
 	$(BIN)/python -m mmsim.docgen docs
