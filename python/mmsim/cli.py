@@ -70,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
         "instead of the report; --json has them under trace_events. Loops are not fast-forwarded",
     )
     run.add_argument(
+        "--timeline",
+        metavar="FILE",
+        help="also write every CPU's time as Chrome trace-event JSON (Perfetto's UI and chrome://tracing open it): "
+        "tasks running, faults, allocations, TLB flushes, khugepaged and kscrubd; and FILE.html, a page that draws it",
+    )
+    run.add_argument(
         "--cold",
         action="store_true",
         help="with --trace: the program's files start uncached (default: in the page cache, as after a native run)",
@@ -633,8 +639,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         sets.append(("engine.max_memory", args.max_memory))
     if getattr(args, "sample", None) is not None:
         sets.append(("engine.sample", args.sample))
-    if args.events is not None:
-        sets.append(("engine.events", args.events))
+    if args.events is not None or args.timeline:
+        # The timeline needs every event, the switches among them.
+        sets.append(("engine.events", "*" if args.timeline else args.events))
     if args.native:
         from mmsim.native_report import format_native, native_report
         from mmsim.workload import load_workload
@@ -645,6 +652,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(native, indent=2) if args.json else format_native(native), end="" if not args.json else "\n")
         return 0
     report = json.loads(run_json(_run_workload(args), sets, args.check, progress=sys.stderr.isatty()))
+    if args.timeline:
+        from mmsim import timeline
+
+        path, page = timeline.write(report, args.timeline)
+        print(f"{PROG}: timeline written to {path} (drawn in {page})", file=sys.stderr)
+        if args.events is not None:
+            # Only the events asked for are printed (globs as the engine matches them).
+            from fnmatch import fnmatchcase
+
+            globs = [g.strip() for g in args.events.split(",") if g.strip()]
+            report["trace_events"] = [
+                e for e in report["trace_events"] if any(fnmatchcase(e["event"], g) for g in globs)
+            ]
+        else:
+            report.pop("trace_events", None)
     if args.json:
         print(json.dumps(report, indent=2))
     elif args.events is not None:

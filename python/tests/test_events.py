@@ -51,3 +51,64 @@ def test_the_python_api_gives_the_events_as_a_dataframe():
     assert len(df) == 101 and set(df["event"]) == {"exceptions:page_fault_user"}
     assert df["time"].is_monotonic_increasing
     assert mmsim.run(w).events_frame().empty
+
+
+def _pft(tmp_path):
+    from mmsim.experiments.prezero import PREZERO_KNOBS, pft_workload
+
+    w = pft_workload("default", "1G", 2, 8 << 20, 1, 2, PREZERO_KNOBS)
+    w["name"] = "prezero-faults"
+    path = tmp_path / "pft.json"
+    path.write_text(json.dumps(w))
+    return path
+
+
+def test_the_timeline_is_chrome_trace_event_json(tmp_path):
+    """prezero-faults, small, with kscrubd: every event of the format's kinds with its required
+    fields; kscrubd's bursts and the two threads' runs as slices on the CPUs' tracks."""
+    out = tmp_path / "t.json"
+    r = run_mmsim("run", _pft(tmp_path), "--timeline", out)
+    assert r.returncode == 0, r.stderr
+    assert f"timeline written to {out}" in r.stderr and "Performance counter stats" in r.stdout
+    trace = json.loads(out.read_text())
+    events = trace["traceEvents"]
+    assert trace["displayTimeUnit"] == "ms"
+    for e in events:
+        assert e["ph"] in ("M", "X", "i") and isinstance(e["pid"], int) and isinstance(e["tid"], int), e
+        if e["ph"] == "X":
+            assert e["ts"] >= 0 and e["dur"] > 0 and e["name"], e
+        if e["ph"] == "i":
+            assert e["s"] == "t" and e["ts"] >= 0 and ":" in e["name"], e
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names == {"CPU 0", "CPU 1"}
+    slices = [e for e in events if e["ph"] == "X"]
+    assert any(e["name"] == "kscrubd 0" for e in slices)
+    # The two threads (pids 3 and 4) fault at once, one on each CPU.
+    threads = {e["name"]: e["tid"] for e in slices if e["name"] in ("prezero-faults 3", "prezero-faults 4")}
+    assert sorted(threads.values()) == [0, 1], threads
+    faults = [e for e in events if e["name"] == "exceptions:page_fault_user"]
+    assert len(faults) == 2 * (4 << 20) // 16384  # pft's 16 KiB stride over each thread's 4 MiB
+    assert (tmp_path / "t.html").is_file()
+
+
+def test_headless_chromium_draws_the_timeline(tmp_path):
+    import shutil
+    import subprocess
+
+    import pytest
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium is not installed (make test installs Debian's chromium when run as root)")
+    out = tmp_path / "t.json"
+    assert run_mmsim("run", _pft(tmp_path), "--timeline", out).returncode == 0
+    url = (tmp_path / "t.html").as_uri()
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files"]
+    dom = subprocess.run([browser, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=False)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "<title>mmsim timeline: prezero-faults</title>" in dom.stdout and "<canvas" in dom.stdout
+    shot = tmp_path / "shot.png"
+    subprocess.run(
+        [browser, *flags, f"--screenshot={shot}", "--window-size=1450,400", url], capture_output=True, timeout=120
+    )
+    assert shot.exists() and shot.stat().st_size > 10000, "the page drew its tracks"

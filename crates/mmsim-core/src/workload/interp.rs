@@ -399,6 +399,8 @@ pub struct Interp {
     /// those past `events::MAX_TRACE_EVENTS`, dropped.
     pub trace_events: Vec<crate::tracepoints::TraceEvent>,
     pub trace_events_dropped: u64,
+    /// What runs on each CPU, as the switch events have told it.
+    tp_on_cpu: Vec<events::Occupant>,
     /// The name events give a task that replays no program (the workload's).
     pub comm: String,
 }
@@ -483,6 +485,7 @@ impl Interp {
             replay_error: None,
             trace_events: Vec::new(),
             trace_events_dropped: 0,
+            tp_on_cpu: Vec::new(),
             comm: String::new(),
         };
         // The reference model follows reclaim's discards of lazyfree pages.

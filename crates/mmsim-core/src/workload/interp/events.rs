@@ -8,6 +8,14 @@ use crate::tracepoints::{ev, TraceEvent, EVENTS};
 /// The most events a run keeps (the rest are counted in `engine.events_dropped`).
 pub const MAX_TRACE_EVENTS: usize = 2_000_000;
 
+/// What runs on a CPU, as its `sched:sched_switch` events tell it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Occupant {
+    Idle,
+    Task(usize),
+    Kthread(&'static str),
+}
+
 impl Interp {
     /// Task `t`'s name, as perf shows a task's comm: its replayed program's (the recorded
     /// command's basename), else the workload's name.
@@ -86,28 +94,42 @@ impl Interp {
         });
     }
 
-    /// `sched:sched_switch` on `cpu` at its clock: task `prev` (None: the idle task) to `next`.
-    pub(super) fn tp_switch(&mut self, cpu: usize, prev: Option<usize>, next: usize) {
+    /// `sched:sched_switch` on `cpu` at `cycles` if what runs there changes to `next` (perf
+    /// records it in the context of the task switched out).
+    pub(super) fn tp_run(&mut self, cpu: usize, next: Occupant, cycles: f64) {
         if !self.kernel.tp.as_ref().is_some_and(|tp| tp.on(ev::SCHED_SWITCH)) {
             return;
         }
-        let (pc, pp, ps) = match prev {
-            Some(p) => (
-                self.tp_comm(p),
-                self.tasks[p].pid,
-                match self.tasks[p].state {
-                    TaskState::Running => "R",
-                    TaskState::Sleeping | TaskState::Waiting => "S",
-                    _ => "X",
-                },
-            ),
-            None => (format!("swapper/{cpu}"), 0, "R"),
+        if self.tp_on_cpu.len() <= cpu {
+            self.tp_on_cpu.resize(cpu + 1, Occupant::Idle);
+        }
+        let prev = std::mem::replace(&mut self.tp_on_cpu[cpu], next);
+        if prev == next {
+            return;
+        }
+        let (pc, pp) = self.tp_who(cpu, prev);
+        let (nc, np) = self.tp_who(cpu, next);
+        let ps = match prev {
+            Occupant::Task(p) => match self.tasks[p].state {
+                TaskState::Running => "R",
+                TaskState::Sleeping | TaskState::Waiting => "S",
+                TaskState::Exited | TaskState::Killed => "X",
+            },
+            Occupant::Kthread(_) => "S",
+            Occupant::Idle => "R",
         };
-        let (nc, np) = (self.tp_comm(next), self.tasks[next].pid);
         let fields = format!(
             "prev_comm={pc} prev_pid={pp} prev_prio=120 prev_state={ps} ==> next_comm={nc} next_pid={np} next_prio=120"
         );
-        self.tp_push(nc, np, cpu, self.machine.clock[cpu], ev::SCHED_SWITCH, fields);
+        self.tp_push(pc, pp, cpu, cycles, ev::SCHED_SWITCH, fields);
+    }
+
+    fn tp_who(&self, cpu: usize, o: Occupant) -> (String, u32) {
+        match o {
+            Occupant::Idle => (format!("swapper/{cpu}"), 0),
+            Occupant::Task(t) => (self.tp_comm(t), self.tasks[t].pid),
+            Occupant::Kthread(name) => (name.to_string(), 0),
+        }
     }
 
     /// What the kernel raised outside any task, at the end of the run (`cycles`).

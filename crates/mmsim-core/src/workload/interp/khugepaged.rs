@@ -91,6 +91,9 @@ impl Interp {
         }
         let cpu = self.khugepaged.cpu;
         self.kthread_switch_in(cpu, at);
+        if self.kernel.tp.is_some() {
+            self.tp_run(cpu, super::events::Occupant::Kthread("khugepaged"), self.machine.clock[cpu]);
+        }
         let mut pass = self.khugepaged.pass;
         let step = self.kernel.khugepaged_scan_step(&mut pass);
         self.khugepaged.pass = pass;
@@ -109,6 +112,9 @@ impl Interp {
         self.machine.clock[cpu] += spent;
         self.machine.cpus[cpu].busy += spent;
         let clock = self.machine.clock[cpu];
+        if self.kernel.tp.is_some() {
+            self.tp_run(cpu, super::events::Occupant::Idle, clock);
+        }
         if self.khugepaged.cpu_cycles.len() <= cpu {
             self.khugepaged.cpu_cycles.resize(cpu + 1, 0.0);
         }

@@ -145,6 +145,9 @@ impl Interp {
         self.kscrubd.last_run = self.run_seq;
         let cpu = self.kscrubd.cpu;
         self.kthread_switch_in(cpu, at);
+        if self.kernel.tp.is_some() {
+            self.tp_run(cpu, super::events::Occupant::Kthread("kscrubd"), self.machine.clock[cpu]);
+        }
         self.kernel.mem.end_zero_page();
         let block = if self.kscrubd_load_high() {
             self.kernel.stat.count(VmEvent::KscrubdLoadSkip);
@@ -153,6 +156,9 @@ impl Interp {
             self.kernel.mem.scrubd_rmpage(self.kernel.knobs.scrub_stop)
         };
         let Some((pfn, order)) = block else {
+            if self.kernel.tp.is_some() {
+                self.tp_run(cpu, super::events::Occupant::Idle, self.machine.clock[cpu]);
+            }
             self.kscrubd.running = false;
             self.kernel.sync_items();
             return;
@@ -194,6 +200,9 @@ impl Interp {
             self.kscrubd.ready_at = self.machine.clock[cpu];
         }
         self.kernel.sync_items();
+        if self.kernel.tp.is_some() {
+            self.tp_run(cpu, super::events::Occupant::Idle, self.machine.clock[cpu]);
+        }
         // After its cond_resched the scheduler may move it to a CPU that is idler now.
         let idle = self.most_idle_cpu();
         if idle != cpu && !self.rq[cpu].is_empty() {

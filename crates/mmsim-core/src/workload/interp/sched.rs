@@ -3,6 +3,7 @@
 //! one that ran least recently (`pick_next_task`), sleepers woken when their time comes, and
 //! the load average. `round` advances the CPU that is furthest behind, so CPUs stay in step.
 
+use super::events::Occupant;
 use super::*;
 
 /// The interpreter's kernel threads.
@@ -150,10 +151,6 @@ impl Interp {
         // A new slice for a task switched in, or for one whose slice ended with nothing else
         // to run (the tick renews it).
         if !self.serial && (self.curr[cpu] != Some(t) || self.machine.clock[cpu] >= self.slice_end[cpu]) {
-            if self.curr[cpu] != Some(t) && self.kernel.tp.is_some() {
-                let prev = self.curr[cpu].filter(|&p| p < self.tasks.len());
-                self.tp_switch(cpu, prev, t);
-            }
             self.curr[cpu] = Some(t);
             self.slice_end[cpu] = self.slice_end_from(self.machine.clock[cpu]);
         }
@@ -194,10 +191,18 @@ impl Interp {
         if !self.serial && !self.rq[cpu].is_empty() {
             self.time_limit = self.time_limit.min(before + (self.slice_end[cpu] - mine).max(0.0));
         }
+        if self.kernel.tp.is_some() {
+            self.tp_run(cpu, Occupant::Task(t), self.machine.clock[cpu]);
+        }
         self.run_task(t, QUANTUM);
         let spent = self.tasks[t].perf.cycles - before;
         self.machine.clock[cpu] += spent;
         self.machine.cpus[cpu].busy += spent;
+        // A task that blocked or exited leaves its CPU idle unless another waits for it (then
+        // the next round's switch is from this task to that one, as Linux switches).
+        if self.kernel.tp.is_some() && self.tasks[t].state != TaskState::Running && self.rq[cpu].is_empty() {
+            self.tp_run(cpu, Occupant::Idle, self.machine.clock[cpu]);
+        }
         if matches!(self.tasks[t].state, TaskState::Exited | TaskState::Killed) {
             self.tasks[t].exit_clock = self.machine.clock[cpu];
         }
