@@ -192,7 +192,9 @@ pub struct EngineStats {
     pub fast_forwarded_steps: u64,
     /// Events beyond the first 200, counted but not kept in `events`.
     pub events_dropped: u64,
-    /// Events of `engine.events` past the most a run keeps.
+    /// Events of `engine.events` past the most a run keeps (absent when none were dropped,
+    /// so that a run without events reports what it did before them).
+    #[serde(skip_serializing_if = "is_zero")]
     pub trace_events_dropped: u64,
 }
 
@@ -243,4 +245,9 @@ pub struct Report {
     pub trace_events: Vec<crate::tracepoints::TraceEvent>,
     /// True when the run should exit non-zero (an expect failed or the check found a mismatch).
     pub failed: bool,
+}
+
+/// Serde's test for a count left out of the report when zero.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
