@@ -95,21 +95,28 @@ def _replay(path: str, knobs: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _native(cmd: list[str], configs: tuple[str, ...]) -> dict[str, Any]:
-    """The program run natively under each configuration's knobs (root: the host's knobs set
-    and restored), one after another; {} where the host cannot."""
+def native(cmd: list[str], knobs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the studies measure of the kernel: `cmd` run natively (wait4's faults and peak
+    RSS of its tree) after a first run that caches its files, as the replay assumes, under
+    `knobs` (the host's set and restored: root); {} where the host cannot take them."""
     from mmsim.native_knobs import HostSettings
     from mmsim.validate_trace import run_native
 
+    if not knobs:
+        run_native(cmd, quiet=True)
+        return run_native(cmd, quiet=True)
     if os.geteuid() != 0 or not Path("/sys/kernel/mm/transparent_hugepage/enabled").exists():
         return {}
-    out = {}
-    for c in configs:
-        knobs = {k: str(v) for k, v in ZERO_PAGE_CONFIGS[c].items()}
-        with HostSettings(knobs):
-            run_native(cmd, quiet=True)  # the program's files cached, as the replay assumes
-            out[c] = run_native(cmd, quiet=True)
-    return out
+    with HostSettings({k: str(v) for k, v in knobs.items()}):
+        run_native(cmd, quiet=True)
+        return run_native(cmd, quiet=True)
+
+
+def _native(cmd: list[str], configs: tuple[str, ...]) -> dict[str, Any]:
+    """The program run natively under each configuration's knobs, one after another; {}
+    where the host cannot."""
+    out = {c: native(cmd, ZERO_PAGE_CONFIGS[c]) for c in configs}
+    return out if all(out.values()) else {}
 
 
 def zero_page_runs(size: str = "full") -> list[Run]:

@@ -59,6 +59,12 @@ def _fail(why: str) -> Exception:
     return MmsimError(f"pgbench-ptshare: {why}")
 
 
+def _top() -> Path:
+    """Where the clusters, their socket and the recorder's tool live: a directory the postgres
+    user can reach (the user's cache may be private)."""
+    return Path(tempfile.gettempdir()) / "mmsim-pgbench"
+
+
 def _as_postgres(*argv: str, **kw: Any) -> subprocess.CompletedProcess:
     return subprocess.run(["runuser", "-u", "postgres", "--", *argv], capture_output=True, text=True, **kw)
 
@@ -74,7 +80,7 @@ def cluster(size: dict[str, Any]) -> Path:
         raise _fail("needs root, to run PostgreSQL as the postgres user")
     if not (PG_BIN / "postgres").is_file() or not (PG_BIN / "pgbench").is_file():
         raise _fail(f"needs PostgreSQL 15 in {PG_BIN} (Debian's postgresql-15)")
-    top = Path(tempfile.gettempdir()) / "mmsim-pgbench"
+    top = _top()
     data, sock = top / f"scale-{size['scale']}", top / "sock"
     if (data / "PG_VERSION").is_file() and (data / "mmsim-ready").is_file():
         return data
@@ -118,14 +124,13 @@ def _server_argv(data: Path, size: dict[str, Any], huge: bool) -> list[str]:
 def _wait_ready(proc: Any, timeout: float = 180) -> None:
     """Until the server accepts connections (or has exited: an error). `proc`: the server's
     Popen, or an Event set when it has exited."""
-    sock = None
+    sock = _top() / "sock"
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
         if isinstance(proc, threading.Event) and proc.is_set():
             raise _fail("the server exited before accepting connections")
         if isinstance(proc, subprocess.Popen) and proc.poll() is not None:
             raise _fail(f"the server exited with {proc.returncode} before accepting connections")
-        sock = Path(tempfile.gettempdir()) / "mmsim-pgbench" / "sock"
         if _as_postgres(str(PG_BIN / "pg_isready"), "-q", "-h", str(sock)).returncode == 0:
             return
         time.sleep(0.5)
@@ -137,7 +142,7 @@ def _stop(data: Path) -> None:
 
 
 def _pgbench(size: dict[str, Any]) -> str:
-    sock = Path(tempfile.gettempdir()) / "mmsim-pgbench" / "sock"
+    sock = _top() / "sock"
     p = _as_postgres(
         str(PG_BIN / "pgbench"),
         "-h",

@@ -15,7 +15,7 @@ from typing import Any
 
 from mmsim.experiments.core import Experiment, _row
 from mmsim.experiments.pool import Run
-from mmsim.experiments.studies import recorded
+from mmsim.experiments.studies import native, recorded
 
 #: (repetitions, MiB per buffer) at each size.
 PREZERO_SIZES = {"full": (16, 64), "quick": (2, 40)}
@@ -87,12 +87,8 @@ def _prezero_replay(path: str, profile: str, memory: str, knobs: dict[str, Any])
 
 
 def _prezero_native(cmd: list[str]) -> dict[str, Any]:
-    """The program natively (Linux has no kscrubd: the configuration without), after a run
-    that caches its files."""
-    from mmsim.validate_trace import run_native
-
-    run_native(cmd, quiet=True)
-    return run_native(cmd, quiet=True)
+    """The program natively (Linux has no kscrubd: the configuration without)."""
+    return native(cmd)
 
 
 def prezero_runs(size: str = "full") -> list[Run]:

@@ -17,12 +17,11 @@ Each runs once alone and once as two compilations at once on two CPUs (``--trace
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from mmsim.experiments.core import Experiment, _row
 from mmsim.experiments.pool import Run
-from mmsim.experiments.studies import cache_dir, recorded
+from mmsim.experiments.studies import cache_dir, native, recorded
 
 #: Functions in the compiled file at each size (the tree's instructions: 107 M for 1, 600 M
 #: for 12, from `mmsim trace info`).
@@ -112,18 +111,8 @@ def _text_replay(
 
 def _text_native(cmd: list[str]) -> dict[str, Any]:
     """The compilation natively under the study's knobs (BASE; the host's text is 4 KiB:
-    Linux 6.18 on x86 without READ_ONLY_THP_FOR_FS), after a run that caches its files; {}
-    where the host cannot set them (not root)."""
-    import os
-
-    from mmsim.native_knobs import HostSettings
-    from mmsim.validate_trace import run_native
-
-    if os.geteuid() != 0 or not Path("/sys/kernel/mm/transparent_hugepage/enabled").exists():
-        return {}
-    with HostSettings({k: str(v) for k, v in BASE.items()}):
-        run_native(cmd, quiet=True)
-        return run_native(cmd, quiet=True)
+    Linux 6.18 on x86 without READ_ONLY_THP_FOR_FS); {} where the host cannot set them."""
+    return native(cmd, BASE)
 
 
 def gcc_text_runs(size: str = "full") -> list[Run]:

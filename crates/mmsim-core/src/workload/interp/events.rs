@@ -28,10 +28,11 @@ impl Interp {
         self.comm.chars().take(15).collect()
     }
 
-    /// Task `t`'s CPU clock now, in cycles.
-    fn tp_now(&self, t: usize) -> f64 {
+    /// What an event of task `t` now carries: its name, pid, CPU and the CPU's clock (cycles).
+    fn tp_stamp(&self, t: usize) -> (String, u32, usize, f64) {
         let cpu = self.tasks[t].cpu;
-        self.machine.clock[cpu] + self.tasks[t].perf.cycles - self.quantum_base
+        let now = self.machine.clock[cpu] + self.tasks[t].perf.cycles - self.quantum_base;
+        (self.tp_comm(t), self.tasks[t].pid, cpu, now)
     }
 
     fn tp_push(&mut self, comm: String, pid: u32, cpu: usize, cycles: f64, id: u8, fields: String) {
@@ -51,7 +52,7 @@ impl Interp {
             return;
         }
         let pending = std::mem::take(&mut tp.pending);
-        let (comm, pid, cpu, now) = (self.tp_comm(t), self.tasks[t].pid, self.tasks[t].cpu, self.tp_now(t));
+        let (comm, pid, cpu, now) = self.tp_stamp(t);
         for (id, fields) in pending {
             self.tp_push(comm.clone(), pid, cpu, now, id, fields);
         }
@@ -75,7 +76,7 @@ impl Interp {
         }
         self.tp_drain(t);
         let f = fields(self);
-        let (comm, pid, cpu, now) = (self.tp_comm(t), self.tasks[t].pid, self.tasks[t].cpu, self.tp_now(t));
+        let (comm, pid, cpu, now) = self.tp_stamp(t);
         self.tp_push(comm, pid, cpu, now, id, f);
     }
 
