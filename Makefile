@@ -92,8 +92,8 @@ bench: build $(NATIVE_OUT)/stream ## simulated references/s (fast-forward off an
 calibrate: build ## time a page fault on this machine's kernel beside mmsim's default profile
 	$(BIN)/python scripts/calibrate_fault.py
 
-reproduce: build ## run every seed experiment at full scale beside the published numbers
-	$(BIN)/mmsim reproduce | tee target/reproduce.txt
+reproduce: build ## run every seed experiment at full scale beside the published numbers (writes docs/results/reproduce.json)
+	$(BIN)/mmsim reproduce --results docs/results/reproduce.json | tee target/reproduce.txt
 
 FUZZ_SEED ?= $(shell date +%s)
 FUZZ_CASES ?= 20000

@@ -6,6 +6,7 @@
     mmsim profiles [--json]
     mmsim profiles show NAME [--json | --toml]
     mmsim reproduce [NAME ...] [--list] [--json] [--jobs N] [--quick] [--csv PATH] [--parquet PATH] [--report DIR]
+                    [--results PATH]
     mmsim sweep SPEC [--processes N] [--json | --csv PATH | --parquet PATH]
     mmsim validate [WORKLOAD ...] [--suite] [--host-set KNOB=VALUE ...] [--dir FS=PATH ...] [--json]
     mmsim validate --random N [--seed S] [--save-dir DIR] [--shrink-runs N] [--json]
@@ -161,6 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--csv", metavar="PATH", help="also write every row (experiment, config, metric, ...) as CSV")
     rp.add_argument("--parquet", metavar="PATH", help="also write every row as Parquet")
     rp.add_argument("--report", metavar="DIR", help="also write DIR/index.html and DIR/report.md with tables and plots")
+    rp.add_argument(
+        "--results",
+        metavar="PATH",
+        help="also write the results as JSON with the commit, date and host they came from (make reproduce "
+        "writes docs/results/reproduce.json, from which the docs' Seed reproductions table is generated)",
+    )
     rp.add_argument(
         "--jobs",
         "-j",
@@ -573,6 +580,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             print(f"mmsim: [{done}/{total}] {run.label} ({secs:.1f} s)", file=sys.stderr, flush=True)
 
     t0 = time.monotonic()
+    if args.results:
+        from mmsim.experiments import source_commit
+
+        source = source_commit()  # what the run is made of: the tree as it begins
     if bar is None and not args.json:
         print(f"mmsim: running {', '.join(names)} ...", file=sys.stderr, flush=True)
     try:
@@ -591,6 +602,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             table.to_csv(args.csv, index=False)
         if args.parquet:
             table.to_parquet(args.parquet, index=False)
+    if args.results:
+        from mmsim.experiments import write_results
+
+        write_results(args.results, results, time.monotonic() - t0, args.jobs, source)
+        print(f"mmsim: results written to {args.results}", file=sys.stderr)
     if args.report:
         from mmsim.html_report import write_report
 

@@ -19,6 +19,9 @@ def test_the_generated_pages_are_current():
 def test_a_page_made_stale_on_purpose_fails_the_check(tmp_path, capsys):
     for name in docgen.PAGES:
         shutil.copy(DOCS / name, tmp_path / name)
+    if (DOCS / docgen.RESULTS).is_file():
+        (tmp_path / "results").mkdir()
+        shutil.copy(DOCS / docgen.RESULTS, tmp_path / docgen.RESULTS)
     assert docgen.main(["--check", str(tmp_path)]) == 0
     page = tmp_path / "knobs.md"
     # A knob's default changed in the engine but not in the page.
@@ -84,3 +87,40 @@ def test_every_example_prints_what_the_docs_show(page, cmd, want):
 
 def test_the_examples_are_found():
     assert len(EXAMPLES) >= 5 and all(cmd.startswith("mmsim ") for _, cmd, _ in EXAMPLES)
+
+
+def test_the_seeds_table_is_generated_from_what_reproduce_wrote(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from mmsim.experiments import source_commit
+
+    results = tmp_path / docgen.RESULTS
+    mmsim = Path(sys.executable).parent / "mmsim"
+    run = subprocess.run(
+        [str(mmsim), "reproduce", "hzp-rss", "--results", str(results)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+    )
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(results.read_text())
+    assert doc["commit"] == source_commit()[0]
+    assert [e["name"] for e in doc["experiments"]] == ["hzp-rss"]
+    shutil.copy(DOCS / "seeds.md", tmp_path / "seeds.md")
+    page = docgen.seeds_page((tmp_path / "seeds.md").read_text(), tmp_path)
+    table = page.split(docgen.END)[0].split("begin -->\n")[1]
+    assert table.startswith("Results of `make reproduce` at commit")
+    assert "### hzp-rss\n" in table and "### hzp-memcmp" not in table
+    # The RSS growth with THP always and no zero page: 204,800 kB simulated, as the run printed.
+    row = next(r for r in doc["experiments"][0]["rows"] if r["published"] is not None)
+    assert f"| {docgen._num(row['simulated'])} |" in table
+    assert "What decides each result" in page  # the prose around the table is kept
+    # A results file that changed leaves the committed page stale until make docs.
+    (tmp_path / "seeds.md").write_text(page)
+    assert "seeds.md" not in docgen.stale(tmp_path)
+    doc["experiments"][0]["rows"][0]["simulated"] += 1
+    results.write_text(json.dumps(doc))
+    assert "seeds.md" in docgen.stale(tmp_path)

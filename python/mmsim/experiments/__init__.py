@@ -230,3 +230,71 @@ def ratio(row: dict[str, Any]) -> float | None:
     if p in (None, 0) or s is None:
         return None
     return s / p
+
+
+def source_commit() -> tuple[str | None, bool]:
+    """The git commit the package's sources are at, and whether the tree has changes beyond it
+    (``None, False`` outside a git checkout, e.g. installed from a wheel)."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None, False
+    return commit, bool(dirty)
+
+
+def write_results(
+    path: str,
+    results: list[dict[str, Any]],
+    wall_seconds: float,
+    jobs: int | None,
+    source: tuple[str | None, bool] | None = None,
+) -> None:
+    """``mmsim reproduce --results PATH``: the experiments' results with where they came from
+    (the commit, whether its tree had changes, the date, the host and the wall time), the file
+    the docs' Seed reproductions page is generated from (``mmsim.docgen``). ``source``: the
+    commit and its tree's state as they were when the run began (default: now)."""
+    import datetime
+    import json
+    import os
+    import platform
+    from pathlib import Path
+
+    import mmsim
+
+    commit, dirty = source if source is not None else source_commit()
+    doc = {
+        "mmsim": mmsim.__version__,
+        "commit": commit,
+        "dirty": dirty,
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
+        "host": {"cpus": os.cpu_count(), "machine": platform.machine(), "kernel": platform.release()},
+        "jobs": jobs if jobs is not None else default_workers(),
+        "wall_seconds": round(wall_seconds, 1),
+        "experiments": results,
+    }
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def scoreboard(results: list[dict[str, Any]]) -> dict[str, int]:
+    """How the simulated numbers compare with the published ones: how many rows have a
+    published number, and how many of them are within 10 % and within 25 % of it."""
+    qs = [q for e in results for r in e["rows"] if (q := ratio(r)) is not None]
+    return {
+        "published": len(qs),
+        "within_10": sum(abs(q - 1) <= 0.10 for q in qs),
+        "within_25": sum(abs(q - 1) <= 0.25 for q in qs),
+    }
