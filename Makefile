@@ -86,8 +86,8 @@ BENCH_ARGS ?=
 PROGRAMS_ARGS ?=
 bench: build $(NATIVE_OUT)/stream ## simulated references/s (fast-forward off and on) vs native and cachegrind; seed workload wall times
 	@command -v valgrind >/dev/null || (apt-get install -y -q valgrind >/dev/null 2>&1 || true)
-	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
-	$(BIN)/python scripts/bench_programs.py $(PROGRAMS_ARGS)
+	$(BIN)/python scripts/bench.py --results docs/results/bench.json $(BENCH_ARGS)
+	$(BIN)/python scripts/bench_programs.py --json docs/results/bench-programs.json $(PROGRAMS_ARGS)
 
 calibrate: build ## time a page fault on this machine's kernel beside mmsim's default profile
 	$(BIN)/python scripts/calibrate_fault.py

@@ -86,8 +86,17 @@ def main() -> int:
     ap.add_argument("--no-seeds", action="store_true", help="skip the seed reproductions")
     ap.add_argument("--seeds", default=",".join(EXPERIMENTS), help="comma-separated seed experiments to run")
     ap.add_argument("--repeats", type=int, default=3, help="runs of each timing (the best is kept)")
+    ap.add_argument(
+        "--results",
+        default=str(ROOT / "target" / "bench.json"),
+        help="where the results go, as JSON with the commit and host (make bench: docs/results/bench.json, "
+        "from which docs/benchmarks.md's tables are generated)",
+    )
     args = ap.parse_args()
-    rows = []
+    from mmsim.experiments import provenance
+
+    source = provenance()  # the tree as the run begins
+    seeds, streams = [], []
     names = [s for s in args.streams.split(",") if s]
     unknown = [s for s in names if s not in STREAMS]
     if unknown:
@@ -102,7 +111,9 @@ def main() -> int:
                 raise SystemExit(f"bench: unknown experiment {name!r} (known: {', '.join(EXPERIMENTS)})")
             secs, peak_mb = reproduce(name)
             print(f"  {name:<18} {EXPERIMENTS[name].profile:<13} {secs:9.2f} {peak_mb:13.0f}", flush=True)
-            rows.append({"experiment": name, "wall_s": secs, "peak_host_mb": peak_mb})
+            seeds.append(
+                {"experiment": name, "profile": EXPERIMENTS[name].profile, "wall_s": secs, "peak_host_mb": peak_mb}
+            )
         print()
     print(f"Simulation speed (best of {args.repeats}; refs: the workload's accesses and the page walker's reads):")
     print(
@@ -124,7 +135,7 @@ def main() -> int:
             f"  {name:<9} {refs:>12,} {off:9.3f} {refs / off / 1e6:8.1f} {on:8.3f} {refs / on / 1e6:8.1f} "
             f"{nat:9.3f} {cg_s} {off / nat:11.1f} {cg_r}"
         )
-        rows.append(
+        streams.append(
             {
                 "stream": name,
                 "what": what,
@@ -137,9 +148,11 @@ def main() -> int:
         )
     for name in names:
         print(f"  {name:<9} {STREAMS[name][1]}")
-    out = ROOT / "target" / "bench.json"
-    out.write_text(json.dumps(rows, indent=2))
-    print(f"\nresults: {out.relative_to(ROOT)}")
+    out = Path(args.results)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    doc = {**source, "repeats": args.repeats, "seeds": seeds, "streams": streams}
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"\nresults: {out}")
     return 0
 
 

@@ -67,8 +67,15 @@ def main() -> int:
     ap.add_argument("--dir", default="target/bench-programs", help="where programs and traces go")
     ap.add_argument("--size", default="full", choices=["full", "quick", "tiny"], help="the programs' sizes")
     ap.add_argument("--keep", action="store_true", help="keep the traces (the gcc one is about 6 GB)")
-    ap.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    ap.add_argument(
+        "--json",
+        metavar="PATH",
+        help="also write the rows as JSON with the commit and host (make bench: docs/results/bench-programs.json)",
+    )
     args = ap.parse_args()
+    from mmsim.experiments import provenance
+
+    source = provenance()  # the tree as the run begins
     if shutil.which("valgrind") is None:
         print("bench_programs: Valgrind is not installed: skipped", file=sys.stderr)
         return 0
@@ -96,7 +103,10 @@ def main() -> int:
         if not args.keep:
             os.unlink(r["trace"])
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+        for r in rows:
+            del r["trace"]
+        doc = {**source, "size": args.size, "programs": rows}
+        Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
     return 0
 
 

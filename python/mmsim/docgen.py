@@ -92,14 +92,10 @@ def seeds_table(doc: dict) -> str:
     it came from, the scoreboard, and each experiment's rows, published beside simulated."""
     from mmsim.experiments import ratio, scoreboard
 
-    commit = (doc.get("commit") or "(not a git checkout)")[:12]
-    commit += " with uncommitted changes" if doc.get("dirty") else ""
-    host = doc.get("host", {})
     score = scoreboard(doc["experiments"])
     out = [
-        f"Results of `make reproduce` at commit `{commit}` (mmsim {doc.get('mmsim')}), {doc.get('date')}, on "
-        f"{host.get('cpus')} CPUs ({host.get('machine')}, Linux {host.get('kernel')}), {doc.get('jobs')} "
-        f"simulations at a time: {_num(doc.get('wall_seconds'))} s of wall time. Of the "
+        f"{_source(doc)}, {doc.get('jobs')} simulations at a time, `make reproduce` took "
+        f"{doc.get('wall_seconds', 0):,.0f} s of wall time. Of the "
         f"{score['published']} published numbers, {score['within_10']} are within 10 % of the simulated "
         f"ones and {score['within_25']} within 25 % (ratio = simulated / published).\n",
     ]
@@ -118,21 +114,140 @@ def seeds_table(doc: dict) -> str:
     return "".join(out)
 
 
-def seeds_page(old: str, docs: Path) -> str:
-    """docs/seeds.md with its generated region rewritten from the results file."""
+def fill(old: str, docs: Path, page: str, source: str, make: Callable[[dict], str]) -> str:
+    """`old` (the text of docs/`page`) with the region between its markers for `source` (a results
+    file under `docs`) rewritten by `make` from that file's JSON."""
     import json
 
-    begin = BEGIN.format(source=f"docs/{RESULTS}")
-    if begin not in old or END not in old:
-        raise SystemExit(f"{docs / 'seeds.md'}: its generated markers are missing ({begin.strip()} ... {END.strip()})")
+    begin = BEGIN.format(source=f"docs/{source}")
+    if begin not in old or END not in old.split(begin, 1)[-1]:
+        raise SystemExit(f"{docs / page}: its generated markers are missing ({begin.strip()} ... {END.strip()})")
     head, rest = old.split(begin, 1)
     tail = rest.split(END, 1)[1]
-    results = docs / RESULTS
+    results = docs / source
     if not results.is_file():
-        table = f"No results yet: `make reproduce` writes docs/{RESULTS}, and `make docs` this table.\n"
+        body = f"No results yet: `make {'reproduce' if source == RESULTS else 'bench'}` writes docs/{source}.\n"
     else:
-        table = seeds_table(json.loads(results.read_text()))
-    return head + begin + table + END + tail
+        body = make(json.loads(results.read_text()))
+    return head + begin + body + END + tail
+
+
+def seeds_page(old: str, docs: Path) -> str:
+    """docs/seeds.md with its generated region rewritten from the results file."""
+    return fill(old, docs, "seeds.md", RESULTS, seeds_table)
+
+
+def _source(doc: dict) -> str:
+    """A results file's provenance, as a sentence's start."""
+    commit = (doc.get("commit") or "(not a git checkout)")[:12]
+    commit += " with uncommitted changes" if doc.get("dirty") else ""
+    host = doc.get("host", {})
+    return (
+        f"At commit `{commit}` (mmsim {doc.get('mmsim')}), {doc.get('date')}, on {host.get('cpus')} CPUs "
+        f"({host.get('machine')}, Linux {host.get('kernel')})"
+    )
+
+
+def bench_tables(doc: dict) -> str:
+    """`make bench`'s seed reproductions and access streams (scripts/bench.py's results)."""
+    out = [f"{_source(doc)}, best of {doc.get('repeats')} for the streams.\n"]
+    if doc.get("seeds"):
+        out.append("\n| experiment | profile | wall s | peak host MB |\n|---|---|---|---|\n")
+        for r in doc["seeds"]:
+            out.append(f"| {r['experiment']} | `{r['profile']}` | {r['wall_s']:.2f} | {r['peak_host_mb']:,.0f} |\n")
+    if doc.get("streams"):
+        out.append(
+            "\n| stream | what | refs | FF off s | M refs/s | FF on s | M refs/s | native s | cachegrind s "
+            "| off / native | off / cachegrind |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+        )
+        for r in doc["streams"]:
+            off, on, nat, cg = r["mmsim_ff_off_s"], r["mmsim_ff_on_s"], r["native_s"], r["cachegrind_s"]
+            cgs, cgr = (f"{cg:.3f}", f"{off / cg:.3f}") if cg else ("n/a", "n/a")
+            out.append(
+                f"| {r['stream']} | {_cell(r['what'])} | {r['refs']:,} | {off:.3f} | {r['refs'] / off / 1e6:.1f} "
+                f"| {on:.3f} | {r['refs'] / on / 1e6:.1f} | {nat:.3f} | {cgs} | {off / nat:.1f} | {cgr} |\n"
+            )
+    return "".join(out)
+
+
+def programs_table(doc: dict) -> str:
+    """`make bench`'s real programs: native, recorded and replayed (scripts/bench_programs.py)."""
+    out = [
+        f"{_source(doc)}, the programs at size `{doc.get('size')}`.\n\n",
+        "| program | native s | recorded s | slowdown | instructions | trace bytes / instr | replay s "
+        "| replay M instr/s | minflt kernel / mmsim | majflt kernel / mmsim | maxrss kB kernel / mmsim |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n",
+    ]
+    for r in doc["programs"]:
+        k, m = r["kernel"], r["mmsim"]
+        out.append(
+            f"| {r['program']} | {r['native_s']:.2f} | {r['record_s']:.1f} | {r['slowdown']:.0f}x "
+            f"| {r['instructions'] / 1e6:,.0f} M | {r['trace_bytes'] / r['instructions']:.3f} | {r['replay_s']:.1f} "
+            f"| {r['replay_ips'] / 1e6:.1f} | {k['minflt']:,} / {m['minflt']:,} | {k['majflt']:,} / {m['majflt']:,} "
+            f"| {k['maxrss']:,} / {m['maxrss']:,} |\n"
+        )
+    return "".join(out)
+
+
+def benchmarks_page(old: str, docs: Path) -> str:
+    """docs/benchmarks.md with its two generated regions rewritten from make bench's results."""
+    old = fill(old, docs, "benchmarks.md", "results/bench.json", bench_tables)
+    return fill(old, docs, "benchmarks.md", "results/bench-programs.json", programs_table)
+
+
+SCHEMA_SOURCE = "the engine's workload declaration (crates/mmsim-core/src/workload/schema.rs)"
+
+
+def _fields_table(fields: list[dict]) -> str:
+    if not fields:
+        return "No fields.\n"
+    out = ["| field | type | default | meaning |\n|---|---|---|---|\n"]
+    for f in fields:
+        default = f["default"] or "-"
+        if default != "(required)" and not default.startswith(("to ", "the ", "round ")):
+            default = f"`{default}`"
+        out.append(f"| `{f['name']}` | {_cell(f['type'])} | {_cell(default)} | {_cell(f['help'])} |\n")
+    return "".join(out)
+
+
+def workload_tables(schema: dict) -> str:
+    """The workload format's fields and vocabularies, from the engine's declaration."""
+    w = schema["workload"]
+    out = ["### Top level\n\n", _fields_table(w["top"]), "\n### `machine`\n\n", _fields_table(w["machine"])]
+    out.append(f"\n### Ops\n\n{len(w['op_fields'])} ops, each an object with an `op` field:\n\n")
+    out.append("| op | what it does | fields |\n|---|---|---|\n")
+    for o in w["op_fields"]:
+        names = ", ".join(f"`{f['name']}`" for f in o["fields"]) or "-"
+        out.append(f"| [`{o['op']}`](#op-{o['op']}) | {_cell(o['summary'])} | {names} |\n")
+    for o in w["op_fields"]:
+        out.append(f"\n#### `{o['op']}` {{#op-{o['op']}}}\n\n{o['summary']}.\n\n")
+        out.append(_fields_table(o["fields"]))
+    out.append("\n`compare`'s `a` and `b` (`loc`):\n\n" + _fields_table(w["loc"]))
+    out.append("\n### Vocabularies\n\nThe words the fields take, with the values of Linux's uapi headers.\n\n")
+    for key, title in (
+        ("advice", "`advice` (madvise)"),
+        ("map_flags", "`flags` (mmap)"),
+        ("prot", "`prot` (letters in this order)"),
+        ("pattern", "`pattern`"),
+        ("falloc_mode", "`mode` (fallocate)"),
+        ("mremap_flags", "mremap's flags (fields of the op)"),
+    ):
+        words = ", ".join(f"`{v['word']}` ({v['linux']})" for v in schema[key])
+        out.append(f"- {title}: {words}\n")
+    return "".join(out)
+
+
+def workload_page(old: str, docs: Path) -> str:
+    """docs/workload-format.md with its generated region rewritten from the engine's schema."""
+    import json
+
+    from mmsim import _mmsim
+
+    begin = BEGIN.format(source=SCHEMA_SOURCE)
+    if begin not in old or END not in old.split(begin, 1)[-1]:
+        raise SystemExit(f"{docs / 'workload-format.md'}: its generated markers are missing ({begin.strip()})")
+    head, rest = old.split(begin, 1)
+    return head + begin + workload_tables(json.loads(_mmsim.schema())) + END + rest.split(END, 1)[1]
 
 
 #: Page file name -> its generator, given the page's current text and the docs directory.
@@ -140,6 +255,7 @@ PAGES: dict[str, Callable[[str, Path], str]] = {
     "knobs.md": lambda _old, _docs: knobs_page(),
     "profiles.md": lambda _old, _docs: profiles_page(),
     "seeds.md": seeds_page,
+    "benchmarks.md": benchmarks_page,
 }
 
 
@@ -149,7 +265,11 @@ def _current(docs: Path, name: str) -> str:
 
 def stale(docs: Path) -> list[str]:
     """The generated pages under `docs` that differ from what their generators write now."""
-    return [name for name, gen in PAGES.items() if (old := _current(docs, name)) != gen(old, docs)]
+    return [
+        name
+        for name, gen in PAGES.items()
+        if not (docs / name).is_file() or (old := _current(docs, name)) != gen(old, docs)
+    ]
 
 
 def write(docs: Path) -> list[str]:

@@ -254,6 +254,25 @@ def source_commit() -> tuple[str | None, bool]:
     return commit, bool(dirty)
 
 
+def provenance(source: tuple[str | None, bool] | None = None) -> dict[str, Any]:
+    """Where a results file's numbers come from: mmsim's version, the commit and whether its tree
+    had changes (``source``, default: as it is now), the date and the host."""
+    import datetime
+    import os
+    import platform
+
+    import mmsim
+
+    commit, dirty = source if source is not None else source_commit()
+    return {
+        "mmsim": mmsim.__version__,
+        "commit": commit,
+        "dirty": dirty,
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
+        "host": {"cpus": os.cpu_count(), "machine": platform.machine(), "kernel": platform.release()},
+    }
+
+
 def write_results(
     path: str,
     results: list[dict[str, Any]],
@@ -265,21 +284,11 @@ def write_results(
     (the commit, whether its tree had changes, the date, the host and the wall time), the file
     the docs' Seed reproductions page is generated from (``mmsim.docgen``). ``source``: the
     commit and its tree's state as they were when the run began (default: now)."""
-    import datetime
     import json
-    import os
-    import platform
     from pathlib import Path
 
-    import mmsim
-
-    commit, dirty = source if source is not None else source_commit()
     doc = {
-        "mmsim": mmsim.__version__,
-        "commit": commit,
-        "dirty": dirty,
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
-        "host": {"cpus": os.cpu_count(), "machine": platform.machine(), "kernel": platform.release()},
+        **provenance(source),
         "jobs": jobs if jobs is not None else default_workers(),
         "wall_seconds": round(wall_seconds, 1),
         "experiments": results,
