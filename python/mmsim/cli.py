@@ -3,6 +3,7 @@
     mmsim run WORKLOAD [--set KNOB=VALUE ...] [--check] [--json] [--sample UNITS[:WARMUP]] [--max-ops N]
               [--max-memory SIZE] [--native]
     mmsim knobs [--json]
+    mmsim schema [OP] [--json]
     mmsim profiles [--json]
     mmsim profiles show NAME [--json | --toml]
     mmsim reproduce [NAME ...] [--list] [--json] [--jobs N] [--quick] [--csv PATH] [--parquet PATH] [--report DIR]
@@ -137,6 +138,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     kn.add_argument("--json", action="store_true", help="print the list as JSON")
     kn.set_defaults(func=cmd_knobs)
+
+    sc = sub.add_parser(
+        "schema",
+        help="list the workload format's ops and fields",
+        description="List every op of the workload format with its fields, their types, defaults and "
+        "meanings, as the engine declares them (docs/workload-format.md is generated from the same).",
+    )
+    sc.add_argument("op", nargs="?", metavar="OP", help="show one op")
+    sc.add_argument("--json", action="store_true", help="print the engine's declaration as JSON")
+    sc.set_defaults(func=cmd_schema)
 
     pr = sub.add_parser(
         "profiles",
@@ -732,6 +743,36 @@ def cmd_knobs(args: argparse.Namespace) -> int:
     """``mmsim knobs``."""
     items = knobs()
     print(json.dumps(items, indent=2) if args.json else format_knobs(items))
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    """``mmsim schema``."""
+    from mmsim import _mmsim
+
+    schema = json.loads(_mmsim.schema())
+    decl = schema["workload"]
+    ops = {o["op"]: o for o in decl["op_fields"]}
+    if args.op is not None and args.op not in ops:
+        raise MmsimError(f"schema: unknown op {args.op!r} (known: {', '.join(ops)})")
+    if args.json:
+        print(json.dumps(ops[args.op] if args.op else schema, indent=2))
+        return 0
+
+    def fields(fs: list[dict], indent: str = "  ") -> None:
+        for f in fs:
+            d = f["default"] or "-"
+            print(f"{indent}{f['name']:<14} {f['type']:<22} {d:<22} {f['help']}")
+
+    if args.op is None:
+        print("top level:")
+        fields(decl["top"])
+        print("machine:")
+        fields(decl["machine"])
+        print()
+    for o in decl["op_fields"] if args.op is None else [ops[args.op]]:
+        print(f"{o['op']}: {o['summary']}")
+        fields(o["fields"])
     return 0
 
 

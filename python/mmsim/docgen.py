@@ -204,7 +204,7 @@ def _fields_table(fields: list[dict]) -> str:
     out = ["| field | type | default | meaning |\n|---|---|---|---|\n"]
     for f in fields:
         default = f["default"] or "-"
-        if default != "(required)" and not default.startswith(("to ", "the ", "round ")):
+        if default not in ("(required)", "-") and not default.startswith(("to ", "the ", "round ")):
             default = f"`{default}`"
         out.append(f"| `{f['name']}` | {_cell(f['type'])} | {_cell(default)} | {_cell(f['help'])} |\n")
     return "".join(out)
@@ -256,6 +256,7 @@ PAGES: dict[str, Callable[[str, Path], str]] = {
     "profiles.md": lambda _old, _docs: profiles_page(),
     "seeds.md": seeds_page,
     "benchmarks.md": benchmarks_page,
+    "workload-format.md": workload_page,
 }
 
 

@@ -709,3 +709,18 @@ def test_prezero_cachelines_on_16k_pages_at_small_scale() -> None:
     bare_one, bare_all = m(1, False), m(128, False)
     assert bare_one["fault-zeroed"] >= 4096 and bare_one["flt/cpu/s"] < one["flt/cpu/s"]
     assert bare_all["flt/cpu/s"] > 0.9 * bare_one["flt/cpu/s"], "the clear already loaded every line"
+
+
+def test_schema_lists_every_op_with_its_fields():
+    decl = run_mmsim("schema", "--json").json()["workload"]
+    ops = [o["op"] for o in decl["op_fields"]]
+    assert len(ops) == 32 and {"mmap", "read", "replay", "fork"} <= set(ops)
+    text = run_mmsim("schema")
+    assert text.returncode == 0, text.stderr
+    for o in ops:
+        assert f"\n{o}: " in text.stdout
+    one = run_mmsim("schema", "mmap", "--json").json()
+    assert [f["name"] for f in one["fields"]][:2] == ["name", "size"]
+    assert one["fields"][0]["default"] == "(required)"
+    bad = run_mmsim("schema", "mmapp")
+    assert bad.returncode == 2 and "schema: unknown op 'mmapp'" in bad.stderr

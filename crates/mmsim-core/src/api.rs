@@ -29,7 +29,8 @@ pub fn knobs_json() -> String {
 
 /// The workload format's closed vocabularies, as the engine declares them: the ops, and for
 /// each vocabulary its words with their values in Linux's uapi headers (`kernel/uapi.rs`),
-/// for the Python front and the native runner, which keep no copies.
+/// for the Python front and the native runner, which keep no copies; and under `workload`, every
+/// op's fields with their types, defaults and meanings (`workload::schema`).
 pub fn schema_json() -> String {
     use crate::kernel::uapi::{Advice, FallocMode, MapFlag, MremapFlags, Pattern, Prot};
     fn words<T: Copy>(
@@ -42,6 +43,7 @@ pub fn schema_json() -> String {
     }
     serde_json::json!({
         "ops": crate::workload::spec::OPS,
+        "workload": crate::workload::schema::declaration(),
         "advice": words(Advice::ALL, Advice::word, Advice::value, Advice::linux_name),
         "map_flags": words(MapFlag::ALL, MapFlag::word, MapFlag::value, MapFlag::linux_name),
         "pattern": words(Pattern::ALL, Pattern::word, Pattern::value, Pattern::linux_name),

@@ -1,7 +1,8 @@
-//! Workloads: the JSON format (`spec`) and its interpreter (`interp`).
+//! Workloads: the JSON format (`spec`), its declaration (`schema`) and its interpreter (`interp`).
 
 pub mod interp;
 mod nesting;
+pub mod schema;
 pub mod spec;
 mod spec_check;
 pub mod spec_files;
