@@ -5,8 +5,10 @@ beside it that draws the same tracks.
 Made from the run's events (``engine.events``): each ``sched:sched_switch`` starts a task's
 slice on its CPU (a complete event, ``ph: X``, until the CPU's next switch or the run's end);
 every other event is an instant (``ph: i``) on its CPU's track: page faults, page allocations,
-TLB flushes, khugepaged's scans and collapses, kscrubd's zeroed blocks. Time is simulated time,
-in microseconds as the format has it.
+TLB flushes, khugepaged's scans and collapses, kscrubd's zeroed blocks. A wait
+(``mmsim:lock_wait`` for a contended lock or refcount line, ``mmsim:io_wait`` for the block
+device), raised when it ends with its length in ``ns``, is a slice of its own inside the task's.
+Time is simulated time, in microseconds as the format has it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ COLOURS = {
     "mmsim": "#2ca02c",
     "sched": "#7f7f7f",
 }
+
+
+#: Events that end a wait, drawn as slices of the wait's length (``ns``) -> the slice's name.
+WAITS = {"mmsim:lock_wait": "lock wait", "mmsim:io_wait": "I/O wait"}
 
 
 def chrome_trace(report: dict[str, Any]) -> dict[str, Any]:
@@ -68,6 +74,23 @@ def chrome_trace(report: dict[str, Any]) -> dict[str, Any]:
             if m:
                 running[cpu] = (m.group(1), int(m.group(2)), e["time"])
             continue
+        wait = WAITS.get(e["event"])
+        if wait is not None:
+            m = re.search(r"\bns=([0-9.]+)", e["fields"])
+            ns = float(m.group(1)) if m else 0.0
+            out.append(
+                {
+                    "name": wait,
+                    "cat": "wait",
+                    "ph": "X",
+                    "pid": 0,
+                    "tid": cpu,
+                    "ts": e["time"] * 1e6 - ns / 1e3,
+                    "dur": ns / 1e3,
+                    "args": {"comm": e["comm"], "pid": e["pid"], "fields": e["fields"]},
+                }
+            )
+            continue
         out.append(
             {
                 "name": e["event"],
@@ -91,7 +114,8 @@ PAGE = """<!DOCTYPE html>
 </head><body>
 <h1>{title}</h1>
 <p>Every CPU's simulated time (<a href="{json}">{json}</a>, Chrome's trace-event format: open it in
-ui.perfetto.dev or chrome://tracing to zoom). Boxes are tasks running; ticks are events.</p>
+ui.perfetto.dev or chrome://tracing to zoom). Boxes are tasks running, bars under them waits for a
+lock (red) or I/O (grey); ticks are events.</p>
 <p class="k">{legend}</p>
 <canvas id="c" width="1400" height="100"></canvas>
 <script>
@@ -108,11 +132,16 @@ for (let cpu = 0; cpu < cpus; cpu++) {{
   g.fillStyle = '#000'; g.fillText('CPU ' + cpu, 4, 24 + cpu * row + 18);
 }}
 const names = {{}}; let hue = 0;
-for (const e of ev) if (e.ph === 'X') {{
+for (const e of ev) if (e.ph === 'X' && e.cat !== 'wait') {{
   if (!(e.name in names)) {{ names[e.name] = 'hsl(' + (hue * 67 % 360) + ',45%,75%)'; hue++; }}
   const y = 24 + e.tid * row;
   g.fillStyle = names[e.name]; g.fillRect(x(e.ts), y, Math.max(x(e.ts + e.dur) - x(e.ts), 1), 20);
   if (x(e.ts + e.dur) - x(e.ts) > 60) {{ g.fillStyle = '#000'; g.fillText(e.name, x(e.ts) + 3, y + 14); }}
+}}
+for (const e of ev) if (e.cat === 'wait') {{
+  const y = 24 + e.tid * row + 14;
+  g.fillStyle = e.name === 'I/O wait' ? '#555' : '#b00';
+  g.fillRect(x(e.ts), y, Math.max(x(e.ts + e.dur) - x(e.ts), 1), 6);
 }}
 for (const e of ev) if (e.ph === 'i') {{
   const y = 24 + e.tid * row + 22;

@@ -91,6 +91,43 @@ def test_the_timeline_is_chrome_trace_event_json(tmp_path):
     assert (tmp_path / "t.html").is_file()
 
 
+def test_waits_for_a_lock_and_for_the_device_are_slices_inside_the_tasks(tmp_path):
+    """Two threads taking turns at a spinlock, then a cold file read: each wait a slice of its
+    length, inside the slice of the task that waited."""
+    w = {
+        "name": "waits",
+        "machine": {"cpus": 2},
+        "program": [
+            {"op": "mmap", "name": "p", "size": "4K"},
+            {"op": "write", "region": "p"},
+            {"op": "thread", "count": 2, "program": [{"op": "atomic", "region": "p", "count": 50, "hold": 1000}]},
+            {"op": "wait"},
+            {"op": "create", "file": "f", "size": "1M"},
+            {"op": "pread", "file": "f"},
+        ],
+    }
+    path, out = tmp_path / "w.json", tmp_path / "t.json"
+    path.write_text(json.dumps(w))
+    assert run_mmsim("run", path, "--timeline", out).returncode == 0
+    events = json.loads(out.read_text())["traceEvents"]
+    waits = [e for e in events if e.get("cat") == "wait"]
+    locks = [e for e in waits if e["name"] == "lock wait"]
+    ios = [e for e in waits if e["name"] == "I/O wait"]
+    assert len(locks) > 50 and {e["tid"] for e in locks} == {0, 1}
+    assert len(ios) == 1 and ios[0]["args"]["fields"].startswith("pages=")
+    tasks = [e for e in events if e.get("cat") == "task"]
+    for wt in waits:
+        assert wt["dur"] > 0
+        inside = [
+            t
+            for t in tasks
+            if t["tid"] == wt["tid"]
+            and t["ts"] - 1e-3 <= wt["ts"]
+            and wt["ts"] + wt["dur"] <= t["ts"] + t["dur"] + 1e-3
+        ]
+        assert inside, wt
+
+
 def test_headless_chromium_draws_the_timeline(tmp_path):
     import shutil
     import subprocess

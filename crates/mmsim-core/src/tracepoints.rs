@@ -24,6 +24,8 @@ pub const EVENTS: &[(&str, bool, &str)] = &[
     ("sched:sched_process_fork", false, "comm pid child_comm child_pid"),
     ("mmsim:huge_zero_page_map", true, "address"),
     ("mmsim:kscrubd_zero", true, "pfn order"),
+    ("mmsim:lock_wait", true, "lock func ns"),
+    ("mmsim:io_wait", true, "pages ns"),
 ];
 
 /// An event's index in `EVENTS`.
@@ -39,6 +41,10 @@ pub mod ev {
     pub const SCHED_PROCESS_FORK: u8 = 8;
     pub const HUGE_ZERO_PAGE_MAP: u8 = 9;
     pub const KSCRUBD_ZERO: u8 = 10;
+    /// A wait for a contended line (a spinlock, a refcount), raised when it ends.
+    pub const LOCK_WAIT: u8 = 11;
+    /// A task's wait for the block device (`io_schedule`), raised when it ends.
+    pub const IO_WAIT: u8 = 12;
 }
 
 /// One event of a run, as `perf script` prints it: the task, its CPU, the time, the event

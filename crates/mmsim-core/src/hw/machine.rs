@@ -120,6 +120,9 @@ pub struct Machine {
     /// The last clear's fetch-bound stall (`masks_fetch_bound`): its lines' levels before it
     /// (`[l2, llc, mem]`) and their serial stalls' sum.
     clear_stall: ([u64; 3], f64),
+    /// The cycles the last use of a shared line waited before it began (for the run's
+    /// `mmsim:lock_wait` events; read only when events are on).
+    pub last_wait: f64,
 }
 
 /// A page-table entry `Machine::warm_access` found ahead of its access: entry `idx` of the
@@ -191,6 +194,7 @@ impl Machine {
             cpus,
             mm_cpus: FastMap::default(),
             shared_lines: FastMap::default(),
+            last_wait: 0.0,
             horizon: 0.0,
             // Each node's calendar at its full size from boot: booking bandwidth on the access
             // path allocates nothing.

@@ -300,6 +300,7 @@ impl Machine {
         };
         let len = if included { cost - atomic + hold } else { cost + hold };
         sl.busy.insert(i, (start, start + len, cpu));
+        self.last_wait = start - now;
         if included {
             // Only what contention adds: the wait and the transfer.
             let spent = start - now + (cost - atomic);

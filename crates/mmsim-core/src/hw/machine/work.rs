@@ -65,6 +65,17 @@ impl Machine {
         perf.stalled_backend += (fetch - exec).max(0.0);
     }
 
+    /// `mmsim:lock_wait` for the shared-line use just booked, if it waited a cycle or more.
+    #[inline]
+    fn raise_lock_wait(&self, k: &mut Kernel, line: u64, func: &'static str) {
+        if self.last_wait >= 1.0 {
+            let ns = self.last_wait / self.p.cpu.freq_ghz;
+            crate::tracepoints::raise(&mut k.tp, crate::tracepoints::ev::LOCK_WAIT, || {
+                format!("lock=0x{line:x} func={func} ns={ns:.0}")
+            });
+        }
+    }
+
     /// Charge one piece of the kernel's queued work to `cpu` (and remote CPUs for
     /// shootdowns) at `clock_base + perf.cycles`, its time now (shared lines are used in time
     /// order). The interpreter decides when (`Interp::charge_work`).
@@ -156,16 +167,19 @@ impl Machine {
                 let hold = pages as f64 * self.p.smp.zone_lock_page;
                 let node = self.numa_node(cpu) as u64;
                 self.atomic_rmw(cpu, ZONE_LOCK_LINE + node, now, hold, 1.0, func, perf);
+                self.raise_lock_wait(k, ZONE_LOCK_LINE + node, func);
             }
             Work::FaultLock { line, hold, func } => {
                 let now = clock_base + perf.cycles;
                 let hold = if hold { self.p.smp.fault_lock_hold } else { 0.0 };
                 self.fault_lock(cpu, line, now, hold, func, perf);
+                self.raise_lock_wait(k, line, func);
             }
             Work::Atomic { line, func, kind } => {
                 let now = clock_base + perf.cycles;
                 let transfers = if kind == AtomicKind::CmpxchgLoop { 2.0 } else { 1.0 };
                 self.atomic_rmw(cpu, line, now, 0.0, transfers, func, perf);
+                self.raise_lock_wait(k, line, func);
             }
             Work::MmExit { mm } => {
                 // The ASID is retired: its translations leave every CPU, without IPIs

@@ -236,5 +236,6 @@ impl Interp {
         let cpu = self.tasks[t].cpu;
         let cost = self.machine.exec_cycles(cpu, cycles);
         self.tasks[t].perf.charge("io_schedule", cost);
+        self.tp_emit(t, crate::tracepoints::ev::IO_WAIT, |_| format!("pages={pages} ns={ns:.0}"));
     }
 }
