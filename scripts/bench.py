@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import mmsim
-from mmsim.experiments import EXPERIMENTS
+from mmsim.experiments import EXPERIMENTS, SEED_EXPERIMENTS
 
 ROOT = Path(__file__).resolve().parents[1]
 STREAM = ROOT / "target" / "native" / "stream"
@@ -84,7 +84,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", default=",".join(STREAMS), help="comma-separated streams to time")
     ap.add_argument("--no-seeds", action="store_true", help="skip the seed reproductions")
-    ap.add_argument("--seeds", default=",".join(EXPERIMENTS), help="comma-separated seed experiments to run")
+    ap.add_argument(
+        "--seeds",
+        default=",".join(SEED_EXPERIMENTS),
+        help="comma-separated experiments to run (default: the seeds'; a study of a real program by name)",
+    )
     ap.add_argument("--repeats", type=int, default=3, help="runs of each timing (the best is kept)")
     ap.add_argument(
         "--results",

@@ -1,7 +1,10 @@
-"""The sweep of README.md's quick start: hzp vs vhzp as the second-level TLB grows.
+"""The Python API page's sweep: hzp vs vhzp as the second-level TLB grows.
 
-.venv/bin/python scripts/sweep_stlb.py     # prints the table, writes docs/sweep-stlb.png
+.venv/bin/python scripts/sweep_stlb.py                               # prints the table
+.venv/bin/python scripts/sweep_stlb.py --plot docs/sweep-stlb.png    # and draws the docs' figure
 """
+
+import argparse
 
 import matplotlib
 
@@ -12,6 +15,9 @@ import mmsim
 from mmsim.sweep import load_spec
 
 if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--plot", metavar="PNG", help="also draw cycles per read against the STLB's entries")
+    args = ap.parse_args()
     spec = load_spec("experiments/sweeps/stlb.yaml")
     df = mmsim.sweep(spec["workload"], spec["grid"])
     df["cycles per read"] = df["perf.cycles"] / (20 * 4096)
@@ -20,6 +26,8 @@ if __name__ == "__main__":
             ["transparent_hugepage/huge_zero_page", "hw.tlb.stlb.entries", "perf.dTLB-load-misses", "cycles per read"]
         ].to_string(index=False)
     )
+    if not args.plot:
+        raise SystemExit(0)
     fig, ax = plt.subplots(figsize=(6, 3.6))
     for kind, g in df.groupby("transparent_hugepage/huge_zero_page"):
         ax.plot(g["hw.tlb.stlb.entries"], g["cycles per read"], marker="o", label=kind)
@@ -30,4 +38,4 @@ if __name__ == "__main__":
     ax.legend(title="huge_zero_page")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig("docs/sweep-stlb.png", dpi=110)
+    fig.savefig(args.plot, dpi=110)
