@@ -7,7 +7,7 @@
     mmsim profiles [--json]
     mmsim profiles show NAME [--json | --toml]
     mmsim reproduce [NAME ...] [--list] [--json] [--jobs N] [--quick] [--csv PATH] [--parquet PATH] [--report DIR]
-                    [--results PATH]
+                    [--results PATH] [--timelines]
     mmsim sweep SPEC [--processes N] [--json | --csv PATH | --parquet PATH]
     mmsim validate [WORKLOAD ...] [--suite] [--host-set KNOB=VALUE ...] [--dir FS=PATH ...] [--json]
     mmsim validate --random N [--seed S] [--save-dir DIR] [--shrink-runs N] [--json]
@@ -173,6 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--csv", metavar="PATH", help="also write every row (experiment, config, metric, ...) as CSV")
     rp.add_argument("--parquet", metavar="PATH", help="also write every row as Parquet")
     rp.add_argument("--report", metavar="DIR", help="also write DIR/index.html and DIR/report.md with tables and plots")
+    rp.add_argument(
+        "--timelines",
+        action="store_true",
+        help="with --report: also run each experiment's first simulation with every event and link its "
+        "timeline from the report (skipped where that simulation passes 2,000,000 operations)",
+    )
     rp.add_argument(
         "--results",
         metavar="PATH",
@@ -562,6 +568,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             print(f"{e.name:<12} seed {e.seed}  {e.profile:<12} {e.claim}{kind}")
         return 0
 
+    if args.timelines and not args.report:
+        raise MmsimError("reproduce: --timelines goes with --report DIR (the report links them)")
     if args.report:
         from mmsim.html_report import require_matplotlib
 
@@ -621,7 +629,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.report:
         from mmsim.html_report import write_report
 
-        index = write_report(results, args.report)
+        lines = None
+        if args.timelines:
+            from mmsim.experiments import write_timelines
+
+            lines = write_timelines(names, args.report)
+        index = write_report(results, args.report, timelines=lines)
         print(f"mmsim: report written to {index}", file=sys.stderr)
     if args.json:
         print(json.dumps({"experiments": results}, indent=2))

@@ -142,9 +142,16 @@ def _fmt(v: Any) -> str:
     return f"{int(v):,}"
 
 
-def write_report(results: list[dict[str, Any]], out: str | os.PathLike[str], scale_note: str = "") -> Path:
+def write_report(
+    results: list[dict[str, Any]],
+    out: str | os.PathLike[str],
+    scale_note: str = "",
+    timelines: dict[str, tuple[str, str]] | None = None,
+) -> Path:
     """Write ``index.html``, ``report.md`` and the figures of ``results`` (``mmsim reproduce
-    --json``'s experiment list) into ``out``; returns the path of ``index.html``."""
+    --json``'s experiment list) into ``out``; returns the path of ``index.html``. ``timelines``
+    (``experiments.write_timelines``): each experiment's timeline page in ``out``, linked from its
+    section, or why it has none."""
     from mmsim.experiments import ratio
 
     require_matplotlib()
@@ -169,6 +176,17 @@ def write_report(results: list[dict[str, Any]], out: str | os.PathLike[str], sca
             f"<h2 id='{html.escape(name)}'>{html.escape(head)}</h2>",
             f"<p><b>Claim.</b> {html.escape(e['claim'])}</p>",
         ]
+        if timelines and name in timelines:
+            page, what = timelines[name]
+            if page:
+                md += [f"[Timeline]({page}) of its first simulation ({what}): every CPU's time and events.", ""]
+                body.append(
+                    f"<p><a href='{html.escape(page)}'>Timeline</a> of its first simulation ({html.escape(what)}): "
+                    "every CPU's time and events.</p>"
+                )
+            else:
+                md += [f"No timeline: {what}.", ""]
+                body.append(f"<p>No timeline: {html.escape(what)}.</p>")
         for n in e.get("notes", []):
             md += [f"*Note.* {n}", ""]
             body.append(f"<p><i>Note.</i> {html.escape(n)}</p>")

@@ -149,3 +149,24 @@ def test_headless_chromium_draws_the_timeline(tmp_path):
         [browser, *flags, f"--screenshot={shot}", "--window-size=1450,400", url], capture_output=True, timeout=120
     )
     assert shot.exists() and shot.stat().st_size > 10000, "the page drew its tracks"
+
+
+def test_the_html_report_links_each_experiments_timeline(tmp_path):
+    """reproduce --report --timelines: hzp-rss's first simulation (THP never: 51,200 read faults)
+    drawn, linked from its section; a simulation too long for a timeline says why instead."""
+    from mmsim.experiments import write_timelines
+
+    out = tmp_path / "report"
+    r = run_mmsim("reproduce", "hzp-rss", "--jobs", "1", "--report", out, "--timelines")
+    assert r.returncode == 0, r.stderr
+    index = (out / "index.html").read_text()
+    assert "<a href='timeline-hzp-rss.html'>Timeline</a> of its first simulation (hzp-rss THP never)" in index
+    assert (out / "timeline-hzp-rss.html").is_file()
+    trace = json.loads((out / "timeline-hzp-rss.json").read_text())
+    faults = [e for e in trace["traceEvents"] if e["name"] == "exceptions:page_fault_user"]
+    assert len(faults) == 51_200
+    assert write_timelines(["hzp-rss"], tmp_path / "small", max_ops=1000) == {
+        "hzp-rss": ("", "its first simulation (hzp-rss THP never) is longer than 1,000 operations")
+    }
+    bad = run_mmsim("reproduce", "hzp-rss", "--timelines")
+    assert bad.returncode == 2 and "--timelines goes with --report DIR" in bad.stderr

@@ -307,3 +307,42 @@ def scoreboard(results: list[dict[str, Any]]) -> dict[str, int]:
         "within_10": sum(abs(q - 1) <= 0.10 for q in qs),
         "within_25": sum(abs(q - 1) <= 0.25 for q in qs),
     }
+
+
+#: The most operations (pages touched and system calls) a timeline's run may take: a run with
+#: events is not fast-forwarded, so a seed-scale loop would run for hours.
+TIMELINE_MAX_OPS = 2_000_000
+
+
+def write_timelines(names: list[str], out: Any, max_ops: int = TIMELINE_MAX_OPS) -> dict[str, tuple[str, str]]:
+    """``mmsim reproduce --report DIR --timelines``: each experiment's first simulation again,
+    with every event, as a timeline in ``out`` (``timeline-NAME.json`` and its page, ``.html``).
+    Returns name -> (the page's file name, the simulation's label), or for an experiment without
+    one, (``""``, why: its first simulation passes `max_ops` operations, or is not a workload)."""
+    from pathlib import Path
+
+    from mmsim import timeline
+    from mmsim._mmsim import MmsimError
+    from mmsim.experiments.pool import report_metrics
+    from mmsim.workload import run_workload
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    done: dict[str, tuple[str, str]] = {}
+    for name in names:
+        first = next((r for r in EXPERIMENTS[name].runs() if r.fn is report_metrics), None)
+        if first is None:
+            done[name] = ("", "its simulations are replays of recorded programs")
+            continue
+        workload, sets = first.args[0], list(first.args[1] or [])
+        sets += [("engine.events", "*"), ("engine.max_ops", str(max_ops))]
+        try:
+            report = run_workload(workload, sets=sets)
+        except MmsimError as e:
+            if "limit" not in str(e):
+                raise
+            done[name] = ("", f"its first simulation ({first.label}) is longer than {max_ops:,} operations")
+            continue
+        _, page = timeline.write(report, out / f"timeline-{name}.json")
+        done[name] = (page.name, first.label)
+    return done
