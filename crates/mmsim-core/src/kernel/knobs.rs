@@ -431,8 +431,8 @@ sysfs_enum! {
         /// A DMA engine like the SGI Altix BTE (the seed's patch 4/4): no CPU time and no cache
         /// pollution; its bandwidth and smallest block come from the profile
         /// (`memory.offload_bandwidth`, `memory.offload_min`). Blocks it refuses, and every block on
-        /// a machine without one, are zeroed by the CPU as with `cpu`, as the seed's kscrubd does
-        /// when no zero driver accepts a block.
+        /// a machine without one, are zeroed by the CPU with non-temporal stores (as with `cpu_nt`),
+        /// as the seed's kscrubd zeroes a block no zero driver accepts.
         Offload => "offload",
     }
 }
@@ -577,8 +577,8 @@ declare_knobs! {
         name: "transparent_hugepage/huge_zero_page_wp",
         boot_only: false,
         codec: HzpWp::CODEC,
-        help: "mmsim: a write to the huge zero page that cannot get a THP splits the pmd and copies 4 KiB (Linux >= \
-         6.13), or builds seed 000's PTE table of one new page and 511 zero-page entries",
+        help: "mmsim: a write to the huge zero page that cannot get a THP splits the pmd and maps a new zeroed 4 KiB \
+         page (Linux >= 6.13), or builds seed 000's PTE table of one new page and 511 zero-page entries",
     },
     pcp_batch: PcpBatch = PcpBatch::Auto => {
         name: "page_alloc/pcp_batch",

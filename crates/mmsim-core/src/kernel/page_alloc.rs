@@ -2,8 +2,9 @@
 //! lists of blocks known to be zero and of blocks that are not (the seed's `free_area[ZEROED]`
 //! and `free_area[NOT_ZEROED]`), `__GFP_ZERO`, `init_on_alloc`/`init_on_free`, the blocks
 //! kscrubd takes off the lists to zero, and deterministic fault injection
-//! (mm/fail_page_alloc.c). Differs from Linux: one zone, no per-cpu page lists, no
-//! migratetypes and no compaction; reclaim is the caller's (see `Kernel::alloc_pages`).
+//! (mm/fail_page_alloc.c). Differs from Linux: one zone, per-cpu page lists modelled for their
+//! cost only (`Pcp`), no migratetypes and no compaction; reclaim is the caller's (see
+//! `Kernel::alloc_pages`).
 
 use super::content::PageContent;
 use super::mm_types::{pg, FrameData, ObjTable, Page, NIL};
