@@ -80,11 +80,10 @@ RESULTS = "results/reproduce.json"
 
 
 def _num(v: float | None) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float) and not v.is_integer():
-        return f"{v:,.3f}" if abs(v) < 1000 else f"{v:,.0f}"
-    return f"{int(v):,}"
+    """A number as `mmsim reproduce` prints it; `-` for none."""
+    from mmsim.cli import _num as num
+
+    return "-" if v is None else num(v)
 
 
 def seeds_table(doc: dict) -> str:
@@ -119,17 +118,22 @@ def fill(old: str, docs: Path, page: str, source: str, make: Callable[[dict], st
     file under `docs`) rewritten by `make` from that file's JSON."""
     import json
 
-    begin = BEGIN.format(source=f"docs/{source}")
-    if begin not in old or END not in old.split(begin, 1)[-1]:
-        raise SystemExit(f"{docs / page}: its generated markers are missing ({begin.strip()} ... {END.strip()})")
-    head, rest = old.split(begin, 1)
-    tail = rest.split(END, 1)[1]
     results = docs / source
     if not results.is_file():
         body = f"No results yet: `make {'reproduce' if source == RESULTS else 'bench'}` writes docs/{source}.\n"
     else:
         body = make(json.loads(results.read_text()))
-    return head + begin + body + END + tail
+    return _region(old, docs / page, f"docs/{source}", body)
+
+
+def _region(old: str, page: Path, source: str, body: str) -> str:
+    """`old` (the text of `page`) with the region between its generated markers for `source`
+    replaced by `body`."""
+    begin = BEGIN.format(source=source)
+    if begin not in old or END not in old.split(begin, 1)[-1]:
+        raise SystemExit(f"{page}: its generated markers are missing ({begin.strip()} ... {END.strip()})")
+    head, rest = old.split(begin, 1)
+    return head + begin + body + END + rest.split(END, 1)[1]
 
 
 def seeds_page(old: str, docs: Path) -> str:
@@ -243,11 +247,7 @@ def workload_page(old: str, docs: Path) -> str:
 
     from mmsim import _mmsim
 
-    begin = BEGIN.format(source=SCHEMA_SOURCE)
-    if begin not in old or END not in old.split(begin, 1)[-1]:
-        raise SystemExit(f"{docs / 'workload-format.md'}: its generated markers are missing ({begin.strip()})")
-    head, rest = old.split(begin, 1)
-    return head + begin + workload_tables(json.loads(_mmsim.schema())) + END + rest.split(END, 1)[1]
+    return _region(old, docs / "workload-format.md", SCHEMA_SOURCE, workload_tables(json.loads(_mmsim.schema())))
 
 
 #: Page file name -> its generator, given the page's current text and the docs directory.

@@ -129,7 +129,7 @@ def test_every_example_prints_what_the_docs_show(page, cmd, want, skip, tmp_path
         (code,) = python_examples((DOCS / page).read_text())
         (tmp_path / "example.py").write_text(code)
         cmd = cmd.replace("example.py", str(tmp_path / "example.py"))
-    with _linux_defaults() if "validate" in cmd or "--native" in cmd else _nothing():
+    with _linux_defaults() if "validate" in cmd or "--native" in cmd else contextlib.nullcontext():
         _run_example(page, cmd, want, tmp_path)
 
 
@@ -150,11 +150,6 @@ def _linux_defaults():
     finally:
         for k, v in before.items():
             (thp / k).write_text(v.split("[")[1].split("]")[0] if "[" in v else v)
-
-
-@contextlib.contextmanager
-def _nothing():
-    yield
 
 
 def _run_example(page: str, cmd: str, want: str, tmp_path: Path) -> None:

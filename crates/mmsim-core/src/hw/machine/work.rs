@@ -69,11 +69,15 @@ impl Machine {
     #[inline]
     fn raise_lock_wait(&self, k: &mut Kernel, line: u64, func: &'static str) {
         if self.last_wait >= 1.0 {
-            let ns = self.last_wait / self.p.cpu.freq_ghz;
             crate::tracepoints::raise(&mut k.tp, crate::tracepoints::ev::LOCK_WAIT, || {
-                format!("lock=0x{line:x} func={func} ns={ns:.0}")
+                self.lock_wait_fields(line, func)
             });
         }
+    }
+
+    /// The fields of `mmsim:lock_wait` for the last use of shared line `line` (by `func`).
+    pub fn lock_wait_fields(&self, line: u64, func: &str) -> String {
+        format!("lock=0x{line:x} func={func} ns={:.0}", self.last_wait / self.p.cpu.freq_ghz)
     }
 
     /// Charge one piece of the kernel's queued work to `cpu` (and remote CPUs for

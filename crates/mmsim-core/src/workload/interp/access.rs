@@ -509,10 +509,7 @@ impl Interp {
             let func = if hold > 0 { "spin_lock" } else { "atomic_add" };
             self.machine.atomic_rmw(cpu, line, now, hold as f64, 1.0, func, &mut self.tasks[t].perf);
             if self.machine.last_wait >= 1.0 && self.kernel.tp.is_some() {
-                let ns = self.machine.last_wait / self.machine.p.cpu.freq_ghz;
-                self.tp_emit(t, crate::tracepoints::ev::LOCK_WAIT, |_| {
-                    format!("lock=0x{line:x} func={func} ns={ns:.0}")
-                });
+                self.tp_emit(t, crate::tracepoints::ev::LOCK_WAIT, |s| s.machine.lock_wait_fields(line, func));
             }
             if let Cursor::Atomic { remaining: r, .. } = &mut self.tasks[t].cursor {
                 *r -= 1;
