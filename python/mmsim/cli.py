@@ -560,7 +560,16 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     """``mmsim reproduce``."""
     import time
 
-    from mmsim.experiments import EXPERIMENTS, SEED_EXPERIMENTS, STUDIES, Run, ratio, run_experiments
+    from mmsim.experiments import (
+        EXPERIMENTS,
+        SEED_EXPERIMENTS,
+        STUDIES,
+        Run,
+        ratio,
+        run_experiments,
+        scoreboard,
+        scoreboard_lines,
+    )
 
     if args.list:
         for e in EXPERIMENTS.values():
@@ -637,7 +646,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         index = write_report(results, args.report, timelines=lines)
         print(f"mmsim: report written to {index}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"experiments": results}, indent=2))
+        print(json.dumps({"experiments": results, "scoreboard": scoreboard(results)}, indent=2))
         return 0
     for e in results:
         print(f"{e['name']} (seed {e['seed']}, profile {e['profile']}): {e['claim']}")
@@ -655,6 +664,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                 f"  {r['config']:<26} {r['metric']:<30} {pub:>18} {_num(r['simulated']):>18} {qs:>8}  {r['unit']}{ci}"
             )
         print()
+    print("\n".join(scoreboard_lines(scoreboard(results))))
     print(f"({time.monotonic() - t0:.1f} s)", file=sys.stderr)
     return 0
 

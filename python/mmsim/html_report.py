@@ -142,6 +142,41 @@ def _fmt(v: Any) -> str:
     return f"{int(v):,}"
 
 
+def _scoreboard(score: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The report's opening table (`experiments.scoreboard`), as Markdown lines and HTML."""
+    cols = ["experiment", "published numbers", "within 10 %", "within 25 %", "directions kept"]
+    rows = [(name, s) for name, s in score["experiments"].items() if s["published"] or s["directions"]] + [
+        ("total", score)
+    ]
+    md = ["## Scoreboard", "", "| " + " | ".join(cols) + " |", "|---" * len(cols) + "|"]
+    trs = []
+    for name, s in rows:
+        cells = [
+            str(s["published"]),
+            str(s["within_10"]),
+            str(s["within_25"]),
+            f"{s['directions_kept']} of {s['directions']}",
+        ]
+        label = name if name == "total" else f"[{name}](#{name})"
+        md.append(f"| {label} | " + " | ".join(cells) + " |")
+        first = html.escape(name) if name == "total" else f"<a href='#{html.escape(name)}'>{html.escape(name)}</a>"
+        bold = (lambda c: f"<b>{c}</b>") if name == "total" else (lambda c: c)
+        trs.append("<tr>" + "".join(f"<td>{bold(c)}</td>" for c in [first, *map(html.escape, cells)]) + "</tr>")
+    md += [
+        "",
+        "Directions: every two configurations' published numbers of one metric that differ, kept when the "
+        "simulated numbers differ the same way (a lone ratio: on the same side of 1).",
+        "",
+    ]
+    body = [
+        "<h2 id='scoreboard'>Scoreboard</h2>",
+        "<table><tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>" + "".join(trs) + "</table>",
+        "<p>Directions: every two configurations' published numbers of one metric that differ, kept when the "
+        "simulated numbers differ the same way (a lone ratio: on the same side of 1).</p>",
+    ]
+    return md, body
+
+
 def write_report(
     results: list[dict[str, Any]],
     out: str | os.PathLike[str],
@@ -152,7 +187,7 @@ def write_report(
     --json``'s experiment list) into ``out``; returns the path of ``index.html``. ``timelines``
     (``experiments.write_timelines``): each experiment's timeline page in ``out``, linked from its
     section, or why it has none."""
-    from mmsim.experiments import ratio
+    from mmsim.experiments import ratio, scoreboard
 
     require_matplotlib()
 
@@ -168,6 +203,9 @@ def write_report(
     body = [f"<h1>{html.escape(title)}</h1>"]
     if scale_note:
         body.append(f"<p>{html.escape(scale_note)}</p>")
+    md_score, html_score = _scoreboard(scoreboard(results))
+    md += md_score
+    body += html_score
     for e in results:
         name = e["name"]
         head = f"{name} (seed {e['seed']}, profile {e['profile']})"

@@ -535,8 +535,17 @@ def test_reproduce_lists_and_runs_hzp_rss() -> None:
     assert rows[("THP always, hzp", "RSS growth")]["simulated"] == 0
     assert rows[("THP always, hzp", "page faults")]["simulated"] == 100
     assert rows[("THP never", "page faults")]["simulated"] == 51200
+    assert out["scoreboard"]["experiments"]["hzp-rss"] == {
+        "published": 6,
+        "within_10": 6,
+        "within_25": 6,
+        "directions": 4,
+        "directions_kept": 4,
+    }
     text = run_mmsim("reproduce", "hzp-rss")
     assert "RSS growth" in text.stdout and "sim/pub" in text.stdout
+    # It ends with the scoreboard.
+    assert text.stdout.rstrip().splitlines()[-1].split() == ["total", "6", "6", "6", "4/4"]
 
 
 def test_reproduce_unknown_experiment_is_one_line() -> None:

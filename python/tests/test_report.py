@@ -25,6 +25,11 @@ def test_reproduce_report_writes_a_page_whose_images_all_exist(tmp_path):
         assert f"]({img})" in md
     assert page.count("<figcaption>") == len(images), "every figure has a caption"
     assert "RSS growth" in page and "204,800" in page and "With THP, a read fault" in page
+    # The page opens with the scoreboard: hzp-rss publishes 6 numbers, all exact, and its
+    # never/always/hzp rows give 6 directions (0 vs 204,800 kB, twice per metric... kept).
+    assert page.index("id='scoreboard'") < page.index("id='hzp-rss'")
+    assert "<td><b>total</b></td><td><b>6</b></td><td><b>6</b></td><td><b>6</b></td><td><b>4 of 4</b></td>" in page
+    assert "| total | 6 | 6 | 6 | 4 of 4 |" in md
 
 
 def test_report_loads_in_headless_chromium(tmp_path):

@@ -298,15 +298,78 @@ def write_results(
     out.write_text(json.dumps(doc, indent=1) + "\n")
 
 
-def scoreboard(results: list[dict[str, Any]]) -> dict[str, int]:
-    """How the simulated numbers compare with the published ones: how many rows have a
-    published number, and how many of them are within 10 % and within 25 % of it."""
-    qs = [q for e in results for r in e["rows"] if (q := ratio(r)) is not None]
+def _sign(x: float) -> int:
+    return (x > 0) - (x < 0)
+
+
+def directions(e: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any] | None, bool]]:
+    """The directions one experiment's published numbers give, and whether the simulated ones
+    keep them: every two rows of one metric (and unit) whose published numbers differ, kept when
+    the simulated numbers differ the same way; and a metric published once as a ratio (unit
+    ``x``) or a gain (unit ``%``), kept when the simulated number is on the same side of 1 (of 0).
+    Returns (row, the other row or ``None`` for a lone ratio, kept) for each."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in e["rows"]:
+        if r.get("published") is not None and r.get("simulated") is not None:
+            groups.setdefault((r["metric"], r["unit"]), []).append(r)
+    out: list[tuple[dict[str, Any], dict[str, Any] | None, bool]] = []
+    for (_, unit), rows in groups.items():
+        if len(rows) == 1:
+            ref = {"x": 1.0, "%": 0.0}.get(unit)
+            r = rows[0]
+            if ref is not None and r["published"] != ref:
+                out.append((r, None, _sign(r["published"] - ref) == _sign(r["simulated"] - ref)))
+            continue
+        for i, a in enumerate(rows):
+            for b in rows[i + 1 :]:
+                if a["published"] != b["published"]:
+                    kept = _sign(b["published"] - a["published"]) == _sign(b["simulated"] - a["simulated"])
+                    out.append((a, b, kept))
+    return out
+
+
+def _off(row: dict[str, Any]) -> float | None:
+    """How far a row's simulated number is from its published one: |ratio - 1|, or for a
+    published zero, 0 when the simulated number is zero too and infinity otherwise."""
+    p, s = row.get("published"), row.get("simulated")
+    if p is None or s is None:
+        return None
+    return abs(s / p - 1) if p else (0.0 if s == 0 else float("inf"))
+
+
+def _score(rows: list[dict[str, Any]], dirs: list[tuple[Any, Any, bool]]) -> dict[str, int]:
+    offs = [d for r in rows if (d := _off(r)) is not None]
     return {
-        "published": len(qs),
-        "within_10": sum(abs(q - 1) <= 0.10 for q in qs),
-        "within_25": sum(abs(q - 1) <= 0.25 for q in qs),
+        "published": len(offs),
+        "within_10": sum(d <= 0.10 for d in offs),
+        "within_25": sum(d <= 0.25 for d in offs),
+        "directions": len(dirs),
+        "directions_kept": sum(k for *_, k in dirs),
     }
+
+
+def scoreboard(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """How the simulated numbers compare with the published ones, in total and per experiment
+    (``experiments``: name -> the same counts): how many rows have a published number, how many
+    of them are within 10 % and within 25 % of it (a published zero: only zero is), and how many
+    of the directions the published numbers give (`directions`) the simulated ones keep."""
+    per = {e["name"]: _score(e["rows"], directions(e)) for e in results}
+    total = {k: sum(s[k] for s in per.values()) for k in _score([], [])}
+    return {**total, "experiments": per}
+
+
+def scoreboard_lines(score: dict[str, Any]) -> list[str]:
+    """`scoreboard` as the plain-text table ``mmsim reproduce`` ends with."""
+    head = f"{'experiment':<19} {'published':>9} {'within 10%':>10} {'within 25%':>10} {'directions kept':>16}"
+    out = ["scoreboard (simulated / published):", head]
+
+    def line(name: str, s: dict[str, Any]) -> str:
+        d = f"{s['directions_kept']}/{s['directions']}"
+        return f"{name:<19} {s['published']:>9} {s['within_10']:>10} {s['within_25']:>10} {d:>16}"
+
+    out += [line(n, s) for n, s in score["experiments"].items() if s["published"]]
+    out.append(line("total", score))
+    return out
 
 
 #: The most operations (pages touched and system calls) a timeline's run may take: a run with
