@@ -653,8 +653,10 @@ impl Machine {
             perf.llc_load_misses += (lvl == Level::Mem) as u64;
         }
         if lvl == Level::Mem {
+            // A store's line is written back when it leaves the caches: booked now, with its
+            // fill (as a clear's are).
             let now = self.cpus[cpu].time_base + perf.cycles;
-            let bus = self.book_bandwidth(cpu, now, 1 << self.line_shift);
+            let bus = self.book_bandwidth(cpu, now, (1 + write as u64) << self.line_shift);
             stall = stall.max(bus - cycles);
         }
         cycles += stall;
@@ -694,10 +696,11 @@ impl Machine {
         let mut cycles = self.exec_cycles(cpu, (instr * self.p.cpu.base_cpi).max(count as f64 / ports));
         let base = pfn.phys(self.geo) >> self.line_shift;
         let mut stall = 0.0;
-        let mut from_memory = 0u64;
+        let (mut from_memory, mut dirty) = (0u64, 0u64);
         let (mut l1_misses, mut llc_loads, mut llc_misses) = (0, 0, 0);
         let mut count_level = |m: &Machine, lvl: Level| {
             from_memory += (lvl == Level::Mem) as u64;
+            dirty += (lvl == Level::Mem) as u64;
             l1_misses += (lvl != Level::L1) as u64;
             llc_loads += (lvl >= Level::Llc) as u64;
             llc_misses += (lvl == Level::Mem) as u64;
@@ -707,11 +710,15 @@ impl Machine {
             // One access (a random load or store, one byte of a sparse touch): its line.
             let lvl = self.cache_access(cpu, base + (ps >> self.line_shift));
             count_level(self, lvl);
-        } else if let Some((r, _)) = self.page_run(cpu, base, (ps, pe, stride, count), false) {
+        } else if let Some((r, r_lines)) = self.page_run(cpu, base, (ps, pe, stride, count), false) {
             // The same tallies from the run's masks; the stalls added in line order (an L1
             // hit's is zero, which adds nothing), once for each pattern of masks in a row.
             let mem = r.miss & !r.l2_hit & !r.llc_hit;
-            from_memory += mem.count_ones() as u64;
+            // The channel carries the streamer's fills from memory too; of what came, the
+            // lines this run stores to are dirty.
+            let fetched = r.fetched_from_memory();
+            from_memory += fetched.count_ones() as u64;
+            dirty += (fetched & r_lines).count_ones() as u64;
             l1_misses += r.miss.count_ones() as u64;
             llc_loads += (r.miss & !r.l2_hit).count_ones() as u64;
             llc_misses += mem.count_ones() as u64;
@@ -737,10 +744,13 @@ impl Machine {
             perf.llc_load_misses += llc_misses;
         }
         // The lines fetched from memory take their time on the node's channel: no faster than
-        // its bandwidth allows once other CPUs' streams (or this one's) fill it.
+        // its bandwidth allows once other CPUs' streams (or this one's) fill it. A store's
+        // lines are dirty: their write-back when they leave the caches is booked now too (as
+        // a clear's is), once per fetch.
         if from_memory > 0 {
             let now = self.cpus[cpu].time_base + perf.cycles;
-            let bus = self.book_bandwidth(cpu, now, from_memory << self.line_shift);
+            let lines = from_memory + if write { dirty } else { 0 };
+            let bus = self.book_bandwidth(cpu, now, lines << self.line_shift);
             stall = stall.max(bus - cycles);
         }
         cycles += stall;

@@ -105,15 +105,21 @@ impl<T> IndexMut<usize> for Calendar<T> {
 
 /// A node's memory channel (its DRAM controllers, or the PIII's front-side bus) as a calendar
 /// of the time its users occupy it at `memory.bandwidth` (clears, copies, a zeroing engine,
-/// and a page visit's lines fetched from memory): each use books its bytes' time first come
-/// first served in simulated time, in the gaps earlier uses left, so concurrent streams slow
-/// each other down once their demand passes the bandwidth. Deliberately simple: a use takes
-/// the channel's whole bandwidth while it holds it (its bytes are not spread over its
-/// duration); prefetches and the write-back of dirty user lines do not book it.
+/// and a page visit's lines fetched from memory and written back): each use books its bytes'
+/// time first come first served in simulated time, in the gaps earlier uses left, so
+/// concurrent streams slow each other down once their demand passes the bandwidth.
+/// Arbitration is per transaction: a bulk transfer (a clear, a copy, the engine's zeroing)
+/// does not hold the channel whole; a use that arrives while one is under way alternates with
+/// it line by line (round robin between the two), so it finishes in twice its own time there,
+/// a line miss at most one line's transfer late (`finish`). Line requests queue behind other
+/// line requests (those are transactions already in the queue). Deliberately simple: the bulk
+/// use's own end, reported when it was booked, is not moved by a later-simulated use that cut
+/// in (its time is, on the calendar, for the uses booked after); prefetches are not booked.
 #[derive(Debug, Default)]
 pub(super) struct Channel {
-    /// (start, end) of each booked interval not yet behind the horizon: sorted and disjoint.
-    pub(super) busy: Calendar<(f64, f64)>,
+    /// (start, end, bulk) of each booked interval not yet behind the horizon: sorted and
+    /// disjoint (`bulk`: booked by a bulk transfer).
+    pub(super) busy: Calendar<(f64, f64, bool)>,
     /// Bytes booked so far (the node's DRAM traffic that mmsim times).
     pub(super) bytes: u64,
 }
@@ -122,10 +128,11 @@ pub(super) struct Channel {
 pub(super) const CHANNEL_CALENDAR: usize = 4096;
 
 impl Channel {
-    /// Book `need` cycles of the channel from `now` on, in the gaps left free; returns when
-    /// the last piece ends. Intervals ending at or before `horizon` are forgotten.
-    fn book(&mut self, now: f64, need: f64, horizon: f64) -> f64 {
-        while let Some(&(_, end)) = self.busy.front() {
+    /// Book `need` cycles of the channel (`bulk`: for a bulk transfer) from `now` on, in the
+    /// gaps left free; returns when the use is done (`finish`). Intervals ending at or before
+    /// `horizon` are forgotten.
+    pub(super) fn book(&mut self, now: f64, need: f64, horizon: f64, bulk: bool) -> f64 {
+        while let Some(&(_, end, _)) = self.busy.front() {
             if end > horizon && self.busy.len() < CHANNEL_CALENDAR {
                 break;
             }
@@ -135,21 +142,22 @@ impl Channel {
         // general case below would append it, or extend the last interval if it ends at `now`.
         match self.busy.back_mut() {
             None if need > 0.0 => {
-                self.busy.push_back((now, now + need));
+                self.busy.push_back((now, now + need, bulk));
                 return now + need;
             }
             Some(last) if last.1 <= now && need > 0.0 => {
-                if last.1 == now {
+                if last.1 == now && last.2 == bulk {
                     last.1 = now + need;
                 } else {
-                    self.busy.push_back((now, now + need));
+                    self.busy.push_back((now, now + need, bulk));
                 }
                 return now + need;
             }
             _ => {}
         }
-        let mut i = self.busy.partition_point(|&(_, e)| e <= now);
-        let (mut t, mut left, mut done) = (now, need, now);
+        let done = self.finish(now, need);
+        let mut i = self.busy.partition_point(|&(_, e, _)| e <= now);
+        let (mut t, mut left) = (now, need);
         while left > 0.0 {
             if i < self.busy.len() && self.busy[i].0 <= t {
                 t = t.max(self.busy[i].1);
@@ -158,23 +166,53 @@ impl Channel {
             }
             let gap_end = self.busy.get(i).map_or(f64::INFINITY, |b| b.0);
             let take = left.min(gap_end - t);
-            if i > 0 && self.busy[i - 1].1 >= t {
+            if i > 0 && self.busy[i - 1].1 >= t && self.busy[i - 1].2 == bulk {
                 self.busy[i - 1].1 = t + take;
             } else {
-                self.busy.insert(i, (t, t + take));
+                self.busy.insert(i, (t, t + take, bulk));
                 i += 1;
             }
             t += take;
             left -= take;
-            done = t;
-            // Touching the next interval: join them.
-            if i < self.busy.len() && self.busy[i].0 <= t {
+            // Touching the next interval of the same kind: join them.
+            if i < self.busy.len() && self.busy[i].0 <= t && self.busy[i].2 == bulk {
                 self.busy[i - 1].1 = self.busy[i].1;
                 self.busy.remove(i);
                 t = self.busy[i - 1].1;
             }
         }
         done
+    }
+
+    /// When a use of `need` cycles arriving at `now` is done: it takes the free time at the
+    /// full rate, a bulk transfer's time at half (the two alternate transaction by
+    /// transaction), and waits out other line requests.
+    fn finish(&self, now: f64, need: f64) -> f64 {
+        let mut i = self.busy.partition_point(|&(_, e, _)| e <= now);
+        let (mut t, mut left) = (now, need);
+        loop {
+            match self.busy.get(i) {
+                Some(&(start, end, bulk)) if start <= t => {
+                    if bulk {
+                        let share = (end - t) / 2.0;
+                        if share >= left {
+                            return t + 2.0 * left;
+                        }
+                        left -= share;
+                    }
+                    t = end;
+                    i += 1;
+                }
+                next => {
+                    let gap_end = next.map_or(f64::INFINITY, |b| b.0);
+                    if gap_end - t >= left {
+                        return t + left;
+                    }
+                    left -= gap_end - t;
+                    t = gap_end;
+                }
+            }
+        }
     }
 }
 
@@ -205,12 +243,22 @@ impl Machine {
     /// The last interval booked on `node`'s channel (start, end), in cycles.
     #[cfg(test)]
     pub(crate) fn last_booking(&self, node: usize) -> Option<(f64, f64)> {
-        self.channels[node].busy.back().copied()
+        self.channels[node].busy.back().map(|&(s, e, _)| (s, e))
     }
 
-    /// Book `bytes` of `cpu`'s node's memory bandwidth from `now` on (`Channel::book`):
-    /// returns the cycles from `now` until they have passed.
+    /// Book `bytes` of `cpu`'s node's memory bandwidth from `now` on for line requests
+    /// (`Channel::book`): returns the cycles from `now` until they have passed.
     pub fn book_bandwidth(&mut self, cpu: usize, now: f64, bytes: u64) -> f64 {
+        self.book_channel(cpu, now, bytes, false)
+    }
+
+    /// `book_bandwidth` for a bulk transfer (a clear, a copy, an engine's zeroing), which
+    /// other uses interleave with transaction by transaction.
+    pub fn book_bulk(&mut self, cpu: usize, now: f64, bytes: u64) -> f64 {
+        self.book_channel(cpu, now, bytes, true)
+    }
+
+    fn book_channel(&mut self, cpu: usize, now: f64, bytes: u64, bulk: bool) -> f64 {
         if bytes == 0 {
             return 0.0;
         }
@@ -219,7 +267,7 @@ impl Machine {
         let need = bytes as f64 / self.bytes_per_cycle(self.p.memory.bandwidth);
         let horizon = self.horizon;
         self.channels[node].bytes += bytes;
-        self.channels[node].book(now, need, horizon) - now
+        self.channels[node].book(now, need, horizon, bulk) - now
     }
 
     /// An atomic read-modify-write (or a spinlock acquire held for `hold` cycles) by `cpu` at

@@ -797,6 +797,28 @@ declare_knobs! {
          next tick (debugfs sched/base_slice_ns); auto is Linux's 700000 x (1 + ilog2(min(CPUs, 8))); \
          2.6's O(1) scheduler gave a nice-0 task 100 ms (DEF_TIMESLICE)",
     },
+    /// `sched_child_runs_first`: a forked child (not CLONE_VM) placed on its parent's CPU runs
+    /// before the parent goes on, with half the parent's remaining slice, the parent keeping
+    /// the other half: 2.6's O(1) scheduler always (sched_fork's timeslice split,
+    /// wake_up_new_task's child-first), CFS under the sysctl (default 0, removed in 6.x).
+    sched_child_runs_first: bool = false => {
+        name: "sched/child_runs_first",
+        boot_only: false,
+        codec: BOOL,
+        help: "a forked child placed on its parent's CPU runs first, with half the parent's remaining slice, \
+         the parent keeping the other half (1: Linux 2.6's O(1) scheduler, sched_fork and wake_up_new_task), \
+         or the parent runs on and the child waits its turn (0: current Linux)",
+    },
+    /// SD_BALANCE_FORK: where a forked task goes (select_task_rq with SD_BALANCE_FORK,
+    /// find_idlest_cpu), or mmsim's placement by pid.
+    sched_balance_fork: bool = true => {
+        name: "sched/balance_fork",
+        boot_only: false,
+        codec: BOOL,
+        help: "mmsim: a new task goes to the idlest CPU, the one with the fewest runnable tasks, its parent's on a \
+         tie, else the lowest-numbered (1: SD_BALANCE_FORK's find_idlest_cpu over one domain of every CPU, \
+         2.6.15 and current Linux alike), or to CPU (pid - 1) mod CPUs (0: round robin by pid)",
+    },
     /// CONFIG_HZ: the scheduler tick. A slice ends at the first tick after it is used up
     /// (update_deadline runs from the tick; no HRTICK).
     hz: u32 = 250 => {

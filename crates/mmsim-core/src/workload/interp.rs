@@ -43,6 +43,8 @@ mod sample;
 mod sample_tests;
 mod sched;
 #[cfg(test)]
+mod sched_tests;
+#[cfg(test)]
 mod serial_tests;
 mod syscalls;
 
@@ -278,6 +280,9 @@ struct SchedEntity {
     last_run: u64,
     /// In its CPU's runqueue (`on_rq`): `rq_update` keeps it equal to `Task::runnable`.
     queued: bool,
+    /// Cycles of slice it was given to run when next switched in, instead of a new slice
+    /// (0: none): the O(1) scheduler's split of a parent's timeslice at fork (`sched_fork`).
+    slice_left: f64,
 }
 
 /// Why an access stopped the task.

@@ -33,6 +33,13 @@ impl RunMasks {
         }
     }
 
+    /// The lines the run brought from memory, as a mask of offsets: its own accesses' misses
+    /// and the streamer's fills of lines in neither the L2 nor the LLC (the channel's traffic).
+    #[inline(always)]
+    pub(super) fn fetched_from_memory(&self) -> u64 {
+        (self.miss & !self.l2_hit & !self.llc_hit) | (self.filled & !self.l2_before & !self.llc_before)
+    }
+
     /// Where the run's lines (`lines`) were before it, as masks of those in the L2, in the LLC
     /// and in memory (`[l2, llc, mem]`; the rest were in the L1). A line the L1 missed and
     /// had not lost to an earlier line of the run was below it; a line the streamer filled

@@ -122,11 +122,15 @@ impl Interp {
         }
         self.pid_allocated += 1;
         let ncpus = self.machine.cpus.len();
-        let cpu = cpu.unwrap_or((pid as usize - 1) % ncpus) % ncpus;
-        // The child starts no earlier than the moment of the fork.
         let pc = self.tasks[t].cpu;
+        let cpu = match cpu {
+            Some(c) => c % ncpus,
+            None if self.kernel.knobs.sched_balance_fork && !self.serial => self.find_idlest_cpu(pc),
+            None => (pid as usize - 1) % ncpus,
+        };
+        // The child starts no earlier than the moment of the fork.
+        let now = self.machine.clock[pc] + self.tasks[t].perf.cycles - self.quantum_base;
         if cpu != pc {
-            let now = self.machine.clock[pc] + self.tasks[t].perf.cycles - self.quantum_base;
             let c = &mut self.machine.clock[cpu];
             *c = c.max(now);
         }
@@ -135,6 +139,9 @@ impl Interp {
         self.tasks[t].children.push(pid);
         let child = self.tasks.len() - 1;
         self.rq_update(child);
+        if self.kernel.knobs.sched_child_runs_first && !self.serial {
+            self.sched_fork(t, child, now, !copy);
+        }
         if self.kernel.tp.is_some() {
             self.tp_emit(t, crate::tracepoints::ev::SCHED_PROCESS_FORK, |s| {
                 let (c, cc) = (s.tp_comm(t), s.tp_comm(child));
@@ -151,6 +158,22 @@ impl Interp {
             self.forking = None;
             self.apply_lazyfree_discards(None);
         }
+    }
+
+    /// `find_idlest_cpu` (kernel/sched, SD_BALANCE_FORK) for a task forked on `this_cpu`, over
+    /// one domain of every CPU: the CPU with the fewest runnable tasks (the forking task
+    /// counted on its own), `this_cpu` on a tie, else the lowest-numbered. Differs from Linux:
+    /// no domain hierarchy (no group imbalance threshold between nodes), and a CPU's load is
+    /// its count of runnable tasks, not their weighted average.
+    fn find_idlest_cpu(&self, this_cpu: usize) -> usize {
+        let (mut min, mut idlest) = (usize::MAX, this_cpu);
+        for c in 0..self.machine.cpus.len() {
+            let load = self.rq[c].len() + usize::from(c == this_cpu);
+            if load < min || (load == min && c == this_cpu) {
+                (min, idlest) = (load, c);
+            }
+        }
+        idlest
     }
 
     /// The task ends (exit or a fatal signal): record its last status and tear down its mm.

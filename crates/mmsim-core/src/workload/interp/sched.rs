@@ -146,13 +146,16 @@ impl Interp {
                 self.busy_cpus.remove(cpu);
             }
         }
-        self.sched[t] = SchedEntity { last_run: self.run_seq, queued: false };
+        let left = self.sched[t].slice_left;
+        self.sched[t] = SchedEntity { last_run: self.run_seq, queued: false, slice_left: 0.0 };
         self.sched_changed.insert(cpu);
         // A new slice for a task switched in, or for one whose slice ended with nothing else
-        // to run (the tick renews it).
+        // to run (the tick renews it); what is left of a slice split at fork, if any.
         if !self.serial && (self.curr[cpu] != Some(t) || self.machine.clock[cpu] >= self.slice_end[cpu]) {
             self.curr[cpu] = Some(t);
-            self.slice_end[cpu] = self.slice_end_from(self.machine.clock[cpu]);
+            let clock = self.machine.clock[cpu];
+            self.slice_end[cpu] =
+                if left > 0.0 { self.nth_tick_after(clock, left) } else { self.slice_end_from(clock) };
         }
         // A context switch: the outgoing task's outstanding translations complete on its time.
         match self.machine.cpus[cpu].walk_task {
@@ -287,7 +290,7 @@ impl Interp {
             // A runnable task is in its CPU's runqueue under its current key (`rq_update`; `c`
             // runs on `cpu`, a task's CPU being fixed at fork), and `queued` says whether it is:
             // neither the task nor the runqueue need be read.
-            let SchedEntity { last_run, queued } = self.sched[c];
+            let SchedEntity { last_run, queued, .. } = self.sched[c];
             let key = (last_run, c);
             debug_assert_eq!(self.tasks[c].runnable(), queued);
             debug_assert_eq!(queued, self.rq[cpu].contains(&key));
@@ -302,10 +305,54 @@ impl Interp {
     /// of 1/HZ) at or after `sched/base_slice_ns` of running.
     pub(super) fn slice_end_from(&self, clock: f64) -> f64 {
         let freq = self.machine.p.cpu.freq_ghz * 1e9;
-        let k = &self.kernel.knobs;
-        let slice = k.sched_slice_ns(self.machine.cpus.len()) as f64 * 1e-9 * freq;
-        let tick = freq / f64::from(k.hz);
-        ((clock + slice) / tick).ceil() * tick
+        let slice = self.kernel.knobs.sched_slice_ns(self.machine.cpus.len()) as f64 * 1e-9 * freq;
+        self.tick_after(clock + slice)
+    }
+
+    /// Cycles between scheduler ticks (1/HZ).
+    pub(super) fn tick(&self) -> f64 {
+        self.machine.p.cpu.freq_ghz * 1e9 / f64::from(self.kernel.knobs.hz)
+    }
+
+    /// The first tick at or after `t`.
+    fn tick_after(&self, t: f64) -> f64 {
+        let tick = self.tick();
+        (t / tick).ceil() * tick
+    }
+
+    /// The end of a slice of `left` cycles (whole ticks) begun at `clock`: the tick that
+    /// many ticks after `clock` (the O(1) scheduler counts a timeslice down one tick at a
+    /// time).
+    fn nth_tick_after(&self, clock: f64, left: f64) -> f64 {
+        let tick = self.tick();
+        ((clock / tick).floor() + (left / tick).round()) * tick
+    }
+
+    /// `sched_fork` and `wake_up_new_task` of Linux 2.6's O(1) scheduler
+    /// (`sched/child_runs_first`): the parent `t`, forking `child` at `now` (its CPU's time),
+    /// gives the child half the ticks left of its timeslice, rounded up, and keeps the rest
+    /// (none left: its slice ends now, `scheduler_tick`); a child on the parent's CPU, not
+    /// sharing its mm, runs first: the parent's quantum ends now and the child, never run,
+    /// is picked next, the parent keeping its ticks for its next turn.
+    pub(super) fn sched_fork(&mut self, t: usize, child: usize, now: f64, shares_vm: bool) {
+        let cpu = self.tasks[t].cpu;
+        let tick = self.tick();
+        let ticks = ((self.slice_end[cpu] - now) / tick).ceil().max(0.0);
+        let child_ticks = ((ticks + 1.0) / 2.0).floor();
+        let parent_ticks = ticks - child_ticks;
+        self.sched[child].slice_left = child_ticks * tick;
+        self.slice_end[cpu] = if parent_ticks > 0.0 { self.nth_tick_after(now, parent_ticks * tick) } else { now };
+        if parent_ticks == 0.0 {
+            self.time_limit = f64::NEG_INFINITY;
+        } else if !self.rq[cpu].is_empty() {
+            // Others wait on this CPU: the parent yields when its shorter slice ends.
+            self.time_limit = self.time_limit.min(self.tasks[t].perf.cycles + (self.slice_end[cpu] - now));
+        }
+        if self.tasks[child].cpu == cpu && !shares_vm {
+            self.sched[t].slice_left = parent_ticks * tick;
+            self.slice_end[cpu] = now;
+            self.time_limit = f64::NEG_INFINITY;
+        }
     }
 
     /// Update the load average up to the scheduler's horizon (the earliest running CPU's time)

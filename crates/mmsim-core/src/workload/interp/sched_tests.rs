@@ -1,0 +1,92 @@
+//! The scheduler at fork, by era: where a new task goes (`sched/balance_fork`) and whether
+//! it runs before its parent with half the parent's timeslice (`sched/child_runs_first`).
+
+use serde_json::json;
+
+use crate::report::Report;
+use crate::sim::{run_with, RunOptions};
+use crate::workload::spec::parse_workload;
+
+fn run(w: serde_json::Value) -> Report {
+    let w = parse_workload(&w.to_string()).expect("valid workload");
+    let opts = RunOptions { check: true, ..Default::default() };
+    let r = run_with(&w, &[], &opts).expect("runs");
+    assert_eq!(r.check.mismatches, 0, "reference model mismatches: {:?}", r.events);
+    r
+}
+
+fn snap(l: &str) -> serde_json::Value {
+    json!({"op":"snapshot","label":l})
+}
+
+/// (label, pid, milliseconds) of every snapshot of the workload's tasks, in time order.
+fn timeline(r: &Report) -> Vec<(String, u32, f64)> {
+    let mut v: Vec<_> =
+        r.snapshots.iter().filter(|s| s.pid != 0).map(|s| (s.label.clone(), s.pid, s.time * 1e3)).collect();
+    v.sort_by(|a, b| a.2.total_cmp(&b.2));
+    v
+}
+
+/// One CPU, 2.6's O(1) scheduler (a 100 ms timeslice, HZ 250: 25 ticks of 4 ms): a parent
+/// forks a child that computes for longer than a slice. With child-runs-first the child runs
+/// at once, for half the parent's 25 ticks rounded up (13: until 52 ms), then the parent takes
+/// its other 12; without it the parent goes on and the child waits for the parent's slice to
+/// end (or for its `wait`).
+#[test]
+fn child_runs_first_with_half_the_parents_timeslice() {
+    let w = |first: u8| {
+        json!({"machine":{"profile":"opteron-2.2","cpus":1},
+            "knobs":{"sched/base_slice_ns":100_000_000,"kernel/hz":250,"sched/child_runs_first":first},
+            "program":[
+                {"op":"mmap","name":"p","size":"4M"},
+                {"op":"write","region":"p"},
+                {"op":"fork","program":[
+                    snap("child"),
+                    {"op":"loop","count":400,"body":[{"op":"read","region":"p","stride":64}]},
+                    snap("child-end")]},
+                snap("parent"),
+                {"op":"wait"}]})
+    };
+    let on = timeline(&run(w(1)));
+    let labels: Vec<_> = on.iter().map(|(l, p, _)| (l.as_str(), *p)).collect();
+    assert_eq!(labels, [("child", 2), ("parent", 1), ("child-end", 2)], "{on:?}");
+    let (child, parent) = (on[0].2, on[1].2);
+    // The parent's 4 MiB of faults take 2.3 ms; the child runs right after its fork.
+    assert!(child < 3.0, "the child runs at once: {child} ms");
+    assert!((52.0..52.5).contains(&parent), "the parent waits out the child's 13 ticks: {parent} ms");
+    assert!(on[2].2 > 100.0, "the child needs more than its half slice: {on:?}");
+
+    let off = timeline(&run(w(0)));
+    let labels: Vec<_> = off.iter().map(|(l, p, _)| (l.as_str(), *p)).collect();
+    assert_eq!(labels, [("parent", 1), ("child", 2), ("child-end", 2)], "{off:?}");
+    assert!(off[0].2 < 3.0 && off[1].2 < 3.0, "the parent's wait hands the CPU over: {off:?}");
+}
+
+/// Balance on fork: each child goes to the idlest CPU (fewest runnable tasks), the parent's on
+/// a tie, else the lowest-numbered. On 4 CPUs, with a busy task pinned to CPU 2 first, the next
+/// children go to the idle CPUs 1 and 3, then (every CPU at one task) to the parent's CPU 0,
+/// then to 1; by pid they would go to CPUs 2, 3, 0, 1. Where each child's page faults were
+/// taken tells where it ran.
+#[test]
+fn balance_on_fork_places_children_on_the_idlest_cpu() {
+    let busy = json!([{"op":"mmap","name":"q","size":"64K"},
+        {"op":"loop","count":2000,"body":[{"op":"write","region":"q","stride":64}]}]);
+    let w = |balance: u8| {
+        json!({"machine":{"cpus":4},
+            "knobs":{"sched/balance_fork":balance,"sched/base_slice_ns":100_000_000},
+            "program":[
+                {"op":"fork","cpu":2,"program":busy},
+                {"op":"fork","count":4,"program":busy},
+                {"op":"wait"}]})
+    };
+    let placed = |balance: u8| {
+        let w = parse_workload(&w(balance).to_string()).expect("valid workload");
+        let sets = [("engine.events".to_string(), "exceptions:page_fault_user".to_string())];
+        let r = run_with(&w, &sets, &RunOptions::default()).expect("runs");
+        (2..=6u32)
+            .map(|pid| r.trace_events.iter().find(|e| e.pid == pid).map(|e| e.cpu).expect("the child faulted"))
+            .collect::<Vec<u32>>()
+    };
+    assert_eq!(placed(1), [2, 1, 3, 0, 1], "idlest first, the parent's CPU on a tie");
+    assert_eq!(placed(0), [2, 2, 3, 0, 1], "by pid: (pid - 1) mod 4");
+}
