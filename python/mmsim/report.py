@@ -70,6 +70,7 @@ def format_report(report: Mapping[str, Any]) -> str:
         _perf_lines(report),
         _meminfo_lines(report.get("meminfo", {}), base.get("meminfo", {})),
         _vmstat_lines(report.get("vmstat", {}), base.get("vmstat", {})),
+        _coherence_lines(report.get("coherence") or {}),
         _process_lines(report.get("processes", [])),
         _process_perf_lines(report.get("processes", [])),
         _profile_lines(report),
@@ -79,6 +80,23 @@ def format_report(report: Mapping[str, Any]) -> str:
         _replay_lines(report.get("replay") or []),
     ]
     return "\n\n".join("\n".join(p) for p in parts if p) + "\n"
+
+
+def _coherence_lines(c: Mapping[str, Any]) -> list[str]:
+    """What kept the private caches coherent (the report's `coherence`), when anything moved."""
+    moved = sum(c.get(f"transfers-{d}", 0) for d in ("smt", "socket", "remote"))
+    if not moved and not c.get("invalidations"):
+        return []
+    return [
+        "Coherence (MESI between the CPUs' private caches):",
+        f"  {format_number(moved)} modified lines moved between CPUs (sibling thread "
+        f"{format_number(c.get('transfers-smt', 0))}, same socket {format_number(c.get('transfers-socket', 0))}, "
+        f"other socket {format_number(c.get('transfers-remote', 0))}; "
+        f"{format_number(c.get('atomic-transfers', 0))} of atomics and locks)",
+        f"  {format_number(c.get('invalidations', 0))} copies invalidated by writes, "
+        f"{format_number(c.get('transfer-cycles', 0))} cycles of core-to-core latency, "
+        f"{format_number(c.get('directory-lines', 0))} lines in the directory at the end",
+    ]
 
 
 def _replay_lines(replays: list[Mapping[str, Any]]) -> list[str]:
@@ -130,6 +148,9 @@ def _perf_lines(report: Mapping[str, Any]) -> list[str]:
         lines.append(f"{format_number(float(perf['task-clock'])):>18} msec task-clock")
     names = [n for n in FIRST_EVENTS if n in perf]
     names += [n for n in perf if n not in FIRST_EVENTS and n not in NOT_ROWS]
+    if int(m.get("cpus", 1)) == 1:
+        # One CPU: no other cache to take a line from.
+        names = [n for n in names if not n.startswith("hitm-")]
     sampling = report.get("sampling") or {}
     ci = sampling.get("ci95") or {}
     for name in names:

@@ -118,6 +118,45 @@ def test_run_json_has_the_report_schema():
     assert report["knobs"]["transparent_hugepage/use_zero_page"] == "1"
 
 
+def test_run_reports_coherence_between_threads_writing_one_line(tmp_path: Path) -> None:
+    """Two threads on different sockets of Haswell-EP take turns writing one line: every move
+    of the modified line is a remote HITM, in perf's counters and the `coherence` section."""
+    w = {
+        "name": "ping-pong",
+        "machine": {"profile": "haswell-ep", "cpus": 4},
+        "program": [
+            {"op": "mmap", "name": "p", "size": "4K"},
+            {"op": "write", "region": "p", "length": 1},
+            {
+                "op": "thread",
+                "count": 2,
+                "program": [{"op": "loop", "count": 2000, "body": [{"op": "write", "region": "p", "length": 1}]}],
+            },
+            {"op": "wait"},
+        ],
+    }
+    path = tmp_path / "ping-pong.json"
+    path.write_text(json.dumps(w))
+    r = run_mmsim("run", path, "--json").json()
+    c = r["coherence"]
+    assert list(c) == [
+        "transfers-smt",
+        "transfers-socket",
+        "transfers-remote",
+        "atomic-transfers",
+        "invalidations",
+        "transfer-cycles",
+        "directory-lines",
+    ]
+    # The threads go to the idle CPUs 1 and 2, one on each socket.
+    assert c["transfers-remote"] > 0 and c["transfers-smt"] == c["transfers-socket"] == 0
+    assert r["perf"]["hitm-remote"] == c["transfers-remote"]
+    assert c["transfer-cycles"] == 294 * c["transfers-remote"]
+    text = run_mmsim("run", path).stdout
+    assert "Coherence (MESI between the CPUs' private caches):" in text
+    assert re.search(r"\s[\d,]+\s+hitm-remote", text)
+
+
 def _looped_text(tmp_path: Path) -> Path:
     """A 16 MiB text run 12 times, random reads after each 2 MiB (seed 004's shape, small)."""
     body = []

@@ -232,6 +232,10 @@ pub struct Report {
     pub snapshots: Vec<Snapshot>,
     pub events: Vec<Event>,
     pub check: CheckSummary,
+    /// What kept the CPUs' private caches coherent over the run (`hw::coherence`): modified
+    /// lines moved by distance, those of atomics, copies invalidated, the cycles of
+    /// core-to-core latency and the directory's lines at the end.
+    pub coherence: Counters,
     pub engine: EngineStats,
     /// Present when the run sampled its loops (`engine.sample`).
     #[serde(skip_serializing_if = "Option::is_none")]

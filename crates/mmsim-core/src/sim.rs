@@ -175,6 +175,7 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
         snapshots,
         events,
         check,
+        coherence: coherence_counters(&it.machine),
         engine: crate::report::EngineStats {
             steps: it.steps,
             fast_forwarded_iterations: it.fast_forwarded,
@@ -187,6 +188,20 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
         trace_events: std::mem::take(&mut it.trace_events),
         failed,
     })
+}
+
+/// The report's `coherence` section.
+fn coherence_counters(m: &crate::hw::machine::Machine) -> crate::report::Counters {
+    let (st, lines) = m.coherence_stats();
+    let mut c = crate::report::Counters::default();
+    c.push("transfers-smt", st.transfers_smt as i64);
+    c.push("transfers-socket", st.transfers_socket as i64);
+    c.push("transfers-remote", st.transfers_remote as i64);
+    c.push("atomic-transfers", st.atomic_transfers as i64);
+    c.push("invalidations", st.invalidations as i64);
+    c.push("transfer-cycles", st.transfer_cycles.round() as i64);
+    c.push("directory-lines", lines as i64);
+    c
 }
 
 /// What `apply_sets` makes of a run's settings: the kernel's knobs, the profile's overrides

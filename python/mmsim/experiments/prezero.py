@@ -42,8 +42,9 @@ PREZERO_FAULTS_PUBLISHED = {
 # is the V3 patch set with kscrubd enabled at the V3 code's orders (scrub_start 7, scrub_stop 2;
 # the seed does not give the values it wrote) and its separate zeroed/not-zeroed buddy lists;
 # the PIII has no zeroing engine, so the CPU zeroes. Its scheduler is the O(1) scheduler: a
-# 100 ms timeslice (DEF_TIMESLICE) at HZ 1000 (2.6.10's default), a child run first with half
-# its parent's timeslice.
+# 100 ms timeslice (DEF_TIMESLICE) at HZ 1000 (2.6.10's default on i386; ia64's 1024 is not a
+# value the knob takes), a child run first with half its parent's timeslice, a woken task
+# preempting.
 PFT_KERNEL = {
     "transparent_hugepage/enabled": "never",
     "page_alloc/pcp_batch": "legacy",
@@ -51,6 +52,7 @@ PFT_KERNEL = {
     "sched/base_slice_ns": 100_000_000,
     "kernel/hz": 1000,
     "sched/child_runs_first": 1,
+    "sched/wakeup_preemption": 1,
 }
 PREZERO_KNOBS = {"vm/scrub_start": 7, "vm/scrub_stop": 2, "vm/scrub_merge": "separate", "vm/scrub_engine": "cpu"}
 

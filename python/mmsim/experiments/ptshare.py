@@ -28,6 +28,7 @@ KERNEL_2615 = {
     "sched/base_slice_ns": 100_000_000,
     "kernel/hz": 250,
     "sched/child_runs_first": 1,
+    "sched/wakeup_preemption": 1,
 }
 #: The patch with its x86-64 defaults: PTE and PMD tables shared, PUD not.
 SHPT = {"vm/ptshare": "pte,pmd"}

@@ -112,7 +112,7 @@ pub struct Machine {
     prefetch_shift: Option<u32>,
     /// Stall beyond an L1 hit of an access served at each level (`Level as usize`), alone
     /// (`serial`) and as one of an independent stream (`parallel`): see `stall`.
-    stall_serial: [f64; 4],
+    pub(super) stall_serial: [f64; 4],
     stall_parallel: [f64; 4],
     /// The last run's stall (`page_accesses`): its lines' `RunMasks` (`miss`, `l2_hit`,
     /// `llc_hit`), which fix the sum, and the sum. A stream's pages repeat one pattern.
@@ -123,6 +123,8 @@ pub struct Machine {
     /// The cycles the last use of a shared line waited before it began (for the run's
     /// `mmsim:lock_wait` events; read only when events are on).
     pub last_wait: f64,
+    /// The directory that keeps the CPUs' private caches coherent (`coherence.rs`).
+    pub(super) coherence: super::coherence::Coherence,
 }
 
 /// A page-table entry `Machine::warm_access` found ahead of its access: entry `idx` of the
@@ -156,6 +158,7 @@ impl Machine {
     pub fn with_memory(p: Profile, ncpus: usize, memory: u64) -> Machine {
         let line = p.cache.line;
         let lines = memory.div_ceil(line);
+        let coherence = super::coherence::Coherence::new(ncpus, (memory != u64::MAX).then_some(lines));
         let geo = p.geometry();
         let nodes = p.smp.numa_nodes.max(1);
         let cpus: Vec<Cpu> = (0..ncpus)
@@ -195,6 +198,7 @@ impl Machine {
             mm_cpus: FastMap::default(),
             shared_lines: FastMap::default(),
             last_wait: 0.0,
+            coherence,
             horizon: 0.0,
             // Each node's calendar at its full size from boot: booking bandwidth on the access
             // path allocates nothing.
@@ -246,7 +250,9 @@ impl Machine {
             })
             .sum::<usize>()
             + self.llc.capacity();
-        entries as u64 * 3 * 8 + self.cpus.len() as u64 * std::mem::size_of::<Cpu>() as u64
+        entries as u64 * 3 * 8
+            + self.cpus.len() as u64 * std::mem::size_of::<Cpu>() as u64
+            + self.coherence.host_bytes()
     }
 
     /// Host bytes of the CPU masks of `mms` address spaces (mm_cpumask, one byte per CPU).
@@ -561,7 +567,7 @@ impl Machine {
 
     /// `for_each_line`'s lines as offsets from the first one's.
     #[inline]
-    fn for_each_line_offset(&self, ps: u64, pe: u64, stride: u64, count: u64, f: &mut impl FnMut(u64)) {
+    pub(super) fn for_each_line_offset(&self, ps: u64, pe: u64, stride: u64, count: u64, f: &mut impl FnMut(u64)) {
         let first = ps >> self.line_shift;
         if stride >= self.line_size() {
             let mut off = ps;
@@ -645,8 +651,9 @@ impl Machine {
         let ports = if write { self.p.cpu.stores_per_cycle } else { self.p.cpu.loads_per_cycle };
         let mut cycles = self.exec_cycles(cpu, 1.0 / ports);
         let line = (pfn.phys(self.geo) >> self.line_shift) + (off >> self.line_shift);
+        let coherence = self.snoop(cpu, line, 1, write, perf);
         let lvl = self.cache_access(cpu, line);
-        let mut stall = self.stall(lvl, true);
+        let mut stall = (self.stall(lvl, true) + coherence / self.p.memory.mlp).max(0.0);
         if !write {
             perf.l1d_load_misses += (lvl != Level::L1) as u64;
             perf.llc_loads += (lvl >= Level::Llc) as u64;
@@ -695,6 +702,8 @@ impl Machine {
         let ports = if write { self.p.cpu.stores_per_cycle } else { self.p.cpu.loads_per_cycle };
         let mut cycles = self.exec_cycles(cpu, (instr * self.p.cpu.base_cpi).max(count as f64 / ports));
         let base = pfn.phys(self.geo) >> self.line_shift;
+        // Other CPUs' copies first (MESI): what that adds overlaps as the misses do.
+        let coherence = self.snoop_span(cpu, base, (ps, pe, stride, count), write, perf) / self.p.memory.mlp;
         let mut stall = 0.0;
         let (mut from_memory, mut dirty) = (0u64, 0u64);
         let (mut l1_misses, mut llc_loads, mut llc_misses) = (0, 0, 0);
@@ -738,6 +747,7 @@ impl Machine {
         } else {
             self.lines_one_by_one(cpu, base, (ps, pe, stride, count), false, &mut count_level);
         }
+        stall = (stall + coherence).max(0.0);
         if !write {
             perf.l1d_load_misses += l1_misses;
             perf.llc_loads += llc_loads;
@@ -902,6 +912,8 @@ impl Machine {
             h = (h ^ c.walk_debt.to_bits()).wrapping_mul(0x100_0000_01b3);
         }
         self.llc.digest(&mut h);
+        // The directory's size stands for its state (its entries follow the caches' contents).
+        h = (h ^ self.coherence.directory_lines() as u64).wrapping_mul(0x100_0000_01b3);
         h
     }
 }

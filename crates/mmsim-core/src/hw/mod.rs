@@ -2,6 +2,7 @@
 //! the cycle cost model, configured by a profile.
 
 pub mod assoc;
+pub mod coherence;
 pub mod cpuset;
 pub mod machine;
 pub mod perf;
@@ -12,6 +13,8 @@ pub mod tlb;
 
 #[cfg(test)]
 mod assoc_tests;
+#[cfg(test)]
+mod coherence_tests;
 #[cfg(test)]
 mod run_tests;
 #[cfg(test)]

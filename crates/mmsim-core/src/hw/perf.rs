@@ -25,6 +25,11 @@ pub struct PerfCounters {
     pub page_walk_cycles: f64,
     /// Memory references simulated (loads and stores of the workload and of page walks).
     pub mem_refs: u64,
+    /// Loads and stores (and atomics) that found their line modified in another CPU's private
+    /// caches, on this socket (the same core's other thread included) or another: perf c2c's
+    /// local and remote HITM.
+    pub hitm_local: u64,
+    pub hitm_remote: u64,
     /// Cycles per kernel function, in first-charged order.
     pub profile: Vec<(&'static str, f64)>,
 }
@@ -73,6 +78,8 @@ impl PerfCounters {
         self.page_walks += o.page_walks;
         self.page_walk_cycles += o.page_walk_cycles;
         self.mem_refs += o.mem_refs;
+        self.hitm_local += o.hitm_local;
+        self.hitm_remote += o.hitm_remote;
         for (f, c) in &o.profile {
             match self.profile.iter_mut().find(|e| e.0 == *f) {
                 Some(e) => e.1 += c,
@@ -103,6 +110,8 @@ impl PerfCounters {
             page_walks: self.page_walks * n,
             page_walk_cycles: self.page_walk_cycles * f,
             mem_refs: self.mem_refs * n,
+            hitm_local: self.hitm_local * n,
+            hitm_remote: self.hitm_remote * n,
             profile: self.profile.iter().map(|(k, v)| (*k, v * f)).collect(),
         }
     }
@@ -131,12 +140,14 @@ impl PerfCounters {
             page_walks: u(self.page_walks),
             page_walk_cycles: self.page_walk_cycles * f,
             mem_refs: u(self.mem_refs),
+            hitm_local: u(self.hitm_local),
+            hitm_remote: u(self.hitm_remote),
             profile: self.profile.iter().map(|(k, v)| (*k, v * f)).collect(),
         }
     }
 
     /// The counts under their `perf stat` names, in the order `sim::perf_metrics` reports them.
-    pub fn fields(&self) -> [(&'static str, f64); 18] {
+    pub fn fields(&self) -> [(&'static str, f64); 20] {
         [
             ("cycles", self.cycles),
             ("instructions", self.instructions),
@@ -156,6 +167,8 @@ impl PerfCounters {
             ("stalled-cycles-frontend", self.stalled_frontend),
             ("stalled-cycles-backend", self.stalled_backend),
             ("memory-references", self.mem_refs as f64),
+            ("hitm-local", self.hitm_local as f64),
+            ("hitm-remote", self.hitm_remote as f64),
         ]
     }
 
@@ -180,6 +193,8 @@ impl PerfCounters {
             page_walks: self.page_walks - o.page_walks,
             page_walk_cycles: self.page_walk_cycles - o.page_walk_cycles,
             mem_refs: self.mem_refs - o.mem_refs,
+            hitm_local: self.hitm_local - o.hitm_local,
+            hitm_remote: self.hitm_remote - o.hitm_remote,
             profile: self
                 .profile
                 .iter()

@@ -174,8 +174,18 @@ pub struct CostSpec {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SmpSpec {
-    /// Cycles to move a modified cache line from another CPU (an atomic on a contended line).
+    /// Cycles to move a modified cache line from another CPU: the value of each distance below
+    /// that the profile does not give.
     pub line_transfer: f64,
+    /// Cycles to move a modified line from the private caches of an SMT sibling (the same
+    /// core's other hardware thread), of another core of the same socket (NUMA node), and of a
+    /// core of another socket: core-to-core latencies (`Machine::c2c`).
+    #[serde(default)]
+    pub c2c_smt: Option<f64>,
+    #[serde(default)]
+    pub c2c_socket: Option<f64>,
+    #[serde(default)]
+    pub c2c_remote: Option<f64>,
     /// Cycles to send a TLB-shootdown IPI and wait for one acknowledgement.
     pub shootdown_ipi: f64,
     /// Cycles of an uncontended atomic read-modify-write on a line this CPU owns.
@@ -352,6 +362,13 @@ fn validate(p: &Profile) -> Result<(), Error> {
             Err(Error::Profile(format!("profile: {name}: must be at least 1")))
         }
     };
+    for (name, v) in
+        [("smp.c2c_smt", p.smp.c2c_smt), ("smp.c2c_socket", p.smp.c2c_socket), ("smp.c2c_remote", p.smp.c2c_remote)]
+    {
+        if let Some(v) = v {
+            pos(name, v)?;
+        }
+    }
     at_least_one("cpu.smt", p.cpu.smt)?;
     at_least_one("smp.numa_nodes", p.smp.numa_nodes)?;
     at_least_one("tlb.page_walkers", p.tlb.page_walkers)?;

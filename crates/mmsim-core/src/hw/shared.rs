@@ -317,7 +317,10 @@ impl Machine {
         func: &'static str,
         perf: &mut PerfCounters,
     ) -> f64 {
-        let (lt, atomic) = (self.p.smp.line_transfer, self.p.smp.atomic);
+        let atomic = self.p.smp.atomic;
+        let ncpus = self.cpus.len();
+        // A line another CPU owned comes from its cache at their distance (`Machine::c2c`).
+        let lt = |o: usize| super::coherence::c2c_between(&self.p, ncpus, o, cpu);
         let sl = self.shared_lines.entry(line).or_default();
         while let Some(&(_, end, owner)) = sl.busy.front() {
             if end > self.horizon && sl.busy.len() < SHARED_LINE_CALENDAR {
@@ -334,14 +337,18 @@ impl Machine {
             0 => (sl.pruned_end, sl.owner_before),
             _ => (sl.busy[i - 1].1, Some(sl.busy[i - 1].2)),
         };
-        let (start, cost) = loop {
+        let (start, cost, from) = loop {
             let start = now.max(prev_end);
-            let cost = if prev_owner.is_none_or(|o| o == cpu) { atomic } else { transfers * lt + atomic };
+            let from = prev_owner.filter(|&o| o != cpu);
+            let cost = match from {
+                None => atomic,
+                Some(o) => transfers * lt(o) + atomic,
+            };
             // A fault's lock is busy for its transfer and hold only (its uncontended
             // acquisition is part of the handler's time, which this CPU spends anyway).
             let len = if included { cost - atomic + hold } else { cost + hold };
             if i == sl.busy.len() || sl.busy[i].0 >= start + len {
-                break (start, cost);
+                break (start, cost, from);
             }
             (prev_end, prev_owner) = (sl.busy[i].1, Some(sl.busy[i].2));
             i += 1;
@@ -349,6 +356,12 @@ impl Machine {
         let len = if included { cost - atomic + hold } else { cost + hold };
         sl.busy.insert(i, (start, start + len, cpu));
         self.last_wait = start - now;
+        if let Some(o) = from {
+            // Counted once per transfer the use makes (a cmpxchg loop's read and its write).
+            for _ in 0..transfers as u32 {
+                self.count_transfer(o, cpu, true, perf);
+            }
+        }
         if included {
             // Only what contention adds: the wait and the transfer.
             let spent = start - now + (cost - atomic);

@@ -474,8 +474,10 @@ fn runs_are_deterministic() {
 #[test]
 fn cmpxchg_loops_move_a_contended_line_twice() {
     let p = profile::builtin("haswell-ep", &[]).unwrap();
-    let (xfer, atomic) = (p.smp.line_transfer, p.smp.atomic);
+    let atomic = p.smp.atomic;
     let mut m = Machine::new(p, 2);
+    // Two CPUs of Haswell-EP are the two threads of one core: the line moves at that distance.
+    let xfer = m.c2c(0, 1);
     let mut pc = PerfCounters::default();
     let line = 1 << 60;
     assert_eq!(m.atomic_rmw(0, line, 0.0, 0.0, 2.0, "t", &mut pc), atomic, "first use: this CPU owns it");
@@ -530,20 +532,24 @@ fn clearing_a_cold_page_waits_for_its_lines() {
 #[test]
 fn a_contended_line_is_used_in_time_order() {
     let p = profile::builtin("haswell-ep", &[]).unwrap();
-    let (xfer, atomic) = (p.smp.line_transfer, p.smp.atomic);
+    let atomic = p.smp.atomic;
     let mut m = Machine::new(p, 4);
+    // 4 CPUs of Haswell-EP: cores 0 and 1, one per socket, with threads 0, 2 and 1, 3.
+    let xfer = |m: &Machine, from: usize, to: usize| m.c2c(from, to);
     let mut pc = PerfCounters::default();
     let line = 1 << 60;
     assert_eq!(m.atomic_rmw(3, line, 0.0, 0.0, 1.0, "t", &mut pc), atomic, "first use: CPU 3 owns it");
-    assert_eq!(m.atomic_rmw(0, line, 10_000.0, 0.0, 1.0, "t", &mut pc), xfer + atomic, "booked at 10000");
-    assert_eq!(m.atomic_rmw(1, line, 5_000.0, 0.0, 1.0, "t", &mut pc), xfer + atomic, "earlier: the gap before");
-    // 9950 + xfer + atomic overlaps the use at 10000: wait for its end.
+    let x30 = xfer(&m, 3, 0);
+    assert_eq!(m.atomic_rmw(0, line, 10_000.0, 0.0, 1.0, "t", &mut pc), x30 + atomic, "booked at 10000");
+    // Earlier: the gap before, after CPU 3's use.
+    assert_eq!(m.atomic_rmw(1, line, 5_000.0, 0.0, 1.0, "t", &mut pc), xfer(&m, 3, 1) + atomic);
+    // 9950 + a transfer overlaps the use at 10000: wait for its end, then take it from CPU 0.
     let spent = m.atomic_rmw(2, line, 9_950.0, 0.0, 1.0, "t", &mut pc);
-    assert_eq!(spent, (10_000.0 + xfer + atomic - 9_950.0) + xfer + atomic);
+    assert_eq!(spent, (10_000.0 + x30 + atomic - 9_950.0) + xfer(&m, 0, 2) + atomic);
     // Uses behind the horizon are forgotten, but who owned the line last is not.
     m.horizon = 50_000.0;
     assert_eq!(m.atomic_rmw(2, line, 50_000.0, 0.0, 1.0, "t", &mut pc), atomic, "CPU 2 still owns it");
-    assert_eq!(m.atomic_rmw(3, line, 50_020.0, 1000.0, 1.0, "t", &mut pc), xfer + atomic + 1000.0);
+    assert_eq!(m.atomic_rmw(3, line, 50_020.0, 1000.0, 1.0, "t", &mut pc), xfer(&m, 2, 3) + atomic + 1000.0);
 }
 
 /// 16 processes on 16 CPUs (no SMT) read-fault the huge zero page with the global refcount:
@@ -571,7 +577,15 @@ fn a_saturated_line_serves_the_cpus_back_to_back() {
         ]},
         {"op":"wait"}
     ]});
-    let r = run_with_sets(w, &[("hw.cpu.smt", "1"), ("hw.cpu.smt_throughput", "1")]);
+    // One transfer cost for every pair of CPUs (the line's, whichever socket has it).
+    let lt = profile::builtin("haswell-ep", &[]).unwrap().smp.line_transfer.to_string();
+    let sets = [
+        ("hw.cpu.smt", "1"),
+        ("hw.cpu.smt_throughput", "1"),
+        ("hw.smp.c2c_socket", lt.as_str()),
+        ("hw.smp.c2c_remote", lt.as_str()),
+    ];
+    let r = run_with_sets(w, &sets);
     let p = profile::builtin("haswell-ep", &[]).unwrap();
     let hz = p.cpu.freq_ghz * 1e9;
     let at = |label: &str| -> Vec<f64> {

@@ -809,6 +809,17 @@ declare_knobs! {
          the parent keeping the other half (1: Linux 2.6's O(1) scheduler, sched_fork and wake_up_new_task), \
          or the parent runs on and the child waits its turn (0: current Linux)",
     },
+    /// Wakeup preemption: a woken task preempts the one running on its CPU at once (2.6's
+    /// O(1) scheduler: `TASK_PREEMPTS_CURR` with the sleeper's interactivity bonus), or waits
+    /// for the running task's slice to end (current Linux's EEVDF under RUN_TO_PARITY).
+    sched_wakeup_preemption: bool = false => {
+        name: "sched/wakeup_preemption",
+        boot_only: false,
+        codec: BOOL,
+        help: "mmsim: a task woken from sleep preempts the task running on its CPU at once (1: 2.6's O(1) \
+         scheduler, where a sleeper's priority bonus lets it preempt), or waits for that task's slice to end \
+         (0: current Linux, EEVDF with RUN_TO_PARITY)",
+    },
     /// SD_BALANCE_FORK: where a forked task goes (select_task_rq with SD_BALANCE_FORK,
     /// find_idlest_cpu), or mmsim's placement by pid.
     sched_balance_fork: bool = true => {

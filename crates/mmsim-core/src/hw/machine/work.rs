@@ -31,6 +31,7 @@ impl Machine {
             inval(&mut cpu.l2);
         }
         inval(&mut self.llc);
+        self.coherence.dropped(first >> 6, end.div_ceil(64));
     }
 
     /// Cycles a zeroing engine (`vm/scrub_engine=offload`) takes for `pages` base pages, or
@@ -114,6 +115,12 @@ impl Machine {
                     let first = pfn.phys(self.geo) >> self.line_shift;
                     let lines = first..first + (bytes >> self.line_shift);
                     let rfo = self.p.cost.clear_rfo;
+                    // Other CPUs' copies of the lines are fetched or invalidated first (a page
+                    // freed with lines modified in another CPU's caches).
+                    let n_lines = lines.end - lines.start;
+                    let line = self.line_size();
+                    let coherence = self.snoop_span(cpu, first, (0, n_lines * line, line, n_lines), true, perf)
+                        / self.p.memory.stream_mlp;
                     // A small clear (a 4 KiB page): its lines accessed as a run, which also
                     // tells where each was before (the fetch bound's levels).
                     let n = lines.end - lines.start;
@@ -139,17 +146,22 @@ impl Machine {
                         self.access_lines(cpu, lines.start, n);
                     }
                     let bus = self.book_bulk(cpu, now, read + bytes);
-                    self.charge_streaming(cpu, func, exec, fetch.max(bus), perf);
+                    self.charge_streaming(cpu, func, exec, fetch.max(bus) + coherence, perf);
                 }
             }
             Work::Copy { dst, src } => {
                 let exec = self.geo.page_size() as f64 / self.p.cost.copy_bytes_per_cycle;
                 let n = self.geo.page_size() >> self.line_shift;
                 let (s0, d0) = (src.phys(self.geo) >> self.line_shift, dst.phys(self.geo) >> self.line_shift);
+                let line = self.line_size();
+                let span = (0, n * line, line, n);
+                let coherence = (self.snoop_span(cpu, s0, span, false, perf)
+                    + self.snoop_span(cpu, d0, span, true, perf))
+                    / self.p.memory.stream_mlp;
                 let ((fs, ms), (fd, md)) = (self.fetch_bound(cpu, s0..s0 + n), self.fetch_bound(cpu, d0..d0 + n));
                 let (fetch, read) = (fs + fd, (ms + md) << self.line_shift);
                 let bus = self.book_bulk(cpu, clock_base + perf.cycles, read + self.geo.page_size());
-                let fetch = fetch.max(bus);
+                let fetch = fetch.max(bus) + coherence;
                 for i in 0..n {
                     self.cache_access(cpu, s0 + i);
                     self.cache_access(cpu, d0 + i);

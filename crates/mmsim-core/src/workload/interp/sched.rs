@@ -384,5 +384,12 @@ impl Interp {
         *c = c.max(at);
         self.tasks[s].state = TaskState::Running;
         self.rq_update(s);
+        if self.kernel.knobs.sched_wakeup_preemption && !self.serial && self.curr[cpu] != Some(s) {
+            // check_preempt_curr: the running task's slice ends at the wake-up.
+            let now = self.machine.clock[cpu];
+            if self.slice_end[cpu] > now {
+                self.slice_end[cpu] = now;
+            }
+        }
     }
 }

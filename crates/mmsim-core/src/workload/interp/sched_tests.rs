@@ -90,3 +90,29 @@ fn balance_on_fork_places_children_on_the_idlest_cpu() {
     assert_eq!(placed(1), [2, 1, 3, 0, 1], "idlest first, the parent's CPU on a tie");
     assert_eq!(placed(0), [2, 2, 3, 0, 1], "by pid: (pid - 1) mod 4");
 }
+
+/// Wakeup preemption: on one CPU, a child that runs first and sleeps 10 ms while its parent
+/// computes runs again at its wake-up when the woken preempt (2.6's O(1) scheduler);
+/// otherwise it waits for the parent's slice to end (the 12 ticks of 4 ms it kept at the fork).
+#[test]
+fn a_woken_task_preempts_the_running_one_when_the_era_does() {
+    let w = |preempt: u8| {
+        json!({"machine":{"profile":"opteron-2.2","cpus":1},
+            "knobs":{"sched/base_slice_ns":100_000_000,"kernel/hz":250,"sched/child_runs_first":1,
+                "sched/wakeup_preemption":preempt},
+            "program":[
+                {"op":"mmap","name":"p","size":"4M"},
+                {"op":"write","region":"p"},
+                {"op":"fork","program":[{"op":"sleep","ms":10}, snap("woke")]},
+                {"op":"loop","count":400,"body":[{"op":"read","region":"p","stride":64}]},
+                {"op":"wait"}]})
+    };
+    let woke = |preempt: u8| {
+        let r = run(w(preempt));
+        r.snapshots.iter().find(|s| s.label == "woke").unwrap().time * 1e3
+    };
+    let (on, off) = (woke(1), woke(0));
+    // The child falls asleep right after its fork, at about 2.3 ms (the parent's faults).
+    assert!((12.0..13.0).contains(&on), "preempts at its wake-up: {on} ms");
+    assert!((48.0..49.0).contains(&off), "waits for the parent's slice: {off} ms");
+}
