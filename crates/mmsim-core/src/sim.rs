@@ -473,10 +473,10 @@ fn anon_huge_kb(k: &Kernel, mm: MmId) -> i64 {
 }
 
 /// /proc/PID/status of a task (its last status if it has exited).
-pub fn process_status(k: &Kernel, t: &Task, freq: f64) -> ProcessStatus {
+pub fn process_status(k: &Kernel, t: &Task, cpu: &crate::hw::profile::CpuSpec) -> ProcessStatus {
     if let (None, Some(s)) = (t.mm, &t.last_status) {
         let mut s = (**s).clone();
-        s.perf = perf_metrics(&t.perf, t.page_faults, t.minflt, t.majflt, freq, None);
+        s.perf = perf_metrics(&t.perf, t.page_faults, t.minflt, t.majflt, cpu, None);
         s.majflt = t.majflt;
         return s;
     }
@@ -497,7 +497,7 @@ pub fn process_status(k: &Kernel, t: &Task, freq: f64) -> ProcessStatus {
         anon_huge_pages: 0,
         lazy_free: 0,
         hugetlb_pages: 0,
-        perf: perf_metrics(&t.perf, t.page_faults, t.minflt, t.majflt, freq, None),
+        perf: perf_metrics(&t.perf, t.page_faults, t.minflt, t.majflt, cpu, None),
     };
     if let Some(mm) = t.mm {
         let m = k.mm(mm);
@@ -534,7 +534,7 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
     let majflt: i64 = it.tasks.iter().map(|t| t.majflt).sum();
     let freq = it.machine.p.cpu.freq_ghz * 1e9;
     let elapsed = it.machine.clock.iter().fold(0.0, f64::max) / freq;
-    let perf = perf_metrics(&total, faults, minflt, majflt, freq, Some(elapsed));
+    let perf = perf_metrics(&total, faults, minflt, majflt, &it.machine.p.cpu, Some(elapsed));
     let profile = Metrics(total.profile.iter().map(|(k, v)| (k.to_string(), v.round())).collect());
     let mut vmstat = Counters::default();
     for (n, v) in k.stat.entries() {
@@ -570,7 +570,7 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
     meminfo.push("HugePages_Surp", h.surplus_huge_pages as i64);
     meminfo.push("Hugepagesize", hkb);
     meminfo.push("Hugetlb", h.nr_huge_pages as i64 * hkb);
-    let processes = it.tasks.iter().map(|t| process_status(k, t, freq)).collect();
+    let processes = it.tasks.iter().map(|t| process_status(k, t, &it.machine.p.cpu)).collect();
     let time = match pid {
         0 => elapsed,
         p => it.machine.clock[it.tasks[(p - 1) as usize].cpu] / freq,
@@ -596,7 +596,7 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
         cpu: ks.cpu as u32,
         blocks: ks.blocks,
         pages: ks.pages,
-        perf: perf_metrics(&ks.perf, 0, 0, 0, freq, None),
+        perf: perf_metrics(&ks.perf, 0, 0, 0, &it.machine.p.cpu, None),
         khugepaged: None,
     }];
     if k.knobs.file_text == crate::kernel::knobs::FileText::Khugepaged {
@@ -608,7 +608,7 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
             cpu: kh.cpu as u32,
             blocks: 0,
             pages: 0,
-            perf: perf_metrics(&kh.perf, 0, 0, 0, freq, None),
+            perf: perf_metrics(&kh.perf, 0, 0, 0, &it.machine.p.cpu, None),
             khugepaged: Some(crate::report::KhugepagedStatus {
                 pages_collapsed: state.pages_collapsed,
                 full_scans: state.full_scans,
@@ -640,15 +640,17 @@ pub fn perf_metrics(
     faults: i64,
     minflt: i64,
     majflt: i64,
-    freq: f64,
+    cpu: &crate::hw::profile::CpuSpec,
     elapsed: Option<f64>,
 ) -> Metrics {
+    let freq = cpu.freq_ghz * 1e9;
     let mut m = Metrics::default();
     m.push("page-faults", faults as f64);
     m.push("minor-faults", minflt as f64);
     m.push("major-faults", majflt as f64);
     // perf stat's order: task-clock and the elapsed time after the instructions.
     for (name, v) in p.fields() {
+        let v = if name == "stalled-cycles-frontend" { cpu.stalled_frontend(p.cycles, p.instructions, v) } else { v };
         m.push(name, v.round());
         if name == "instructions" {
             m.push("task-clock", (p.cycles / freq * 1e3 * 1e3).round() / 1e3);

@@ -9,9 +9,11 @@
 //! 64-byte lines): a granule only one CPU has touched since its lines were last dropped
 //! everywhere is that CPU's (one entry: the CPU, and whether it wrote), so a CPU working on its
 //! own memory pays one array read per page visited. The first access by another CPU turns the
-//! granule shared: the lines the owner still holds become directory entries (modified if it
-//! wrote to the granule, the deliberate approximation of a dirty bit per line), and from then
-//! on every access to it consults its lines' entries. Differs from hardware: instruction
+//! granule shared: its one CPU's record stands for every line without an entry of its own
+//! (held by that CPU if still in its caches, modified if it wrote to the granule: the
+//! deliberate approximation of a dirty bit per line), and from then on every access to it
+//! consults and updates its lines' entries. A write of a whole granule (a clear) makes it one
+//! CPU's again. Differs from hardware: instruction
 //! fetches, page walks and the streamer's fills are not snooped (a copy they bring in is not
 //! in the directory), the LLC is one for the machine (no forwarding between sockets' LLCs),
 //! and more than 64 CPUs share a directory bit per CPU modulo 64 (the copies are probed).
@@ -68,6 +70,10 @@ pub(super) struct Coherence {
     /// Per granule: NONE, SHARED, or `cpu << 1 | wrote` of the one CPU that touched it.
     owner: Vec<u16>,
     lines: FastMap<u64, LineDir>,
+    /// Per shared granule, its one CPU's entry when it turned shared (`cpu << 1 | wrote`):
+    /// the state of each of its lines without an entry of its own (that CPU may hold it,
+    /// modified if it wrote), so that turning shared costs one entry, not one per line.
+    from: FastMap<u64, u16>,
     pub(super) stats: CoherenceStats,
 }
 
@@ -80,18 +86,41 @@ impl Coherence {
             Some(l) if on => vec![NONE; (l >> 6).min(MAX_GRANULES) as usize + 1],
             _ => Vec::new(),
         };
-        Coherence { on, owner, lines: FastMap::default(), stats: CoherenceStats::default() }
+        Coherence { on, owner, lines: FastMap::default(), from: FastMap::default(), stats: CoherenceStats::default() }
     }
 
     /// Host bytes of the directory (its granule array and line entries, with the hash table's
     /// overhead).
     pub(super) fn host_bytes(&self) -> u64 {
-        self.owner.capacity() as u64 * 2 + self.lines.capacity() as u64 * 32
+        self.owner.capacity() as u64 * 2 + self.lines.capacity() as u64 * 32 + self.from.capacity() as u64 * 24
     }
 
     /// Lines with a directory entry (for host memory and the report).
     pub(super) fn directory_lines(&self) -> usize {
         self.lines.len()
+    }
+
+    /// Drop shared granule `g`'s entries.
+    fn forget(&mut self, g: u64) {
+        self.from.remove(&g);
+        for l in g << 6..(g + 1) << 6 {
+            self.lines.remove(&l);
+        }
+    }
+
+    /// Line `line`'s entry: its own, else what its granule's one CPU left (`from`).
+    #[inline]
+    fn entry(&self, line: u64) -> LineDir {
+        if let Some(&e) = self.lines.get(&line) {
+            return e;
+        }
+        match self.from.get(&(line >> 6)) {
+            Some(&st) => {
+                let o = st >> 1;
+                LineDir { modified: if st & 1 == 1 { o } else { NONE }, sharers: 1 << (o % 64) }
+            }
+            None => LineDir::default(),
+        }
     }
 
     /// Granules `g0..=g1` are `cpu`'s alone (no one's, or only its): mark them as touched
@@ -119,9 +148,7 @@ impl Coherence {
     pub(super) fn dropped(&mut self, g0: u64, g1: u64) {
         for g in g0..g1.min(self.owner.len() as u64) {
             if self.owner[g as usize] == SHARED {
-                for l in g << 6..(g + 1) << 6 {
-                    self.lines.remove(&l);
-                }
+                self.forget(g);
             }
             self.owner[g as usize] = NONE;
         }
@@ -311,7 +338,7 @@ impl Machine {
     fn snoop_shared(&mut self, cpu: usize, g: u64, gm: u64, write: bool, st: u16, perf: &mut PerfCounters) -> f64 {
         let base = g << 6;
         if st != SHARED {
-            let (o, dirty) = ((st >> 1) as usize, st & 1 == 1);
+            let o = (st >> 1) as usize;
             let c = &self.cpus[o];
             let held = c.l1d.contains_mask(base, u64::MAX) | c.l2.contains_mask(base, u64::MAX);
             if held == 0 {
@@ -319,13 +346,7 @@ impl Machine {
                 self.coherence.owner[g as usize] = ((cpu as u16) << 1) | write as u16;
                 return 0.0;
             }
-            let e = LineDir { modified: if dirty { o as u16 } else { NONE }, sharers: 1 << (o % 64) };
-            let mut m = held;
-            while m != 0 {
-                let b = m.trailing_zeros() as u64;
-                m &= m - 1;
-                self.coherence.lines.insert(base + b, e);
-            }
+            self.coherence.from.insert(g, st);
             self.coherence.owner[g as usize] = SHARED;
         }
         let llc_stall = self.stall_serial[Level::Llc as usize];
@@ -336,12 +357,18 @@ impl Machine {
             m &= m - 1;
             extra += self.snoop_line(cpu, line, write, llc_stall, perf);
         }
+        if write && gm == u64::MAX {
+            // A write of the whole granule (a clear, a copy's destination) leaves every line
+            // this CPU's alone: the granule is its own again, and the directory forgets it.
+            self.coherence.forget(g);
+            self.coherence.owner[g as usize] = ((cpu as u16) << 1) | 1;
+        }
         extra
     }
 
     /// MESI for one line of a shared granule: returns the cycles it adds.
     fn snoop_line(&mut self, cpu: usize, line: u64, write: bool, llc_stall: f64, perf: &mut PerfCounters) -> f64 {
-        let mut e = self.coherence.lines.get(&line).copied().unwrap_or_default();
+        let mut e = self.coherence.entry(line);
         let n = self.cpus.len();
         let mut extra = 0.0;
         let m = e.modified;

@@ -16,6 +16,8 @@ mod assoc_tests;
 #[cfg(test)]
 mod coherence_tests;
 #[cfg(test)]
+mod frontend_tests;
+#[cfg(test)]
 mod run_tests;
 #[cfg(test)]
 mod shared_tests;

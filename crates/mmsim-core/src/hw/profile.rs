@@ -47,6 +47,39 @@ pub struct CpuSpec {
     /// Instruction throughput of a core running all its threads, relative to one thread
     /// alone: while a sibling is busy, each thread executes at smt_throughput / smt speed.
     pub smt_throughput: f64,
+    /// Instructions (fused uops) the front end issues to the back end per cycle, in groups of
+    /// this many (the allocation width); 0: not given.
+    #[serde(default)]
+    pub issue_width: f64,
+    /// What perf's generic `stalled-cycles-frontend` counts on this CPU: `fetch`, the cycles
+    /// the front end waited for instructions (mmsim's own); `no-issue`, the cycles in which
+    /// no uop was issued whatever the cause (Linux maps the event to UOPS_ISSUED.STALLED_CYCLES
+    /// on Nehalem and Westmere, UOPS_ISSUED.ANY with cmask 1 and inv on Sandy and Ivy Bridge).
+    #[serde(default)]
+    pub frontend_event: FrontendEvent,
+}
+
+/// `cpu.frontend_event`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum FrontendEvent {
+    #[default]
+    Fetch,
+    NoIssue,
+}
+
+impl CpuSpec {
+    /// perf's `stalled-cycles-frontend` of a run of `cycles` cycles, `instructions`
+    /// instructions and `fetch` cycles of front-end waiting: `fetch`, or with `no-issue` the
+    /// cycles the issue stage was idle: the instructions issue `issue_width` at a time, in
+    /// full groups, and every other cycle issues nothing (a fetch stall, a full back end, or
+    /// a throughput-bound loop's idle cycles between groups).
+    pub fn stalled_frontend(&self, cycles: f64, instructions: f64, fetch: f64) -> f64 {
+        match self.frontend_event {
+            FrontendEvent::NoIssue if self.issue_width > 0.0 => (cycles - instructions / self.issue_width).max(fetch),
+            _ => fetch,
+        }
+    }
 }
 
 /// TLBs and page-walk caches of one CPU.
@@ -368,6 +401,12 @@ fn validate(p: &Profile) -> Result<(), Error> {
         if let Some(v) = v {
             pos(name, v)?;
         }
+    }
+    if !(p.cpu.issue_width >= 0.0 && p.cpu.issue_width.is_finite()) {
+        return Err(Error::Profile("profile: cpu.issue_width: must be 0 (not given) or a positive width".into()));
+    }
+    if p.cpu.frontend_event == FrontendEvent::NoIssue && p.cpu.issue_width == 0.0 {
+        return Err(Error::Profile("profile: cpu.frontend_event: no-issue needs cpu.issue_width".into()));
     }
     at_least_one("cpu.smt", p.cpu.smt)?;
     at_least_one("smp.numa_nodes", p.smp.numa_nodes)?;

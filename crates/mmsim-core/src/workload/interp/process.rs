@@ -179,8 +179,7 @@ impl Interp {
     /// The task ends (exit or a fatal signal): record its last status and tear down its mm.
     pub fn exit_task(&mut self, t: usize, how: TaskState) {
         let Some(mm) = self.tasks[t].mm else { return };
-        let freq = self.machine.p.cpu.freq_ghz * 1e9;
-        let mut st = crate::sim::process_status(&self.kernel, &self.tasks[t], freq);
+        let mut st = crate::sim::process_status(&self.kernel, &self.tasks[t], &self.machine.p.cpu);
         st.state = how.name().into();
         self.tasks[t].last_status = Some(Box::new(st));
         // A task killed in its sleep (its thread group got a fatal signal) sleeps no more.
