@@ -108,13 +108,14 @@ impl<T> IndexMut<usize> for Calendar<T> {
 /// and a page visit's lines fetched from memory and written back): each use books its bytes'
 /// time first come first served in simulated time, in the gaps earlier uses left, so
 /// concurrent streams slow each other down once their demand passes the bandwidth.
-/// Arbitration is per transaction: a bulk transfer (a clear, a copy, the engine's zeroing)
-/// does not hold the channel whole; a use that arrives while one is under way alternates with
-/// it line by line (round robin between the two), so it finishes in twice its own time there,
-/// a line miss at most one line's transfer late (`finish`). Line requests queue behind other
-/// line requests (those are transactions already in the queue). Deliberately simple: the bulk
-/// use's own end, reported when it was booked, is not moved by a later-simulated use that cut
-/// in (its time is, on the calendar, for the uses booked after); prefetches are not booked.
+/// Arbitration is per transaction for line requests: a bulk transfer (a clear, a copy, the
+/// engine's zeroing) does not hold the channel whole against them; a line request that arrives
+/// while one is under way alternates with it line by line, so it finishes in twice its own
+/// time there, a line miss at most one line's transfer late (`finish`). Line requests queue
+/// behind other line requests, and a bulk transfer behind everything booked (first come first
+/// served: with many CPUs streaming at once a half share would overstate what each gets).
+/// Deliberately simple: the bulk use's own end, reported when it was booked, is not moved by a
+/// later-simulated line request that cut in (its bytes are booked after, for later uses).
 #[derive(Debug, Default)]
 pub(super) struct Channel {
     /// (start, end, bulk) of each booked interval not yet behind the horizon: sorted and
@@ -155,9 +156,10 @@ impl Channel {
             }
             _ => {}
         }
-        let done = self.finish(now, need);
+        // A line request cuts into a bulk transfer (`finish`); a bulk transfer takes its turn.
+        let cut_in = if bulk { None } else { Some(self.finish(now, need)) };
         let mut i = self.busy.partition_point(|&(_, e, _)| e <= now);
-        let (mut t, mut left) = (now, need);
+        let (mut t, mut left, mut done) = (now, need, now);
         while left > 0.0 {
             if i < self.busy.len() && self.busy[i].0 <= t {
                 t = t.max(self.busy[i].1);
@@ -174,6 +176,7 @@ impl Channel {
             }
             t += take;
             left -= take;
+            done = t;
             // Touching the next interval of the same kind: join them.
             if i < self.busy.len() && self.busy[i].0 <= t && self.busy[i].2 == bulk {
                 self.busy[i - 1].1 = self.busy[i].1;
@@ -181,11 +184,11 @@ impl Channel {
                 t = self.busy[i - 1].1;
             }
         }
-        done
+        cut_in.unwrap_or(done)
     }
 
-    /// When a use of `need` cycles arriving at `now` is done: it takes the free time at the
-    /// full rate, a bulk transfer's time at half (the two alternate transaction by
+    /// When a line request of `need` cycles arriving at `now` is done: it takes the free time
+    /// at the full rate, a bulk transfer's time at half (the two alternate transaction by
     /// transaction), and waits out other line requests.
     fn finish(&self, now: f64, need: f64) -> f64 {
         let mut i = self.busy.partition_point(|&(_, e, _)| e <= now);

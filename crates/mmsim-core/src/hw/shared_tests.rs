@@ -45,14 +45,10 @@ fn clears_share_the_nodes_bandwidth() {
     };
     let alone = run(1)[0];
     assert!((alone - 10.0 * bus).abs() < 1e-6, "alone: the bus's rate: {alone}");
-    // Each clear that arrives while the other's is under way alternates with it line by line
-    // (`Channel`); the one simulated first keeps the end it was given when booked, so the pair
-    // is up to a tenth faster than exact halving.
     let both = run(2);
     for (c, &t) in both.iter().enumerate() {
-        assert!((t / (20.0 * bus) - 0.95).abs() <= 0.06, "cpu {c}: about half the bus each: {t} vs {}", 20.0 * bus);
+        assert!((t - 20.0 * bus).abs() <= bus + 1e-6, "cpu {c}: half the bus each: {t} vs {}", 20.0 * bus);
     }
-    assert!(both.iter().sum::<f64>() >= 2.0 * 18.0 * bus, "together: {both:?}");
 }
 
 /// Threads of one process faulting at once contend on the locks of their kernel's era: with
@@ -143,11 +139,10 @@ fn misses_share_the_nodes_bandwidth() {
     }
 }
 
-/// Arbitration is per transaction (seed 002's P6 bus): a line miss arriving while kscrubd
-/// zeroes a 4 MiB block waits at most one line's transfer, not for the block; a 4 KiB clear
-/// arriving then alternates with the block line by line (twice its own time); a line miss
-/// arriving behind other line requests still queues behind them; stores book their lines'
-/// write-back.
+/// Arbitration is per transaction for line requests (seed 002's P6 bus): a line miss arriving
+/// while kscrubd zeroes a 4 MiB block waits at most one line's transfer, not for the block; a
+/// bulk clear arriving then takes its turn; a line miss arriving behind other line requests
+/// still queues behind them; stores book their lines' write-back.
 #[test]
 fn a_line_miss_waits_at_most_one_line_behind_a_bulk_clear() {
     use crate::units::Pfn;
@@ -165,9 +160,9 @@ fn a_line_miss_waits_at_most_one_line_behind_a_bulk_clear() {
     m.page_accesses(1, Pfn(5000), 0, 1, 1, false, 1.0, &mut pc);
     let mem = p.memory.latency - p.cache.l1d.latency;
     assert!(pc.cycles <= 1.0 + mem.max(2.0 * line), "load: {} cycles", pc.cycles);
-    // A fault's 4 KiB clear inside the block: the two alternate, half the channel each.
+    // A 4 KiB clear inside the block takes its turn after it (and after the load's line).
     let clear = m.book_bulk(1, 10_000.0, 4096);
-    assert!((clear - 2.0 * 4096.0 * per_byte).abs() < 1e-6, "clear: {clear}");
+    assert!(clear > block - 10_000.0, "clear: {clear}");
     // Line requests queue behind line requests: 64 lines booked at 3 M cycles (after the block)
     // hold the next miss until they are through.
     let t0 = 3.0e6;
