@@ -456,23 +456,28 @@ PTSHARE_EXPERIMENTS = [
             "partial first and last GiB are not shared, their PTE tables are (CONFIG_PTSHARE_PTE/PMD).",
             "What decides the unshared total time: 671,088,640 child faults, each taking the shmem "
             "object's tree_lock read side in find_lock_page (kernel/pagecache_lock=tree_lock: two atomics "
-            "on one line all 8 CPUs fault on), so the line's transfers (smp.line_transfer, 300 cycles) "
-            "serialise the faults. mmsim books read_lock and read_unlock back to back; on the machine the "
-            "radix-tree lookup between them lets other CPUs' lock operations in, so each fault may move the "
-            "line twice (2 x 300 cycles x 671 M faults / 2.2 GHz = 183 s).",
+            "on one line all 8 CPUs fault on), so the line's transfers serialise the faults, each at the two "
+            "CPUs' distance (smp.c2c_socket 132 cycles from the other core of the die, smp.c2c_remote 352 "
+            "from the 6 cores of other sockets: 321 on average). mmsim books read_lock and read_unlock back "
+            "to back; on the machine the radix-tree lookup between them lets other CPUs' lock operations in, "
+            "so each fault may move the line twice (2 x 321 cycles x 671 M faults / 2.2 GHz = 196 s).",
             "The shared run has 5,375,214 faults (the first toucher's and one per table attached) and 671 M "
-            "TLB-missing one-byte writes, each to a line another child wrote just before. mmsim has no "
-            "coherence between the CPUs' private caches (the profile's documented deviation): such a write "
-            "costs it an LLC hit, where the K8 fetches the modified line from another socket (~300 cycles: "
-            "671 M x 300 cycles / 8 CPUs / 2.2 GHz = 11.4 s of the published 12.2 s).",
-            "Fork time: mmsim's parent forks its 128 children in well under a millisecond, inside its first "
-            "100 ms slice (sched/base_slice_ns, the O(1) scheduler's DEF_TIMESLICE): a fork of a process whose "
-            "only large mapping is shared copies no page table, and mmsim's scheduler places each child on the "
-            "next CPU and lets the parent run out its slice. 2.6.15's O(1) scheduler ran a new child placed on "
-            "the parent's CPU first, giving it half the parent's remaining timeslice (sched_fork, "
-            "wake_up_new_task), so the parent waited behind its children, more of them at each fork "
-            "(30.2 s / 128 = 0.24 s a fork unshared, 0.08 s shared, where each child's work ends sooner). "
-            "mmsim has no child-runs-first and no balance-on-fork.",
+            "TLB-missing one-byte writes, each to a line another child may have written just before. The CPUs' "
+            "private caches are coherent (MESI, hw/coherence.rs): such a write moves the modified line at the "
+            "Opteron's core-to-core latency (smp.c2c_remote, ~160 ns) and the report's coherence section counts "
+            "the moves. mmsim runs the CPUs a slice at a time, so two children meet on a line only as often as "
+            "their slices interleave (SLICE_SLACK, 500 cycles); children in lockstep over the whole region, as "
+            "on the machine, would move every line: 671 M x 352 cycles / 8 CPUs / 2.2 GHz = 13.4 s. The "
+            "shared total time's remaining shortfall is that lockstep.",
+            "Fork time: 2.6.15's O(1) scheduler (sched/child_runs_first, set for this kernel) splits the "
+            "parent's remaining timeslice with each child and runs a child placed on the parent's CPU first "
+            "(sched_fork, wake_up_new_task); balance on fork (sched/balance_fork) places each child on the "
+            "idlest CPU, the parent's on a tie, so one child in 8 lands beside the parent and the parent waits "
+            "behind the children queued on its CPU, more at each fork. Unshared, each child's work is long "
+            "and the fork time comes out at the published 30 s; shared, the children finish their touch "
+            "sooner and leave the parent's CPU earlier, which mmsim reproduces in direction (less than half "
+            "the unshared time) but not in full: mmsim's scheduler runs the least recently run task rather "
+            "than the O(1) scheduler's expired-array rotation, and has no periodic load balancing.",
         ],
     ),
     Experiment(
@@ -514,6 +519,12 @@ PTSHARE_EXPERIMENTS = [
         ptshare_oltp_runs,
         ptshare_oltp_rows,
         [
+            "Direction lost at 4 KiB (-31.8 % against +25 %): per read the shared run is faster "
+            "as before (567.9 cycles against 639.6, 12.6 % fewer: page-walk cycles 565 against 636), but "
+            "the throughput comes from the elapsed time, the first server's start to the last one's end, "
+            "and that is now decided by the order the 20 servers of each CPU run in under 2.6.15's "
+            "scheduler (child-runs-first at the postmaster's forks, wakeup preemption when all wake at the "
+            "start): the shared run's last server ends later. Not yet separated from the per-read gain.",
             "mmsim has no database: the throughput gain it reports is the servers' random reads of the pool "
             "per second, which the shared tables speed up by their smaller cache footprint (walks hitting in "
             "the caches); every read misses the TLB either way. A server doing nothing but buffer reads bounds "
