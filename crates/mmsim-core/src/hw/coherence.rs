@@ -20,7 +20,7 @@
 
 use crate::fasthash::FastMap;
 
-use super::machine::{Level, Machine};
+use super::machine::{cpu_to_node, Level, Machine};
 use super::perf::PerfCounters;
 use super::profile::Profile;
 
@@ -170,27 +170,31 @@ pub enum Distance {
 /// numbering: SMT siblings are `cores` apart, nodes are blocks of consecutive cores).
 pub fn distance(p: &Profile, ncpus: usize, a: usize, b: usize) -> Distance {
     let cores = ncpus.div_ceil(p.cpu.smt as usize);
-    let nodes = p.smp.numa_nodes as usize;
-    let node = |c: usize| (c % cores) * nodes / cores.max(nodes);
     if a % cores == b % cores {
         Distance::Smt
-    } else if node(a) == node(b) {
+    } else if cpu_to_node(p, ncpus, a) == cpu_to_node(p, ncpus, b) {
         Distance::Socket
     } else {
         Distance::Remote
     }
 }
 
-/// `Machine::c2c` from the profile alone.
+/// The profile's core-to-core latency for distance `d` (`smp.line_transfer` where it gives none).
 #[inline]
-pub fn c2c_between(p: &Profile, ncpus: usize, from: usize, to: usize) -> f64 {
+fn c2c_at(p: &Profile, d: Distance) -> f64 {
     let s = &p.smp;
-    match distance(p, ncpus, from, to) {
+    match d {
         Distance::Smt => s.c2c_smt,
         Distance::Socket => s.c2c_socket,
         Distance::Remote => s.c2c_remote,
     }
     .unwrap_or(s.line_transfer)
+}
+
+/// `Machine::c2c` from the profile alone.
+#[inline]
+pub fn c2c_between(p: &Profile, ncpus: usize, from: usize, to: usize) -> f64 {
+    c2c_at(p, distance(p, ncpus, from, to))
 }
 
 impl Machine {
@@ -205,9 +209,10 @@ impl Machine {
     /// Count one move of a modified line from `from` to `to` (`atomic`: of an atomic's line)
     /// in the run's statistics and `to`'s perf counters; returns its cycles.
     pub(super) fn count_transfer(&mut self, from: usize, to: usize, atomic: bool, perf: &mut PerfCounters) -> f64 {
-        let cost = self.c2c(from, to);
+        let d = distance(&self.p, self.cpus.len(), from, to);
+        let cost = c2c_at(&self.p, d);
         let st = &mut self.coherence.stats;
-        match distance(&self.p, self.cpus.len(), from, to) {
+        match d {
             Distance::Smt => {
                 st.transfers_smt += 1;
                 perf.hitm_local += 1;
@@ -233,31 +238,13 @@ impl Machine {
         c.l1d.contains(line) || c.l2.contains(line)
     }
 
-    /// Coherence before `cpu` reads (with `write`, writes) the lines `first + o` for each bit
-    /// `o` of `mask`: other CPUs' copies are fetched or invalidated as MESI requires. Returns
-    /// the cycles this adds to the accesses beyond what the caches' levels charge (the
-    /// transfers' latency, less the LLC hit the requester's own lookup then makes).
-    #[inline]
-    pub(super) fn snoop(&mut self, cpu: usize, first: u64, mask: u64, write: bool, perf: &mut PerfCounters) -> f64 {
-        if !self.coherence.on || mask == 0 {
-            return 0.0;
-        }
-        let lo = first + mask.trailing_zeros() as u64;
-        let hi = first + 63 - mask.leading_zeros() as u64;
-        let mut extra = 0.0;
-        for g in lo >> 6..=hi >> 6 {
-            // The bits of `mask` in granule `g`, as offsets in it (the shift drops the other
-            // granule's: the lines span at most two).
-            let base = g << 6;
-            let gm = if first >= base { mask << (first - base) } else { mask >> (base - first) };
-            extra += self.snoop_granule(cpu, g, gm, write, perf);
-        }
-        extra
-    }
-
-    /// `snoop` of the lines `count` accesses at offsets `ps, ps + stride, ... < pe` from line
-    /// `base` touch (a page visit: `Machine::page_accesses`' span): nothing to do past one
-    /// array read per granule while every granule they are in is this CPU's alone.
+    /// Coherence before `cpu` reads (with `write`, writes) the lines `count` accesses at
+    /// offsets `ps, ps + stride, ... < pe` from line `base` touch (a page visit:
+    /// `Machine::page_accesses`' span): other CPUs' copies are fetched or invalidated as MESI
+    /// requires. Returns the cycles this adds to the accesses beyond what the caches' levels
+    /// charge (the transfers' latency, less the LLC hit the requester's own lookup then
+    /// makes). Nothing to do past one array read per granule while every granule the lines
+    /// are in is this CPU's alone.
     #[inline]
     pub(super) fn snoop_span(
         &mut self,
@@ -313,7 +300,7 @@ impl Machine {
         extra
     }
 
-    /// `snoop` of granule `g`'s lines `gm` (offsets in it).
+    /// `snoop_span` of granule `g`'s lines `gm` (offsets in it).
     #[inline]
     fn snoop_granule(&mut self, cpu: usize, g: u64, gm: u64, write: bool, perf: &mut PerfCounters) -> f64 {
         let co = &mut self.coherence;
@@ -413,7 +400,7 @@ impl Machine {
             if round_trip > 0.0 {
                 // Beyond what the requester's lookup pays where it finds the line.
                 self.coherence.stats.transfer_cycles += round_trip;
-                let level = self.probe_private(cpu, line);
+                let level = self.probe_level(cpu, line);
                 extra += (round_trip - self.stall_serial[level as usize]).max(0.0);
             }
             e = LineDir { modified: cpu as u16, sharers: 1 << (cpu % 64) };
@@ -429,20 +416,6 @@ impl Machine {
         let c = &mut self.cpus[cpu];
         c.l1d.invalidate(line);
         c.l2.invalidate(line);
-    }
-
-    /// Where `line` is for `cpu` (its L1, L2, the LLC or memory), without touching anything.
-    fn probe_private(&self, cpu: usize, line: u64) -> Level {
-        let c = &self.cpus[cpu];
-        if c.l1d.contains(line) {
-            Level::L1
-        } else if c.l2.contains(line) {
-            Level::L2
-        } else if self.llc.contains(line) {
-            Level::Llc
-        } else {
-            Level::Mem
-        }
     }
 
     /// What coherence did so far.

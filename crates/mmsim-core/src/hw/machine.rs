@@ -229,9 +229,7 @@ impl Machine {
 
     /// `numa_node`, computed from the profile.
     fn cpu_to_node(&self, cpu: usize) -> usize {
-        let nodes = self.p.smp.numa_nodes as usize;
-        let cores = self.cores();
-        (cpu % cores) * nodes / cores.max(nodes)
+        cpu_to_node(&self.p, self.cpus.len(), cpu)
     }
 
     /// Host bytes of the caches and TLBs (tags, stamps and payloads of every entry), for
@@ -651,7 +649,7 @@ impl Machine {
         let ports = if write { self.p.cpu.stores_per_cycle } else { self.p.cpu.loads_per_cycle };
         let mut cycles = self.exec_cycles(cpu, 1.0 / ports);
         let line = (pfn.phys(self.geo) >> self.line_shift) + (off >> self.line_shift);
-        let coherence = self.snoop(cpu, line, 1, write, perf);
+        let coherence = self.snoop_span(cpu, line, (0, 1, 1, 1), write, perf);
         let lvl = self.cache_access(cpu, line);
         let mut stall = (self.stall(lvl, true) + coherence / self.p.memory.mlp).max(0.0);
         if !write {
@@ -833,9 +831,8 @@ impl Machine {
         self.warmed = Some(Warmed { mm, page, table, idx });
     }
 
-    /// Where `line` is for `cpu` now, without touching any cache's state (tests: `fetch_bound`
-    /// probes 64 lines at a time).
-    #[cfg(test)]
+    /// Where `line` is for `cpu` now, without touching any cache's state (coherence's
+    /// invalidation cost; tests).
     pub(super) fn probe_level(&self, cpu: usize, line: u64) -> Level {
         let c = &self.cpus[cpu];
         if c.l1d.contains(line) {
@@ -916,6 +913,13 @@ impl Machine {
         h = (h ^ self.coherence.directory_lines() as u64).wrapping_mul(0x100_0000_01b3);
         h
     }
+}
+
+/// `Machine::numa_node` of `cpu` on a machine of `ncpus` CPUs of profile `p`.
+pub(super) fn cpu_to_node(p: &Profile, ncpus: usize, cpu: usize) -> usize {
+    let nodes = p.smp.numa_nodes as usize;
+    let cores = ncpus.div_ceil(p.cpu.smt as usize);
+    (cpu % cores) * nodes / cores.max(nodes)
 }
 
 /// The 4 KiB frame holding `vaddr` under a leaf entry of `size`.

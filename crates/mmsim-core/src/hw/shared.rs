@@ -255,8 +255,8 @@ impl Machine {
         self.book_channel(cpu, now, bytes, false)
     }
 
-    /// `book_bandwidth` for a bulk transfer (a clear, a copy, an engine's zeroing), which
-    /// other uses interleave with transaction by transaction.
+    /// `book_bandwidth` for a bulk transfer (a clear, a copy, an engine's zeroing): line
+    /// requests interleave with it transaction by transaction, bulk transfers queue behind it.
     pub fn book_bulk(&mut self, cpu: usize, now: f64, bytes: u64) -> f64 {
         self.book_channel(cpu, now, bytes, true)
     }
