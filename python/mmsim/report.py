@@ -17,8 +17,9 @@ from typing import Any
 
 __all__ = ["deltas", "format_delta", "format_number", "format_report"]
 
-#: perf stat prints the fault counters first; mmsim does the same.
-FIRST_EVENTS = ("page-faults", "minor-faults", "major-faults")
+#: perf stat prints the software counters first (cpu-migrations, then the faults); mmsim
+#: does the same.
+FIRST_EVENTS = ("cpu-migrations", "page-faults", "minor-faults", "major-faults")
 #: Counters shown in the text, not as rows (see _perf_lines).
 NOT_ROWS = {"seconds", "task-clock"}
 #: Columns of the process table: (report key, heading).
@@ -149,8 +150,8 @@ def _perf_lines(report: Mapping[str, Any]) -> list[str]:
     names = [n for n in FIRST_EVENTS if n in perf]
     names += [n for n in perf if n not in FIRST_EVENTS and n not in NOT_ROWS]
     if int(m.get("cpus", 1)) == 1:
-        # One CPU: no other cache to take a line from.
-        names = [n for n in names if not n.startswith("hitm-")]
+        # One CPU: no other cache to take a line from, no other CPU to move to.
+        names = [n for n in names if not n.startswith("hitm-") and n != "cpu-migrations"]
     sampling = report.get("sampling") or {}
     ci = sampling.get("ci95") or {}
     for name in names:

@@ -104,6 +104,8 @@ pub struct ProcessStatus {
     /// kB of hugetlb pages this mm counts (mm->hugetlb_usage).
     #[serde(rename = "HugetlbPages")]
     pub hugetlb_pages: i64,
+    /// The CPU the task last ran on (/proc/PID/stat's `processor`, field 39).
+    pub processor: u32,
     /// This process's perf counters.
     pub perf: Metrics,
 }

@@ -327,6 +327,8 @@ fn boot(
     kernel.sabotage = opts.sabotage;
     let first_cpu = w.cpu.unwrap_or(0) as usize % w.machine.cpus as usize;
     let mut it = Interp::new(kernel, machine, w.program.clone(), first_cpu, opts.check)?;
+    // A workload that names the first process's CPU pins it there.
+    it.tasks[0].pinned = w.cpu.is_some();
     if let (Some(b), Some(mm)) = (w.start_brk, it.tasks[0].mm) {
         let m = it.kernel.mm_mut(mm);
         (m.start_brk, m.brk) = (b.0, b.0);
@@ -497,6 +499,7 @@ pub fn process_status(k: &Kernel, t: &Task, cpu: &crate::hw::profile::CpuSpec) -
         anon_huge_pages: 0,
         lazy_free: 0,
         hugetlb_pages: 0,
+        processor: t.cpu as u32,
         perf: perf_metrics(&t.perf, t.page_faults, t.minflt, t.majflt, cpu, None),
     };
     if let Some(mm) = t.mm {

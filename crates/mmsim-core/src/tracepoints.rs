@@ -26,6 +26,7 @@ pub const EVENTS: &[(&str, bool, &str)] = &[
     ("mmsim:kscrubd_zero", true, "pfn order"),
     ("mmsim:lock_wait", true, "lock func ns"),
     ("mmsim:io_wait", true, "pages ns"),
+    ("sched:sched_migrate_task", false, "comm pid prio orig_cpu dest_cpu"),
 ];
 
 /// An event's index in `EVENTS`.
@@ -45,6 +46,8 @@ pub mod ev {
     pub const LOCK_WAIT: u8 = 11;
     /// A task's wait for the block device (`io_schedule`), raised when it ends.
     pub const IO_WAIT: u8 = 12;
+    /// Idle balancing moved a task (raised by the CPU that pulled it).
+    pub const SCHED_MIGRATE_TASK: u8 = 13;
 }
 
 /// One event of a run, as `perf script` prints it: the task, its CPU, the time, the event

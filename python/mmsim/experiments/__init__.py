@@ -120,6 +120,10 @@ EXPERIMENTS: dict[str, Experiment] = {
                 "Throughput is usemem's, summed over the 72 processes as the LKP harness does: each process "
                 "reports (100 GiB / 8 + 8 bytes per 2 MiB step) / its time since usemem started, in KB/s "
                 "(vm-scalability usemem.c). Runtime is the slowest process's time.",
+                "Global: the summed throughput is the published one (1.782 against 1.784 G KB/s) but the "
+                "slowest process ends after 529.7 ms against 707.6 ms: at the same sum of rates the real "
+                "processes finished further apart than mmsim's, whose CPUs share the memory channel and the "
+                "huge zero page's refcount line in equal turns (no unfairness between sockets).",
             ],
         ),
         Experiment(
@@ -146,6 +150,15 @@ EXPERIMENTS: dict[str, Experiment] = {
                 "(0.2% of its 62,500 page allocations) and a TLB miss reads the two levels the PIII reads (the "
                 "profile's upper paging-structure caches always hit): the difference is below the figures' "
                 "precision.",
+                "What the misses come from, by the counters. Every fault pays the profile's estimated "
+                "fault_entry_exit + fault_handler, 1,200 cycles (2.67 us); 'with, 1 rep' takes prezeroed pages "
+                "only (no clear) and costs 3.3 us a fault against the published 1.42 us, so the 2.6.10 fault path "
+                "took at most about 640 cycles on the PIII: the estimate (not fitted to this figure) is about "
+                "twice that, and the same 1,200 cycles sit in every row. With 10 repetitions the front-side bus "
+                "bounds the run: 529,000 pages are zeroed during it (kscrubd and the faults; 2.2 GB of writes, "
+                "'memory traffic'), 2.7 s at the bus's 800 MB/s peak, and the bus is 90-94 % busy; the "
+                "published 1.89 s would need 1.15 GB/s. Two of the lost directions are published differences "
+                "under 1 % (157,071 against 157,077 fault/wsec; 101,477 against 100,757 flt/cpu/s).",
             ],
         ),
         Experiment(

@@ -22,6 +22,11 @@ impl CpuSet {
         }
     }
 
+    /// How many CPUs are in the set.
+    pub fn count(&self) -> usize {
+        self.0.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
     /// Empty the set (keeping its words: inserting again allocates nothing).
     #[inline]
     pub fn clear(&mut self) {

@@ -8,7 +8,7 @@ use super::assoc::{Replacement, SetAssoc};
 use super::perf::PerfCounters;
 use super::prefetch::StreamTrackers;
 use super::profile::{replacement, CacheLevel, Profile};
-use super::shared::{Calendar, Channel, SharedLine, CHANNEL_CALENDAR};
+use super::shared::{Channel, SharedLine};
 use super::tlb::{PageSize, Tlb, TlbHit};
 use crate::kernel::fault::Access;
 use crate::kernel::knobs::ScrubEngine;
@@ -200,11 +200,9 @@ impl Machine {
             last_wait: 0.0,
             coherence,
             horizon: 0.0,
-            // Each node's calendar at its full size from boot: booking bandwidth on the access
-            // path allocates nothing.
-            channels: (0..nodes)
-                .map(|_| Channel { busy: Calendar::with_capacity(2 * CHANNEL_CALENDAR + 256), bytes: 0 })
-                .collect(),
+            // Each node's channel with an agent per CPU from boot: booking bandwidth on the
+            // access path allocates nothing.
+            channels: (0..nodes).map(|_| Channel::new(ncpus)).collect(),
             trace_walks: false,
             walk_log: Vec::new(),
         };

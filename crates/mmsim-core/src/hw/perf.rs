@@ -30,6 +30,9 @@ pub struct PerfCounters {
     /// local and remote HITM.
     pub hitm_local: u64,
     pub hitm_remote: u64,
+    /// Times the scheduler moved the task to another CPU (perf's cpu-migrations software
+    /// event: `set_task_cpu`).
+    pub cpu_migrations: u64,
     /// Cycles per kernel function, in first-charged order.
     pub profile: Vec<(&'static str, f64)>,
 }
@@ -80,6 +83,7 @@ impl PerfCounters {
         self.mem_refs += o.mem_refs;
         self.hitm_local += o.hitm_local;
         self.hitm_remote += o.hitm_remote;
+        self.cpu_migrations += o.cpu_migrations;
         for (f, c) in &o.profile {
             match self.profile.iter_mut().find(|e| e.0 == *f) {
                 Some(e) => e.1 += c,
@@ -112,6 +116,8 @@ impl PerfCounters {
             mem_refs: self.mem_refs * n,
             hitm_local: self.hitm_local * n,
             hitm_remote: self.hitm_remote * n,
+            // The scheduler's doing, between quanta: never part of a repeated iteration.
+            cpu_migrations: 0,
             profile: self.profile.iter().map(|(k, v)| (*k, v * f)).collect(),
         }
     }
@@ -142,12 +148,14 @@ impl PerfCounters {
             mem_refs: u(self.mem_refs),
             hitm_local: u(self.hitm_local),
             hitm_remote: u(self.hitm_remote),
+            // The scheduler's doing: the passes not run were not scheduled.
+            cpu_migrations: 0,
             profile: self.profile.iter().map(|(k, v)| (*k, v * f)).collect(),
         }
     }
 
     /// The counts under their `perf stat` names, in the order `sim::perf_metrics` reports them.
-    pub fn fields(&self) -> [(&'static str, f64); 20] {
+    pub fn fields(&self) -> [(&'static str, f64); 21] {
         [
             ("cycles", self.cycles),
             ("instructions", self.instructions),
@@ -169,6 +177,7 @@ impl PerfCounters {
             ("memory-references", self.mem_refs as f64),
             ("hitm-local", self.hitm_local as f64),
             ("hitm-remote", self.hitm_remote as f64),
+            ("cpu-migrations", self.cpu_migrations as f64),
         ]
     }
 
@@ -195,6 +204,7 @@ impl PerfCounters {
             mem_refs: self.mem_refs - o.mem_refs,
             hitm_local: self.hitm_local - o.hitm_local,
             hitm_remote: self.hitm_remote - o.hitm_remote,
+            cpu_migrations: self.cpu_migrations - o.cpu_migrations,
             profile: self
                 .profile
                 .iter()

@@ -1,6 +1,7 @@
 //! What the CPUs of a machine share and take turns at: contended cache lines (an atomic
-//! counter, a spinlock, a fault's locks) and each node's memory bandwidth, each a calendar of
-//! uses in simulated time, so that CPUs simulated a slice at a time still meet in time order.
+//! counter, a spinlock, a fault's locks), each a calendar of uses in simulated time, so that
+//! CPUs simulated a slice at a time still meet in time order; and each node's memory
+//! bandwidth, shared among the agents using it at the same time.
 
 use std::ops::{Index, IndexMut};
 
@@ -19,10 +20,6 @@ pub(super) struct Calendar<T> {
 }
 
 impl<T: Copy> Calendar<T> {
-    pub(super) fn with_capacity(n: usize) -> Calendar<T> {
-        Calendar { v: Vec::with_capacity(n), head: 0 }
-    }
-
     #[inline]
     pub(super) fn len(&self) -> usize {
         self.v.len() - self.head
@@ -38,17 +35,6 @@ impl<T: Copy> Calendar<T> {
         self.v.get(self.head)
     }
 
-    #[cfg(test)]
-    pub(super) fn back(&self) -> Option<&T> {
-        self.live().last()
-    }
-
-    #[inline]
-    pub(super) fn back_mut(&mut self) -> Option<&mut T> {
-        let h = self.head;
-        self.v[h..].last_mut()
-    }
-
     #[inline]
     pub(super) fn pop_front(&mut self) {
         self.head += 1;
@@ -62,23 +48,8 @@ impl<T: Copy> Calendar<T> {
     }
 
     #[inline]
-    pub(super) fn push_back(&mut self, x: T) {
-        self.v.push(x);
-    }
-
-    #[inline]
     pub(super) fn insert(&mut self, i: usize, x: T) {
         self.v.insert(self.head + i, x);
-    }
-
-    #[inline]
-    pub(super) fn remove(&mut self, i: usize) {
-        self.v.remove(self.head + i);
-    }
-
-    #[inline]
-    pub(super) fn get(&self, i: usize) -> Option<&T> {
-        self.live().get(i)
     }
 
     /// The first index whose entry does not satisfy `pred` (the entries that do come first).
@@ -103,119 +74,90 @@ impl<T> IndexMut<usize> for Calendar<T> {
     }
 }
 
-/// A node's memory channel (its DRAM controllers, or the PIII's front-side bus) as a calendar
-/// of the time its users occupy it at `memory.bandwidth` (clears, copies, a zeroing engine,
-/// and a page visit's lines fetched from memory and written back): each use books its bytes'
-/// time first come first served in simulated time, in the gaps earlier uses left, so
-/// concurrent streams slow each other down once their demand passes the bandwidth.
-/// Arbitration is per transaction for line requests: a bulk transfer (a clear, a copy, the
-/// engine's zeroing) does not hold the channel whole against them; a line request that arrives
-/// while one is under way alternates with it line by line, so it finishes in twice its own
-/// time there, a line miss at most one line's transfer late (`finish`). Line requests queue
-/// behind other line requests, and a bulk transfer behind everything booked (first come first
-/// served: with many CPUs streaming at once a half share would overstate what each gets).
-/// Deliberately simple: the bulk use's own end, reported when it was booked, is not moved by a
-/// later-simulated line request that cut in (its bytes are booked after, for later uses).
+/// A node's memory channel (its DRAM controllers, or the PIII's front-side bus) at
+/// `memory.bandwidth`, shared by its agents: each CPU (its line fetches and write-backs, its
+/// clears and copies) and the zeroing engine. Arbitration is per transaction, round robin
+/// among the agents with a request outstanding (the P6 bus's symmetric agents; a DRAM
+/// controller's queues), modelled as processor sharing: the agents with uses under way share
+/// the bandwidth equally, so a line miss arriving during kscrubd's 4 MiB block takes twice its
+/// own time and pushes the block's end back by its own, a fault's 4 KiB clear shares the
+/// channel with the block line by line, and n CPUs streaming at once get 1/n each. An agent's
+/// own uses are served in order. A use books at its arrival: the others' uses under way are
+/// known by the ends they were given, their work left is recovered from those ends, and the
+/// ends are moved to where the new sharing puts them (a use already returned keeps its cycles;
+/// its agent's next use starts after the moved end). Deliberately simple: a use booked at a
+/// later time by a CPU simulated ahead is not seen by one arriving before it.
 #[derive(Debug, Default)]
 pub(super) struct Channel {
-    /// (start, end, bulk) of each booked interval not yet behind the horizon: sorted and
-    /// disjoint (`bulk`: booked by a bulk transfer).
-    pub(super) busy: Calendar<(f64, f64, bool)>,
+    /// Each agent's (start, end) of its latest run of uses: CPU i at i, the engine last.
+    agents: Vec<(f64, f64)>,
+    /// Scratch (kept allocated: booking allocates nothing): the agents sharing a use's time,
+    /// as (end or work left, agent).
+    sharing: Vec<(f64, usize)>,
+    /// The latest use booked (start, end).
+    last: Option<(f64, f64)>,
     /// Bytes booked so far (the node's DRAM traffic that mmsim times).
     pub(super) bytes: u64,
 }
 
-/// Intervals a channel's calendar keeps when the horizon does not move (a bound on memory).
-pub(super) const CHANNEL_CALENDAR: usize = 4096;
-
 impl Channel {
-    /// Book `need` cycles of the channel (`bulk`: for a bulk transfer) from `now` on, in the
-    /// gaps left free; returns when the use is done (`finish`). Intervals ending at or before
-    /// `horizon` are forgotten.
-    pub(super) fn book(&mut self, now: f64, need: f64, horizon: f64, bulk: bool) -> f64 {
-        while let Some(&(_, end, _)) = self.busy.front() {
-            if end > horizon && self.busy.len() < CHANNEL_CALENDAR {
-                break;
-            }
-            self.busy.pop_front();
-        }
-        // Booked after everything booked so far (a stream's misses come in time order): the
-        // general case below would append it, or extend the last interval if it ends at `now`.
-        match self.busy.back_mut() {
-            None if need > 0.0 => {
-                self.busy.push_back((now, now + need, bulk));
-                return now + need;
-            }
-            Some(last) if last.1 <= now && need > 0.0 => {
-                if last.1 == now && last.2 == bulk {
-                    last.1 = now + need;
-                } else {
-                    self.busy.push_back((now, now + need, bulk));
-                }
-                return now + need;
-            }
-            _ => {}
-        }
-        // A line request cuts into a bulk transfer (`finish`); a bulk transfer takes its turn.
-        let cut_in = if bulk { None } else { Some(self.finish(now, need)) };
-        let mut i = self.busy.partition_point(|&(_, e, _)| e <= now);
-        let (mut t, mut left, mut done) = (now, need, now);
-        while left > 0.0 {
-            if i < self.busy.len() && self.busy[i].0 <= t {
-                t = t.max(self.busy[i].1);
-                i += 1;
-                continue;
-            }
-            let gap_end = self.busy.get(i).map_or(f64::INFINITY, |b| b.0);
-            let take = left.min(gap_end - t);
-            if i > 0 && self.busy[i - 1].1 >= t && self.busy[i - 1].2 == bulk {
-                self.busy[i - 1].1 = t + take;
-            } else {
-                self.busy.insert(i, (t, t + take, bulk));
-                i += 1;
-            }
-            t += take;
-            left -= take;
-            done = t;
-            // Touching the next interval of the same kind: join them.
-            if i < self.busy.len() && self.busy[i].0 <= t && self.busy[i].2 == bulk {
-                self.busy[i - 1].1 = self.busy[i].1;
-                self.busy.remove(i);
-                t = self.busy[i - 1].1;
-            }
-        }
-        cut_in.unwrap_or(done)
+    /// A channel for `cpus` CPUs and the zeroing engine.
+    pub(super) fn new(cpus: usize) -> Channel {
+        Channel { agents: vec![(0.0, 0.0); cpus + 1], sharing: Vec::with_capacity(cpus + 2), last: None, bytes: 0 }
     }
 
-    /// When a line request of `need` cycles arriving at `now` is done: it takes the free time
-    /// at the full rate, a bulk transfer's time at half (the two alternate transaction by
-    /// transaction), and waits out other line requests.
-    fn finish(&self, now: f64, need: f64) -> f64 {
-        let mut i = self.busy.partition_point(|&(_, e, _)| e <= now);
-        let (mut t, mut left) = (now, need);
-        loop {
-            match self.busy.get(i) {
-                Some(&(start, end, bulk)) if start <= t => {
-                    if bulk {
-                        let share = (end - t) / 2.0;
-                        if share >= left {
-                            return t + 2.0 * left;
-                        }
-                        left -= share;
-                    }
-                    t = end;
-                    i += 1;
-                }
-                next => {
-                    let gap_end = next.map_or(f64::INFINITY, |b| b.0);
-                    if gap_end - t >= left {
-                        return t + left;
-                    }
-                    left -= gap_end - t;
-                    t = gap_end;
-                }
+    /// The engine's agent number.
+    pub(super) fn engine(&self) -> usize {
+        self.agents.len() - 1
+    }
+
+    /// Book `need` cycles of the channel (its time at the full rate) for `agent`'s use from
+    /// `now` on, after the agent's own earlier uses; returns when the use is done, sharing the
+    /// channel equally with the other agents' uses under way then, whose ends move later.
+    pub(super) fn book(&mut self, agent: usize, now: f64, need: f64) -> f64 {
+        let (s0, e0) = self.agents[agent];
+        let start = now.max(e0);
+        // The uses under way at `start`, by end.
+        self.sharing.clear();
+        for (j, &(s, e)) in self.agents.iter().enumerate() {
+            if j != agent && s <= start && e > start {
+                self.sharing.push((e, j));
             }
         }
+        let done = if self.sharing.is_empty() {
+            start + need
+        } else {
+            // Their work left at `start`: between consecutive ends, the ones still under way
+            // shared the channel equally.
+            self.sharing.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+            let k = self.sharing.len();
+            let (mut prev, mut work) = (start, 0.0);
+            for i in 0..k {
+                let e = self.sharing[i].0;
+                work += (e - prev) / (k - i) as f64;
+                prev = e;
+                self.sharing[i].0 = work;
+            }
+            self.sharing.push((need, agent));
+            self.sharing.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+            // Processor sharing from `start`: the least work left ends first.
+            let m = self.sharing.len();
+            let (mut t, mut served, mut done) = (start, 0.0, start);
+            for i in 0..m {
+                let (w, j) = self.sharing[i];
+                t += (w - served) * (m - i) as f64;
+                served = w;
+                if j == agent {
+                    done = t;
+                } else {
+                    self.agents[j].1 = t;
+                }
+            }
+            done
+        };
+        self.agents[agent] = (if e0 == start { s0 } else { start }, done);
+        self.last = Some((start, done));
+        done
     }
 }
 
@@ -243,34 +185,41 @@ impl Machine {
         self.channels.iter().map(|c| c.bytes).collect()
     }
 
-    /// The last interval booked on `node`'s channel (start, end), in cycles.
+    /// The last use booked on `node`'s channel (start, end), in cycles.
     #[cfg(test)]
     pub(crate) fn last_booking(&self, node: usize) -> Option<(f64, f64)> {
-        self.channels[node].busy.back().map(|&(s, e, _)| (s, e))
+        self.channels[node].last
     }
 
-    /// Book `bytes` of `cpu`'s node's memory bandwidth from `now` on for line requests
-    /// (`Channel::book`): returns the cycles from `now` until they have passed.
+    /// Book `bytes` of `cpu`'s node's memory bandwidth from `now` on (`Channel::book`): its
+    /// line fetches and write-backs. Returns the cycles from `now` until they have passed.
     pub fn book_bandwidth(&mut self, cpu: usize, now: f64, bytes: u64) -> f64 {
-        self.book_channel(cpu, now, bytes, false)
+        self.book_channel(cpu, Some(cpu), now, bytes)
     }
 
-    /// `book_bandwidth` for a bulk transfer (a clear, a copy, an engine's zeroing): line
-    /// requests interleave with it transaction by transaction, bulk transfers queue behind it.
+    /// `book_bandwidth` for a bulk transfer of `cpu` (a clear, a copy, the drain of its
+    /// non-temporal stores): it shares the channel with the other agents' uses as they do.
     pub fn book_bulk(&mut self, cpu: usize, now: f64, bytes: u64) -> f64 {
-        self.book_channel(cpu, now, bytes, true)
+        self.book_channel(cpu, Some(cpu), now, bytes)
     }
 
-    fn book_channel(&mut self, cpu: usize, now: f64, bytes: u64, bulk: bool) -> f64 {
+    /// `book_bulk` for the zeroing engine of `cpu`'s node (an agent of its own: the CPU that
+    /// started it goes on meanwhile).
+    pub fn book_engine(&mut self, cpu: usize, now: f64, bytes: u64) -> f64 {
+        self.book_channel(cpu, None, now, bytes)
+    }
+
+    fn book_channel(&mut self, cpu: usize, agent: Option<usize>, now: f64, bytes: u64) -> f64 {
         if bytes == 0 {
             return 0.0;
         }
         // One channel per node, allocated at boot.
         let node = self.numa_node(cpu);
         let need = bytes as f64 / self.bytes_per_cycle(self.p.memory.bandwidth);
-        let horizon = self.horizon;
-        self.channels[node].bytes += bytes;
-        self.channels[node].book(now, need, horizon, bulk) - now
+        let ch = &mut self.channels[node];
+        ch.bytes += bytes;
+        let agent = agent.unwrap_or_else(|| ch.engine());
+        ch.book(agent, now, need) - now
     }
 
     /// An atomic read-modify-write (or a spinlock acquire held for `hold` cycles) by `cpu` at

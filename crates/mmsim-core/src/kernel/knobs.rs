@@ -830,6 +830,17 @@ declare_knobs! {
          tie, else the lowest-numbered (1: SD_BALANCE_FORK's find_idlest_cpu over one domain of every CPU, \
          2.6.15 and current Linux alike), or to CPU (pid - 1) mod CPUs (0: round robin by pid)",
     },
+    /// Idle balancing: a CPU with nothing to run pulls a waiting task from the busiest run
+    /// queue, at once when it goes idle (`newidle_balance`, 2.6's `idle_balance`) and at its
+    /// next tick while it stays idle (the idle CPU's `rebalance_tick` / nohz idle balance).
+    sched_idle_balance: bool = true => {
+        name: "sched/idle_balance",
+        boot_only: false,
+        codec: BOOL,
+        help: "mmsim: a CPU with nothing to run pulls a task waiting on the busiest CPU's run queue, at once when \
+         it goes idle and at its next tick while it stays idle (1: newidle_balance and the idle CPU's periodic \
+         balance, 2.6.15 and current Linux alike), or a task stays on the CPU it was placed on (0)",
+    },
     /// CONFIG_HZ: the scheduler tick. A slice ends at the first tick after it is used up
     /// (update_deadline runs from the tick; no HRTICK).
     hz: u32 = 250 => {

@@ -199,8 +199,11 @@ pub struct Task {
     cursor: Cursor,
     /// Status captured when the task exited (rss and VmPTE just before teardown).
     pub last_status: Option<Box<crate::report::ProcessStatus>>,
-    /// The CPU the task runs on (pinned, or assigned round-robin at creation).
+    /// The CPU the task runs on (placed at creation; idle balancing may move it).
     pub cpu: usize,
+    /// Its CPU was given (the workload's `cpu`): its affinity is that one CPU
+    /// (`sched_setaffinity`), so no balancing moves it.
+    pub pinned: bool,
     /// Hardware and software event counts of this task.
     pub perf: PerfCounters,
     /// The CPU clock when the task exited (a parent waiting on it wakes no earlier).
@@ -253,6 +256,7 @@ impl Task {
             cursor: Cursor::Idle,
             last_status: None,
             cpu,
+            pinned: false,
             perf: PerfCounters::default(),
             exit_clock: 0.0,
             pending: VecDeque::new(),
@@ -283,6 +287,9 @@ struct SchedEntity {
     /// Cycles of slice it was given to run when next switched in, instead of a new slice
     /// (0: none): the O(1) scheduler's split of a parent's timeslice at fork (`sched_fork`).
     slice_left: f64,
+    /// The CPU time at which it last became runnable or last stopped running (an idle CPU
+    /// that pulls it runs it no earlier).
+    ready_at: f64,
 }
 
 /// Why an access stopped the task.
@@ -352,6 +359,10 @@ pub struct Interp {
     /// meanwhile waits; Linux may let it preempt a task that has run less than its slice).
     curr: Vec<Option<usize>>,
     slice_end: Vec<f64>,
+    /// Bumped when a task becomes runnable or stops being so, or a CPU switches tasks: only
+    /// then can an idle CPU find a task to pull that it did not find before (`idle_balance`).
+    balance_gen: u64,
+    balance_seen: u64,
     /// Tasks blocked in `wait` (indices), in the order they began waiting.
     waiters: Vec<usize>,
     /// Bumped whenever a task may have finished (exited, or done the last of its pending work
@@ -467,6 +478,8 @@ impl Interp {
             busy_cpus: runqueue::CpuSet::default(),
             curr: Vec::new(),
             slice_end: Vec::new(),
+            balance_gen: 0,
+            balance_seen: 0,
             waiters: Vec::new(),
             finish_gen: 0,
             waiters_seen: 0,

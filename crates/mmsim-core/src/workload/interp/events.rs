@@ -35,7 +35,7 @@ impl Interp {
         (self.tp_comm(t), self.tasks[t].pid, cpu, now)
     }
 
-    fn tp_push(&mut self, comm: String, pid: u32, cpu: usize, cycles: f64, id: u8, fields: String) {
+    pub(super) fn tp_push(&mut self, comm: String, pid: u32, cpu: usize, cycles: f64, id: u8, fields: String) {
         if self.trace_events.len() >= MAX_TRACE_EVENTS {
             self.trace_events_dropped += 1;
             return;

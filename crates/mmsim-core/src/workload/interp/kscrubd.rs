@@ -182,7 +182,7 @@ impl Interp {
             // Its writes share the node's memory bandwidth with the CPUs'.
             self.machine.invalidate_lines(pfn, pages);
             let now = self.machine.clock[cpu];
-            let bus = self.machine.book_bulk(cpu, now, pages * self.kernel.geo.page_size());
+            let bus = self.machine.book_engine(cpu, now, pages * self.kernel.geo.page_size());
             self.kscrubd.ready_at = now + d.max(bus);
         } else {
             // Its work happens at its CPU's time (`clock_base + perf.cycles`), as khugepaged's.

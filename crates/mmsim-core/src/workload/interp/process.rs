@@ -37,6 +37,7 @@ impl Interp {
             let c = &mut self.machine.clock[self.tasks[t].cpu];
             *c = c.max(wake);
             self.tasks[t].state = TaskState::Running;
+            self.sched_entity(t).ready_at = wake;
             self.rq_update(t);
             return false;
         }
@@ -55,6 +56,7 @@ impl Interp {
         let c = &mut self.machine.clock[cpu];
         *c = c.max(wake);
         self.tasks[t].state = TaskState::Running;
+        self.sched_entity(t).ready_at = wake;
         self.rq_update(t);
         false
     }
@@ -123,6 +125,7 @@ impl Interp {
         self.pid_allocated += 1;
         let ncpus = self.machine.cpus.len();
         let pc = self.tasks[t].cpu;
+        let cpu_given = cpu;
         let cpu = match cpu {
             Some(c) => c % ncpus,
             None if self.kernel.knobs.sched_balance_fork && !self.serial => self.find_idlest_cpu(pc),
@@ -135,9 +138,12 @@ impl Interp {
             *c = c.max(now);
         }
         let regions = self.tasks[t].regions.clone();
+        let pinned = cpu_given.is_some();
         self.tasks.push(Task::new(pid, tgid, parent_pid, child_mm, program, regions, cpu));
         self.tasks[t].children.push(pid);
         let child = self.tasks.len() - 1;
+        self.tasks[child].pinned = pinned;
+        self.sched_entity(child).ready_at = now;
         self.rq_update(child);
         if self.kernel.knobs.sched_child_runs_first && !self.serial {
             self.sched_fork(t, child, now, !copy);

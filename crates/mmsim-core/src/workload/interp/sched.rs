@@ -17,10 +17,25 @@ impl Interp {
     /// `enqueue_task` / `dequeue_task` (kernel/sched/core.c) in one: task `i` is in its CPU's
     /// runqueue, under its current `last_run`, exactly while it is runnable.
     pub(super) fn rq_update(&mut self, i: usize) {
+        if self.sched_entity(i).queued != self.tasks[i].runnable() {
+            self.balance_gen += 1;
+        }
+        self.rq_requeue(i);
+    }
+
+    /// Task `i`'s scheduling state (a task just created gets a fresh one: tasks are only
+    /// ever appended).
+    pub(super) fn sched_entity(&mut self, i: usize) -> &mut SchedEntity {
         if self.sched.len() <= i {
-            // A task just created (tasks are only ever appended).
             self.sched.resize(i + 1, SchedEntity::default());
         }
+        &mut self.sched[i]
+    }
+
+    /// `rq_update` for the task `round` just ran: it goes back to its runqueue (or leaves it)
+    /// without news for idle balancing (`round` tells that itself).
+    fn rq_requeue(&mut self, i: usize) {
+        self.sched_entity(i);
         let (cpu, key, runnable) = (self.tasks[i].cpu, (self.sched[i].last_run, i), self.tasks[i].runnable());
         self.sched_changed.insert(cpu);
         let q = &mut self.rq[cpu];
@@ -53,6 +68,12 @@ impl Interp {
             self.waiters = waiters;
         }
         let waiting = !self.waiters.is_empty();
+        if self.balance_gen != self.balance_seen {
+            self.balance_seen = self.balance_gen;
+            if self.kernel.knobs.sched_idle_balance && !self.serial {
+                self.idle_balance();
+            }
+        }
         let mut best: Option<(f64, u64, usize)> = None;
         // The two earliest busy CPUs' clocks (and CPUs): the chosen CPU runs until it passes
         // the earliest of the others.
@@ -147,11 +168,13 @@ impl Interp {
             }
         }
         let left = self.sched[t].slice_left;
-        self.sched[t] = SchedEntity { last_run: self.run_seq, queued: false, slice_left: 0.0 };
+        self.sched[t] = SchedEntity { last_run: self.run_seq, queued: false, slice_left: 0.0, ready_at: 0.0 };
         self.sched_changed.insert(cpu);
         // A new slice for a task switched in, or for one whose slice ended with nothing else
         // to run (the tick renews it); what is left of a slice split at fork, if any.
         if !self.serial && (self.curr[cpu] != Some(t) || self.machine.clock[cpu] >= self.slice_end[cpu]) {
+            // The task it replaces may now be pulled by an idle CPU.
+            self.balance_gen += 1;
             self.curr[cpu] = Some(t);
             let clock = self.machine.clock[cpu];
             self.slice_end[cpu] =
@@ -223,7 +246,13 @@ impl Interp {
             let at = self.sleepers.partition_point(|&x| self.tasks[x].wake_at.total_cmp(&w).is_le());
             self.sleepers.insert(at, t);
         }
-        self.rq_update(t);
+        // Still runnable: ready again from the end of its quantum. Else its CPU may go idle.
+        if self.tasks[t].runnable() {
+            self.sched[t].ready_at = self.machine.clock[cpu];
+        } else {
+            self.balance_gen += 1;
+        }
+        self.rq_requeue(t);
         self.wakeup_kscrubd(self.machine.clock[cpu]);
         self.wakeup_khugepaged(self.machine.clock[cpu]);
         self.advance_loadavg();
@@ -383,12 +412,101 @@ impl Interp {
         let c = &mut self.machine.clock[cpu];
         *c = c.max(at);
         self.tasks[s].state = TaskState::Running;
+        self.sched_entity(s).ready_at = at;
         self.rq_update(s);
         if self.kernel.knobs.sched_wakeup_preemption && !self.serial && self.curr[cpu] != Some(s) {
             // check_preempt_curr: the running task's slice ends at the wake-up.
             let now = self.machine.clock[cpu];
             if self.slice_end[cpu] > now {
                 self.slice_end[cpu] = now;
+            }
+        }
+    }
+
+    /// `newidle_balance` and the idle CPU's periodic balance (kernel/sched/fair.c; 2.6.15's
+    /// `idle_balance` and `rebalance_tick`): each CPU with no runnable task pulls one task
+    /// waiting on the busiest CPU that has one to give (the most runnable tasks, at least
+    /// two), the one that ran least recently: at once if the CPU went idle after the task was
+    /// ready (newly idle), else at the CPU's first tick after (an idle CPU balances every
+    /// tick). A task its CPU would run before then, the running one and a pinned one stay.
+    /// Differs from Linux: a CPU's load is its count of runnable tasks (no weights, no
+    /// domain hierarchy, no cache-hot test), and busy CPUs do not balance among themselves.
+    fn idle_balance(&mut self) {
+        let n = self.machine.cpus.len();
+        let busy = self.busy_cpus.count();
+        if self.nr_running as usize <= busy || busy == n {
+            // No CPU has a task waiting, or none is idle.
+            return;
+        }
+        for c in 0..n {
+            if !self.rq[c].is_empty() {
+                continue;
+            }
+            // The CPUs with a task waiting, busiest first (then the lowest-numbered).
+            let mut from: Vec<(usize, usize)> =
+                (0..n).filter(|&b| self.rq[b].len() >= 2).map(|b| (self.rq[b].len(), b)).collect();
+            if from.is_empty() {
+                return;
+            }
+            from.sort_by_key(|&(len, b)| (std::cmp::Reverse(len), b));
+            if let Some((k, at)) = from.iter().find_map(|&(_, b)| self.can_pull(b, c)) {
+                self.migrate_task(k, c, at);
+            }
+        }
+    }
+
+    /// The task idle CPU `c` would take from CPU `b`'s runqueue, and when: the least recently
+    /// run task that may move (`can_migrate_task`: not `b`'s current task, not pinned, with
+    /// no kernel work left over from its exit) and that `b` would not switch to first.
+    fn can_pull(&self, b: usize, c: usize) -> Option<(usize, f64)> {
+        let clock = self.machine.clock[c];
+        // When `b` next switches tasks: at its current task's slice end while that one runs.
+        let switch = match self.curr[b] {
+            Some(cur) if self.sched[cur].queued => self.slice_end[b].max(self.machine.clock[b]),
+            _ => self.machine.clock[b],
+        };
+        let mut first = true;
+        for &(_, k) in self.rq[b].iter() {
+            let task = &self.tasks[k];
+            if Some(k) == self.curr[b] || task.pinned || task.state != TaskState::Running || !task.pending.is_empty() {
+                continue;
+            }
+            let ready = self.sched[k].ready_at;
+            let at = if clock >= ready { clock } else { self.tick_after(ready) };
+            let at = at.max(self.machine.horizon);
+            // The first waiting task runs on `b` at its next switch: pulled only if earlier.
+            if !first || at < switch {
+                return Some((k, at));
+            }
+            first = false;
+        }
+        None
+    }
+
+    /// `set_task_cpu` and the runqueue moves around it (`detach_task` / `attach_task`): task
+    /// `k`, runnable and not running, goes to CPU `to`, which runs no earlier than `at`.
+    fn migrate_task(&mut self, k: usize, to: usize, at: f64) {
+        let from = self.tasks[k].cpu;
+        if self.rq[from].remove(&(self.sched[k].last_run, k)) {
+            self.nr_running -= 1;
+            if self.rq[from].is_empty() {
+                self.busy_cpus.remove(from);
+            }
+        }
+        self.sched[k].queued = false;
+        self.sched_changed.insert(from);
+        self.tasks[k].cpu = to;
+        self.tasks[k].perf.cpu_migrations += 1;
+        let c = &mut self.machine.clock[to];
+        *c = c.max(at);
+        self.rq_requeue(k);
+        if self.kernel.tp.is_some() {
+            // Raised by the CPU that pulls it, when it does.
+            let id = crate::tracepoints::ev::SCHED_MIGRATE_TASK;
+            if self.kernel.tp.as_ref().is_some_and(|tp| tp.on(id)) {
+                let (comm, pid) = (self.tp_comm(k), self.tasks[k].pid);
+                let fields = format!("comm={comm} pid={pid} prio=120 orig_cpu={from} dest_cpu={to}");
+                self.tp_push(comm, pid, to, self.machine.clock[to], id, fields);
             }
         }
     }

@@ -1,5 +1,6 @@
 //! The scheduler at fork, by era: where a new task goes (`sched/balance_fork`) and whether
-//! it runs before its parent with half the parent's timeslice (`sched/child_runs_first`).
+//! it runs before its parent with half the parent's timeslice (`sched/child_runs_first`);
+//! and an idle CPU pulling a waiting task (`sched/idle_balance`).
 
 use serde_json::json;
 
@@ -73,7 +74,7 @@ fn balance_on_fork_places_children_on_the_idlest_cpu() {
         {"op":"loop","count":2000,"body":[{"op":"write","region":"q","stride":64}]}]);
     let w = |balance: u8| {
         json!({"machine":{"cpus":4},
-            "knobs":{"sched/balance_fork":balance,"sched/base_slice_ns":100_000_000},
+            "knobs":{"sched/balance_fork":balance,"sched/base_slice_ns":100_000_000,"sched/idle_balance":0},
             "program":[
                 {"op":"fork","cpu":2,"program":busy},
                 {"op":"fork","count":4,"program":busy},
@@ -115,4 +116,79 @@ fn a_woken_task_preempts_the_running_one_when_the_era_does() {
     // The child falls asleep right after its fork, at about 2.3 ms (the parent's faults).
     assert!((12.0..13.0).contains(&on), "preempts at its wake-up: {on} ms");
     assert!((48.0..49.0).contains(&off), "waits for the parent's slice: {off} ms");
+}
+
+/// A task of the workload that computes: maps 4 MiB, writes it, then reads it `n` times.
+fn compute(n: u64) -> serde_json::Value {
+    json!([snap("go"), {"op":"mmap","name":"w","size":"4M"}, {"op":"write","region":"w"},
+        {"op":"loop","count":n,"body":[{"op":"read","region":"w","stride":64}]}, snap("end")])
+}
+
+/// The time (ms) of task `pid`'s snapshot `label`.
+fn at(r: &Report, pid: u32, label: &str) -> f64 {
+    r.snapshots.iter().find(|s| s.pid == pid && s.label == label).expect("snapshot").time * 1e3
+}
+
+/// Newly idle balance: on 2 CPUs, placed by pid, CPU 1 gets two long tasks (pids 2 and 4)
+/// and CPU 0 a short one (pid 3). When pid 3 ends, CPU 0 has nothing to run and pulls pid 4,
+/// which waits on CPU 1 behind pid 2's 100 ms slice: pid 4 starts the moment pid 3 exits.
+/// Without idle balancing it waits for that slice.
+#[test]
+fn a_cpu_going_idle_pulls_a_waiting_task_at_once() {
+    let w = |balance: u8| {
+        json!({"machine":{"profile":"opteron-2.2","cpus":2},
+            "knobs":{"sched/balance_fork":0,"sched/idle_balance":balance,"sched/base_slice_ns":100_000_000,
+                "kernel/hz":250},
+            "program":[
+                {"op":"fork","program":compute(400)},
+                {"op":"fork","program":compute(4)},
+                {"op":"fork","program":compute(400)},
+                {"op":"wait"}]})
+    };
+    let w1 = parse_workload(&w(1).to_string()).expect("valid workload");
+    let sets = [("engine.events".to_string(), "sched:sched_migrate_task".to_string())];
+    let on = run_with(&w1, &sets, &RunOptions { check: true, ..Default::default() }).expect("runs");
+    assert_eq!(on.check.mismatches, 0);
+    let moved: Vec<_> = on.trace_events.iter().map(|e| (e.pid, e.cpu, e.fields.clone())).collect();
+    assert_eq!(moved, [(4, 0, "comm=workload pid=4 prio=120 orig_cpu=1 dest_cpu=0".to_string())]);
+    let migrations = |r: &Report, pid: u32| {
+        let p = r.processes.iter().find(|p| p.pid == pid).expect("process");
+        (p.processor, p.perf.get("cpu-migrations").expect("counted"))
+    };
+    assert_eq!([migrations(&on, 2), migrations(&on, 3), migrations(&on, 4)], [(1, 0.0), (0, 0.0), (0, 1.0)]);
+    let (short_end, pulled) = (at(&on, 3, "end"), at(&on, 4, "go"));
+    // Between the two: pid 3's exit (the teardown of its 4 MiB, 34 us) and the switch.
+    assert!(pulled >= short_end && pulled - short_end < 0.1, "pid 4 starts as pid 3 ends: {short_end} {pulled} ms");
+    assert_eq!(on.perf.get("cpu-migrations"), Some(1.0));
+
+    let off = run(w(0));
+    assert!(at(&off, 4, "go") > 100.0, "pid 4 waits for pid 2's slice: {} ms", at(&off, 4, "go"));
+    assert_eq!(migrations(&off, 4), (1, 0.0));
+    assert!(at(&on, 4, "end") < at(&off, 4, "end") - 50.0);
+}
+
+/// An idle CPU's periodic balance: on 2 CPUs, pid 3 sleeps until 10 ms on CPU 0, where pid 5
+/// computes through a 100 ms slice, while CPU 1 (short pid 2 and empty pid 4 done) is idle.
+/// The woken task is pulled at CPU 1's first tick after its wake-up (12 ms at HZ 250);
+/// without idle balancing it waits for pid 5's slice.
+#[test]
+fn an_idle_cpu_pulls_a_woken_task_at_its_next_tick() {
+    let w = |balance: u8| {
+        json!({"machine":{"profile":"opteron-2.2","cpus":2},
+            "knobs":{"sched/balance_fork":0,"sched/idle_balance":balance,"sched/base_slice_ns":100_000_000,
+                "kernel/hz":250,"sched/wakeup_preemption":0},
+            "program":[
+                {"op":"fork","program":compute(4)},
+                {"op":"fork","program":[{"op":"sleep","until_ms":10}, snap("woke")]},
+                {"op":"fork","program":[]},
+                {"op":"fork","program":compute(400)},
+                {"op":"wait"}]})
+    };
+    let (on, off) = (run(w(1)), run(w(0)));
+    assert!(at(&on, 2, "end") < 10.0, "CPU 1 is idle before the wake-up");
+    let woke = at(&on, 3, "woke");
+    assert!((12.0..12.01).contains(&woke), "pulled at the 12 ms tick: {woke} ms");
+    let p3 = on.processes.iter().find(|p| p.pid == 3).expect("pid 3");
+    assert_eq!((p3.processor, p3.perf.get("cpu-migrations")), (1, Some(1.0)));
+    assert!(at(&off, 3, "woke") > 100.0, "waits for the slice: {} ms", at(&off, 3, "woke"));
 }
