@@ -99,7 +99,7 @@ def seeds_table(doc: dict) -> str:
         f"ones and {score['within_25']} within 25 % (ratio = simulated / published; a published zero is "
         f"matched only by zero), and the simulated numbers keep {score['directions_kept']} of the "
         f"{score['directions']} directions the published ones give (two configurations' numbers of one "
-        "metric that differ; a lone ratio's side of 1).\n",
+        "metric that differ by more than 1 %; a lone ratio's side of 1).\n",
     ]
     for e in doc["experiments"]:
         out.append(f"\n### {e['name']}\n\nSeed {e['seed']}, profile `{e['profile']}`: {_cell(e['claim'])}\n\n")

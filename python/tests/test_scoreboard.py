@@ -63,3 +63,8 @@ def test_within_and_directions_are_counted_per_experiment_and_in_total():
 def test_equal_published_numbers_give_no_direction():
     e = _experiment("c", [_row("p", "m", 1.0, 1.0), _row("q", "m", 1.0, 2.0)])
     assert directions(e) == []
+    # Closer than 1 % of the larger: a single run's noise, no direction either way.
+    e = _experiment("d", [_row("p", "m", 157_071.0, 2.0), _row("q", "m", 157_077.0, 1.0)])
+    assert directions(e) == []
+    e = _experiment("e", [_row("p", "m", 100.0, 2.0), _row("q", "m", 101.5, 1.0)])
+    assert [kept for *_, kept in directions(e)] == [False]

@@ -490,7 +490,8 @@ PTSHARE_EXPERIMENTS = [
             "and the fork time comes out at the published 30 s; shared, the children finish their touch "
             "sooner and leave the parent's CPU earlier, which mmsim reproduces in direction (less than half "
             "the unshared time) but not in full: mmsim's scheduler runs the least recently run task rather "
-            "than the O(1) scheduler's expired-array rotation, and has no periodic load balancing.",
+            "than the O(1) scheduler's expired-array rotation, and only idle CPUs balance (busy ones never "
+            "even out their queues, as 2.6.15's periodic rebalance_tick did).",
         ],
     ),
     Experiment(
