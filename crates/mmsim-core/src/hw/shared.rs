@@ -106,6 +106,12 @@ impl Channel {
         Channel { agents: vec![(0.0, 0.0); cpus + 1], sharing: Vec::with_capacity(cpus + 2), last: None, bytes: 0 }
     }
 
+    /// Each agent's recorded end (tests).
+    #[cfg(test)]
+    pub(super) fn agent_ends(&self) -> impl Iterator<Item = f64> + '_ {
+        self.agents.iter().map(|a| a.1)
+    }
+
     /// The engine's agent number.
     pub(super) fn engine(&self) -> usize {
         self.agents.len() - 1

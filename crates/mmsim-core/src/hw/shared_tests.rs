@@ -218,3 +218,45 @@ fn a_thp_is_cleared_with_the_faulting_subpage_last() {
         assert!(!m.cpus[0].l1d.contains(line(if target == 0 { 511 } else { 0 })));
     }
 }
+
+mod channel_props {
+    use super::super::shared::Channel;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The channel never delivers more than its bandwidth: whatever agents book, in time
+        /// order, the uses' total time at the full rate fits between the first start and the
+        /// last end (every end, returned or moved, counted); and no use ends before its own
+        /// time at the full rate has passed.
+        #[test]
+        fn the_channel_never_serves_more_than_its_bandwidth(
+            uses in proptest::collection::vec((0usize..4, 0.0f64..200.0, 1.0f64..500.0), 1..60),
+        ) {
+            let mut ch = Channel::new(3);
+            let (mut now, mut total, mut last) = (0.0f64, 0.0f64, 0.0f64);
+            let first = uses[0].1;
+            for (agent, gap, need) in uses {
+                now += gap;
+                let done = ch.book(agent, now, need);
+                prop_assert!(done >= now + need - 1e-6, "done {done} before now {now} + need {need}");
+                total += need;
+                last = last.max(done);
+            }
+            let end = ch.agent_ends().fold(last, f64::max);
+            prop_assert!(end - first + 1e-6 >= total, "{total} cycles of work served from {first} to {end}");
+        }
+
+        /// One agent alone is served at the full rate, its uses one after another.
+        #[test]
+        fn one_agent_alone_gets_the_full_rate(uses in proptest::collection::vec((0.0f64..200.0, 1.0f64..500.0), 1..40)) {
+            let mut ch = Channel::new(1);
+            let (mut now, mut end) = (0.0f64, 0.0f64);
+            for (gap, need) in uses {
+                now += gap;
+                let done = ch.book(0, now, need);
+                end = now.max(end) + need;
+                prop_assert!((done - end).abs() < 1e-6, "{done} vs {end}");
+            }
+        }
+    }
+}
