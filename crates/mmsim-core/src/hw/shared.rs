@@ -144,8 +144,9 @@ impl Channel {
                 prev = e;
                 self.sharing[i].0 = work;
             }
-            self.sharing.push((need, agent));
-            self.sharing.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+            // The work left grows along the ends: the new use goes in its place.
+            let at = self.sharing.partition_point(|&(w, _)| w < need);
+            self.sharing.insert(at, (need, agent));
             // Processor sharing from `start`: the least work left ends first.
             let m = self.sharing.len();
             let (mut t, mut served, mut done) = (start, 0.0, start);
@@ -198,19 +199,14 @@ impl Machine {
     }
 
     /// Book `bytes` of `cpu`'s node's memory bandwidth from `now` on (`Channel::book`): its
-    /// line fetches and write-backs. Returns the cycles from `now` until they have passed.
+    /// line fetches and write-backs, its clears, copies and drained non-temporal stores alike.
+    /// Returns the cycles from `now` until they have passed.
     pub fn book_bandwidth(&mut self, cpu: usize, now: f64, bytes: u64) -> f64 {
         self.book_channel(cpu, Some(cpu), now, bytes)
     }
 
-    /// `book_bandwidth` for a bulk transfer of `cpu` (a clear, a copy, the drain of its
-    /// non-temporal stores): it shares the channel with the other agents' uses as they do.
-    pub fn book_bulk(&mut self, cpu: usize, now: f64, bytes: u64) -> f64 {
-        self.book_channel(cpu, Some(cpu), now, bytes)
-    }
-
-    /// `book_bulk` for the zeroing engine of `cpu`'s node (an agent of its own: the CPU that
-    /// started it goes on meanwhile).
+    /// `book_bandwidth` for the zeroing engine of `cpu`'s node (an agent of its own: the CPU
+    /// that started it goes on meanwhile).
     pub fn book_engine(&mut self, cpu: usize, now: f64, bytes: u64) -> f64 {
         self.book_channel(cpu, None, now, bytes)
     }

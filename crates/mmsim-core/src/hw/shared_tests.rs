@@ -151,7 +151,7 @@ fn a_line_miss_waits_at_most_one_line_behind_a_bulk_clear() {
     let per_byte = 1.0 / (p.memory.bandwidth / p.cpu.freq_ghz);
     let (line, block) = (64.0 * per_byte, (4u64 << 20) as f64 * per_byte);
     let mut m = Machine::new(p.clone(), 2);
-    assert_eq!(m.book_bulk(0, 0.0, 4 << 20), block);
+    assert_eq!(m.book_bandwidth(0, 0.0, 4 << 20), block);
     // A miss 1,000 cycles into the block: its line and, at most, the line under way.
     let miss = m.book_bandwidth(1, 1000.0, 64);
     assert!(miss > line - 1e-9 && miss <= 2.0 * line + 1e-9, "miss: {miss} vs line {line}");
@@ -162,12 +162,12 @@ fn a_line_miss_waits_at_most_one_line_behind_a_bulk_clear() {
     let mem = p.memory.latency - p.cache.l1d.latency;
     assert!(pc.cycles <= 1.0 + mem.max(2.0 * line), "load: {} cycles", pc.cycles);
     // A 4 KiB clear inside the block: half the bus while the block goes on.
-    let clear = m.book_bulk(1, 10_000.0, 4096);
+    let clear = m.book_bandwidth(1, 10_000.0, 4096);
     assert!((clear - 2.0 * 4096.0 * per_byte).abs() < 1e-6, "clear: {clear}");
     // The block gave up what the others took (the miss's 64 bytes, the load's 32-byte line,
     // the clear's 4 KiB): it ends their bus time later.
     let taken = (64.0 + p.cache.line as f64 + 4096.0) * per_byte;
-    let next = m.book_bulk(0, block, 64);
+    let next = m.book_bandwidth(0, block, 64);
     assert!((next - (taken + line)).abs() < 1e-6, "block's end moved by {}: {next}", next - line);
     // A miss behind another CPU's burst of 64 lines shares the bus with it.
     let t0 = 3.0e6;

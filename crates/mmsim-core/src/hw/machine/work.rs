@@ -104,7 +104,7 @@ impl Machine {
                     // Non-temporal stores: no line is fetched or kept; cached copies are
                     // invalidated; the stores drain through the node's bandwidth.
                     self.invalidate_lines(pfn, pages);
-                    let drain = self.book_bulk(cpu, now, bytes);
+                    let drain = self.book_bandwidth(cpu, now, bytes);
                     self.charge_streaming(cpu, func, exec, drain, perf);
                 } else {
                     // Temporal stores: every zeroed line passes through this CPU's caches, and
@@ -145,7 +145,7 @@ impl Machine {
                     } else {
                         self.access_lines(cpu, lines.start, n);
                     }
-                    let bus = self.book_bulk(cpu, now, read + bytes);
+                    let bus = self.book_bandwidth(cpu, now, read + bytes);
                     self.charge_streaming(cpu, func, exec, fetch.max(bus) + coherence, perf);
                 }
             }
@@ -160,7 +160,7 @@ impl Machine {
                     / self.p.memory.stream_mlp;
                 let ((fs, ms), (fd, md)) = (self.fetch_bound(cpu, s0..s0 + n), self.fetch_bound(cpu, d0..d0 + n));
                 let (fetch, read) = (fs + fd, (ms + md) << self.line_shift);
-                let bus = self.book_bulk(cpu, clock_base + perf.cycles, read + self.geo.page_size());
+                let bus = self.book_bandwidth(cpu, clock_base + perf.cycles, read + self.geo.page_size());
                 let fetch = fetch.max(bus) + coherence;
                 for i in 0..n {
                     self.cache_access(cpu, s0 + i);

@@ -125,7 +125,8 @@ impl Interp {
         self.pid_allocated += 1;
         let ncpus = self.machine.cpus.len();
         let pc = self.tasks[t].cpu;
-        let cpu_given = cpu;
+        // A CPU given pins the task there.
+        let pinned = cpu.is_some();
         let cpu = match cpu {
             Some(c) => c % ncpus,
             None if self.kernel.knobs.sched_balance_fork && !self.serial => self.find_idlest_cpu(pc),
@@ -138,7 +139,6 @@ impl Interp {
             *c = c.max(now);
         }
         let regions = self.tasks[t].regions.clone();
-        let pinned = cpu_given.is_some();
         self.tasks.push(Task::new(pid, tgid, parent_pid, child_mm, program, regions, cpu));
         self.tasks[t].children.push(pid);
         let child = self.tasks.len() - 1;

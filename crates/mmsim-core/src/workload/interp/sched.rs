@@ -500,14 +500,12 @@ impl Interp {
         let c = &mut self.machine.clock[to];
         *c = c.max(at);
         self.rq_requeue(k);
-        if self.kernel.tp.is_some() {
-            // Raised by the CPU that pulls it, when it does.
-            let id = crate::tracepoints::ev::SCHED_MIGRATE_TASK;
-            if self.kernel.tp.as_ref().is_some_and(|tp| tp.on(id)) {
-                let (comm, pid) = (self.tp_comm(k), self.tasks[k].pid);
-                let fields = format!("comm={comm} pid={pid} prio=120 orig_cpu={from} dest_cpu={to}");
-                self.tp_push(comm, pid, to, self.machine.clock[to], id, fields);
-            }
+        // Raised by the CPU that pulls it, when it does.
+        let id = crate::tracepoints::ev::SCHED_MIGRATE_TASK;
+        if self.kernel.tp.as_ref().is_some_and(|tp| tp.on(id)) {
+            let (comm, pid) = (self.tp_comm(k), self.tasks[k].pid);
+            let fields = format!("comm={comm} pid={pid} prio=120 orig_cpu={from} dest_cpu={to}");
+            self.tp_push(comm, pid, to, self.machine.clock[to], id, fields);
         }
     }
 }
