@@ -13,14 +13,17 @@
 //! (held by that CPU if still in its caches, modified if it wrote to the granule: the
 //! deliberate approximation of a dirty bit per line), and from then on every access to it
 //! consults and updates its lines' entries. A write of a whole granule (a clear) makes it one
-//! CPU's again. Differs from hardware: instruction
+//! CPU's again. A shared granule's record (`GranuleDir`: its one CPU's former entry and its
+//! first lines' entries, one host cache line) is found from an array indexed by granule, so
+//! that a CPU sweeping a shared region reads its records in order (a hash table of lines
+//! missed the host's caches at every access). Differs from hardware: instruction
 //! fetches, page walks and the streamer's fills are not snooped (a copy they bring in is not
 //! in the directory), the LLC is one for the machine (no forwarding between sockets' LLCs),
 //! and more than 64 CPUs share a directory bit per CPU modulo 64 (the copies are probed).
 
 use crate::fasthash::FastMap;
 
-use super::machine::{cpu_to_node, Level, Machine};
+use super::machine::{Level, Machine};
 use super::perf::PerfCounters;
 use super::profile::Profile;
 
@@ -34,7 +37,7 @@ const MAX_GRANULES: u64 = 1 << 28;
 
 /// One line's directory entry: the CPU holding it modified, if any, and the CPUs that may
 /// hold a copy (bit `cpu % 64`).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct LineDir {
     modified: u16,
     sharers: u64,
@@ -62,6 +65,27 @@ pub struct CoherenceStats {
     pub transfer_cycles: f64,
 }
 
+/// Lines of a shared granule whose entries its record holds (more go to `Coherence::overflow`).
+const INLINE: usize = 4;
+
+/// A shared granule's record: the state of its lines without an entry of their own, and the
+/// entries of the first `INLINE` lines that got one.
+#[derive(Clone, Copy, Debug)]
+#[repr(align(64))]
+struct GranuleDir {
+    /// Lines with an entry of their own (bit per offset in the granule).
+    present: u64,
+    /// The inline entries: their sharers, modified CPUs and offsets.
+    sharers: [u64; INLINE],
+    modified: [u16; INLINE],
+    off: [u8; INLINE],
+    /// Inline entries used.
+    n: u8,
+    /// Its one CPU's entry when it turned shared (`cpu << 1 | wrote`): that CPU may hold
+    /// each line without an entry, modified if it wrote.
+    from: u16,
+}
+
 /// The directory.
 #[derive(Debug, Default)]
 pub(super) struct Coherence {
@@ -69,57 +93,123 @@ pub(super) struct Coherence {
     pub(super) on: bool,
     /// Per granule: NONE, SHARED, or `cpu << 1 | wrote` of the one CPU that touched it.
     owner: Vec<u16>,
-    lines: FastMap<u64, LineDir>,
-    /// Per shared granule, its one CPU's entry when it turned shared (`cpu << 1 | wrote`):
-    /// the state of each of its lines without an entry of its own (that CPU may hold it,
-    /// modified if it wrote), so that turning shared costs one entry, not one per line.
-    from: FastMap<u64, u16>,
+    /// Per granule: 1 + its record's index in `granules` while it is SHARED, else 0.
+    slot: Vec<u32>,
+    granules: Vec<GranuleDir>,
+    /// Indices of `granules` free for reuse.
+    free: Vec<u32>,
+    /// Entries of the lines of granules with more than `INLINE` of them, by line.
+    overflow: FastMap<u64, LineDir>,
+    /// Lines with an entry of their own.
+    nlines: usize,
     pub(super) stats: CoherenceStats,
 }
 
 impl Coherence {
     /// The directory of a machine of `cpus` CPUs whose physical lines are below `lines` (None:
-    /// any; its granule array then grows as they are used).
+    /// any; its granule arrays then grow as they are used).
     pub(super) fn new(cpus: usize, lines: Option<u64>) -> Coherence {
         let on = cpus > 1 && cpus < SHARED as usize >> 1;
-        let owner = match lines {
-            Some(l) if on => vec![NONE; (l >> 6).min(MAX_GRANULES) as usize + 1],
-            _ => Vec::new(),
+        let n = match lines {
+            Some(l) if on => (l >> 6).min(MAX_GRANULES) as usize + 1,
+            _ => 0,
         };
-        Coherence { on, owner, lines: FastMap::default(), from: FastMap::default(), stats: CoherenceStats::default() }
+        Coherence { on, owner: vec![NONE; n], slot: vec![0; n], ..Coherence::default() }
     }
 
-    /// Host bytes of the directory (its granule array and line entries, with the hash table's
-    /// overhead).
+    /// Host bytes of the directory (its granule arrays, records and overflow entries, with
+    /// the hash table's overhead).
     pub(super) fn host_bytes(&self) -> u64 {
-        self.owner.capacity() as u64 * 2 + self.lines.capacity() as u64 * 32 + self.from.capacity() as u64 * 24
+        self.owner.capacity() as u64 * 2
+            + self.slot.capacity() as u64 * 4
+            + self.granules.capacity() as u64 * std::mem::size_of::<GranuleDir>() as u64
+            + self.free.capacity() as u64 * 4
+            + self.overflow.capacity() as u64 * 32
     }
 
     /// Lines with a directory entry (for host memory and the report).
     pub(super) fn directory_lines(&self) -> usize {
-        self.lines.len()
+        self.nlines
     }
 
-    /// Drop shared granule `g`'s entries.
+    /// Granule `g` turns shared; `st` is its one CPU's entry (`cpu << 1 | wrote`).
+    fn share(&mut self, g: u64, st: u16) {
+        let rec =
+            GranuleDir { present: 0, sharers: [0; INLINE], modified: [NONE; INLINE], off: [0; INLINE], n: 0, from: st };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.granules[i as usize] = rec;
+                i
+            }
+            None => {
+                self.granules.push(rec);
+                self.granules.len() as u32 - 1
+            }
+        };
+        self.owner[g as usize] = SHARED;
+        self.slot[g as usize] = i + 1;
+    }
+
+    /// Drop shared granule `g`'s record and entries.
     fn forget(&mut self, g: u64) {
-        self.from.remove(&g);
-        for l in g << 6..(g + 1) << 6 {
-            self.lines.remove(&l);
+        let s = std::mem::take(&mut self.slot[g as usize]);
+        if s == 0 {
+            return;
         }
+        let d = self.granules[s as usize - 1];
+        self.nlines -= d.present.count_ones() as usize;
+        let mut spilt = d.present;
+        for &o in &d.off[..d.n as usize] {
+            spilt &= !(1 << o);
+        }
+        while spilt != 0 {
+            self.overflow.remove(&((g << 6) + spilt.trailing_zeros() as u64));
+            spilt &= spilt - 1;
+        }
+        self.free.push(s - 1);
     }
 
-    /// Line `line`'s entry: its own, else what its granule's one CPU left (`from`).
+    /// Line `line`'s entry (its granule is shared): its own, else what its granule's one CPU
+    /// left (`GranuleDir::from`).
     #[inline]
     fn entry(&self, line: u64) -> LineDir {
-        if let Some(&e) = self.lines.get(&line) {
-            return e;
-        }
-        match self.from.get(&(line >> 6)) {
-            Some(&st) => {
-                let o = st >> 1;
-                LineDir { modified: if st & 1 == 1 { o } else { NONE }, sharers: 1 << (o % 64) }
+        let d = &self.granules[self.slot[(line >> 6) as usize] as usize - 1];
+        let off = (line & 63) as u8;
+        if d.present >> off & 1 == 1 {
+            for k in 0..d.n as usize {
+                if d.off[k] == off {
+                    return LineDir { modified: d.modified[k], sharers: d.sharers[k] };
+                }
             }
-            None => LineDir::default(),
+            return self.overflow[&line];
+        }
+        let o = d.from >> 1;
+        LineDir { modified: if d.from & 1 == 1 { o } else { NONE }, sharers: 1 << (o % 64) }
+    }
+
+    /// Set line `line`'s own entry (its granule is shared).
+    #[inline]
+    fn set_entry(&mut self, line: u64, e: LineDir) {
+        let d = &mut self.granules[self.slot[(line >> 6) as usize] as usize - 1];
+        let off = (line & 63) as u8;
+        if d.present >> off & 1 == 1 {
+            for k in 0..d.n as usize {
+                if d.off[k] == off {
+                    (d.modified[k], d.sharers[k]) = (e.modified, e.sharers);
+                    return;
+                }
+            }
+            self.overflow.insert(line, e);
+            return;
+        }
+        d.present |= 1 << off;
+        self.nlines += 1;
+        let k = d.n as usize;
+        if k < INLINE {
+            (d.off[k], d.modified[k], d.sharers[k]) = (off, e.modified, e.sharers);
+            d.n += 1;
+        } else {
+            self.overflow.insert(line, e);
         }
     }
 
@@ -166,19 +256,6 @@ pub enum Distance {
     Remote,
 }
 
-/// The distance between CPUs `a` and `b` of a machine of `ncpus` CPUs (`Machine::numa_node`'s
-/// numbering: SMT siblings are `cores` apart, nodes are blocks of consecutive cores).
-pub fn distance(p: &Profile, ncpus: usize, a: usize, b: usize) -> Distance {
-    let cores = ncpus.div_ceil(p.cpu.smt as usize);
-    if a % cores == b % cores {
-        Distance::Smt
-    } else if cpu_to_node(p, ncpus, a) == cpu_to_node(p, ncpus, b) {
-        Distance::Socket
-    } else {
-        Distance::Remote
-    }
-}
-
 /// The profile's core-to-core latency for distance `d` (`smp.line_transfer` where it gives none).
 #[inline]
 fn c2c_at(p: &Profile, d: Distance) -> f64 {
@@ -191,10 +268,25 @@ fn c2c_at(p: &Profile, d: Distance) -> f64 {
     .unwrap_or(s.line_transfer)
 }
 
-/// `Machine::c2c` from the profile alone.
+/// The distance between CPUs `a` and `b` of a machine, from its topology table
+/// (`Machine::topo`: SMT siblings share a core, `cpu % cores`; nodes are blocks of
+/// consecutive cores, `cpu_to_node`).
 #[inline]
-pub fn c2c_between(p: &Profile, ncpus: usize, from: usize, to: usize) -> f64 {
-    c2c_at(p, distance(p, ncpus, from, to))
+pub(super) fn distance_in(topo: &[(u32, u32)], a: usize, b: usize) -> Distance {
+    let (x, y) = (topo[a], topo[b]);
+    if x.0 == y.0 {
+        Distance::Smt
+    } else if x.1 == y.1 {
+        Distance::Socket
+    } else {
+        Distance::Remote
+    }
+}
+
+/// `Machine::c2c` from the profile and the machine's topology table.
+#[inline]
+pub(super) fn c2c_in(p: &Profile, topo: &[(u32, u32)], from: usize, to: usize) -> f64 {
+    c2c_at(p, distance_in(topo, from, to))
 }
 
 impl Machine {
@@ -203,13 +295,13 @@ impl Machine {
     /// gives none).
     #[inline]
     pub fn c2c(&self, from: usize, to: usize) -> f64 {
-        c2c_between(&self.p, self.cpus.len(), from, to)
+        c2c_in(&self.p, &self.topo, from, to)
     }
 
     /// Count one move of a modified line from `from` to `to` (`atomic`: of an atomic's line)
     /// in the run's statistics and `to`'s perf counters; returns its cycles.
     pub(super) fn count_transfer(&mut self, from: usize, to: usize, atomic: bool, perf: &mut PerfCounters) -> f64 {
-        let d = distance(&self.p, self.cpus.len(), from, to);
+        let d = distance_in(&self.topo, from, to);
         let cost = c2c_at(&self.p, d);
         let st = &mut self.coherence.stats;
         match d {
@@ -308,8 +400,9 @@ impl Machine {
             if g >= MAX_GRANULES {
                 return 0.0;
             }
-            // A machine built without a memory size: the array grows to the granules used.
+            // A machine built without a memory size: the arrays grow to the granules used.
             co.owner.resize(g as usize + 1, NONE);
+            co.slot.resize(g as usize + 1, 0);
         }
         let st = co.owner[g as usize];
         let mine = (cpu as u16) << 1;
@@ -333,8 +426,7 @@ impl Machine {
                 self.coherence.owner[g as usize] = ((cpu as u16) << 1) | write as u16;
                 return 0.0;
             }
-            self.coherence.from.insert(g, st);
-            self.coherence.owner[g as usize] = SHARED;
+            self.coherence.share(g, st);
         }
         let llc_stall = self.stall_serial[Level::Llc as usize];
         let mut extra = 0.0;
@@ -407,7 +499,7 @@ impl Machine {
         } else {
             e.sharers |= 1 << (cpu % 64);
         }
-        self.coherence.lines.insert(line, e);
+        self.coherence.set_entry(line, e);
         extra
     }
 
@@ -421,5 +513,54 @@ impl Machine {
     /// What coherence did so far.
     pub fn coherence_stats(&self) -> (&CoherenceStats, usize) {
         (&self.coherence.stats, self.coherence.directory_lines())
+    }
+}
+
+#[cfg(test)]
+mod directory_props {
+    //! The directory's records against a map of line entries: what `entry` returns and how
+    //! many lines have entries, whatever the order of sharing, setting and forgetting.
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    proptest! {
+        #[test]
+        fn records_keep_what_a_map_of_lines_keeps(
+            ops in proptest::collection::vec((0u8..3, 0u64..4, 0u64..64, 0u16..8, any::<bool>(), any::<u64>()), 1..300),
+        ) {
+            let mut co = Coherence::new(8, Some(4 << 6));
+            let mut from: HashMap<u64, u16> = HashMap::new();
+            let mut lines: HashMap<u64, LineDir> = HashMap::new();
+            for (op, g, off, cpu, w, sharers) in ops {
+                let line = (g << 6) + off;
+                match op {
+                    0 if !from.contains_key(&g) => {
+                        co.share(g, cpu << 1 | w as u16);
+                        from.insert(g, cpu << 1 | w as u16);
+                    }
+                    1 if from.contains_key(&g) => {
+                        let e = LineDir { modified: if w { cpu } else { NONE }, sharers };
+                        co.set_entry(line, e);
+                        lines.insert(line, e);
+                    }
+                    2 if from.contains_key(&g) => {
+                        co.forget(g);
+                        co.owner[g as usize] = NONE;
+                        from.remove(&g);
+                        lines.retain(|l, _| l >> 6 != g);
+                    }
+                    _ => {}
+                }
+                prop_assert_eq!(co.directory_lines(), lines.len());
+                for (&g, &st) in &from {
+                    for l in g << 6..(g + 1) << 6 {
+                        let o = st >> 1;
+                        let inherited = LineDir { modified: if st & 1 == 1 { o } else { NONE }, sharers: 1 << (o % 64) };
+                        prop_assert_eq!(co.entry(l), lines.get(&l).copied().unwrap_or(inherited));
+                    }
+                }
+            }
+        }
     }
 }

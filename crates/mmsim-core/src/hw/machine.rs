@@ -87,6 +87,9 @@ pub struct Machine {
     /// constants of the access path from it).
     pub p: Profile,
     pub cpus: Vec<Cpu>,
+    /// Each CPU's core and NUMA node (`cpu % cores`, `cpu_to_node`): `coherence::distance_in`
+    /// by table, without a division on the paths that move lines.
+    pub(super) topo: Vec<(u32, u32)>,
     /// Cycles elapsed on each CPU (`clocks.rs`).
     pub clock: Clocks,
     pub llc: SetAssoc,
@@ -195,6 +198,7 @@ impl Machine {
             p,
             clock: Clocks::new(cpus.len()),
             cpus,
+            topo: Vec::new(),
             mm_cpus: FastMap::default(),
             shared_lines: FastMap::default(),
             last_wait: 0.0,
@@ -206,8 +210,10 @@ impl Machine {
             trace_walks: false,
             walk_log: Vec::new(),
         };
+        let cores = m.cores();
         for c in 0..m.cpus.len() {
             m.cpus[c].node = m.cpu_to_node(c);
+            m.topo.push(((c % cores) as u32, m.cpus[c].node as u32));
         }
         m
     }

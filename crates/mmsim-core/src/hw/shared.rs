@@ -272,9 +272,8 @@ impl Machine {
         perf: &mut PerfCounters,
     ) -> f64 {
         let atomic = self.p.smp.atomic;
-        let ncpus = self.cpus.len();
         // A line another CPU owned comes from its cache at their distance (`Machine::c2c`).
-        let lt = |o: usize| super::coherence::c2c_between(&self.p, ncpus, o, cpu);
+        let lt = |o: usize| super::coherence::c2c_in(&self.p, &self.topo, o, cpu);
         let sl = self.shared_lines.entry(line).or_default();
         while let Some(&(_, end, owner)) = sl.busy.front() {
             if end > self.horizon && sl.busy.len() < SHARED_LINE_CALENDAR {
