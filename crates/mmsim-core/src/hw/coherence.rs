@@ -86,6 +86,14 @@ struct GranuleDir {
     from: u16,
 }
 
+impl GranuleDir {
+    /// The inline entry of the line at offset `off`, if it has one.
+    #[inline]
+    fn inline_at(&self, off: u8) -> Option<usize> {
+        self.off[..self.n as usize].iter().position(|&o| o == off)
+    }
+}
+
 /// The directory.
 #[derive(Debug, Default)]
 pub(super) struct Coherence {
@@ -176,12 +184,10 @@ impl Coherence {
         let d = &self.granules[self.slot[(line >> 6) as usize] as usize - 1];
         let off = (line & 63) as u8;
         if d.present >> off & 1 == 1 {
-            for k in 0..d.n as usize {
-                if d.off[k] == off {
-                    return LineDir { modified: d.modified[k], sharers: d.sharers[k] };
-                }
-            }
-            return self.overflow[&line];
+            return match d.inline_at(off) {
+                Some(k) => LineDir { modified: d.modified[k], sharers: d.sharers[k] },
+                None => self.overflow[&line],
+            };
         }
         let o = d.from >> 1;
         LineDir { modified: if d.from & 1 == 1 { o } else { NONE }, sharers: 1 << (o % 64) }
@@ -193,13 +199,12 @@ impl Coherence {
         let d = &mut self.granules[self.slot[(line >> 6) as usize] as usize - 1];
         let off = (line & 63) as u8;
         if d.present >> off & 1 == 1 {
-            for k in 0..d.n as usize {
-                if d.off[k] == off {
-                    (d.modified[k], d.sharers[k]) = (e.modified, e.sharers);
-                    return;
+            match d.inline_at(off) {
+                Some(k) => (d.modified[k], d.sharers[k]) = (e.modified, e.sharers),
+                None => {
+                    self.overflow.insert(line, e);
                 }
             }
-            self.overflow.insert(line, e);
             return;
         }
         d.present |= 1 << off;

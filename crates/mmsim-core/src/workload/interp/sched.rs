@@ -38,21 +38,28 @@ impl Interp {
         self.sched_entity(i);
         let (cpu, key, runnable) = (self.tasks[i].cpu, (self.sched[i].last_run, i), self.tasks[i].runnable());
         self.sched_changed.insert(cpu);
-        let q = &mut self.rq[cpu];
         if runnable {
+            let q = &mut self.rq[cpu];
             if q.insert(key) {
                 self.nr_running += 1;
                 if q.len() == 1 {
                     self.busy_cpus.insert(cpu);
                 }
             }
-        } else if q.remove(&key) {
+        } else {
+            self.rq_dequeue(cpu, i);
+        }
+        self.sched[i].queued = runnable;
+    }
+
+    /// Task `i` leaves CPU `cpu`'s runqueue, if it is there (under its current key).
+    fn rq_dequeue(&mut self, cpu: usize, i: usize) {
+        if self.rq[cpu].remove(&(self.sched[i].last_run, i)) {
             self.nr_running -= 1;
-            if q.is_empty() {
+            if self.rq[cpu].is_empty() {
                 self.busy_cpus.remove(cpu);
             }
         }
-        self.sched[i].queued = runnable;
     }
 
     /// Run one quantum of the runnable task whose CPU is furthest behind in time (ties: the
@@ -161,12 +168,7 @@ impl Interp {
         self.machine.horizon = self.machine.horizon.max(horizon);
         self.run_seq += 1;
         let cpu = self.tasks[t].cpu;
-        if self.rq[cpu].remove(&(self.sched[t].last_run, t)) {
-            self.nr_running -= 1;
-            if self.rq[cpu].is_empty() {
-                self.busy_cpus.remove(cpu);
-            }
-        }
+        self.rq_dequeue(cpu, t);
         let left = self.sched[t].slice_left;
         self.sched[t] = SchedEntity { last_run: self.run_seq, queued: false, slice_left: 0.0, ready_at: 0.0 };
         self.sched_changed.insert(cpu);
@@ -438,19 +440,25 @@ impl Interp {
             // No CPU has a task waiting, or none is idle.
             return;
         }
+        // The CPUs with a task waiting, busiest first (then the lowest-numbered); again after
+        // each pull, which changes two queues' lengths.
+        let waiting = |s: &Self| {
+            let mut from: Vec<(usize, usize)> =
+                (0..n).filter(|&b| s.rq[b].len() >= 2).map(|b| (s.rq[b].len(), b)).collect();
+            from.sort_by_key(|&(len, b)| (std::cmp::Reverse(len), b));
+            from
+        };
+        let mut from = waiting(self);
         for c in 0..n {
             if !self.rq[c].is_empty() {
                 continue;
             }
-            // The CPUs with a task waiting, busiest first (then the lowest-numbered).
-            let mut from: Vec<(usize, usize)> =
-                (0..n).filter(|&b| self.rq[b].len() >= 2).map(|b| (self.rq[b].len(), b)).collect();
             if from.is_empty() {
                 return;
             }
-            from.sort_by_key(|&(len, b)| (std::cmp::Reverse(len), b));
             if let Some((k, at)) = from.iter().find_map(|&(_, b)| self.can_pull(b, c)) {
                 self.migrate_task(k, c, at);
+                from = waiting(self);
             }
         }
     }
@@ -487,12 +495,7 @@ impl Interp {
     /// `k`, runnable and not running, goes to CPU `to`, which runs no earlier than `at`.
     fn migrate_task(&mut self, k: usize, to: usize, at: f64) {
         let from = self.tasks[k].cpu;
-        if self.rq[from].remove(&(self.sched[k].last_run, k)) {
-            self.nr_running -= 1;
-            if self.rq[from].is_empty() {
-                self.busy_cpus.remove(from);
-            }
-        }
+        self.rq_dequeue(from, k);
         self.sched[k].queued = false;
         self.sched_changed.insert(from);
         self.tasks[k].cpu = to;
