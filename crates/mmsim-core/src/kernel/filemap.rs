@@ -219,7 +219,7 @@ impl Kernel {
         let nr = 1u64 << order;
         for i in 0..nr {
             let d = match self.inode(obj).disk.get(&(index + i)) {
-                Some(c) => FrameData::Data(Box::new(c.clone())),
+                Some(c) => FrameData::Data(c.clone()),
                 None => FrameData::Zero,
             };
             self.mem.set_data((a.pfn.0 as u64 + i) as usize, d);

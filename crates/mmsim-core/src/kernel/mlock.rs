@@ -282,10 +282,7 @@ impl Kernel {
                 }
             }
             // follow_page_mask's answer for a page of a PTE table (none without one).
-            let ok = table.is_some_and(|(_, t)| {
-                let leaf = self.entry(t, self.geo.table_index(a, 0));
-                leaf.present() && (!write || leaf.write())
-            });
+            let ok = table.is_some_and(|(_, t)| self.entry_present(t, self.geo.table_index(a, 0), write));
             if ok && write {
                 let (_, t) = table.expect("ok");
                 self.gup_touch_pte(t, self.geo.table_index(a, 0));

@@ -116,7 +116,7 @@ impl Page {
 pub enum FrameData {
     #[default]
     Zero,
-    Data(Box<PageContent>),
+    Data(PageContent),
     /// A page table with entries: its slot in `PhysMem::table_pool` (one pool for every
     /// table, so that a frame's slot stays 16 bytes at any page size).
     Table(u32),
@@ -130,6 +130,9 @@ pub enum FrameData {
     /// of simulated page tables for a shared region do not take 5 GB of the host's memory.
     ObjTable(u32),
 }
+
+// A frame's slot stays 16 bytes: `PageContent`'s own tag leaves room for the others.
+const _: () = assert!(std::mem::size_of::<FrameData>() == 16);
 
 /// The compact form of a page table mapping an object's pages (`FrameData::ObjTable`): entry
 /// `i` maps page `base + i` of shmem object `obj` when its `present` bit is set, with `flags`
@@ -164,7 +167,7 @@ impl FrameData {
         match self {
             // A table's entries are counted by the pool (`PhysMem::table_bytes`).
             FrameData::Zero | FrameData::EmptyTable | FrameData::Table(_) | FrameData::ObjTable(_) => 0,
-            FrameData::Data(c) => std::mem::size_of::<PageContent>() as u64 + 16 + c.heap_bytes(),
+            FrameData::Data(c) => c.heap_bytes(),
         }
     }
 

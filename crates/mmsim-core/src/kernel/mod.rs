@@ -767,7 +767,7 @@ impl Kernel {
     /// write), materialising an all-zero page on first write.
     pub fn write_page_content(&mut self, pfn: Pfn, start: usize, end: usize, stride: usize, value: u8) {
         if !matches!(self.mem.data[pfn.idx()], FrameData::Data(_)) {
-            self.mem.set_data(pfn.idx(), FrameData::Data(Box::default()));
+            self.mem.set_data(pfn.idx(), FrameData::Data(content::PageContent::default()));
         }
         let FrameData::Data(c) = &mut self.mem.data[pfn.idx()] else { unreachable!() };
         let before = c.heap_bytes();

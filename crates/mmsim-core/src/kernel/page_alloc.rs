@@ -465,7 +465,7 @@ impl PhysMem {
                 if let FrameData::Table(_) | FrameData::EmptyTable | FrameData::ObjTable(_) =
                     self.data[(pfn.0 + i) as usize]
                 {
-                    self.set_data((pfn.0 + i) as usize, FrameData::Data(Box::new(PageContent::filled(0xaa))));
+                    self.set_data((pfn.0 + i) as usize, FrameData::Data(PageContent::filled(0xaa)));
                 }
             }
         }
@@ -689,7 +689,7 @@ mod tests {
         assert_eq!(m.zeroed_free_pages, 1024);
         let a = m.alloc(0, gfp::ZERO, true, &mut s).unwrap();
         assert_eq!((a.zeroed, a.clear), (true, None));
-        m.set_data(a.pfn.idx(), FrameData::Data(Box::new(PageContent::filled(1))));
+        m.set_data(a.pfn.idx(), FrameData::Data(PageContent::filled(1)));
         m.zero_frames(a.pfn.0, 1);
         m.free(a.pfn, 0, true, &mut s);
         assert_eq!((m.zeroed_free_pages, m.buddyinfo()[10]), (1024, 1), "cleared at free: merges back zeroed");
@@ -766,7 +766,7 @@ mod tests {
                         }
                         // The user dirties it.
                         for i in 0..n {
-                            m.set_data((a.pfn.0 + i) as usize, FrameData::Data(Box::new(PageContent::filled(7))));
+                            m.set_data((a.pfn.0 + i) as usize, FrameData::Data(PageContent::filled(7)));
                         }
                         held.push((a.pfn, order.min(4)));
                     }

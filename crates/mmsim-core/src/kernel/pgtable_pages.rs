@@ -22,6 +22,23 @@ impl Kernel {
         }
     }
 
+    /// Entry `idx` of `table` is present, and writable if `write`: `entry(..).present()` (and
+    /// `.write()`) without looking up the page of a compact table's entry.
+    #[inline]
+    pub fn entry_present(&self, table: Pfn, idx: usize, write: bool) -> bool {
+        match &self.mem.data[table.idx()] {
+            FrameData::ObjTable(s) => {
+                let t = &self.mem.obj_tables[*s as usize];
+                let (w, b) = (idx / 64, 1u64 << (idx % 64));
+                t.present[w] & b != 0 && (!write || t.write[w] & b != 0)
+            }
+            _ => {
+                let e = self.entry(table, idx);
+                e.present() && (!write || e.write())
+            }
+        }
+    }
+
     /// The present entries of `table`, (index, entry) in index order: what a loop over
     /// `entry(table, i)` skipping the others finds, without decoding the empty ones (the
     /// invariant checks walk every table).

@@ -189,12 +189,17 @@ fn a_machine_whose_metadata_passes_the_limit_is_refused_before_it_boots() {
 
 #[test]
 fn the_default_host_limit_holds_the_largest_default_machine() {
-    // engine.max_memory's default (256 GiB), every page written whole: 3.5 GiB of frame
-    // metadata and 3 GiB of data, under engine.max_host_memory's default. (Sparse bytes in
-    // every page take 32 bytes more a page: such a run stops at about 220 GiB written.)
+    // engine.max_memory's default (256 GiB), every page written: 3.5 GiB of frame metadata,
+    // under engine.max_host_memory's default. A page written whole, or in at most three
+    // bytes, keeps its data in its 16-byte slot; more sparse bytes take an allocation (128
+    // bytes for 16 of them).
     let pages = crate::sim::DEFAULT_MAX_MEMORY / 4096;
     let frame = (std::mem::size_of::<crate::kernel::mm_types::Page>() + std::mem::size_of::<FrameData>()) as u64;
-    let written = FrameData::Data(Box::default()).heap_bytes();
-    assert_eq!((frame, written), (56, 48));
-    assert!(pages * (frame + written) < crate::sim::DEFAULT_MAX_HOST_MEMORY);
+    let mut c = crate::kernel::content::PageContent::default();
+    c.write(0, 4096, 2048, 1, 4096);
+    let few = FrameData::Data(c.clone()).heap_bytes();
+    c.write(0, 4096, 256, 2, 4096);
+    let many = FrameData::Data(c).heap_bytes();
+    assert_eq!((frame, few, many), (56, 0, 32 + 16 + 4 * 16 + 16));
+    assert!(pages * frame < crate::sim::DEFAULT_MAX_HOST_MEMORY);
 }
