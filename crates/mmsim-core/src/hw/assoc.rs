@@ -6,9 +6,9 @@
 //! contiguous and padded to a multiple of [`LANES`] with a tag no key equals, so a lookup
 //! compares whole groups of eight with vector compares and no remainder loop; the replacement
 //! state is the set's recency order itself, kept compactly (a word of 4-bit way numbers for
-//! sets of up to 16 ways, a doubly linked list of ways for wider ones) instead of a 64-bit
-//! timestamp per way, so that a refresh or an eviction is a few shifts or link updates rather
-//! than a scan. The set index of a set count that is not a power of two is a multiply-based
+//! sets of up to 16 ways, of 5-bit ones up to 25, a doubly linked list of ways for wider
+//! ones) instead of a 64-bit timestamp per way, so that a refresh or an eviction is a few
+//! shifts or link updates rather than a scan. The set index of a set count that is not a power of two is a multiply-based
 //! remainder, not a division. A narrow LRU array whose keys are bounded (a cache's physical
 //! line numbers, `with_key_bound`) keeps each tag as 32 bits, the key without its set bits, so
 //! that a 16-way set's tags are one host cache line and an 8-way set's half of one.
@@ -56,11 +56,11 @@ const NONE: u32 = u32::MAX;
 /// and random: inserted). An insertion takes the lowest-numbered empty way if there is one,
 /// else the way the policy evicts: the least recent (LRU, FIFO) or a pseudo-random way.
 ///
-/// The order is kept in one of two forms. Sets of at most 16 ways (caches, most TLBs) hold it
+/// The order is kept in one of three forms. Sets of at most 16 ways (caches, most TLBs) hold it
 /// as one word: the way numbers from most to least recent, four bits each, beside a bit per
-/// valid way; a refresh is a few shifts and the least recent way is the last nibble. Wider
-/// sets (fully associative TLBs, 20- and 24-way LLCs) chain their valid ways from most to
-/// least recent.
+/// valid way; a refresh is a few shifts and the least recent way is the last nibble. Sets of
+/// 17 to 25 ways (20- and 24-way LLCs) hold it the same way in a 128-bit word, five bits a
+/// way. Wider sets (fully associative TLBs) chain their valid ways from most to least recent.
 #[derive(Clone, Debug)]
 pub struct SetAssoc {
     ways: usize,
@@ -89,6 +89,12 @@ pub struct SetAssoc {
     vals: Vec<u64>,
     /// Sets of at most NIBBLE_WAYS ways: their order as nibble lists (`lists`).
     nibbles: bool,
+    /// Sets of NIBBLE_WAYS + 1 to QUINT_WAYS ways: their order as 5-bit lists (`qlists`).
+    quints: bool,
+    /// Those sets' recency orders.
+    qlists: Vec<QuintList>,
+    /// A full set's `valid` in a `qlists` array.
+    qfull: u32,
     /// The common shape, with a path of its own: at most 16 ways, a power-of-two number of
     /// sets, LRU (`access_evicting`'s and `fill_lru`).
     lru_narrow: bool,
@@ -180,7 +186,7 @@ mod group;
 mod order;
 mod tags;
 
-use order::{Chain, Link, NibbleList, EMPTY_CHAIN};
+use order::{Chain, Link, NibbleList, QuintList, EMPTY_CHAIN, QUINT_WAYS};
 use tags::TagGroup;
 
 /// Why an array's shape was refused.
@@ -210,6 +216,9 @@ impl SetAssoc {
                 key_bound: u64::MAX,
                 vals: Vec::new(),
                 nibbles: true,
+                quints: false,
+                qlists: Vec::new(),
+                qfull: 0,
                 lru_narrow: false,
                 lists: Vec::new(),
                 chains: Vec::new(),
@@ -235,6 +244,8 @@ impl SetAssoc {
         let sets = entries / ways;
         let lanes = ways.next_multiple_of(LANES);
         let nibbles = ways <= NIBBLE_WAYS;
+        let quints = !nibbles && ways <= QUINT_WAYS;
+        let chained = !nibbles && !quints;
         Ok(SetAssoc {
             ways,
             lanes,
@@ -250,17 +261,26 @@ impl SetAssoc {
             key_bound: u64::MAX,
             vals: vec![0; sets * lanes],
             nibbles,
+            quints,
+            qlists: if quints { vec![QuintList::default(); sets] } else { Vec::new() },
+            qfull: if quints { ((1u64 << ways) - 1) as u32 } else { 0 },
             lru_narrow: nibbles && sets.is_power_of_two() && policy == Replacement::Lru,
             lists: if nibbles { vec![NibbleList::default(); sets] } else { Vec::new() },
-            chains: if nibbles { Vec::new() } else { vec![EMPTY_CHAIN; sets] },
-            links: if nibbles { Vec::new() } else { vec![Link { newer: NONE, older: NONE }; sets * lanes] },
+            chains: if chained { vec![EMPTY_CHAIN; sets] } else { Vec::new() },
+            links: if chained { vec![Link { newer: NONE, older: NONE }; sets * lanes] } else { Vec::new() },
             key_bytes: if nibbles { Vec::new() } else { vec![0; sets * ways.next_multiple_of(16)] },
             byte_lanes: ways.next_multiple_of(16),
             policy,
             rng: 0x9e37_79b9_7f4a_7c15,
             len: 0,
             full_mask: if nibbles { ((1u32 << ways) - 1) as u16 } else { 0 },
-            last_shift: if nibbles { 4 * (ways as u32 - 1) } else { 0 },
+            last_shift: if nibbles {
+                4 * (ways as u32 - 1)
+            } else if quints {
+                5 * (ways as u32 - 1)
+            } else {
+                0
+            },
             set_groups: lanes / LANES,
             avx2: group::has_avx2(),
             mru: INVALID,
@@ -362,6 +382,8 @@ impl SetAssoc {
         // all INVALID).
         let mru = if self.nibbles {
             (unsafe { self.lists.get_unchecked(s.set).order } & 15) as usize
+        } else if self.quints {
+            (unsafe { self.qlists.get_unchecked(s.set).order } & 31) as usize
         } else {
             match unsafe { self.chains.get_unchecked(s.set).head } {
                 NONE => 0,
@@ -411,6 +433,12 @@ impl SetAssoc {
                 return (b + (!valid).trailing_zeros() as usize, true);
             }
             true
+        } else if self.quints {
+            let valid = self.qlists[s.set].valid;
+            if valid != self.qfull {
+                return (b + (!valid).trailing_zeros() as usize, true);
+            }
+            true
         } else {
             self.chains[s.set].n as usize == self.ways
         };
@@ -425,6 +453,8 @@ impl SetAssoc {
         }
         let last = if self.nibbles {
             ((self.list(s).order >> self.last_shift) & 15) as usize
+        } else if self.quints {
+            ((self.qlists[s.set].order >> self.last_shift) & 31) as usize
         } else {
             self.chains[s.set].tail as usize
         };
@@ -724,6 +754,8 @@ impl SetAssoc {
         }
         if self.nibbles {
             host_prefetch(&self.lists[s.set]);
+        } else if self.quints {
+            host_prefetch(&self.qlists[s.set]);
         } else {
             host_prefetch(&self.chains[s.set]);
         }
@@ -790,6 +822,7 @@ impl SetAssoc {
             // Also every 32-bit tag of a compact array.
             self.tags_mut().fill(INVALID);
             self.lists.fill(NibbleList::default());
+            self.qlists.fill(QuintList::default());
             self.chains.fill(EMPTY_CHAIN);
         }
         self.len = 0;
@@ -818,6 +851,11 @@ impl SetAssoc {
                 let NibbleList { order: list, valid } = self.lists[s.set];
                 for p in 0..valid.count_ones() {
                     add(p as u64, s.base + ((list >> (4 * p)) & 15) as usize);
+                }
+            } else if self.quints {
+                let l = self.qlists[s.set];
+                for p in 0..l.valid.count_ones() {
+                    add(p as u64, s.base + l.at(p));
                 }
             } else {
                 let (mut w, mut rank) = (self.chains[s.set].head, 0);

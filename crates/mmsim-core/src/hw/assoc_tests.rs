@@ -444,7 +444,7 @@ proptest::proptest! {
 
     #[test]
     fn the_compact_set_associative_array_behaves_as_the_timestamped_one(
-        (sets, ways) in (1usize..6, 1usize..20),
+        (sets, ways) in (1usize..6, 1usize..26),
         wide in proptest::bool::ANY,
         policy in 0u8..3,
         ops in proptest::collection::vec(op(), 1..400),

@@ -1,6 +1,7 @@
 //! Each set's recency order: a narrow set's as a list of 4-bit way numbers (`NibbleList`), a
-//! wide set's as a chain of its ways (`Chain`, `Link`), and the operations of `SetAssoc` that
-//! change it.
+//! set of up to 25 ways as a list of 5-bit ones (`QuintList`: the 20- and 24-way LLCs of
+//! Intel's server parts), a wider set's as a chain of its ways (`Chain`, `Link`), and the
+//! operations of `SetAssoc` that change it.
 
 use super::{Replacement, SetAssoc, SetRef, INVALID, NONE};
 
@@ -39,6 +40,73 @@ impl NibbleList {
         self.order = (self.order << 4) | w;
         w
     }
+}
+
+/// Sets of up to this many ways keep their recency order as a list of 5-bit way numbers.
+pub(super) const QUINT_WAYS: usize = 25;
+
+/// A set of 17 to 25 ways: its valid ways from most to least recent, five bits each in one
+/// word (one host line holds it, where a chain's links span three).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct QuintList {
+    /// The way numbers, most recent (`order & 31`) first: the first `valid.count_ones()`
+    /// fields count, the rest is left over from earlier orders.
+    pub(super) order: u128,
+    /// A bit per valid way.
+    pub(super) valid: u32,
+}
+
+impl QuintList {
+    /// Make valid way `w` the most recent: the ways before it move back one, those after it
+    /// stay.
+    #[inline(always)]
+    pub(super) fn promote(&mut self, w: u128) {
+        let p = quint_position(self.order, w);
+        self.order = (self.order & !low_quints(p + 1)) | ((self.order & low_quints(p)) << 5) | w;
+    }
+
+    /// Way `w` (not valid, or the least recent valid way) becomes the most recent.
+    #[inline(always)]
+    pub(super) fn push(&mut self, w: u128) {
+        self.valid |= 1 << w;
+        self.order = (self.order << 5) | w;
+    }
+
+    /// Valid way `w` leaves the list: the ways after it move up one.
+    #[inline(always)]
+    pub(super) fn remove(&mut self, w: u128) {
+        let p = quint_position(self.order, w);
+        self.order = (self.order & low_quints(p)) | ((self.order >> 5) & !low_quints(p));
+        self.valid &= !(1 << w);
+    }
+
+    /// The way at position `p` (0: the most recent).
+    #[inline(always)]
+    pub(super) fn at(&self, p: u32) -> usize {
+        ((self.order >> (5 * p)) & 31) as usize
+    }
+}
+
+/// The low `k` five-bit fields set (k <= QUINT_WAYS).
+#[inline(always)]
+fn low_quints(k: u32) -> u128 {
+    (1u128 << (5 * k)) - 1
+}
+
+/// Position of the first field of `list` equal to `w` (a valid way: it is in the list), as
+/// `nibble_position` finds a nibble.
+#[inline(always)]
+fn quint_position(list: u128, w: u128) -> u32 {
+    const ONES: u128 = {
+        let (mut x, mut i) = (0u128, 0);
+        while i < QUINT_WAYS {
+            x |= 1 << (5 * i);
+            i += 1;
+        }
+        x
+    };
+    let x = list ^ w.wrapping_mul(ONES);
+    (x.wrapping_sub(ONES) & !x & (ONES << 4)).trailing_zeros() / 5
 }
 
 /// A wide set's valid ways from most to least recent: a doubly linked list through `links`.
@@ -126,6 +194,15 @@ impl SetAssoc {
             l.promote(w as u64);
             return;
         }
+        if self.quints {
+            let l = &mut self.qlists[s.set];
+            if last || l.valid & (1 << w) == 0 {
+                l.push(w as u128);
+            } else {
+                l.promote(w as u128);
+            }
+            return;
+        }
         let w = w as u32;
         if self.tags()[i] == INVALID {
             self.chains[s.set].n += 1;
@@ -153,6 +230,8 @@ impl SetAssoc {
             let p = nibble_position(l.order, w as u64);
             l.order = (l.order & low_nibbles(p)) | ((l.order >> 4) & !low_nibbles(p));
             l.valid &= !(1 << w);
+        } else if self.quints {
+            self.qlists[s.set].remove(w as u128);
         } else {
             self.unlink(s, w as u32);
             self.chains[s.set].n -= 1;
@@ -167,6 +246,10 @@ impl SetAssoc {
             let NibbleList { order: list, valid } = self.lists[s.set];
             let n = valid.count_ones();
             return (0..n).map(|p| s.base + ((list >> (4 * p)) & 15) as usize).collect();
+        }
+        if self.quints {
+            let l = self.qlists[s.set];
+            return (0..l.valid.count_ones()).map(|p| s.base + l.at(p)).collect();
         }
         let mut v = Vec::new();
         let mut w = self.chains[s.set].head;
