@@ -381,9 +381,9 @@ impl SetAssoc {
         // recent way is one of its lanes (lane 0 stands in for an empty set's, whose tags are
         // all INVALID).
         let mru = if self.nibbles {
-            (unsafe { self.lists.get_unchecked(s.set).order } & 15) as usize
+            unsafe { self.lists.get_unchecked(s.set) }.at(0)
         } else if self.quints {
-            (unsafe { self.qlists.get_unchecked(s.set).order } & 31) as usize
+            unsafe { self.qlists.get_unchecked(s.set) }.at(0)
         } else {
             match unsafe { self.chains.get_unchecked(s.set).head } {
                 NONE => 0,
@@ -452,9 +452,9 @@ impl SetAssoc {
             return (b + self.random_way(), false);
         }
         let last = if self.nibbles {
-            ((self.list(s).order >> self.last_shift) & 15) as usize
+            ((self.list(s).order >> self.last_shift) & NibbleList::MASK) as usize
         } else if self.quints {
-            ((self.qlists[s.set].order >> self.last_shift) & 31) as usize
+            ((self.qlists[s.set].order >> self.last_shift) & QuintList::MASK) as usize
         } else {
             self.chains[s.set].tail as usize
         };
@@ -687,7 +687,7 @@ impl SetAssoc {
     fn fill_lru(&mut self, key: u64) -> bool {
         let set = (key & self.set_mask) as usize;
         // SAFETY: `set` is a set of this array, its most recent way one of its lanes.
-        let mru = (unsafe { self.lists.get_unchecked(set) }.order & 15) as usize;
+        let mru = unsafe { self.lists.get_unchecked(set) }.at(0);
         if self.key_at(set, set * self.lanes + mru) == key || self.match_narrow(set, key) != 0 {
             return true;
         }
@@ -848,9 +848,9 @@ impl SetAssoc {
                 acc = acc.wrapping_add(mix(self.key_at(set, i) ^ mix(rank ^ mix(self.vals[i]))));
             };
             if self.nibbles {
-                let NibbleList { order: list, valid } = self.lists[s.set];
-                for p in 0..valid.count_ones() {
-                    add(p as u64, s.base + ((list >> (4 * p)) & 15) as usize);
+                let l = self.lists[s.set];
+                for p in 0..l.valid.count_ones() {
+                    add(p as u64, s.base + l.at(p));
                 }
             } else if self.quints {
                 let l = self.qlists[s.set];

@@ -5,25 +5,102 @@
 
 use super::{Replacement, SetAssoc, SetRef, INVALID, NONE};
 
-/// A narrow set's valid ways from most to least recent.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct NibbleList {
-    /// The way numbers, most recent (`order & 15`) first: the first `valid.count_ones()`
-    /// nibbles count, the rest is left over from earlier orders.
-    pub(super) order: u64,
-    /// A bit per valid way.
-    pub(super) valid: u16,
+/// A set's valid ways from most to least recent as packed way numbers of `$bits` bits, at
+/// most `$fields` of them, in one word of type `$word` beside a valid mask of type `$valid`:
+/// `NibbleList` (4 bits, up to 16 ways) and `QuintList` (5 bits, up to 25) are this one list
+/// at two widths.
+macro_rules! way_list {
+    ($(#[$doc:meta])* $name:ident, $word:ty, $valid:ty, $bits:expr, $fields:expr) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, Default)]
+        pub(super) struct $name {
+            /// The way numbers, most recent (`order & MASK`) first: the first
+            /// `valid.count_ones()` fields count, the rest is left over from earlier orders.
+            pub(super) order: $word,
+            /// A bit per valid way.
+            pub(super) valid: $valid,
+        }
+
+        impl $name {
+            /// A field's bits.
+            pub(super) const MASK: $word = (1 << $bits) - 1;
+            /// One in the lowest bit of every field.
+            const ONES: $word = {
+                let (mut x, mut i) = (0, 0u32);
+                while i < $fields as u32 {
+                    x |= 1 << ($bits * i);
+                    i += 1;
+                }
+                x
+            };
+
+            /// The low `k` fields set (all of the word from `$fields` on).
+            #[inline(always)]
+            fn low(k: u32) -> $word {
+                if k >= $fields as u32 {
+                    <$word>::MAX
+                } else {
+                    (1 << ($bits * k)) - 1
+                }
+            }
+
+            /// Position of the first field equal to `w` (a valid way: it is in the list).
+            #[inline(always)]
+            fn position(&self, w: $word) -> u32 {
+                let x = self.order ^ w.wrapping_mul(Self::ONES);
+                // The lowest zero field of x (borrows only produce false zeros above it).
+                (x.wrapping_sub(Self::ONES) & !x & (Self::ONES << ($bits - 1))).trailing_zeros() / $bits
+            }
+
+            /// Make valid way `w` the most recent: the ways before it move back one, those
+            /// after it stay.
+            #[inline(always)]
+            pub(super) fn promote(&mut self, w: $word) {
+                let p = self.position(w);
+                self.order = (self.order & !Self::low(p + 1)) | ((self.order & Self::low(p)) << $bits) | w;
+            }
+
+            /// Way `w`, not in the list or its last valid way, becomes the most recent: every
+            /// valid way before it is one step older (the last one, if `w`, falls off the
+            /// counted list).
+            #[inline(always)]
+            pub(super) fn push(&mut self, w: $word) {
+                self.valid |= 1 << w;
+                self.order = (self.order << $bits) | w;
+            }
+
+            /// Valid way `w` leaves the list: the ways after it move up one.
+            #[inline(always)]
+            pub(super) fn remove(&mut self, w: $word) {
+                let p = self.position(w);
+                self.order = (self.order & Self::low(p)) | ((self.order >> $bits) & !Self::low(p));
+                self.valid &= !(1 << w);
+            }
+
+            /// The way at position `p` (0: the most recent).
+            #[inline(always)]
+            pub(super) fn at(&self, p: u32) -> usize {
+                ((self.order >> ($bits * p)) & Self::MASK) as usize
+            }
+        }
+    };
 }
 
-impl NibbleList {
-    /// Make valid way `w` the most recent: the ways before it move back one, those after it
-    /// stay.
-    #[inline(always)]
-    pub(super) fn promote(&mut self, w: u64) {
-        let p = nibble_position(self.order, w);
-        self.order = (self.order & !low_nibbles(p + 1)) | ((self.order & low_nibbles(p)) << 4) | w;
-    }
+/// Sets of up to this many ways keep their recency order as a list of 5-bit way numbers.
+pub(super) const QUINT_WAYS: usize = 25;
 
+way_list!(
+    /// A narrow set's valid ways from most to least recent, four bits each.
+    NibbleList, u64, u16, 4, 16
+);
+
+way_list!(
+    /// A set of 17 to 25 ways: its valid ways from most to least recent, five bits each in one
+    /// word (one host line holds it, where a chain's links span three).
+    QuintList, u128, u32, 5, QUINT_WAYS
+);
+
+impl NibbleList {
     /// The way a miss takes in a set whose valid mask when full is `full` (with
     /// `last_shift`, the least recent nibble's shift): the lowest empty way, counted in
     /// `len`, or the least recent one, made the most recent.
@@ -35,78 +112,11 @@ impl NibbleList {
             *len += 1;
             w
         } else {
-            (self.order >> last_shift) & 15
+            (self.order >> last_shift) & Self::MASK
         };
         self.order = (self.order << 4) | w;
         w
     }
-}
-
-/// Sets of up to this many ways keep their recency order as a list of 5-bit way numbers.
-pub(super) const QUINT_WAYS: usize = 25;
-
-/// A set of 17 to 25 ways: its valid ways from most to least recent, five bits each in one
-/// word (one host line holds it, where a chain's links span three).
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct QuintList {
-    /// The way numbers, most recent (`order & 31`) first: the first `valid.count_ones()`
-    /// fields count, the rest is left over from earlier orders.
-    pub(super) order: u128,
-    /// A bit per valid way.
-    pub(super) valid: u32,
-}
-
-impl QuintList {
-    /// Make valid way `w` the most recent: the ways before it move back one, those after it
-    /// stay.
-    #[inline(always)]
-    pub(super) fn promote(&mut self, w: u128) {
-        let p = quint_position(self.order, w);
-        self.order = (self.order & !low_quints(p + 1)) | ((self.order & low_quints(p)) << 5) | w;
-    }
-
-    /// Way `w` (not valid, or the least recent valid way) becomes the most recent.
-    #[inline(always)]
-    pub(super) fn push(&mut self, w: u128) {
-        self.valid |= 1 << w;
-        self.order = (self.order << 5) | w;
-    }
-
-    /// Valid way `w` leaves the list: the ways after it move up one.
-    #[inline(always)]
-    pub(super) fn remove(&mut self, w: u128) {
-        let p = quint_position(self.order, w);
-        self.order = (self.order & low_quints(p)) | ((self.order >> 5) & !low_quints(p));
-        self.valid &= !(1 << w);
-    }
-
-    /// The way at position `p` (0: the most recent).
-    #[inline(always)]
-    pub(super) fn at(&self, p: u32) -> usize {
-        ((self.order >> (5 * p)) & 31) as usize
-    }
-}
-
-/// The low `k` five-bit fields set (k <= QUINT_WAYS).
-#[inline(always)]
-fn low_quints(k: u32) -> u128 {
-    (1u128 << (5 * k)) - 1
-}
-
-/// Position of the first field of `list` equal to `w` (a valid way: it is in the list), as
-/// `nibble_position` finds a nibble.
-#[inline(always)]
-fn quint_position(list: u128, w: u128) -> u32 {
-    const ONES: u128 = {
-        let (mut x, mut i) = (0u128, 0);
-        while i < QUINT_WAYS {
-            x |= 1 << (5 * i);
-            i += 1;
-        }
-        x
-    };
-    let x = list ^ w.wrapping_mul(ONES);
-    (x.wrapping_sub(ONES) & !x & (ONES << 4)).trailing_zeros() / 5
 }
 
 /// A wide set's valid ways from most to least recent: a doubly linked list through `links`.
@@ -128,25 +138,6 @@ pub(super) struct Link {
 }
 
 pub(super) const EMPTY_CHAIN: Chain = Chain { head: NONE, tail: NONE, n: 0 };
-
-/// Nibbles set in the low `k` nibbles (k <= 16).
-#[inline(always)]
-fn low_nibbles(k: u32) -> u64 {
-    if k >= 16 {
-        u64::MAX
-    } else {
-        (1u64 << (4 * k)) - 1
-    }
-}
-
-/// Position of the first nibble of `list` equal to `w` (a valid way: it is in the list).
-#[inline(always)]
-fn nibble_position(list: u64, w: u64) -> u32 {
-    const ONES: u64 = 0x1111_1111_1111_1111;
-    let x = list ^ w.wrapping_mul(ONES);
-    // The lowest zero nibble of x (borrows only produce false zeros above it).
-    (x.wrapping_sub(ONES) & !x & (ONES << 3)).trailing_zeros() / 4
-}
 
 impl SetAssoc {
     /// Way `w` of a wide set leaves its chain.
@@ -185,13 +176,10 @@ impl SetAssoc {
         if self.nibbles {
             let l = self.list(s);
             if last || l.valid & (1 << w) == 0 {
-                // Way w was not in the list, or was its last valid nibble: every valid way
-                // before it is one step older (the last one, if w, falls off the counted list).
-                l.valid |= 1 << w;
-                l.order = (l.order << 4) | w as u64;
-                return;
+                l.push(w as u64);
+            } else {
+                l.promote(w as u64);
             }
-            l.promote(w as u64);
             return;
         }
         if self.quints {
@@ -226,10 +214,7 @@ impl SetAssoc {
     pub(super) fn remove(&mut self, s: SetRef, i: usize) {
         let w = i - s.base;
         if self.nibbles {
-            let l = &mut self.lists[s.set];
-            let p = nibble_position(l.order, w as u64);
-            l.order = (l.order & low_nibbles(p)) | ((l.order >> 4) & !low_nibbles(p));
-            l.valid &= !(1 << w);
+            self.lists[s.set].remove(w as u64);
         } else if self.quints {
             self.qlists[s.set].remove(w as u128);
         } else {
@@ -243,9 +228,8 @@ impl SetAssoc {
     /// The valid ways of set `s`, most recent first.
     pub(super) fn recency_order(&self, s: SetRef) -> Vec<usize> {
         if self.nibbles {
-            let NibbleList { order: list, valid } = self.lists[s.set];
-            let n = valid.count_ones();
-            return (0..n).map(|p| s.base + ((list >> (4 * p)) & 15) as usize).collect();
+            let l = self.lists[s.set];
+            return (0..l.valid.count_ones()).map(|p| s.base + l.at(p)).collect();
         }
         if self.quints {
             let l = self.qlists[s.set];
