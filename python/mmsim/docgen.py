@@ -113,6 +113,9 @@ def seeds_table(doc: dict) -> str:
                 f"| {_cell(r['config'])} | {_cell(r['metric'])} | {_num(r['published'])} | {sim} | "
                 f"{'-' if q is None else f'{q:.2f}'} | {_cell(r['unit'])} |\n"
             )
+        if e.get("notes"):
+            # The experiment's notes as that run printed them, figures filled in from its rows.
+            out.append("\n" + "".join(f"- {' '.join(n.split())}\n" for n in e["notes"]))
     return "".join(out)
 
 

@@ -252,7 +252,9 @@ def test_the_seeds_table_is_generated_from_what_reproduce_wrote(tmp_path):
     # The RSS growth with THP always and no zero page: 204,800 kB simulated, as the run printed.
     row = next(r for r in doc["experiments"][0]["rows"] if r["published"] is not None)
     assert f"| {docgen._num(row['simulated'])} |" in table
-    assert "What decides each result" in page  # the prose around the table is kept
+    assert "Under each experiment's table are its notes" in page  # the prose around the table is kept
+    # The experiment's notes follow its table, as the run printed them.
+    assert doc["experiments"][0]["notes"] and f"- {doc['experiments'][0]['notes'][0]}\n" in table
     # A results file that changed leaves the committed page stale until make docs.
     (tmp_path / "seeds.md").write_text(page)
     assert "seeds.md" not in docgen.stale(tmp_path)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mmsim.experiments.core import GIB, Experiment, _row, _snap
+from mmsim.experiments.core import GIB, Experiment, _row, _snap, resolve_notes
 from mmsim.experiments.hzp import (
     hzp_memcmp_rows,
     hzp_memcmp_runs,
@@ -94,10 +94,20 @@ EXPERIMENTS: dict[str, Experiment] = {
             [
                 "stalled-cycles-frontend is what Linux counts on Westmere: the cycles in which no uop issued "
                 "(UOPS_ISSUED.STALLED_CYCLES, cpu.frontend_event = no-issue), cycles - instructions / 4 "
-                "(cpu.issue_width, the RAT's 4 uops a cycle). What misses is the time: mmsim's loop runs at "
-                "an IPC of 2.28 (2.47 with vhzp) against 1.75 (1.88), its instructions at cpu.base_cpi "
-                "bounded by one load a cycle, with no model of the compare's dependency chain or of the "
-                "branches (13.5 G in the seed, 1 M mispredicted); the front-end share follows from the IPC.",
+                "(cpu.issue_width, the RAT's 4 uops a cycle).",
+                "What decides it is the caches. With the huge zero page both halves of the memcmp are the same "
+                "2 MiB of physical memory, which does not fit the 32 KiB L1 ({sim:hzp|L1-dcache-load-misses} L1 "
+                "misses, served by the L2 and the streamer); with the virtual one they are the same 4 KiB, which "
+                "stays in the L1 ({sim:vhzp|L1-dcache-load-misses} misses). vhzp's {sim:vhzp|dTLB-load-misses} "
+                "dTLB misses (one walk per 4 KiB of each half) cost it almost nothing: each hides behind the 256 "
+                "loads of the page before it ({sim:vhzp|stalled-cycles-backend} % of cycles stalled in the back "
+                "end, against {sim:hzp|stalled-cycles-backend} % for hzp's L1 misses).",
+                "What misses is the time: mmsim's loop runs at an IPC of {sim:hzp|IPC} ({sim:vhzp|IPC} with "
+                "vhzp) against {pub:hzp|IPC} ({pub:vhzp|IPC}), its instructions at cpu.base_cpi bounded by "
+                "Westmere's one load a cycle (cpu.loads_per_cycle), with no model of the compare's dependency "
+                "chain or of the branches (13.5 G in the seed, 1 M mispredicted); the front-end share follows "
+                "from the IPC. The saving with vhzp is then a larger share of fewer cycles: "
+                "{sim:vhzp vs hzp|fewer cycles with vhzp} % against {pub:vhzp vs hzp|fewer cycles with vhzp} %.",
             ],
         ),
         Experiment(
@@ -107,6 +117,21 @@ EXPERIMENTS: dict[str, Experiment] = {
             "One read per 4 KiB: here the TLB decides, and the virtual huge zero page is several times slower.",
             hzp_stride_runs,
             hzp_stride_rows,
+            [
+                "What decides it is the TLB: one access per 4 KiB page of each half, so vhzp takes 2 walks per "
+                "step ({sim:vhzp|dTLB-load-misses} in all) where hzp hits two 2 MiB entries. Nothing hides "
+                "those walks: each load needs one, Westmere's one page walker does them one at a time, and each "
+                "costs about 24 cycles (the STLB lookup, tlb.walk_overhead and a pte read that mostly hits the "
+                "L1; walk_overhead is from 7-cpu.com's measured Westmere TLB miss, not from this result): "
+                "{sim:vhzp|seconds} s against the posting's {pub:vhzp|seconds} s.",
+                "hzp pays instead for the 2 MiB page's 512 lines at a 4 KiB stride, which fall into one L1 set "
+                "and eight L2 sets and so come from the LLC every time: its task-clock is {ratio:hzp|task-clock} "
+                "of seed 000's {pub:hzp|task-clock} ms, but {ratio:hzp|seconds} of the {pub:hzp|seconds} s in "
+                "the virtual huge zero page's posting (LKML, 2012-09-29), which is where the published ratio "
+                "{pub:vhzp vs hzp|time ratio vhzp/hzp} comes from. The two postings' hzp runs of what is taken "
+                "to be the same test differ by 29 %; against seed 000's hzp time the published ratio would be "
+                "5.89, and the model's is {sim:vhzp vs hzp|time ratio vhzp/hzp}.",
+            ],
         ),
         Experiment(
             "hzp-usemem",
@@ -120,10 +145,29 @@ EXPERIMENTS: dict[str, Experiment] = {
                 "Throughput is usemem's, summed over the 72 processes as the LKP harness does: each process "
                 "reports (100 GiB / 8 + 8 bytes per 2 MiB step) / its time since usemem started, in KB/s "
                 "(vm-scalability usemem.c). Runtime is the slowest process's time.",
-                "Global: the summed throughput is the published one (1.782 against 1.784 G KB/s) but the "
-                "slowest process ends after 529.7 ms against 707.6 ms: at the same sum of rates the real "
-                "processes finished further apart than mmsim's, whose CPUs share the memory channel and the "
-                "huge zero page's refcount line in equal turns (no unfairness between sockets).",
+                "global is decided by one shared line: every fault's get_huge_zero_page (atomic_inc_not_zero, a "
+                "read and a cmpxchg, so a contended line moves twice) queues for the refcount line across 72 "
+                "CPUs, each move costed by the two CPUs' distance (smp.c2c_smt, c2c_socket, c2c_remote: measured "
+                "core-to-core latencies of a dual Haswell-EP): get_huge_zero_page takes "
+                "{sim:global|cycles in get_huge_zero_page} % of the cycles against "
+                "{pub:global|cycles in get_huge_zero_page} %. The summed throughput is {ratio:global|throughput} "
+                "of the published, but the slowest process ends after {sim:global|runtime} us against "
+                "{pub:global|runtime}: the seed's runtime is 1.34 times the mean time per process its throughput "
+                "implies (1.52 for per_mm), so its processes finished far apart, where mmsim's CPUs take the "
+                "refcount line and the memory channel in equal turns (no unfairness between sockets) and finish "
+                "together.",
+                "per_mm takes the line once per process, and what is left is each fault's own cost: the exception "
+                "(cost.fault_entry_exit, Linus Torvalds' 2014 Haswell timing), the handler (cost.fault_handler, "
+                "an estimate), clearing the deposited page table (a cold 4 KiB), the order-0 allocation from the "
+                "per-CPU list refilled under the zone lock (page_alloc/pcp_batch=legacy: the seed's kernel is "
+                "4.8), two hyper-threads sharing each core, and 72 processes' clears (about 30 GB with the reads "
+                "for ownership) on two nodes' 68 GB/s channels (Intel ARK's peak for the E5-2699 v3). Runtime "
+                "{ratio:per_mm|runtime} and throughput {ratio:per_mm|throughput} of the published; the gain "
+                "{sim:per_mm vs global|throughput ratio} x against {pub:per_mm vs global|throughput ratio} x.",
+                "per_mm's mm_get_huge_zero_page share is 0: its fast path (a test_bit on mm->flags) has no cost "
+                "of its own in the model, being part of cost.fault_handler; its few instructions would give about "
+                "0.03 % at this fault cost, still short of the published {pub:per_mm|cycles in "
+                "mm_get_huge_zero_page} %.",
             ],
         ),
         Experiment(
@@ -150,15 +194,34 @@ EXPERIMENTS: dict[str, Experiment] = {
                 "(0.2% of its 62,500 page allocations) and a TLB miss reads the two levels the PIII reads (the "
                 "profile's upper paging-structure caches always hit): the difference is below the figures' "
                 "precision.",
+                "Without the patch each fault clears 4 KiB, and what bounds it is the front-side bus: a P6 "
+                "fast-string clear reads nothing for ownership (SDM vol. 3 8.2.4) but its 4 KiB go back to "
+                "memory, 2,304 cycles of the 800 MB/s bus against 2,048 of stores ({sim:without, 1 rep, 1 "
+                "thr|memory bus use} % of the bus busy with one thread). Two threads share the bus "
+                "({sim:without, 1 rep, 2 thr|memory bus use} % busy), so each thread's faults slow down "
+                "(flt/cpu/s {ratio:without, 1 rep, 2 thr|flt/cpu/s} of the seed's) while the pair gets more done "
+                "(fault/wsec {ratio:without, 1 rep, 2 thr|fault/wsec}).",
                 "What the misses come from, by the counters. Every fault pays the profile's estimated "
-                "fault_entry_exit + fault_handler, 1,200 cycles (2.67 us); 'with, 1 rep' takes prezeroed pages "
-                "only (no clear) and costs 3.3 us a fault against the published 1.42 us, so the 2.6.10 fault path "
-                "took at most about 640 cycles on the PIII: the estimate (not fitted to this figure) is about "
-                "twice that, and the same 1,200 cycles sit in every row. With 10 repetitions the front-side bus "
-                "bounds the run: 529,000 pages are zeroed during it (kscrubd and the faults; 2.2 GB of writes, "
-                "'memory traffic'), 2.7 s at the bus's 800 MB/s peak, and the bus is 90-94 % busy; the "
-                "published 1.89 s would need 1.15 GB/s. Both 10-repetition runs are bus-bound (90 and 94 % busy), "
-                "so 1 and 2 threads come out within 4 % of each other, 2 threads ahead, where the published "
+                "fault_entry_exit + fault_handler, 1,200 cycles (2.67 us), for which no measurement of a PIII "
+                "with 2.6.10 was found. 'with, 1 rep, 1 thr' takes prezeroed pages only "
+                "({sim:with, 1 rep, 1 thr|pages zeroed in the fault} cleared in the fault) and takes "
+                "{sim:with, 1 rep, 1 thr|User+System} s for its 62,500 faults against the published "
+                "{pub:with, 1 rep, 1 thr|User+System} s, so the 2.6.10 fault path took at most about 670 cycles "
+                "on the PIII: the estimate (not fitted to this figure) is about twice that, and the same 1,200 "
+                "cycles sit in every row, which is why the 'without' rows with one thread are "
+                "{ratio:without, 1 rep, 1 thr|flt/cpu/s} of the seed's and the prezeroed rows lower still. For the "
+                "same reason the drop from 1 to 2 threads with prezeroing (mmap_sem and page_table_lock line "
+                "transfers and waits) is a smaller share of mmsim's fault than of the seed's.",
+                "With 10 repetitions the front-side bus bounds the run: the 244 MiB each repetition frees must be "
+                "zeroed again while the next one runs, {sim:with, 10 rep, 1 thr|pages zeroed by kscrubd} pages by "
+                "kscrubd in {sim:with, 10 rep, 1 thr|kscrubd CPU time} s of the other CPU and "
+                "{sim:with, 10 rep, 1 thr|pages zeroed in the fault} in the faults "
+                "({sim:with, 10 rep, 1 thr|memory traffic} MB of writes, 'memory traffic'), and the bus is "
+                "{sim:with, 10 rep, 1 thr|memory bus use} % busy; the published 1.89 s would need 1.15 GB/s of "
+                "the 800 MB/s bus. The channel arbitrates per transaction (processor sharing between kscrubd's "
+                "blocks and the faults' lines). Both 10-repetition runs are bus-bound "
+                "({sim:with, 10 rep, 1 thr|memory bus use} and {sim:with, 10 rep, 2 thr|memory bus use} % busy), "
+                "so 1 and 2 threads come out within a few % of each other, 2 threads ahead, where the published "
                 "2 threads are 3-7 % behind: those 4 directions are lost.",
             ],
         ),
@@ -178,6 +241,21 @@ EXPERIMENTS: dict[str, Experiment] = {
                 "(memory.page_size) and 128-byte lines.",
                 "The seed publishes only the 'with' column; the 'without' rows are mmsim's, the contrast the "
                 "seed argues from. The machine around the test (2 CPUs, 4 GiB) is not in the seed.",
+                "With the patch nearly every fault takes a page kscrubd zeroed with the BTE in the idle time "
+                "before, so the fault costs only itself and the lines the program writes, each a miss to memory: "
+                "flt/cpu/s falls from {sim:1 line, with|flt/cpu/s} at 1 line to {sim:128 lines, with|flt/cpu/s} "
+                "at 128, in the seed's direction at every step. Without it the rate is flat at about "
+                "{sim:1 line, without|flt/cpu/s} whatever the program touches, because the clear in the fault "
+                "already loaded every line of the page for ownership ({sim:1 line, without|memory traffic} MB "
+                "of traffic at any line count).",
+                "What misses: the time at 1 line, {ratio:1 line, with|User+System} of the seed's, is nearly all "
+                "the fault itself, the profile's estimated cost.fault_entry_exit + cost.fault_handler (no "
+                "measurement of this machine's fault was found); and past 32 lines mmsim's written lines are too cheap "
+                "({ratio:128 lines, with|User+System} of the seed's time at 128): the profile lets 8 line misses "
+                "overlap (memory.mlp, an estimate: no figure for Itanium 2's outstanding store misses was "
+                "found), while the seed's User column, 0.48 s more for 65,536 x 127 more lines, puts a written "
+                "line at 58 ns. The lines' fills and write-backs are booked on the 6.4 GB/s bus "
+                "({sim:128 lines, with|memory traffic} MB at 128 lines), far from its limit.",
             ],
         ),
         Experiment(
@@ -195,6 +273,15 @@ EXPERIMENTS: dict[str, Experiment] = {
                 "Linux 6.18's anonymous fault allocates without __GFP_ZERO and clears unless init_on_alloc is set "
                 "(user_alloc_needs_zeroing); with prezeroing on, mmsim's fault asks for __GFP_ZERO as the seed's "
                 "patch does.",
+                "A 4 KiB fault takes {sim:4 KiB: Linux 6.18|time per fault (touch)} us under Linux 6.18, "
+                "{sim:4 KiB: init_on_alloc=1|time per fault (touch)} us with init_on_alloc=1 (the clear moves from "
+                "the fault to the allocator), {sim:4 KiB: init_on_free=1|time per fault (touch)} us with "
+                "init_on_free=1 (the fault still clears, and exit takes {sim:4 KiB: init_on_free=1|exit and wait} "
+                "ms instead of {sim:4 KiB: Linux 6.18|exit and wait} clearing the same pages again), and "
+                "{sim:4 KiB: prezero (kscrubd, cpu)|time per fault (touch)} us with prezeroing. A THP fault takes "
+                "{sim:THP: Linux 6.18|time per fault (touch)} us against "
+                "{sim:THP: prezero (kscrubd, cpu)|time per fault (touch)} us with prezeroing, its 2 MiB clear "
+                "done by kscrubd in the idle time before.",
             ],
         ),
         *PTSHARE_EXPERIMENTS,
@@ -241,7 +328,14 @@ def run_experiments(
     for e, rs in plans:
         rows = e.rows([next(results) for _ in rs])
         out.append(
-            {"name": e.name, "seed": e.seed, "profile": e.profile, "claim": e.claim, "notes": e.notes, "rows": rows}
+            {
+                "name": e.name,
+                "seed": e.seed,
+                "profile": e.profile,
+                "claim": e.claim,
+                "notes": resolve_notes(e.name, e.notes, rows),
+                "rows": rows,
+            }
         )
     return out
 
