@@ -572,8 +572,11 @@ PTSHARE_EXPERIMENTS = [
             "{sim:4 KiB, 2.6.15|page-walk cycles per read}. With 2 MiB pages the shared PMD entries fit the L2 "
             "where 160 copies did not: {sim:2 MiB, 2.6.15-shpt|page-walk cycles per read} cycles instead of "
             "{sim:2 MiB, 2.6.15|page-walk cycles per read}.",
-            "mmsim has no database: the gain it reports is that of servers doing nothing but random reads of "
-            "the pool, an upper bound of the CPU-side gain: with W cycles of other transaction work per read it "
+            "mmsim has no database: the gain it reports ({sim:4 KiB, shpt vs 2.6.15|throughput gain} % with "
+            "4 KiB pages, {sim:2 MiB, shpt vs 2.6.15|throughput gain} % with 2 MiB, against the published "
+            "{pub:4 KiB, shpt vs 2.6.15|throughput gain} % and {pub:2 MiB, shpt vs 2.6.15|throughput gain} %) "
+            "is that of servers doing nothing but random reads of the pool, an upper bound of the CPU-side "
+            "gain: with W cycles of other transaction work per read it "
             "is (cycles saved per read) / (shared cycles per read + W). Inference, not a model input: "
             "W = {sim:4 KiB, shpt vs 2.6.15|other work per read at the 2 MiB gain} cycles gives the published "
             "+4 % for 2 MiB, and at that W the 4 KiB CPU-side gain is "
