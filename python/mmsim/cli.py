@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 
 from mmsim import __version__, _mmsim, cli_trace
@@ -650,8 +651,6 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         return 0
     for e in results:
         print(f"{e['name']} (seed {e['seed']}, profile {e['profile']}): {e['claim']}")
-        for n in e.get("notes", []):
-            print(f"  note: {n}")
         head = f"  {'config':<26} {'metric':<30} {'published':>18} {'simulated':>18} {'sim/pub':>8}  unit"
         print(head)
         for r in e["rows"]:
@@ -663,6 +662,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             print(
                 f"  {r['config']:<26} {r['metric']:<30} {pub:>18} {_num(r['simulated']):>18} {qs:>8}  {r['unit']}{ci}"
             )
+        # The notes under the table, as the docs' seeds page has them: how the figures were
+        # read, and what decides the result.
+        for n in e.get("notes", []):
+            print(textwrap.fill(n, width=110, initial_indent="  note: ", subsequent_indent="        "))
         print()
     print("\n".join(scoreboard_lines(scoreboard(results))))
     print(f"({time.monotonic() - t0:.1f} s)", file=sys.stderr)
