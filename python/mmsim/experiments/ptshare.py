@@ -92,6 +92,12 @@ def fork_metrics(r: dict[str, Any]) -> dict[str, float]:
             p["perf"].get("dTLB-load-misses", 0) + p["perf"].get("dTLB-store-misses", 0) for p in children
         ),
         "page-walk-cycles": sum(p["perf"].get("page-walk-cycles", 0) for p in children),
+        "line moves": sum(p["perf"].get("hitm-local", 0) + p["perf"].get("hitm-remote", 0) for p in children),
+        "cycles": sum(p["perf"]["cycles"] for p in children),
+        # One store per page touched (each child writes one byte per 4 KiB page).
+        "stores": sum(p["perf"].get("dTLB-stores", 0) for p in children),
+        # Kernel work by function, the parent's forks included (a small share of it).
+        "kernel cycles": sum(r["profile"].values()),
     }
 
 
@@ -113,6 +119,15 @@ def ptshare_fork_rows(results: list[dict[str, float]]) -> list[dict[str, Any]]:
             _row(config, "page tables shared", None, m["tables shared"], "tables"),
             _row(config, "children's dTLB misses", None, m["dTLB-misses"], "misses"),
             _row(config, "children's page-walk cycles", None, m["page-walk-cycles"], "cycles"),
+            _row(config, "children's cycles per page", None, round(m["cycles"] / max(m["stores"], 1), 1), "cycles"),
+            _row(
+                config,
+                "of which outside the kernel",
+                None,
+                round((m["cycles"] - m["kernel cycles"]) / max(m["stores"], 1), 1),
+                "cycles",
+            ),
+            _row(config, "children's line moves (HITM)", None, m["line moves"], "moves"),
         ]
     return rows
 
@@ -487,17 +502,29 @@ PTSHARE_EXPERIMENTS = [
             "to back; on the machine the radix-tree lookup between them lets other CPUs' lock operations in, "
             "so each fault may move the line twice (2 x 321 cycles x 671 M faults / 2.2 GHz = 196 s): "
             "{sim:2.6.15|total time} s against {pub:2.6.15|total time}.",
-            "The shared run has {sim:2.6.15-shpt|children's page faults} faults (the first toucher's and one per "
-            "table attached) and 671 M "
-            "TLB-missing one-byte writes, each to a line another child may have written just before. The CPUs' "
-            "private caches are coherent (MESI, hw/coherence.rs): such a write moves the modified line at the "
-            "Opteron's core-to-core latency (smp.c2c_remote, ~160 ns) and the report's coherence section counts "
-            "the moves. mmsim runs the CPUs a slice at a time, so two children meet on a line only as often as "
-            "their slices interleave (SLICE_SLACK, 500 cycles); children in lockstep over the whole region, as "
-            "on the machine, would move every line: 671 M x 352 cycles / 8 CPUs / 2.2 GHz = 13.4 s. The "
-            "shared total time's remaining shortfall ({sim:2.6.15-shpt|total time} s against "
-            "{pub:2.6.15-shpt|total time}) is that lockstep. PageTables are exact in both "
-            "({sim:2.6.15|pte space (PageTables)} MB: 128 x 20 GiB / 512 plus the upper levels; "
+            "The shared run has {sim:2.6.15-shpt|children's page faults} faults (the first toucher's and one "
+            "per table attached) and 671 M TLB-missing one-byte writes, each to a line another child may have "
+            "written before: the CPUs' private caches are coherent (MESI, hw/coherence.rs), so such a write "
+            "moves the modified line at the two CPUs' core-to-core latency (smp.c2c_socket 132, c2c_remote 352 "
+            "cycles): {sim:2.6.15-shpt|children's line moves (HITM)} moves. A child's page costs "
+            "{sim:2.6.15-shpt|children's cycles per page} cycles with the first toucher's faults and clears, "
+            "{sim:2.6.15-shpt|of which outside the kernel} outside the kernel: a walk of the shared tables, and "
+            "the write's line, whose miss to memory or move mmsim overlaps with the next pages' (memory.mlp = 8 "
+            "outstanding misses, stores as loads), so that even a move per page would add only about 352 / 8 = "
+            "44 cycles.",
+            "What the shared total time misses ({sim:2.6.15-shpt|total time} s against "
+            "{pub:2.6.15-shpt|total time}): the published time is what the children's work takes on 8 busy "
+            "CPUs if a page cost about 320 cycles (12.2 s x 8 x 2.2 GHz / 671 M, the first toucher's faults "
+            "included), a walk and a line miss to "
+            "memory (209 cycles) or a move (132-352) paid in full for every page, not overlapped. "
+            "mmsim's pages cost {sim:2.6.15-shpt|of which outside the kernel} cycles outside the kernel because it "
+            "overlaps those misses. A K8 that "
+            "fetched a store's line only as the store commits (x86 stores write in program order) would pay "
+            "them one after another; AMD's guide (25112, A.15) says only that the load-store unit's 32-entry "
+            "queue holds the loads and stores that missed the L1, not whether several stores' lines are "
+            "fetched at once, so the profile keeps one memory.mlp for both (a candidate, not confirmed). "
+            "The shared fork time follows from it (below). PageTables are exact "
+            "in both ({sim:2.6.15|pte space (PageTables)} MB: 128 x 20 GiB / 512 plus the upper levels; "
             "{sim:2.6.15-shpt|pte space (PageTables)} MB shared).",
             "Fork time: 2.6.15's O(1) scheduler (sched/child_runs_first, set for this kernel) splits the "
             "parent's remaining timeslice with each child and runs a child placed on the parent's CPU first "
@@ -507,8 +534,9 @@ PTSHARE_EXPERIMENTS = [
             "and the fork time comes out at {sim:2.6.15|fork time} s against {pub:2.6.15|fork time}; shared, "
             "the children finish their touch "
             "sooner and leave the parent's CPU earlier, which mmsim reproduces in direction "
-            "({sim:2.6.15-shpt|fork time} s against {pub:2.6.15-shpt|fork time}) but not in full: mmsim's "
-            "scheduler runs the least recently run task rather "
+            "({sim:2.6.15-shpt|fork time} s against {pub:2.6.15-shpt|fork time}) but not in full: its children's "
+            "pages cost less than the machine's (above), and mmsim's scheduler runs the least recently run "
+            "task rather "
             "than the O(1) scheduler's expired-array rotation, and only idle CPUs balance (busy ones never "
             "even out their queues, as 2.6.15's periodic rebalance_tick did).",
         ],
