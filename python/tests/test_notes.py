@@ -52,3 +52,17 @@ def test_every_seed_experiments_notes_resolve_against_the_committed_results():
         for n in notes:
             for kind in ("{sim:", "{pub:", "{ratio:"):
                 assert kind not in n, f"{name}: an unresolved figure in {n!r}"
+
+
+def test_reproduce_prints_the_notes_with_the_runs_figures():
+    """End to end: `mmsim reproduce --json` carries the notes resolved against that run's rows."""
+    import subprocess
+    import sys
+
+    mmsim = Path(sys.executable).parent / "mmsim"
+    run = subprocess.run([str(mmsim), "reproduce", "hzp-stride", "--json"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    [e] = json.loads(run.stdout)["experiments"]
+    walks = next(r for r in e["rows"] if (r["config"], r["metric"]) == ("vhzp", "dTLB-load-misses"))
+    assert f"({walks['simulated']:,} in all)" in e["notes"][0]
+    assert not any("{sim:" in n or "{pub:" in n or "{ratio:" in n for n in e["notes"])
