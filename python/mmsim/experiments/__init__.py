@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mmsim.experiments.core import GIB, Experiment, _row, _snap, resolve_notes
+from mmsim.experiments.core import GIB, Experiment, _row, _snap, ratio, resolve_notes
 from mmsim.experiments.hzp import (
     hzp_memcmp_rows,
     hzp_memcmp_runs,
@@ -340,14 +340,6 @@ def run_experiments(
             }
         )
     return out
-
-
-def ratio(row: dict[str, Any]) -> float | None:
-    """simulated / published, when both are there and published is not zero."""
-    p, s = row.get("published"), row.get("simulated")
-    if p in (None, 0) or s is None:
-        return None
-    return s / p
 
 
 def source_commit() -> tuple[str | None, bool]:

@@ -37,6 +37,14 @@ class Experiment:
         return self.rows(run_all(self.runs(), workers))
 
 
+def ratio(row: dict[str, Any]) -> float | None:
+    """simulated / published, when both are there and published is not zero."""
+    p, s = row.get("published"), row.get("simulated")
+    if p in (None, 0) or s is None:
+        return None
+    return s / p
+
+
 #: A figure in an experiment's note, taken from its rows when the note is printed, so that a note
 #: cannot go stale: ``{sim:CONFIG|METRIC}``, ``{pub:CONFIG|METRIC}`` or ``{ratio:CONFIG|METRIC}``
 #: (simulated / published), with an optional Python format spec after a third ``|``.
@@ -65,9 +73,7 @@ def resolve_notes(name: str, notes: list[str], rows: list[dict[str, Any]]) -> li
         if r is None:
             raise ValueError(f"{name}: note refers to {m.group(0)}, but the experiment has no such row")
         if kind == "ratio":
-            p, s = r.get("published"), r.get("simulated")
-            v = None if p in (None, 0) or s is None else s / p
-            spec = spec or ".2f"
+            v, spec = ratio(r), spec or ".2f"
         else:
             v = r.get("simulated" if kind == "sim" else "published")
         if v is None:
