@@ -225,9 +225,6 @@ def write_report(
             else:
                 md += [f"No timeline: {what}.", ""]
                 body.append(f"<p>No timeline: {html.escape(what)}.</p>")
-        for n in e.get("notes", []):
-            md += [f"*Note.* {n}", ""]
-            body.append(f"<p><i>Note.</i> {html.escape(n)}</p>")
         md += [
             "| config | metric | published | simulated | simulated / published | unit |",
             "|---|---|---|---|---|---|",
@@ -250,6 +247,11 @@ def write_report(
             "<table><tr><th>config</th><th>metric</th><th>published</th><th>simulated</th>"
             "<th>simulated / published</th><th>unit</th></tr>" + "".join(trs) + "</table>"
         )
+        # What decides the result, from its counters: after the table it explains (as the CLI
+        # and the seeds page print them).
+        for n in e.get("notes", []):
+            md += [f"*Note.* {n}", ""]
+            body.append(f"<p><i>Note.</i> {html.escape(n)}</p>")
         caps = CAPTIONS.get(
             name, ("Published and simulated values per metric.", "Simulated counters per configuration.")
         )

@@ -30,6 +30,10 @@ def test_reproduce_report_writes_a_page_whose_images_all_exist(tmp_path):
     assert page.index("id='scoreboard'") < page.index("id='hzp-rss'")
     assert "<td><b>total</b></td><td><b>6</b></td><td><b>6</b></td><td><b>6</b></td><td><b>4 of 4</b></td>" in page
     assert "| total | 6 | 6 | 6 | 4 of 4 |" in md
+    # The notes explain the table: they follow it, as the CLI prints them.
+    section = page[page.index("id='hzp-rss'") :]
+    assert section.index("</table>") < section.index("<i>Note.</i>") < section.index("<figure>")
+    assert md.index("| config | metric |") < md.index("*Note.*")
 
 
 def test_report_loads_in_headless_chromium(tmp_path):
