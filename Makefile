@@ -78,7 +78,7 @@ $(NATIVE_OUT)/stream: native/stream.c
 	$(CC) -O2 -Wall -Wextra -o $@ $<
 
 $(NATIVE_OUT)/runner: native/runner.c native/runner_host.h native/runner_parse.h native/runner_report.h \
-		native/runner_files.h native/runner_ops.h
+		native/runner_files.h native/runner_ops.h native/runner_memcg.h
 	mkdir -p $(NATIVE_OUT)
 	$(CC) -O2 -Wall -Wextra -o $@ $<
 

@@ -2,7 +2,7 @@
  * reports what the kernel did (per-process faults and /proc/self/status, smaps_rollup, and
  * system-wide /proc/vmstat and /proc/meminfo) at each snapshot, for `mmsim validate`.
  *
- *   runner OUT_FILE [ext4=DIR] [tmpfs=DIR] < PROGRAM
+ *   runner OUT_FILE [ext4=DIR] [tmpfs=DIR] [memcg=v1:PARENT|memcg=v2:PARENT memcg-home=HOME] < PROGRAM
  *
  * OUT_FILE gets the snapshot and event lines (mmsim passes /dev/stdout, a pipe: a file on a
  * disk or on tmpfs would move the page-cache counters the runner reports). DIR is where the
@@ -11,6 +11,8 @@
  * removes it when it ends (exit, or the end of the program; not when a signal kills it: then
  * mmsim removes it). A program that creates no file needs neither; a create on a filesystem
  * with no DIR ends the run with an error. Writing to /proc/sys/vm/drop_caches needs root.
+ * PARENT is the directory of the workload's memory cgroups on the hierarchy (v1 or v2) the
+ * memory controller is on, HOME the runner's own cgroup there (see runner_memcg.h).
  *
  * PROGRAM is the workload compiled by mmsim (python/mmsim/runner_program.py), one op per line:
  *
@@ -88,8 +90,21 @@
  *                                        to the end
  *   fsync FILE
  *   drop_caches VALUE                    VALUE written to /proc/sys/vm/drop_caches
+ *   cgroup NAME                          a memory cgroup of the workload, PARENT/NAME (a
+ *                                        declaration, before the ops: a parent before its
+ *                                        children); each snapshot reports it
+ *   join NAME                            the first process's cgroup (a declaration)
+ *   cgroup_write NAME FILE VALUE         FILE: cgroup v2's name (memory.max, memory.swap.max,
+ *                                        memory.high, ...); VALUE: bytes, -1 for "max", 0 or 1
+ *                                        for memory.oom.group; a failure is an event
+ *                                        ("cgroup_write NAME FILE: EBUSY"); see runner_memcg.h
+ *   memory_reclaim NAME BYTES SWAPPINESS a write of "BYTES [swappiness=N]" to NAME's
+ *                                        memory.reclaim (cgroup v2); NAME "-": the task's own;
+ *                                        SWAPPINESS -1: none, 201: "max"
  *   loop COUNT ... end
- *   fork COUNT ... end                   each child runs the block, then exits
+ *   fork COUNT [NAME] ... end            each child runs the block, then exits; with NAME in
+ *                                        that cgroup (joined before its program), else in its
+ *                                        parent's
  *   thread COUNT ... end                 each thread (clone with CLONE_VM | CLONE_THREAD) runs
  *                                        the block, then exits (the thread only, as mmsim's does)
  *   wait
@@ -139,6 +154,7 @@
 #include <linux/perf_event.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,6 +212,8 @@ enum kind {
 	FALLOCATE,
 	DROP_CACHES,
 	BRK,
+	CGROUP_WRITE,
+	MEMORY_RECLAIM,
 	END
 };
 
@@ -318,9 +336,21 @@ static void die(const char *msg)
 
 #include "runner_host.h"
 
+/* runner_memcg.h's, which the program's parse and the snapshots call. */
+static void declare_cgroup(const char *name);
+static void declare_first_cgroup(const char *name);
+static int cgroup_index(const char *name);
+static void own_cgroup(void);
+static void task_cgroup_again(void);
+static size_t cgroup_fields(char *buf, size_t len, size_t cap);
+static size_t swap_fields(char *buf, size_t len, size_t cap);
+static void write_line(const char *buf, size_t len);
+
 #include "runner_parse.h"
 
 #include "runner_report.h"
+
+#include "runner_memcg.h"
 
 /* End the running task: a thread this thread only (as mmsim's exit), else the process. */
 static void __attribute__((noreturn)) end_task(void)
@@ -342,6 +372,20 @@ static int reserve_pids(long long n)
 	return (int)(__atomic_fetch_add(pid_counter, n, __ATOMIC_SEQ_CST) + 1);
 }
 
+/* fork(2) without glibc's atfork work (glibc >= 2.34's _Fork: no malloc or stdio locks taken
+ * and reset, which the runner, allocating nothing while ops run, does not need): between the
+ * fork and the move to the runner's own cgroup, each side writes as few of the runner's
+ * copy-on-write pages as it can, copies charged to the workload's cgroup (runner_memcg.h):
+ * the child 2 (its stack and its thread pointer's page, fork()'s 5), the parent 1. */
+static pid_t fork_task(void)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+	return _Fork();
+#else
+	return fork();
+#endif
+}
+
 /* A fork op: each child in turn is forked, runs the block and exits before the next (the
  * serial schedule); the parent reaps them at `wait`. */
 static void do_fork(int at)
@@ -350,12 +394,14 @@ static void do_fork(int at)
 	int first = reserve_pids(o->a);
 	for (long long i = 0; i < o->a; i++) {
 		long before = task_minflt(), before_maj = task_majflt();
-		pid_t p = fork();
+		pid_t p = fork_task();
 		if (p < 0)
 			die("fork");
 		if (p == 0) {
 			/* The child: its counters start at fork (getrusage's do); the faults up to
-			 * here and of breaking copy-on-write on the runner's pages are its own. */
+			 * here and of breaking copy-on-write on the runner's pages are its own, and
+			 * their pages are charged to the runner's own cgroup (runner_memcg.h). */
+			own_cgroup();
 			cur.pid = first + (int)i;
 			cur.nchildren = 0;
 			drain_locked = 0; /* dup_mmap: the child's vmas are not locked */
@@ -368,10 +414,15 @@ static void do_fork(int at)
 			cur.own_faults = task_minflt();
 			cur.own_majflt = task_majflt();
 			open_perf();
+			if (o->c >= 0)
+				task_cgroup = (int)o->c;
+			task_cgroup_again();
 			run(at + 1, o->end);
 			_exit(0);
 		}
+		own_cgroup();
 		touch_own();
+		task_cgroup_again();
 		cur.own_faults += task_minflt() - before;
 		cur.own_majflt += task_majflt() - before_maj;
 		if (cur.nchildren < MAX_CHILDREN)
@@ -498,6 +549,12 @@ static void run(int from, int to)
 		case DROP_CACHES:
 			drop_caches(o->a);
 			break;
+		case CGROUP_WRITE:
+			do_cgroup_write(o);
+			break;
+		case MEMORY_RECLAIM:
+			do_memory_reclaim(o);
+			break;
 		case READ:
 		case WRITE:
 			do_access(o);
@@ -570,7 +627,7 @@ int main(int argc, char **argv)
 	if (argc >= 2 && strcmp(argv[1], "--spawn") == 0)
 		return spawn_measure(argc, argv);
 	if (argc < 2) {
-		fprintf(stderr, "usage: runner OUT_FILE [ext4=DIR] [tmpfs=DIR] < PROGRAM\n");
+		fprintf(stderr, "usage: runner OUT_FILE [ext4=DIR] [tmpfs=DIR] [memcg=v1:DIR memcg-home=DIR] < PROGRAM\n");
 		return 2;
 	}
 	int pers = personality(0xffffffff);
@@ -582,6 +639,7 @@ int main(int argc, char **argv)
 		die(argv[1]);
 	make_dirs(argc, argv);
 	parse(stdin);
+	memcg_open();
 	pid_counter = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (pid_counter == MAP_FAILED)
 		die("mmap counter");
@@ -621,6 +679,9 @@ int main(int argc, char **argv)
 	open_perf();
 	snapshot("__start");
 	emit_maps();
+	/* The first process joins its cgroup: from here on what it allocates is the workload's. */
+	task_cgroup = first_cgroup;
+	task_cgroup_again();
 	run(0, nops);
 	for (int k = 0; k < cur.nchildren; k++)
 		waitpid(cur.children[k], NULL, 0);

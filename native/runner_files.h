@@ -301,6 +301,8 @@ static void make_dirs(int argc, char **argv)
 	main_pid = getpid();
 	for (int k = 2; k < argc; k++) {
 		int fs = -1;
+		if (memcg_arg(argv[k]))
+			continue;
 		for (int i = 0; i < NFS; i++)
 			if (!strncmp(argv[k], fs_names[i], strlen(fs_names[i])) && argv[k][strlen(fs_names[i])] == '=')
 				fs = i;

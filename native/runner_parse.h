@@ -116,9 +116,41 @@ static void parse(FILE *f)
 		} else if (!strcmp(w, "atomic")) {
 			o->kind = ATOMIC;
 			sscanf(line, "%*s %63s %lld %lld", o->name, &o->a, &o->b);
+		} else if (!strcmp(w, "cgroup") || !strcmp(w, "join")) {
+			/* Declarations (runner_memcg.h), not ops. */
+			char name[128];
+			if (sscanf(line, "%*s %127s", name) != 1) {
+				fprintf(stderr, "runner: %s: expected a cgroup's name\n", w);
+				exit(3);
+			}
+			if (w[0] == 'c')
+				declare_cgroup(name);
+			else
+				declare_first_cgroup(name);
+			continue;
+		} else if (!strcmp(w, "cgroup_write")) {
+			char name[128];
+			o->kind = CGROUP_WRITE;
+			if (sscanf(line, "%*s %127s %63s %lld", name, o->name2, &o->a) != 3) {
+				fprintf(stderr, "runner: cgroup_write: expected NAME FILE VALUE\n");
+				exit(3);
+			}
+			o->c = cgroup_index(name);
+		} else if (!strcmp(w, "memory_reclaim")) {
+			char name[128];
+			o->kind = MEMORY_RECLAIM;
+			o->b = -1;
+			if (sscanf(line, "%*s %127s %lld %lld", name, &o->a, &o->b) < 2) {
+				fprintf(stderr, "runner: memory_reclaim: expected NAME BYTES [SWAPPINESS]\n");
+				exit(3);
+			}
+			o->c = strcmp(name, "-") ? cgroup_index(name) : -1;
 		} else if (!strcmp(w, "loop") || !strcmp(w, "fork") || !strcmp(w, "thread")) {
+			char name[128] = "";
 			o->kind = w[0] == 'l' ? LOOP : w[0] == 'f' ? FORK : THREAD;
-			sscanf(line, "%*s %lld", &o->a);
+			sscanf(line, "%*s %lld %127s", &o->a, name);
+			/* A fork's children join cgroup NAME (-1: their parent's). */
+			o->c = o->kind == FORK && name[0] ? cgroup_index(name) : -1;
 			if (depth == (int)(sizeof stack / sizeof stack[0])) {
 				fprintf(stderr, "runner: blocks nested deeper than %d\n", depth);
 				exit(3);

@@ -7,8 +7,10 @@
  *
  * A snapshot line has the task's "minflt" and "majflt" (getrusage, the runner's own faults
  * taken out: see runner.c), /proc/self/status's VmRSS VmHWM RssAnon RssFile RssShmem VmPTE
- * VmLck HugetlbPages, smaps_rollup's AnonHugePages and LazyFree, and system-wide "vmstat" and "meminfo"
- * objects (the keys below; a kernel without one has no key) and "perf". */
+ * VmLck HugetlbPages VmSwap, smaps_rollup's AnonHugePages and LazyFree, system-wide "vmstat"
+ * and "meminfo" objects (the keys below; a kernel without one has no key), "perf", the
+ * workload's "cgroups" and /proc/swaps' rows ("swaps": runner_memcg.h). The process is in the
+ * runner's own cgroup while it reads them (runner_memcg.h). */
 
 /* Append ,"KEY":value pairs from a /proc file whose lines are "Key: value kB" or "key value". */
 static int proc_fields(char *buf, size_t cap, const char *path, const char *const *keys, int colon)
@@ -67,9 +69,13 @@ static void snapshot(const char *label)
 					      "Hugetlb",
 					      /* The page cache (kB): files, their huge folios and PMD maps. */
 					      "Cached", "Buffers", "Mapped", "Dirty", "FilePmdMapped", "FileHugePages",
-					      "ShmemPmdMapped", "ShmemHugePages", NULL};
+					      "ShmemPmdMapped", "ShmemHugePages",
+					      /* Swap and the LRU lists (kB). */
+					      "SwapTotal", "SwapFree", "SwapCached", "Active", "Inactive",
+					      "Active(anon)", "Inactive(anon)", "Active(file)", "Inactive(file)",
+					      "Unevictable", NULL};
 	static const char *const status[] = {"VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem",
-					     "VmPTE", "VmLck", "HugetlbPages", NULL};
+					     "VmPTE", "VmLck", "HugetlbPages", "VmSwap", NULL};
 	static const char *const smaps[] = {"AnonHugePages", "LazyFree", NULL};
 	static const char *const vmstat[] = {"pgfault", "thp_fault_alloc", "thp_fault_fallback", "thp_split_pmd",
 					     "thp_zero_page_alloc", "thp_zero_page_alloc_failed", "nr_page_table_pages",
@@ -82,10 +88,29 @@ static void snapshot(const char *label)
 					     /* The page cache: pages, events, and KiB read from disks. */
 					     "nr_file_pages", "nr_mapped", "nr_shmem", "nr_file_hugepages",
 					     "nr_file_pmdmapped", "nr_shmem_hugepages", "nr_shmem_pmdmapped", "pgmajfault",
-					     "pgpgin", "thp_file_alloc", "thp_file_fallback", "thp_file_mapped", NULL};
-	static char buf[16384], vm[4096], mi[2048], pf[1024], un[512];
+					     "pgpgin", "thp_file_alloc", "thp_file_fallback", "thp_file_mapped",
+					     /* Reclaim and swap: scans and steals by who reclaimed (memory
+					      * cgroup reclaim counts only the _anon and _file ones here),
+					      * the LRU lists' moves and sizes, refaults, swap I/O and
+					      * readahead, stalls and OOM kills. */
+					     "pswpin", "pswpout", "pgscan_kswapd", "pgscan_direct",
+					     "pgscan_khugepaged", "pgscan_proactive", "pgsteal_kswapd",
+					     "pgsteal_direct", "pgsteal_khugepaged", "pgsteal_proactive", "pgscan_anon",
+					     "pgscan_file", "pgsteal_anon", "pgsteal_file", "pgactivate", "pgdeactivate",
+					     "pgrefill", "pgrotated", "workingset_refault_anon", "workingset_refault_file",
+					     "workingset_activate_anon", "workingset_activate_file",
+					     "workingset_restore_anon", "workingset_restore_file",
+					     "workingset_nodereclaim", "swap_ra", "swap_ra_hit", "swpin_zero",
+					     "swpout_zero", "allocstall_normal", "allocstall_movable", "pageoutrun",
+					     "thp_swpout", "thp_swpout_fallback", "thp_split_page", "oom_kill",
+					     "nr_inactive_anon", "nr_active_anon", "nr_inactive_file", "nr_active_file",
+					     "nr_unevictable", "nr_isolated_anon", "nr_isolated_file", "nr_swapcached",
+					     "nr_writeback", "nr_vmscan_write", NULL};
+	static char buf[1 << 17], vm[8192], mi[4096], pf[1024], un[512];
 	struct rusage ru;
-	int len, vlen, mlen, plen = 0, ulen = 0;
+	int vlen, mlen, plen = 0, ulen = 0;
+	size_t len;
+	own_cgroup();
 	getrusage(RUSAGE_THREAD, &ru);
 	for (int i = 0; i < NEVENTS; i++) {
 		unsigned long long v;
@@ -119,10 +144,18 @@ static void snapshot(const char *label)
 	vlen = proc_fields(vm, sizeof vm, "/proc/vmstat", vmstat, 0);
 	mlen = proc_fields(mi, sizeof mi, "/proc/meminfo", meminfo, 1);
 	len += snprintf(buf + len, sizeof buf - len,
-			",\"vmstat\":{%s},\"meminfo\":{%s},\"perf\":{%s},\"unsupported\":[%s]}\n", vlen ? vm + 1 : "",
+			",\"vmstat\":{%s},\"meminfo\":{%s},\"perf\":{%s},\"unsupported\":[%s]", vlen ? vm + 1 : "",
 			mlen ? mi + 1 : "", plen ? pf + 1 : "", ulen ? un + 1 : "");
-	if (write(out_fd, buf, len) != len)
+	len = cgroup_fields(buf, len, sizeof buf - 2);
+	len = swap_fields(buf, len, sizeof buf - 2);
+	if (len >= sizeof buf - 2) {
+		fprintf(stderr, "runner: snapshot %s: more than %zu bytes\n", label, sizeof buf);
+		exit(3);
+	}
+	len += (size_t)snprintf(buf + len, sizeof buf - len, "}\n");
+	if (write(out_fd, buf, len) != (ssize_t)len)
 		die("write snapshot");
+	task_cgroup_again();
 }
 
 /* Events: one JSON line each (see the header). Outside a signal handler. */

@@ -20,6 +20,13 @@ Each run works in a directory of its own, ``DIR/mmsim-PID`` (PID the runner's), 
 run ends, also when it fails. A workload that creates files on a filesystem with no such
 directory is refused (:class:`MmsimError`, naming it). ``set`` of ``vm/drop_caches`` needs root.
 
+A workload under memory pressure (:func:`~mmsim.native_memcg.uses_pressure`: swap devices,
+memory cgroups, MADV_COLD or MADV_PAGEOUT) has its swap devices (:class:`~mmsim.native_swap.SwapRun`)
+and cgroups (:class:`~mmsim.native_memcg.CgroupRun`) made for each native run and removed after
+it, under the host lock, also on errors, Ctrl-C and SIGTERM; it runs :data:`PRESSURE_RUNS` times
+natively, and each counter passes when mmsim's value lies in the range the runs saw
+(:func:`~mmsim.native_compare.merge_runs`).
+
 This module runs the runner (:func:`run_native`; :func:`run_both` beside mmsim) and validates
 a suite's :class:`Case` (:func:`validate_case`) and a user's workload
 (:func:`validate_workload`). What the host has is :mod:`mmsim.native_host`'s, the host's knobs
@@ -34,7 +41,7 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,11 +70,14 @@ from mmsim.native_compare import (
     compare_snapshots,
     compare_syscalls,
     differs,
+    merge_runs,
     not_cold,
     reads_cold_files,
 )
-from mmsim.native_host import host_knobs, unmirrored
+from mmsim.native_host import host_knobs, host_lock, unmirrored
 from mmsim.native_knobs import with_knobs
+from mmsim.native_memcg import CgroupRun, memcg_host, uses_memcg, uses_pressure
+from mmsim.native_swap import SwapRun, swap_specs
 from mmsim.runner_build import runner_path
 from mmsim.runner_program import (  # noqa: F401  (re-exported)
     FADVICE,
@@ -78,6 +88,7 @@ from mmsim.runner_program import (  # noqa: F401  (re-exported)
     MMAP_FLAGS,
     RUNNER_SETS,
     compile_program,
+    compile_workload,
     file_systems,
     parse_size,
     sets_drop_caches,
@@ -112,20 +123,83 @@ def _kill_group(p: subprocess.Popen[str]) -> None:
     p.wait()
 
 
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt in the block (in the main thread), so that what a
+    ``finally`` restores is restored (swap off, cgroups removed), as on Ctrl-C."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextlib.contextmanager
+def pressure_host(workload: Mapping[str, Any]) -> Iterator[tuple[list[str], SwapRun | None]]:
+    """The host around one native run of a workload: its swap devices enabled and its memory
+    cgroups made (under the host lock: swap is the whole host's), removed after the block, also
+    on errors, Ctrl-C and SIGTERM; yields the runner's extra arguments and the swap devices
+    (None without). A workload with neither yields nothing to do."""
+    specs = swap_specs(workload)
+    memcg = uses_memcg(workload)
+    if not specs and not memcg:
+        yield [], None
+        return
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(host_lock())
+        stack.enter_context(_terminate_as_interrupt())
+        swaps = stack.enter_context(SwapRun(specs)) if specs else None
+        args: list[str] = []
+        if memcg:
+            args = stack.enter_context(CgroupRun(workload.get("cgroups") or {}, memcg_host())).runner_args()
+        yield args, swaps
+
+
+def _swap_rows(rows: list[dict[str, Any]], swaps: SwapRun | None) -> None:
+    """Each snapshot's /proc/swaps rows (the runner's [Filename, Type, Size, Used, Priority])
+    as the workload's devices', in its order ({"Filename", "Type", "Size", "Used",
+    "Priority"}; None for one not on); none without swap devices."""
+    for r in rows:
+        raw = r.pop("swaps", None)
+        if swaps is None or raw is None:
+            continue
+        by_name = {x[0]: dict(zip(("Filename", "Type", "Size", "Used", "Priority"), x, strict=True)) for x in raw}
+        r["swaps"] = [by_name.get(d.device) for d in swaps.devices]
+
+
 def run_native(workload: Mapping[str, Any], dirs: Mapping[str, str | None] | None = None) -> list[dict[str, Any]]:
     """Run a workload on the host kernel; returns every snapshot line the runner wrote. Its
     files go in `dirs` ({FS: PATH}; default :func:`file_dirs`), in a directory of the run's
-    own that is removed after it, also when it fails."""
+    own that is removed after it, also when it fails; its swap devices and memory cgroups are
+    made for the run and removed after it (:func:`pressure_host`)."""
+    with pressure_host(workload) as (extra, swaps):
+        rows = _run_runner(workload, dirs, extra)
+    _swap_rows(rows, swaps)
+    return rows
+
+
+def _run_runner(
+    workload: Mapping[str, Any], dirs: Mapping[str, str | None] | None, extra: list[str]
+) -> list[dict[str, Any]]:
     runner = runner_path()
     ops = workload.get("program", [])
-    program = compile_program(ops)
+    program = compile_workload(workload)
     if sets_drop_caches(ops) and os.geteuid() != 0:
         raise MmsimError(
             "validate: the workload's set op of vm/drop_caches writes /proc/sys/vm/drop_caches, which needs root"
         )
     roots = _run_dirs(ops, dirs)
     # The lines come through a pipe: an output file would be page cache the runner reports.
-    args = [str(runner), "/dev/stdout", *(f"{fs}={d}" for fs, d in roots.items())]
+    args = [str(runner), "/dev/stdout", *(f"{fs}={d}" for fs, d in roots.items()), *extra]
     # A session of its own: the runner and its children (a forked task may be running when a
     # timeout or Ctrl-C ends the run) are killed together before their files are removed.
     p = subprocess.Popen(
@@ -154,6 +228,11 @@ def run_native(workload: Mapping[str, Any], dirs: Mapping[str, str | None] | Non
     died = -p.returncode in (signal.SIGSEGV, signal.SIGBUS) and any(
         r["label"] == EVENT and r.get("kind") == "segfault" for r in rows
     )
+    if -p.returncode == signal.SIGKILL and uses_memcg(workload):
+        # The OOM killer (of a memory cgroup the first process is in) ended the run, as it
+        # ends the workload: the runner cannot say so itself.
+        rows.append({"label": EVENT, "pid": 1, "kind": "killed", "signal": "SIGKILL", "message": "killed by SIGKILL"})
+        died = True
     if p.returncode != 0 and not died:
         why = err.strip()[:300] or (f"killed by signal {-p.returncode}" if p.returncode < 0 else "")
         raise MmsimError(f"validate: native run failed ({p.returncode}): {why}")
@@ -182,12 +261,26 @@ class Case:
     #: snapshots, so the kernel's system-wide nr_page_table_pages must move by its VmPTE: a
     #: case that differs only there when it did not is skipped as another process's noise.
     own_tables: bool = False
+    #: The workload's other top-level fields: "cgroups", "cgroup", "machine" (its "swap").
+    setup: dict[str, Any] = field(default_factory=dict)
+    #: Each cgroup's files compared (between the first pid's snapshots: an event's change, a
+    #: size's value after), by file and key as the host names them: "memory.usage_in_bytes",
+    #: "memory.stat rss" (v1), "memory.current", "memory.stat anon" (v2).
+    cgroup: tuple[str, ...] = ()
+
+    def workload(self) -> dict[str, Any]:
+        """The case as a workload (its program, knobs and setup)."""
+        return {"name": self.name, **self.setup, "knobs": dict(self.knobs), "program": self.program}
 
 
-def _host_workload(name: str, program: list[Any], host: Mapping[str, Any]) -> dict[str, Any]:
-    """A workload of `program` with the host's state as its knobs (:func:`host_knobs`), so that
-    mmsim starts where the kernel does."""
-    return {"name": name, "knobs": host_knobs(program, host), "program": program}
+def _host_workload(
+    name: str, program: list[Any], host: Mapping[str, Any], setup: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A workload of `program` (and `setup`: its cgroups and swap devices) with the host's state
+    as its knobs (:func:`host_knobs`), so that mmsim starts where the kernel does."""
+    setup = dict(setup or {})
+    pressure = uses_pressure({**setup, "program": program})
+    return {"name": name, **setup, "knobs": host_knobs(program, host, pressure), "program": program}
 
 
 #: How mmsim runs a workload it compares with the kernel: the serial schedule, which the
@@ -268,20 +361,36 @@ def run_both(
     host's state as knobs and the serial schedule; the runner's snapshot lines (its own
     `__start` and `__maps` taken out), its events, and mmsim's report (``{"error": ...}``
     when mmsim refuses the workload)."""
+    (native,), sim = run_runs(name, program, host)
+    return native[0], native[1], sim
+
+
+def run_runs(
+    name: str, program: list[Any], host: Mapping[str, Any], setup: Mapping[str, Any] | None = None, runs: int = 1
+) -> tuple[list[tuple[list[dict[str, Any]], list[dict[str, Any]]]], dict[str, Any]]:
+    """:func:`run_both` of a workload (`program` and `setup`: its cgroups and swap devices) run
+    `runs` times on the kernel and once in mmsim (which is deterministic), from the first
+    run's layout (the runner's is the same in every run: ASLR is off): each native run's
+    snapshot lines and events, and mmsim's report."""
     from mmsim.workload import run_workload
 
-    rows = run_native({"name": name, "program": program})
+    setup = dict(setup or {})
+    natives = [run_native({"name": name, **setup, "program": program}) for _ in range(runs)]
+    rows = natives[0]
     maps_row = next((r for r in rows if r["label"] == "__maps"), {})
     maps, brk = maps_row.get("maps", []), maps_row.get("brk")
-    w = _host_workload(name, host_layout(maps, brk) + list(program), host)
+    w = _host_workload(name, host_layout(maps, brk) + list(program), host, setup)
     if brk and brk[0]:
         w["start_brk"] = brk[0]
     try:
         sim = run_workload(w, sets=SIM_SETS)
     except MmsimError as e:
         sim = {"error": " ".join(str(e).split())}
-    snaps = [r for r in rows if r["label"] not in ("__start", "__maps", EVENT)]
-    return snaps, [r for r in rows if r["label"] == EVENT], sim
+    out = [
+        ([r for r in rows if r["label"] not in ("__start", "__maps", EVENT)], [r for r in rows if r["label"] == EVENT])
+        for rows in natives
+    ]
+    return out, sim
 
 
 #: The label of the runner's event lines (a failed mmap, a task killed by a signal).
@@ -309,19 +418,65 @@ def with_baselines(program: list[Any]) -> list[Any]:
     return [{"op": "snapshot", "label": BEGIN}, *inner(program), {"op": "snapshot", "label": END}]
 
 
-def validate_case(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, float] | None = None) -> dict[str, Any]:
+#: How many times a workload under memory pressure runs natively by default (validate's
+#: `native_runs`): the host's reclaim varies a little from run to run, and mmsim passes inside
+#: the range the runs saw (:func:`~mmsim.native_compare.merge_runs`).
+PRESSURE_RUNS = 5
+
+
+def _native_runs(workload: Mapping[str, Any], native_runs: int | None) -> int:
+    """The native runs of a case: `native_runs`, else :data:`PRESSURE_RUNS` under memory
+    pressure, else 1."""
+    if native_runs is not None:
+        if native_runs < 1:
+            raise MmsimError(f"validate: native runs must be at least 1, got {native_runs}")
+        return native_runs
+    return PRESSURE_RUNS if uses_pressure(workload) else 1
+
+
+def validate_case(
+    case: Case,
+    host: Mapping[str, Any],
+    tolerance: Mapping[str, float] | None = None,
+    native_runs: int | None = None,
+) -> dict[str, Any]:
     """Run one case natively and in mmsim with the host's settings (and its knobs set on the
     host: :func:`with_knobs`); compare the changes between the `before` and `after` snapshots of each
-    process, the system-wide counters between the first one's, and the events of every task."""
+    process, the system-wide counters between the first one's, and the events of every task.
+    A case under memory pressure runs `native_runs` times natively (default
+    :data:`PRESSURE_RUNS`; others once) and passes inside the runs' spread."""
     for knob, value in case.needs.items():
         if str(host.get(knob)) != value:
             return _result(case.name, "skip", f"needs {knob}={value}, host has {host.get(knob)}", case.pins, [])
-    why = unmirrored({"program": case.program}, host)
+    why = unmirrored(case.workload(), host)
     if why:
         return _result(case.name, "skip", why, case.pins, [])
+    runs = _native_runs(case.workload(), native_runs)
+    if runs > 1 or case.setup:
+        return with_knobs(
+            case.name, case.pins, case.knobs, case.program, host, lambda h: _run_case_runs(case, h, tolerance, runs)
+        )
     return with_knobs(
         case.name, case.pins, case.knobs, case.program, host, lambda h: _run_case_again(case, h, tolerance)
     )
+
+
+def _run_case_runs(
+    case: Case, host: Mapping[str, Any], tolerance: Mapping[str, float] | None, runs: int
+) -> dict[str, Any]:
+    """A case run `runs` times natively and once in mmsim: each run compared (compare_case),
+    the counters merged into the runs' spread (merge_runs). The failed system calls must agree
+    with some run's; a run the host kept files cached in skips the case."""
+    natives, sim = run_runs(case.name, case.program, host, case.setup, runs)
+    results = [compare_case(case, native, events, sim, tolerance or {}) for native, events in natives]
+    skipped = next((r for r in results if r["status"] == "skip"), None)
+    if skipped is not None:
+        return skipped
+    if not any(r["counters"] for r in results):
+        return results[0]
+    counters = merge_runs([r["counters"] for r in results])
+    calls = [compare_syscalls(events, sim.get("events", [])) for _, events in natives]
+    return _verdict(case.name, case.pins, counters, "" if "" in calls else calls[0])
 
 
 def _run_case_again(case: Case, host: Mapping[str, Any], tolerance: Mapping[str, float] | None) -> dict[str, Any]:
@@ -355,13 +510,17 @@ def validate_workload(
     workload: Mapping[str, Any],
     host: Mapping[str, Any],
     events: tuple[str, ...] = THP_EVENTS + MLOCK_EVENTS + LAZYFREE_EVENTS,
+    native_runs: int | None = None,
 ) -> dict[str, Any]:
     """Run a user's workload natively and in mmsim; compare consecutive snapshots per process,
     from each process's implicit start to its end (see :func:`with_baselines`), the
     system-wide `events` and :data:`HUGETLB_COUNTERS` between pid 1's, and each task's fatal
     signals, and the failed system calls of each task (:func:`compare_syscalls`). The
     workload's `knobs` are set on the host for the case and given to mmsim (:func:`with_knobs`:
-    a knob the host cannot take skips the case, naming it)."""
+    a knob the host cannot take skips the case, naming it). A workload under memory pressure
+    (:func:`~mmsim.native_memcg.uses_pressure`) compares reclaim's and swap's counters and its
+    cgroups' files too, and runs `native_runs` times natively (default :data:`PRESSURE_RUNS`;
+    others once): a counter passes inside the runs' spread (:func:`_validate_runs`)."""
     name = str(workload.get("name", "workload"))
     why = unmirrored(workload, host)
     if why:
@@ -369,6 +528,16 @@ def validate_workload(
     program = list(workload["program"])
 
     pins = "the workload's own snapshots, from each process's start to its end"
+    if uses_pressure(workload) or native_runs not in (None, 1):
+        runs = _native_runs(workload, native_runs)
+        return with_knobs(
+            name,
+            "",
+            workload.get("knobs") or {},
+            program,
+            host,
+            lambda h: _validate_runs(workload, h, events, runs, pins),
+        )
 
     def once(h: Mapping[str, Any]) -> dict[str, Any]:
         native, native_events, sim = run_both(name, with_baselines(program), h)
@@ -401,6 +570,43 @@ def validate_workload(
         return r
 
     return with_knobs(name, "", workload.get("knobs") or {}, program, host, body)
+
+
+#: A workload's top-level fields that set the machine up around its program.
+SETUP_FIELDS = ("cgroups", "cgroup", "machine")
+
+
+def _validate_runs(
+    workload: Mapping[str, Any], host: Mapping[str, Any], events: tuple[str, ...], runs: int, pins: str
+) -> dict[str, Any]:
+    """:func:`validate_workload`'s comparison over `runs` native runs and one mmsim run: each
+    run's counters (with the pressure counters where the workload reclaims or swaps), merged into
+    the runs' spread (:func:`~mmsim.native_compare.merge_runs`); every run must take the same
+    snapshots as mmsim, and mmsim's failed system calls must be some run's."""
+    name = str(workload.get("name", "workload"))
+    program = list(workload["program"])
+    setup = {k: workload[k] for k in SETUP_FIELDS if k in workload}
+    natives, sim = run_runs(name, with_baselines(program), host, setup, runs)
+    if "error" in sim:
+        return _result(name, "fail", f"mmsim cannot run it: {sim['error']}", "", [])
+    pressure = uses_pressure(workload)
+    per_run = []
+    for k, (native, native_events) in enumerate(natives):
+        if not_cold(native_events):
+            return _result(name, "skip", not_cold(native_events), pins, [])
+        counters = compare_snapshots(
+            native,
+            sim["snapshots"],
+            events,
+            io_timing=reads_cold_files(program),
+            pressure=pressure,
+            swaps=sim.get("swaps"),
+        )
+        if isinstance(counters, str):
+            return _result(name, "fail", f"native run {k + 1} of {runs}: {counters}", "", [])
+        per_run.append(counters + compare_events(native_events, sim.get("events", [])))
+    calls = [compare_syscalls(e, sim.get("events", [])) for _, e in natives]
+    return _verdict(name, pins, merge_runs(per_run), "" if "" in calls else calls[0])
 
 
 #: How many times :func:`validate_workload` runs a case again whose only differences are in

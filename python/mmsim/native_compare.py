@@ -2,7 +2,14 @@
 snapshots of each process and the system-wide ones (:func:`compare_snapshots`, a suite case's
 :func:`compare_case`), the events of each task (:func:`compare_events`) and its failed system
 calls (:func:`compare_syscalls`), and the verdict: a counter :func:`differs` by more than its
-tolerance (or the one-sided allowance of the kernel's I/O timing, :func:`with_io_timing`)."""
+tolerance (or the one-sided allowance of the kernel's I/O timing, :func:`with_io_timing`).
+
+Under memory pressure (swap, memory cgroups, MADV_PAGEOUT: :func:`~mmsim.native_memcg.uses_pressure`)
+the comparison takes in the reclaim and swap counters (:data:`PRESSURE_VMSTAT`,
+:data:`PRESSURE_MEMINFO`), each cgroup's files (:func:`compare_cgroups`) and the swap devices
+(:func:`compare_swaps`); the host's reclaim varies a little from run to run, so such a workload
+runs N times natively and each counter passes when mmsim's value lies in the range the runs saw,
+widened by its tolerance (:func:`merge_runs`)."""
 
 from __future__ import annotations
 
@@ -17,18 +24,24 @@ if TYPE_CHECKING:
     from mmsim.native import Case
 
 __all__ = [
+    "CGROUP_NOT_COMPARED",
     "FIELDS",
     "FILE_COUNTERS",
     "HUGETLB_COUNTERS",
     "LAZYFREE_EVENTS",
     "MLOCK_EVENTS",
+    "PRESSURE_MEMINFO",
+    "PRESSURE_VMSTAT",
     "THP_EVENTS",
     "compare_case",
+    "compare_cgroups",
     "compare_events",
     "compare_snapshots",
     "compare_syscalls",
     "differs",
     "failed_syscall",
+    "format_counter",
+    "merge_runs",
     "not_cold",
     "reads_cold_files",
     "with_io_timing",
@@ -157,11 +170,70 @@ def _result(name: str, status: str, reason: str, pins: str, counters: list[dict[
 def differs(c: Mapping[str, Any]) -> bool:
     """Does a compared counter differ: by more than its `tolerance` either way, or, where the
     kernel's I/O timing allows it (:data:`IO_TIMING_EXCESS`), by more than `kernel_excess`
-    above mmsim's or `kernel_deficit` below it?"""
-    d = c["kernel"] - c["simulated"]
-    hi = max(c["tolerance"], c.get("kernel_excess", 0))
-    lo = -max(c["tolerance"], c.get("kernel_deficit", 0))
-    return not lo <= d <= hi
+    above mmsim's or `kernel_deficit` below it? A counter of several native runs
+    (:func:`merge_runs`) differs when mmsim's value is outside the range the runs saw
+    (`kernel_min`..`kernel_max`) widened so."""
+    up = max(c["tolerance"], c.get("kernel_excess", 0))
+    down = max(c["tolerance"], c.get("kernel_deficit", 0))
+    lo, hi = c.get("kernel_min", c["kernel"]), c.get("kernel_max", c["kernel"])
+    return not lo - up <= c["simulated"] <= hi + down
+
+
+def merge_runs(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The counters of several native runs of one workload, each run's compared with the same
+    mmsim run, as one counter per name: `kernel_runs` (each run's value; 0 in a run that did not
+    have the counter, as :func:`compare_events` leaves out an event neither side had),
+    `kernel_min` and `kernel_max` (the host's spread, which :func:`differs` takes: mmsim passes
+    inside it, widened by the counter's tolerance), and `kernel` the runs' median. A counter
+    whose runs agree has no spread to widen by: it stays exact (tolerance aside). In the order
+    the first run that has each counter gives them.
+
+    ```python
+    >>> a = [{"name": "pswpout", "kernel": 16384, "simulated": 16384, "tolerance": 0}]
+    >>> b = [{"name": "pswpout", "kernel": 16390, "simulated": 16384, "tolerance": 0}]
+    >>> (c,) = merge_runs([a, b, a])
+    >>> c["kernel_min"], c["kernel_max"], c["kernel"], c["kernel_runs"], differs(c)
+    (16384, 16390, 16384, [16384, 16390, 16384], False)
+
+    ```
+    """
+    order: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        for c in run:
+            order.setdefault(c["name"], c)
+    out = []
+    for name, first in order.items():
+        values = []
+        for run in runs:
+            found = next((c for c in run if c["name"] == name), None)
+            values.append(found["kernel"] if found is not None else 0)
+        ranked = sorted(values)
+        out.append(
+            {
+                **first,
+                "kernel": ranked[(len(ranked) - 1) // 2],
+                "kernel_min": ranked[0],
+                "kernel_max": ranked[-1],
+                "kernel_runs": values,
+            }
+        )
+    return out
+
+
+def format_counter(c: Mapping[str, Any]) -> str:
+    """A compared counter as validate prints it, with the host's spread when several native runs
+    made it (``pswpout   kernel 16,384   mmsim 16,384   (host 16,384..16,384, 5 runs)``)."""
+    line = f"{c['name']:<40} kernel {c['kernel']:>10,}   mmsim {c['simulated']:>10,}"
+    if "kernel_runs" in c and len(c["kernel_runs"]) > 1:
+        line += f"   (host {c['kernel_min']:,}..{c['kernel_max']:,}, {len(c['kernel_runs'])} runs)"
+    return line
+
+
+def _kernel_text(c: Mapping[str, Any]) -> str:
+    """The kernel's side of a counter in a reason: its value, or the runs' range."""
+    if "kernel_runs" in c and c["kernel_min"] != c["kernel_max"]:
+        return f"{c['kernel_min']}..{c['kernel_max']} ({len(c['kernel_runs'])} runs)"
+    return str(c["kernel"])
 
 
 #: What the kernel's I/O timing may add to a process's counters between two snapshots of a
@@ -201,7 +273,9 @@ def _verdict(name: str, pins: str, counters: list[dict[str, Any]], syscalls: str
     system calls do (`syscalls`: :func:`compare_syscalls`, named first)."""
     bad = [c for c in counters if differs(c)]
     reason = "; ".join(
-        x for x in (syscalls, ", ".join(f"{c['name']}: kernel {c['kernel']}, mmsim {c['simulated']}" for c in bad)) if x
+        x
+        for x in (syscalls, ", ".join(f"{c['name']}: kernel {_kernel_text(c)}, mmsim {c['simulated']}" for c in bad))
+        if x
     )
     return _result(name, "fail" if bad or syscalls else "pass", reason, pins, counters)
 
@@ -261,6 +335,12 @@ def compare_case(
                         "tolerance": tol.get(v, 0),
                     }
                 )
+            # The case's cgroup files (`cgroup`: "memory.usage_in_bytes", "memory.stat rss"),
+            # events as changes, sizes as the value after (compare_cgroups).
+            for c in compare_cgroups(nb, na, sb, sa, ""):
+                what = c["name"].split(" ", 2)[2]
+                if what in case.cgroup:
+                    counters.append({**c, "tolerance": tol.get(what, 0)})
     counters += compare_events(events, sim.get("events", []))
     syscalls = compare_syscalls(events, sim.get("events", []))
     result = _verdict(case.name, case.pins, counters, syscalls)
@@ -324,7 +404,186 @@ FIELDS = (
     "AnonHugePages",
     "HugetlbPages",
     "LazyFree",
+    "VmSwap",
 )
+
+#: Reclaim's and swap's system-wide counters (/proc/vmstat), compared as changes between pid
+#: 1's snapshots in a workload under memory pressure. Memory cgroup reclaim (a charge over
+#: memory.max, memory.reclaim) counts in the pgscan_anon/file, pgsteal_anon/file,
+#: pgactivate, pgdeactivate, workingset_*, pswp* and swap_ra* ones only; its
+#: pgscan_direct, pgsteal_direct, pgrefill and allocstall_* are the cgroup's own (v2's
+#: memory.stat), not /proc/vmstat's.
+PRESSURE_VMSTAT = (
+    "pswpin",
+    "pswpout",
+    "pgscan_kswapd",
+    "pgscan_direct",
+    "pgscan_khugepaged",
+    "pgscan_proactive",
+    "pgsteal_kswapd",
+    "pgsteal_direct",
+    "pgsteal_khugepaged",
+    "pgsteal_proactive",
+    "pgscan_anon",
+    "pgscan_file",
+    "pgsteal_anon",
+    "pgsteal_file",
+    "pgactivate",
+    "pgdeactivate",
+    "pgrefill",
+    "pgrotated",
+    "workingset_refault_anon",
+    "workingset_refault_file",
+    "workingset_activate_anon",
+    "workingset_activate_file",
+    "workingset_restore_anon",
+    "workingset_restore_file",
+    "workingset_nodereclaim",
+    "swap_ra",
+    "swap_ra_hit",
+    "swpin_zero",
+    "swpout_zero",
+    "allocstall_normal",
+    "allocstall_movable",
+    "pageoutrun",
+    "thp_swpout",
+    "thp_swpout_fallback",
+    "oom_kill",
+    "nr_inactive_anon",
+    "nr_active_anon",
+    "nr_inactive_file",
+    "nr_active_file",
+    "nr_unevictable",
+    "nr_isolated_anon",
+    "nr_isolated_file",
+    "nr_swapcached",
+    "nr_writeback",
+    "nr_vmscan_write",
+)
+
+#: Swap's and the LRU lists' /proc/meminfo lines (kB), compared like PRESSURE_VMSTAT.
+PRESSURE_MEMINFO = (
+    "SwapTotal",
+    "SwapFree",
+    "SwapCached",
+    "Active",
+    "Inactive",
+    "Active(anon)",
+    "Inactive(anon)",
+    "Active(file)",
+    "Inactive(file)",
+    "Unevictable",
+)
+
+#: A cgroup's files that are counts of events (compared as changes between two snapshots);
+#: every other number is a size or a setting (compared as the value at each snapshot). v1's
+#: memory.stat events (and their total_ twins), v2's (its memory.stat events, every key of
+#: memory.events, memory.events.local and memory.swap.events), memory.failcnt, and the OOM
+#: kills of memory.oom_control.
+CGROUP_EVENT_FILES = ("memory.events", "memory.events.local", "memory.swap.events")
+CGROUP_EVENTS = frozenset({"memory.failcnt", "oom_kill"})
+V1_STAT_EVENTS = frozenset(
+    k
+    for e in ("pgpgin", "pgpgout", "pgfault", "pgmajfault", "workingset_refault_anon", "workingset_refault_file")
+    for k in (e, f"total_{e}")
+)
+#: v2 memory.stat's sizes (bytes): the rest of its keys are events (memcg_stat_format).
+V2_STAT_SIZES = frozenset(
+    {
+        "anon", "file", "kernel", "kernel_stack", "pagetables", "sec_pagetables", "percpu", "sock", "vmalloc",
+        "shmem", "zswap", "zswapped", "file_mapped", "file_dirty", "file_writeback", "swapcached", "anon_thp",
+        "file_thp", "shmem_thp", "inactive_anon", "active_anon", "inactive_file", "active_file", "unevictable",
+        "slab_reclaimable", "slab_unreclaimable", "slab", "hugetlb",
+    }
+)  # fmt: skip
+#: What the runner reports of a cgroup but validate does not compare: the kernel memory in a
+#: v1 cgroup's usage (mmsim's v1 report has no such file; it shows in the usage).
+CGROUP_NOT_COMPARED = frozenset({"memory.kmem.usage_in_bytes"})
+
+
+def _is_event(file: str, key: str | None, v1: bool) -> bool:
+    """Is a cgroup file's number (key `key` of a keyed file) an event count?"""
+    if key is None:
+        return file in CGROUP_EVENTS
+    if file in CGROUP_EVENT_FILES:
+        return True
+    if file == "memory.oom_control":
+        return key in CGROUP_EVENTS
+    if file == "memory.stat":
+        return key in V1_STAT_EVENTS if v1 else key not in V2_STAT_SIZES
+    return False
+
+
+def _cgroup_numbers(snap: Mapping[str, Any], name: str) -> dict[tuple[str, str | None], int]:
+    """A cgroup's numbers in a snapshot by (file, key): keyed files (memory.stat, ...) by key."""
+    out: dict[tuple[str, str | None], int] = {}
+    for f, v in ((snap.get("cgroups") or {}).get(name) or {}).items():
+        if f in CGROUP_NOT_COMPARED:
+            continue
+        if isinstance(v, Mapping):
+            out.update({(f, k): _number(x) for k, x in v.items()})
+        else:
+            out[(f, None)] = _number(v)
+    return out
+
+
+def _number(v: Any) -> int:
+    """A cgroup file's number ("max": -1)."""
+    return -1 if v == "max" else int(v)
+
+
+def compare_cgroups(
+    n0: Mapping[str, Any] | None,
+    n1: Mapping[str, Any],
+    s0: Mapping[str, Any] | None,
+    s1: Mapping[str, Any],
+    span: str,
+) -> list[dict[str, Any]]:
+    """Each cgroup's files between two snapshots, kernel (`n0`, `n1`) beside mmsim (`s0`, `s1`):
+    an event count as its change (None for `n0` and `s0`: the first snapshot, whose events are
+    not compared), a size or a setting as its value at the second. The kernel's files decide
+    what is compared (v1's or v2's, as the host has them); one mmsim lacks counts as 0.
+    Named ``SPAN cgroup NAME FILE`` (``SPAN cgroup NAME memory.stat KEY``)."""
+    out = []
+    for name in n1.get("cgroups") or {}:
+        v1 = "memory.usage_in_bytes" in n1["cgroups"][name]
+        k1, m1 = _cgroup_numbers(n1, name), _cgroup_numbers(s1, name)
+        k0 = _cgroup_numbers(n0, name) if n0 is not None else {}
+        m0 = _cgroup_numbers(s0, name) if s0 is not None else {}
+        for (f, key), v in k1.items():
+            what = " ".join(x for x in (span, "cgroup", name, f, key) if x)
+            if _is_event(f, key, v1):
+                if n0 is None:
+                    continue
+                kernel, simulated = v - k0.get((f, key), 0), m1.get((f, key), 0) - m0.get((f, key), 0)
+            else:
+                kernel, simulated = v, m1.get((f, key), 0)
+            out.append({"name": what, "kernel": kernel, "simulated": simulated, "tolerance": 0})
+    return out
+
+
+def compare_swaps(
+    native: list[Mapping[str, Any] | None], sim: list[Mapping[str, Any]], span: str = ""
+) -> list[dict[str, Any]]:
+    """The workload's swap devices as /proc/swaps shows them (its rows, in the workload's
+    order), kernel beside mmsim: Size, Priority and, where mmsim's rows have it, Used (kB); and
+    whether the Type agrees (``swap 0 Type file``: 1 on the kernel, 1 in mmsim when it says the
+    same). Named ``SPAN swap I FIELD``."""
+    out = []
+    for i, row in enumerate(native):
+        if row is None:
+            continue
+        other = sim[i] if i < len(sim) else {}
+        for f in ("Size", "Used", "Priority"):
+            if f == "Used" and "Used" not in other:
+                continue
+            name = " ".join(x for x in (span, "swap", str(i), f) if x)
+            out.append({"name": name, "kernel": int(row[f]), "simulated": int(other.get(f, 0)), "tolerance": 0})
+        same = int(other.get("Type") == row["Type"])
+        name = " ".join(x for x in (span, "swap", str(i), "Type", row["Type"]) if x)
+        out.append({"name": name, "kernel": 1, "simulated": same, "tolerance": 0})
+    return out
+
 
 #: The page cache's system-wide counters a native run reports (/proc/vmstat's and
 #: /proc/meminfo's, see native/runner_report.h), shown by `mmsim run --native`. Other processes
@@ -367,19 +626,30 @@ def compare_snapshots(
     events: tuple[str, ...] = THP_EVENTS + MLOCK_EVENTS + LAZYFREE_EVENTS,
     system: tuple[str, ...] = HUGETLB_COUNTERS,
     io_timing: bool = False,
+    pressure: bool = False,
+    swaps: list[Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]] | str:
     """Every counter of consecutive snapshots of each process, kernel beside mmsim, and the
     system-wide `events` and `system` counters between pid 1's (a counter mmsim's snapshot
     lacks counts as 0); a string says why they cannot be compared (a process took other
     snapshots on one side). With `io_timing` (the workload reads cold files), the process
     counters carry the one-sided allowances of :data:`IO_TIMING_EXCESS` and
-    :data:`IO_TIMING_DEFICIT`."""
+    :data:`IO_TIMING_DEFICIT`. With `pressure` (the workload reclaims or swaps), also
+    :data:`PRESSURE_VMSTAT` and :data:`PRESSURE_MEMINFO` between pid 1's snapshots, each
+    cgroup's files at each of pid 1's snapshots (:func:`compare_cgroups`) and the workload's
+    swap devices (:func:`compare_swaps`: mmsim's snapshot's rows, else `swaps`, its report's,
+    whose Used is the end's and is not compared)."""
+    if pressure:
+        system = (*system, *PRESSURE_VMSTAT, *PRESSURE_MEMINFO)
     counters = []
     for pid in sorted({r["pid"] for r in native} | {s["pid"] for s in sim}):
         ns = [r for r in native if r["pid"] == pid]
         ss = [s for s in sim if s["pid"] == pid]
         if [r["label"] for r in ns] != [s["label"] for s in ss]:
             return f"pid {pid}: snapshots differ (kernel {[r['label'] for r in ns]}, mmsim {[s['label'] for s in ss]})"
+        if pressure and pid == 1 and ns:
+            counters += compare_cgroups(None, ns[0], None, ss[0], ns[0]["label"])
+            counters += _swap_counters(ns[0], ss[0], swaps, ns[0]["label"])
         for (n0, n1), (s0, s1) in zip(pairwise(ns), pairwise(ss), strict=True):
             p0 = {p["pid"]: p for p in s0["processes"]}[pid]
             p1 = {p["pid"]: p for p in s1["processes"]}[pid]
@@ -402,4 +672,21 @@ def compare_snapshots(
                             "tolerance": 0,
                         }
                     )
+                if pressure:
+                    counters += compare_cgroups(n0, n1, s0, s1, span)
+                    counters += _swap_counters(n1, s1, swaps, n1["label"])
     return counters
+
+
+def _swap_counters(
+    n: Mapping[str, Any], s: Mapping[str, Any], report: list[Mapping[str, Any]] | None, label: str
+) -> list[dict[str, Any]]:
+    """:func:`compare_swaps` at one snapshot: the runner's rows (run_native's: the workload's
+    devices) against mmsim's snapshot's, else its report's without Used."""
+    rows = n.get("swaps") or []
+    if not rows:
+        return []
+    sim = s.get("swaps")
+    if sim is None:
+        sim = [{k: v for k, v in r.items() if k != "Used"} for r in report or []]
+    return compare_swaps(rows, sim, label)

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from mmsim.host_files import file_dirs, read_ahead_kb, tmpfs_huge
+from mmsim.native_memcg import MemcgHost, memcg_host, memcg_unsupported, uses_pressure
+from mmsim.native_swap import swap_unsupported
 from mmsim.runner_program import all_ops, file_systems
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "LOCK",
     "PMD_KB",
     "POOL_KNOBS",
+    "SWAP_KNOBS",
     "host_knobs",
     "host_lock",
     "host_settings",
@@ -78,7 +81,45 @@ def host_settings() -> dict[str, Any]:
     s["read_ahead_kb"] = read_ahead_kb(dirs["ext4"]) if dirs.get("ext4") else None
     s["max_sectors_kb"] = read_ahead_kb(dirs["ext4"], "max_sectors_kb") if dirs.get("ext4") else None
     s["tmpfs_huge"] = tmpfs_huge(dirs["tmpfs"]) if dirs.get("tmpfs") else None
+    # Reclaim and swap: the sysctls and sysfs knob a workload under pressure is run with, and
+    # where the memory controller is (cgroup v1 or v2: mmsim's cgroup/memory).
+    for knob in SWAP_KNOBS:
+        s[knob] = swap_knob_value(knob)
+    memcg = memcg_host()
+    s["cgroup/memory"] = memcg.version
+    s["memcg"] = memcg.as_dict()
     return s
+
+
+#: Reclaim's and swap's knobs, the host's files: /proc/sys/vm/ sysctls and
+#: /sys/kernel/mm/swap/vma_ra_enabled. A workload's knobs may set them (written for its case and
+#: restored); a workload under memory pressure runs in mmsim with the host's SWAP_MIRRORED.
+SWAP_SYSCTLS = ("vm/swappiness", "vm/page-cluster", "vm/min_free_kbytes", "vm/watermark_scale_factor")
+VMA_RA = "swap/vma_ra_enabled"
+SWAP_KNOBS = (*SWAP_SYSCTLS, VMA_RA)
+#: Those given to mmsim as the host has them (min_free_kbytes and watermark_scale_factor size
+#: the zones' watermarks for the host's memory, not mmsim's machine's: they are given only as
+#: a workload names them).
+SWAP_MIRRORED = ("vm/swappiness", "vm/page-cluster", VMA_RA)
+
+
+def swap_knob_file(knob: str) -> Path:
+    """The host's file of a reclaim or swap knob (:data:`SWAP_KNOBS`)."""
+    return Path("/sys/kernel/mm/swap/vma_ra_enabled") if knob == VMA_RA else sysctl_path(knob)
+
+
+def swap_knob_value(knob: str, text: str | None = None) -> str | None:
+    """A reclaim or swap knob's value as mmsim spells it, from its host file's `text` (read
+    when None): vma_ra_enabled's "true"/"false" is "1"/"0"; None where there is no file."""
+    if text is None:
+        try:
+            text = swap_knob_file(knob).read_text()
+        except OSError:
+            return None
+    t = text.strip()
+    if knob == VMA_RA:
+        return {"true": "1", "false": "0"}.get(t.lower(), t)
+    return t
 
 
 def _sel(p: Path) -> str | None:
@@ -199,6 +240,15 @@ def unmirrored(workload: Mapping[str, Any], host: Mapping[str, Any]) -> str:
         )
     # tmpfs files get huge folios from their mount's huge= option, or from shmem_enabled=force
     # (which the check above sees only for a workload with a shared mapping).
+    if uses_pressure(workload):
+        memcg = MemcgHost.from_dict(host["memcg"]) if host.get("memcg") else memcg_host()
+        knob = (workload.get("knobs") or {}).get("cgroup/memory")
+        why = memcg_unsupported(workload, memcg, None if knob is None else str(knob))
+        if why:
+            return why
+        why = swap_unsupported(workload, pressure=True)
+        if why:
+            return why
     if "tmpfs" in file_systems(workload.get("program", [])):
         if host.get("transparent_hugepage/shmem_enabled") == "force":
             return "shmem_enabled is force on the host and the workload creates tmpfs files; mmsim has no shmem THPs"
@@ -215,13 +265,15 @@ def unmirrored(workload: Mapping[str, Any], host: Mapping[str, Any]) -> str:
 HOST_KNOBS = ("transparent_hugepage/enabled", "transparent_hugepage/defrag", "transparent_hugepage/use_zero_page")
 
 
-def host_knobs(program: list[Any], host: Mapping[str, Any]) -> dict[str, Any]:
+def host_knobs(program: list[Any], host: Mapping[str, Any], pressure: bool = False) -> dict[str, Any]:
     """The host's state as mmsim's knobs (for a workload of `program`), so that mmsim starts
     where the kernel does: its THP settings, fault_around_bytes, and the huge zero folio, which
     the runner makes sure exists before the program (native/runner_host.h) wherever a THP read
     fault would map it: mmsim then has it from boot, and neither side counts its allocation.
-    The case's own knobs (``workload_knobs``: :func:`~mmsim.native_knobs.with_knobs` has set
-    the host as they say) come last."""
+    For a workload under memory pressure (`pressure`: :func:`~mmsim.native_memcg.uses_pressure`)
+    also the hierarchy of the memory controller (``cgroup/memory``: v1 on a host such as this
+    one) and :data:`SWAP_MIRRORED`. The case's own knobs (``workload_knobs``:
+    :func:`~mmsim.native_knobs.with_knobs` has set the host as they say) come last."""
     knobs: dict[str, Any] = {k: host[k] for k in HOST_KNOBS if host.get(k) is not None}
     if host.get("fault_around_bytes"):
         knobs["fault_around_bytes"] = host["fault_around_bytes"]
@@ -240,6 +292,8 @@ def host_knobs(program: list[Any], host: Mapping[str, Any]) -> dict[str, Any]:
     # a program that maps hugetlb memory or a host with a pool.
     if uses_hugetlb(program) or any(host.get(k) for k in POOL_KNOBS):
         knobs.update({k: host[k] for k in POOL_KNOBS if host.get(k) is not None})
+    if pressure:
+        knobs.update({k: host[k] for k in ("cgroup/memory", *SWAP_MIRRORED) if host.get(k) is not None})
     # The case's own knobs, which with_knobs has set on the host (or found it had already).
     knobs.update(host.get("workload_knobs") or {})
     return knobs

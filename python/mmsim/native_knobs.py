@@ -21,6 +21,7 @@ from mmsim.native_compare import _result
 from mmsim.native_host import (
     HOST_KNOBS,
     POOL_KNOBS,
+    SWAP_KNOBS,
     _boot_flag,
     _kernel_config,
     _pmd_enabled,
@@ -31,6 +32,8 @@ from mmsim.native_host import (
     host_settings,
     hugetlb_meminfo,
     pool_in_use,
+    swap_knob_file,
+    swap_knob_value,
     sysctl_path,
     uses_hugetlb,
 )
@@ -68,6 +71,9 @@ BOOT_KNOBS = (
     "kernel/hz",
     "kernel/hugetlb_pmd_share",
     "transparent_hugepage/file_text",
+    # Which cgroup hierarchy the memory controller is on is the host's boot's (cgroup_no_v1=,
+    # systemd's): validate cannot move it.
+    "cgroup/memory",
 )
 
 KHUGEPAGED = "transparent_hugepage/khugepaged/"
@@ -99,6 +105,9 @@ def host_knob_file(knob: str) -> Path | str:
     if knob in POOL_KNOBS or knob in ACTION_KNOBS:
         f = sysctl_path(knob)
         return f if f.is_file() else f"the host kernel has no {f}"
+    if knob in SWAP_KNOBS:
+        f = swap_knob_file(knob)
+        return f if f.is_file() else f"the host kernel has no {f}"
     if knob in DEBUGFS_KNOBS:
         why = _debugfs_unwritable()
         if why:
@@ -124,13 +133,18 @@ def host_knob_file(knob: str) -> Path | str:
 
 def _writable_names() -> str:
     """The knobs a host may take, for messages."""
-    return ", ".join((*HOST_KNOBS, f"{KHUGEPAGED}*", *POOL_KNOBS, *ACTION_KNOBS, *DEBUGFS_KNOBS, *BLOCK_KNOBS))
+    return ", ".join(
+        (*HOST_KNOBS, f"{KHUGEPAGED}*", *POOL_KNOBS, *SWAP_KNOBS, *ACTION_KNOBS, *DEBUGFS_KNOBS, *BLOCK_KNOBS)
+    )
 
 
 def _knob_file_value(knob: str, f: Path) -> str | None:
-    """What the host has now of a knob it takes (file `f`): THP enabled as PMD THPs see it
-    (hugepages-2048kB/enabled unless "inherit"), else the file's setting."""
-    return _pmd_enabled(_sel) if knob == "transparent_hugepage/enabled" else _sel(f)
+    """What the host has now of a knob it takes (file `f`), as mmsim spells it: THP enabled as
+    PMD THPs see it (hugepages-2048kB/enabled unless "inherit"), vma_ra_enabled's "true" as
+    "1", else the file's setting."""
+    if knob == "transparent_hugepage/enabled":
+        return _pmd_enabled(_sel)
+    return swap_knob_value(knob) if knob in SWAP_KNOBS else _sel(f)
 
 
 def _fixed_value(knob: str, host: Mapping[str, Any]) -> str | None:
@@ -151,6 +165,8 @@ def _fixed_value(knob: str, host: Mapping[str, Any]) -> str | None:
         return "khugepaged" if config.get("CONFIG_READ_ONLY_THP_FOR_FS") == "y" else "off"
     if knob == "kernel/pid_max":
         return _sel(Path("/proc/sys/kernel/pid_max"))
+    if knob == "cgroup/memory":
+        return host.get("cgroup/memory")
     if knob == "sched/base_slice_ns":
         return "auto"  # debugfs not mounted: Linux's default (as fault_around_bytes')
     mirrored = host_knobs([], host)
@@ -276,8 +292,8 @@ class HostSettings:
 
 def _is_host_knob(knob: str) -> bool:
     """Is `knob` one the host may take where it has the file (debugfs mounted, an ext4 disk)?"""
-    return knob in (*HOST_KNOBS, *POOL_KNOBS, *ACTION_KNOBS, *DEBUGFS_KNOBS, *BLOCK_KNOBS) or knob.startswith(
-        KHUGEPAGED
+    return knob in (*HOST_KNOBS, *POOL_KNOBS, *SWAP_KNOBS, *ACTION_KNOBS, *DEBUGFS_KNOBS, *BLOCK_KNOBS) or (
+        knob.startswith(KHUGEPAGED)
     )
 
 

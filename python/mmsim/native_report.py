@@ -9,7 +9,7 @@ from typing import Any
 
 from mmsim.native import EVENT, run_native
 from mmsim.native_compare import FIELDS, FILE_COUNTERS, HUGETLB_COUNTERS, LAZYFREE_EVENTS, THP_EVENTS, _system
-from mmsim.native_host import POOL_KNOBS, host_settings
+from mmsim.native_host import POOL_KNOBS, SWAP_KNOBS, host_settings
 from mmsim.native_knobs import HostSettings
 from mmsim.runner_program import file_systems
 
@@ -30,8 +30,12 @@ def native_report(workload: Mapping[str, Any]) -> dict[str, Any]:
     workload's hugetlb pool knobs (:data:`POOL_KNOBS`) are written for the run and restored
     after it, and ``knobs`` has the host's settings during the run. ``events`` are as
     mmsim's: a task killed by SIGSEGV or SIGBUS ("segfault"), a failed system call ("syscall":
-    "munmap p: EINVAL", as mmsim's engine words it)."""
-    changes = {k: v for k, v in (workload.get("knobs") or {}).items() if k in POOL_KNOBS}
+    "munmap p: EINVAL", as mmsim's engine words it). Under memory pressure a snapshot has the
+    workload's ``cgroups`` (each cgroup's files, as the host's hierarchy has them) and ``swaps``
+    (/proc/swaps' rows of the workload's swap devices, made for the run: the report's
+    ``swaps`` are the last snapshot's); the workload's reclaim and swap knobs
+    (:data:`SWAP_KNOBS`) are written for the run and restored after it, as the pool's."""
+    changes = {k: v for k, v in (workload.get("knobs") or {}).items() if k in (*POOL_KNOBS, *SWAP_KNOBS)}
     with HostSettings(changes, source="run --native: knobs") if changes else contextlib.nullcontext():
         host = host_settings()
         rows = run_native(workload)
@@ -43,7 +47,7 @@ def native_report(workload: Mapping[str, Any]) -> dict[str, Any]:
         if "task-clock" in perf:
             # The kernel counts it in ns; perf stat and `mmsim run --json` show ms.
             perf["task-clock"] = perf["task-clock"] / 1e6
-        return {
+        out = {
             "label": r["label"],
             "pid": r["pid"],
             "perf": perf,
@@ -51,8 +55,11 @@ def native_report(workload: Mapping[str, Any]) -> dict[str, Any]:
             "meminfo": r.get("meminfo", {}),
             "processes": [proc],
         }
+        out.update({k: r[k] for k in ("cgroups", "swaps") if k in r})
+        return out
 
     start = next((r for r in rows if r["label"] == "__start"), None)
+    last_swaps = next((r["swaps"] for r in reversed(rows) if "swaps" in r), None)
     return {
         "workload": str(workload.get("name", "workload")),
         "machine": {
@@ -69,6 +76,7 @@ def native_report(workload: Mapping[str, Any]) -> dict[str, Any]:
         "events": [{"pid": r["pid"], "kind": r["kind"], "message": r["message"]} for r in rows if r["label"] == EVENT],
         # The workload creates files: the page cache's counters (FILE_COUNTERS) are its too.
         "files": bool(file_systems(workload.get("program", []))),
+        **({"swaps": last_swaps} if last_swaps is not None else {}),
         "native": True,
     }
 
@@ -114,6 +122,49 @@ def format_native(report: Mapping[str, Any]) -> str:
             changed = ", ".join(f"{k} {v:+}" for k, v in d.items() if v)
             system = f"  {changed}" if changed else ""
         lines.append(f"  {s['label']:<16} {s['pid']:>4} {vals}{system}")
+    lines += _cgroup_lines(report)
     if report.get("events"):
         lines += ["", " Events:"] + [f"  pid {e['pid']:>4} {e['kind']}: {e['message']}" for e in report["events"]]
     return "\n".join(lines) + "\n"
+
+
+#: What the text shows of a cgroup at each snapshot (kB), v1's or v2's files, whichever the
+#: host has: its usage, its peak and its swap.
+CGROUP_COLUMNS = (
+    ("usage", ("memory.usage_in_bytes", "memory.current")),
+    ("peak", ("memory.max_usage_in_bytes", "memory.peak")),
+    ("swap", ("memory.stat swap", "memory.swap.current")),
+)
+
+
+def _cgroup_lines(report: Mapping[str, Any]) -> list[str]:
+    """The workload's cgroups at each snapshot, and its swap devices at the end."""
+    rows = [s for s in report["snapshots"] if s.get("cgroups")]
+    lines: list[str] = []
+    if rows:
+        head = f"  {'snapshot':<16} {'pid':>4} {'cgroup':<16}" + "".join(f" {c:>13}" for c, _ in CGROUP_COLUMNS)
+        lines += ["", " Memory cgroups (kB):", head]
+        for s in rows:
+            for name, files in s["cgroups"].items():
+                vals = "".join(f" {_cgroup_kb(files, keys):>13,}" for _, keys in CGROUP_COLUMNS)
+                lines.append(f"  {s['label']:<16} {s['pid']:>4} {name:<16}{vals}")
+    if report.get("swaps"):
+        lines += ["", " Swap devices (/proc/swaps, kB):"]
+        lines += [
+            f"  {i}: {r['Type']:<10} size {r['Size']:>12,}  used {r['Used']:>12,}  priority {r['Priority']}"
+            for i, r in enumerate(report["swaps"])
+            if r
+        ]
+    return lines
+
+
+def _cgroup_kb(files: Mapping[str, Any], keys: tuple[str, ...]) -> int:
+    """The first of `keys` ("FILE" or "FILE KEY") a cgroup's files have, in kB (0 if none)."""
+    for k in keys:
+        f, _, key = k.partition(" ")
+        v = files.get(f)
+        if isinstance(v, Mapping):
+            v = v.get(key)
+        if isinstance(v, int):
+            return v // 1024
+    return 0

@@ -18,6 +18,11 @@ from mmsim._mmsim import MmsimError
 
 #: Generate `thread` ops (the native runner runs them once it supports CLONE_VM tasks).
 THREADS = True
+#: The share of cases under memory pressure (issue 57): a swap device, memory cgroups with
+#: limits, forks into them, MADV_PAGEOUT and MADV_COLD, cgroup_write of the limits, and, where
+#: the host's memory controller is on cgroup v2, memory_reclaim. 0: none (every seed's
+#: workloads are those drawn before pressure was added); the lead turns it on.
+PRESSURE = 0.0
 #: At most this many tasks (processes and threads, the first included) per workload.
 MAX_TASKS = 8
 #: At most this many bytes touched per workload, all tasks and loop iterations together (a
@@ -44,6 +49,17 @@ FILE_ADVICE = (*ADVICE, "collapse")
 #: nothing mapped there: the model unmaps those pages in its copy).
 FORK_ADVICE = ("dontfork", "dofork")
 LAZY_ADVICE = ("free", "remove", *FORK_ADVICE)
+#: madvise advice of a case under memory pressure, on unlocked, non-hugetlb ranges (EINVAL
+#: there: can_madv_lru_vma): MADV_COLD deactivates, MADV_PAGEOUT reclaims (to swap).
+PRESSURE_ADVICE = ("cold", "pageout")
+#: A pressure case's cgroup limits: memory.max at least MIN_LIMIT (the task's page tables and
+#: the per-CPU charge stock fit), swap devices of at most MAX_SWAP in all (the touched bytes,
+#: MAX_TOUCHED, fit in them: reclaim swaps, it does not OOM-kill, unless a cgroup may not swap).
+MIN_LIMIT = 16 << 20
+MAX_SWAP = 1 << 30
+MAX_SWAPS = 2
+#: cgroup_write's files a generated workload writes (the limits v1 expresses).
+CGROUP_WRITE_FILES = ("memory.max", "memory.swap.max")
 ENABLED = "transparent_hugepage/enabled"
 ZERO_PAGE = "transparent_hugepage/use_zero_page"
 #: The host knobs each case sets, and their values.
@@ -303,6 +319,8 @@ class Checker:
         self.files: dict[str, int] = {}  # name -> size in bytes
         self.shmem_files: set[str] = set()  # tmpfs files and memfds
         self.hugetlb_files: set[str] = set()  # memfds of MFD_HUGETLB (also in shmem_files)
+        self.cgroups: set[str] = set()  # the workload's memory cgroups
+        self.own_cgroup = False  # the first process is in one
 
     def problem(self, path: str, msg: str) -> None:
         self.problems.append(f"{path}: {msg}")
@@ -489,8 +507,10 @@ class Checker:
                     for q in pages:
                         if r.pages[q]:
                             r.pages[q] = PROT[op["prot"]]
-                elif op.get("advice") not in FILE_ADVICE + LAZY_ADVICE:
+                elif op.get("advice") not in FILE_ADVICE + LAZY_ADVICE + PRESSURE_ADVICE:
                     self.problem(p, f"advice {op.get('advice')!r}")
+                elif op["advice"] in PRESSURE_ADVICE and (r.any_locked(ext[0] // PAGE, ext[1] // PAGE) or r.hugetlb):
+                    self.problem(p, f"{op['advice']} over a locked or hugetlb range (EINVAL)")
                 elif op["advice"] in ("dontneed", "free", "remove") and r.any_locked(ext[0] // PAGE, ext[1] // PAGE):
                     self.problem(p, f"{op['advice']} over a locked range (EINVAL)")
                 elif op["advice"] == "free" and (r.shared or r.file):
@@ -597,6 +617,8 @@ class Checker:
             self.walk(op.get("body"), task, f"{p}.body", mult * n, depth, count, loop=True)
             if n > 1:
                 self.walk(op.get("body"), task, f"{p}.body", mult * n, depth, False, loop=True)
+        elif kind in ("memory_reclaim", "cgroup_write"):
+            self.cgroup_op(op, kind, task, p)
         elif kind in ("fork", "thread"):
             n = op.get("count", 1)
             if not isinstance(n, int) or not 1 <= n <= 3:
@@ -608,6 +630,8 @@ class Checker:
                 self.problem(p, "thread inside a loop")
             if count:
                 self.tasks += mult * n
+            if kind == "fork" and "cgroup" in op and op["cgroup"] not in self.cgroups:
+                self.problem(p, f"fork into cgroup {op['cgroup']!r}, not declared")
             child = task.fork() if kind == "fork" else task.spawn_thread()
             task.children = True
             self.walk(op.get("program", []), child, f"{p}.program", mult * n, depth + 1, count)
@@ -621,6 +645,38 @@ class Checker:
                 self.problem(p, f"snapshot label {op.get('label')!r}")
         else:
             self.problem(p, f"an op the generator does not make: {kind!r}")
+
+    def cgroup_op(self, op: Mapping[str, Any], kind: str, task: Task, p: str) -> None:
+        """memory_reclaim of a declared cgroup (or the task's own: the first process's, when it
+        has one), or cgroup_write of a declared cgroup's memory.max (at least MIN_LIMIT, or
+        "max") or memory.swap.max."""
+        cg = op.get("cgroup")
+        if cg is not None and cg not in self.cgroups:
+            self.problem(p, f"{kind} of cgroup {cg!r}, not declared")
+            return
+        if kind == "memory_reclaim":
+            try:
+                nbytes = _size(op.get("bytes"))
+            except (MmsimError, TypeError) as e:
+                self.problem(p, f"memory_reclaim bytes: {e}")
+                return
+            sw = op.get("swappiness")
+            if nbytes <= 0 or (sw is not None and not (isinstance(sw, int) and 0 <= sw <= 200)):
+                self.problem(p, "memory_reclaim of no bytes, or a swappiness outside 0..200")
+            if cg is None and not self.own_cgroup:
+                self.problem(p, "memory_reclaim of the root cgroup (the whole host's)")
+            return
+        f, v = op.get("file"), op.get("value")
+        if cg is None or f not in CGROUP_WRITE_FILES:
+            self.problem(p, f"a cgroup_write the generator does not make ({f!r})")
+            return
+        try:
+            limit = None if v == "max" else _size(v)
+        except (MmsimError, TypeError) as e:
+            self.problem(p, f"cgroup_write value: {e}")
+            return
+        if f == "memory.max" and limit is not None and limit < MIN_LIMIT:
+            self.problem(p, f"memory.max {limit} below {MIN_LIMIT}")
 
     def brk(self, op: Mapping[str, Any], task: Task, p: str, mult: int, count: bool, loop: bool) -> None:
         """The C library's sbrk: the heap region (HEAP, the one name the generator gives it)
@@ -744,9 +800,52 @@ def _state_name(s: int) -> str:
     return {UNMAPPED: "unmapped", NONE: "PROT_NONE", R: "read-only", RW: "read-write"}[s]
 
 
+def check_pressure(workload: Mapping[str, Any], c: Checker) -> None:
+    """The workload's memory cgroups (names, each parent declared, memory.max at least
+    MIN_LIMIT or "max", only the limits cgroup v1 expresses) and swap devices (at most
+    MAX_SWAPS, MAX_SWAP in all, automatic priorities): noted in `c`, which the walk of the
+    program then checks the ops naming them against."""
+    cgroups = workload.get("cgroups") or {}
+    if not isinstance(cgroups, Mapping):
+        c.problems.append("cgroups: not a mapping")
+        return
+    for name, spec in cgroups.items():
+        parts = str(name).split("/")
+        if not all(LABEL.fullmatch(x) and x not in (".", "..") for x in parts) or len(parts) > 2:
+            c.problems.append(f"cgroups: name {name!r}")
+        elif len(parts) == 2 and parts[0] not in cgroups:
+            c.problems.append(f"cgroups: {name!r} without its parent")
+        if not isinstance(spec, Mapping) or set(spec) - {"memory.max", "memory.swap.max"}:
+            c.problems.append(f"cgroups: {name!r} sets a file the generator does not ({spec!r})")
+            continue
+        try:
+            limit = None if spec.get("memory.max", "max") == "max" else _size(spec["memory.max"])
+        except (MmsimError, TypeError):
+            limit = 0
+        if limit is not None and limit < MIN_LIMIT:
+            c.problems.append(f"cgroups: {name!r} memory.max below {MIN_LIMIT}")
+        c.cgroups.add(str(name))
+    own = workload.get("cgroup")
+    if own is not None and own not in cgroups:
+        c.problems.append(f"cgroup {own!r}: not declared")
+    c.own_cgroup = own is not None
+    swaps = (workload.get("machine") or {}).get("swap") or []
+    total = 0
+    for s in swaps:
+        try:
+            total += _size(s.get("size"))
+        except (MmsimError, TypeError, AttributeError):
+            c.problems.append(f"machine.swap: {s!r}")
+        if isinstance(s, Mapping) and (s.get("kind", "file") not in ("file", "partition") or "priority" in s):
+            c.problems.append(f"machine.swap: {s!r} (a kind or priority the generator does not make)")
+    if len(swaps) > MAX_SWAPS or total > MAX_SWAP:
+        c.problems.append(f"machine.swap: {len(swaps)} devices of {total} bytes")
+
+
 def check_workload(workload: Mapping[str, Any]) -> list[str]:
     """Every reason the workload is not safe to run natively (empty when it is)."""
     c = Checker()
+    check_pressure(workload, c)
     c.walk(workload.get("program"), Task({}), "program")
     need = sum(c.files[f] // HPAGE for f in c.hugetlb_files)
     pool = (workload.get("knobs") or {}).get(POOL, 0)

@@ -3,7 +3,10 @@ generator.
 
 The generator is deterministic: case ``i`` of seed ``s`` is drawn from
 ``random.Random(f"{s}:{i}")`` (a regenerated case from ``f"{s}:{i}:{attempt}"``), so one
-case can be re-created without the others. Every workload it emits is checked by
+case can be re-created without the others. A share (`pressure`, :data:`PRESSURE`, 0 by
+default) of the cases are under memory pressure: whether a case is, and its swap device and
+cgroups, come from a stream of their own, so with `pressure` 0 every case is the one drawn
+before pressure was added. Every workload it emits is checked by
 :func:`mmsim.random_checker.check_workload`, a model of each process's mappings and
 protections that keeps the host safe, and by mmsim's own parser.
 """
@@ -41,6 +44,8 @@ from mmsim.random_checker import (
     NONE,
     PAGE,
     POOL,
+    PRESSURE,
+    PRESSURE_ADVICE,
     PROT,
     RW,
     SHRINK_RUNS,
@@ -51,6 +56,7 @@ from mmsim.random_checker import (
     R,
     Region,
     Task,
+    _size,
     _touched_bytes,
     check_workload,
     count_ops,
@@ -107,9 +113,19 @@ class Generator:
     """Draws one random workload. Keeps the tasks and bytes touched within bounds as it goes
     and only emits what its model (the :class:`Checker`'s) says is safe."""
 
-    def __init__(self, rng: random.Random, threads: bool = THREADS) -> None:
+    def __init__(
+        self, rng: random.Random, threads: bool = THREADS, pressure: float = PRESSURE, memcg_v2: bool = False
+    ) -> None:
         self.rng = rng
         self.threads = threads
+        #: The share of cases under memory pressure, and whether the host's memory controller
+        #: is on cgroup v2 (memory_reclaim, which v1 has not, is drawn only then).
+        self.pressure, self.memcg_v2 = pressure, memcg_v2
+        #: This case's cgroups: name -> [memory.max, memory.swap.max] as the program's order
+        #: leaves them (None: "max"); empty when the case is not under pressure.
+        self.cgroups: dict[str, list[int | None]] = {}
+        self.own_cgroup: str | None = None
+        self.pressure_rng = random.Random(0)
         self.names = itertools.count()
         self.labels = itertools.count()
         self.tasks = 1
@@ -137,13 +153,48 @@ class Generator:
         # before it was added.
         knobs[DEFRAG] = random.Random(f"{name}:defrag").choice(KNOBS[DEFRAG])
         knobs = {k: knobs[k] for k in KNOBS}
+        self.pressure_rng = random.Random(f"{name}:pressure")
+        top = self.pressure_setup() if self.pressure and self.pressure_rng.random() < self.pressure else {}
         program = self.program(Task({}), depth=0, n=rng.randint(3, 16), mult=1)
         if rng.random() < 0.05:
             program.append({"op": "exit"})
         pool = sum(self.files[f] // HPAGE for f in self.hugetlb_files)
         if pool:
             knobs[POOL] = str(pool)
-        return {"name": name, "knobs": knobs, "program": program}
+        return {"name": name, **top, "knobs": knobs, "program": program}
+
+    def pressure_setup(self) -> dict[str, Any]:
+        """A case under memory pressure: one swap device (a file, or a partition: a loop device)
+        as large as the bytes a case may touch, and a cgroup "box" (and now and then "box/a")
+        with a memory.max of 16-256 MiB (or "max"), a memory.swap.max now and then (0: no swap,
+        so an OOM kill; only where memory.max is set, as cgroup v1 expresses it), the first
+        process in one of them half the time."""
+        prng = self.pressure_rng
+        swap = {"size": prng.choice(("512M", "768M", "1G"))}
+        if prng.random() < 0.3:
+            swap["kind"] = "partition"
+        names = ["box", "box/a"] if prng.random() < 0.3 else ["box"]
+        cgroups: dict[str, dict[str, Any]] = {}
+        for n in names:
+            spec: dict[str, Any] = {}
+            limit = None if prng.random() < 0.2 else prng.choice((16, 32, 64, 128, 256)) << 20
+            if limit is not None:
+                spec["memory.max"] = f"{limit >> 20}M"
+                if prng.random() < 0.2:
+                    spec["memory.swap.max"] = prng.choice((0, "16M", "max"))
+            cgroups[n] = spec
+            sw = spec.get("memory.swap.max", "max")
+            self.cgroups[n] = [limit, None if sw == "max" else int(str(sw).removesuffix("M")) << 20]
+        top: dict[str, Any] = {"machine": {"swap": [swap]}, "cgroups": cgroups}
+        if prng.random() < 0.5:
+            self.own_cgroup = top["cgroup"] = prng.choice(self.joinable())
+        return top
+
+    def joinable(self) -> list[str]:
+        """The cgroups a process may join: all of them on cgroup v1; on v2 those without
+        children (no internal processes)."""
+        names = sorted(self.cgroups)
+        return [n for n in names if not self.memcg_v2 or not any(m.startswith(f"{n}/") for m in names)]
 
     def program(self, task: Task, depth: int, n: int, mult: int) -> list[dict[str, Any]]:
         ops: list[dict[str, Any]] = []
@@ -214,6 +265,10 @@ class Generator:
         if (task.children or task.pinned) and not task.thread:
             options.append((2.0, lambda: self.wait(task)))
         options.extend(self.file_options(task, depth, loop))
+        if self.cgroups:
+            options.append((0.6, self.cgroup_write))
+            if self.memcg_v2:
+                options.append((0.6, self.memory_reclaim))
         if not options:
             return []
         total = sum(w for w, _ in options)
@@ -618,6 +673,9 @@ class Generator:
             lazy.append(("remove", 3.0))
         if self.lazy_rng.random() < 0.3:
             advice = self.lazy_rng.choices([a for a, _ in lazy], [w for _, w in lazy])[0]
+        if self.cgroups and unlocked and not r.hugetlb and self.pressure_rng.random() < 0.3:
+            # Under memory pressure: MADV_PAGEOUT or MADV_COLD, from a stream of their own.
+            advice = self.pressure_rng.choice(PRESSURE_ADVICE)
         if r.hugetlb and advice not in HUGETLB_ADVICE:
             advice = "dontneed" if unlocked else "normal"
         if advice in FORK_ADVICE:
@@ -732,9 +790,37 @@ class Generator:
             op["count"] = n
         return op
 
+    def cgroup_write(self) -> list[dict[str, Any]]:
+        """A write of a cgroup's memory.max (16-256 MiB, or "max" where its swap is not limited)
+        or memory.swap.max ("max", 0 or 16M, where memory.max is set): cgroup v1's limits."""
+        prng = self.pressure_rng
+        name = prng.choice(sorted(self.cgroups))
+        state = self.cgroups[name]
+        if state[0] is not None and prng.random() < 0.4:
+            value: Any = prng.choice(("max", 0, "16M"))
+            state[1] = None if value == "max" else _size(value)
+            return [{"op": "cgroup_write", "cgroup": name, "file": "memory.swap.max", "value": value}]
+        limit = prng.choice((16, 32, 64, 128, 256)) << 20
+        if state[1] is None and prng.random() < 0.2:
+            state[0] = None
+            return [{"op": "cgroup_write", "cgroup": name, "file": "memory.max", "value": "max"}]
+        state[0] = limit
+        return [{"op": "cgroup_write", "cgroup": name, "file": "memory.max", "value": f"{limit >> 20}M"}]
+
+    def memory_reclaim(self) -> list[dict[str, Any]]:
+        """A write to a cgroup's memory.reclaim (cgroup v2): 1-64 MiB, a swappiness now and then."""
+        prng = self.pressure_rng
+        op: dict[str, Any] = {"op": "memory_reclaim", "cgroup": prng.choice(sorted(self.cgroups))}
+        op["bytes"] = f"{prng.choice((1, 4, 16, 64))}M"
+        if prng.random() < 0.3:
+            op["swappiness"] = prng.choice((0, 60, 200))
+        return [op]
+
     def fork(self, task: Task, depth: int, mult: int, loop: bool) -> list[dict[str, Any]]:
         rng = self.rng
         op = self.spawn("fork", task.fork, 3, 7, depth, mult)
+        if self.cgroups and self.pressure_rng.random() < 0.4:
+            op["cgroup"] = self.pressure_rng.choice(self.joinable())
         task.children = True
         if loop and rng.random() < 0.7:
             task.children = False
@@ -786,12 +872,22 @@ class GeneratedCase:
         return dict(self.workload["knobs"])
 
 
-def generate_case(seed: int, index: int, threads: bool | None = None, parse: bool = True) -> GeneratedCase:
-    """Case `index` of `seed`: a valid, safe random workload (see the module's doc)."""
+def generate_case(
+    seed: int,
+    index: int,
+    threads: bool | None = None,
+    parse: bool = True,
+    pressure: float | None = None,
+    memcg_v2: bool = False,
+) -> GeneratedCase:
+    """Case `index` of `seed`: a valid, safe random workload (see the module's doc); under
+    memory pressure with probability `pressure` (default :data:`PRESSURE`), with memory_reclaim
+    ops where `memcg_v2` (the host's memory controller is on cgroup v2)."""
     threads = THREADS if threads is None else threads
+    pressure = PRESSURE if pressure is None else pressure
     for attempt in itertools.count():
         rng = random.Random(f"{seed}:{index}" if attempt == 0 else f"{seed}:{index}:{attempt}")
-        w = Generator(rng, threads).workload(f"random-{seed}-{index}")
+        w = Generator(rng, threads, pressure, memcg_v2).workload(f"random-{seed}-{index}")
         if check_workload(w) or (parse and parse_error(w)) or count_ops(w["program"]) == 0:
             if attempt >= 100:
                 raise MmsimError(f"validate --random: no valid workload for case {index} of seed {seed}")

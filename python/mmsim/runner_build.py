@@ -1,10 +1,10 @@
 """The native runner (``native/runner.c``), compiled on first use.
 
 The runner's C source ships inside the package (``mmsim/runner.c`` and the headers it
-includes, ``runner_host.h``, ``runner_parse.h``, ``runner_report.h``, ``runner_files.h`` and
-``runner_ops.h``; in a development checkout symlinks to ``native/``, the one source of truth). :func:`runner_path`
-compiles it with the system C compiler (``$CC``, else ``cc``, else ``gcc``) into the user's
-cache directory (``$MMSIM_CACHE_DIR``, else ``$XDG_CACHE_HOME/mmsim``, else
+includes, ``runner_host.h``, ``runner_parse.h``, ``runner_report.h``, ``runner_memcg.h``,
+``runner_files.h`` and ``runner_ops.h``; in a development checkout symlinks to ``native/``,
+the one source of truth). :func:`runner_path` compiles it with the system C compiler (``$CC``,
+else ``cc``, else ``gcc``) into the user's cache directory (``$MMSIM_CACHE_DIR``, else ``$XDG_CACHE_HOME/mmsim``, else
 ``~/.cache/mmsim``) as ``runner-HASH``, HASH being of the source files, the flags and the machine:
 a changed runner.c is rebuilt, an unchanged one is compiled once. The compiler writes a
 temporary file in the cache directory that is then renamed into place, so two processes
@@ -33,7 +33,15 @@ SOURCES = (
     Path(__file__).resolve().parents[2] / "native" / "runner.c",
 )
 #: The files of the source (runner.c includes the others), all beside it.
-FILES = ("runner.c", "runner_host.h", "runner_parse.h", "runner_report.h", "runner_files.h", "runner_ops.h")
+FILES = (
+    "runner.c",
+    "runner_host.h",
+    "runner_parse.h",
+    "runner_report.h",
+    "runner_memcg.h",
+    "runner_files.h",
+    "runner_ops.h",
+)
 CFLAGS = ("-O2", "-Wall", "-Wextra")
 HINT = "install a C compiler (e.g. `apt-get install gcc`) or set CC"
 

@@ -42,10 +42,16 @@ SCHEMA: dict[str, Any] = json.loads(_mmsim.schema())
 #: Linux value and no native form).
 MMAP_FLAGS = tuple(f["word"] for f in SCHEMA["map_flags"] if f["value"] >= 0)
 
+#: Linux's numbers of the advice that reclaims (MADV_COLD, MADV_PAGEOUT: include/uapi/asm-generic/
+#: mman-common.h), for an engine whose schema does not declare them yet; where it does, its
+#: numbers must be these (python/tests/test_validate_memcg.py).
+RECLAIM_ADVICE = {"cold": 20, "pageout": 21}
+
 #: madvise advice the native runner knows: every advice of the engine, which the runner
 #: passes to madvise(2) as its MADV_* number.
-MADVICE = tuple(a["word"] for a in SCHEMA["advice"])
 ADVICE_VALUE = {a["word"]: a["value"] for a in SCHEMA["advice"]}
+ADVICE_VALUE |= {w: v for w, v in RECLAIM_ADVICE.items() if w not in ADVICE_VALUE}
+MADVICE = tuple(ADVICE_VALUE)
 
 #: PROT_* bits by the letter a workload's prot word spells them with.
 PROT_BITS = {p["word"]: p["value"] for p in SCHEMA["prot"]}
@@ -130,6 +136,74 @@ def file_systems(program: list[Any]) -> set[str]:
 def sets_drop_caches(program: list[Any]) -> bool:
     """Does a program write /proc/sys/vm/drop_caches (a `set` op of vm/drop_caches)?"""
     return any(op.get("op") == "set" and op.get("knob") == "vm/drop_caches" for op in all_ops(program))
+
+
+#: cgroup_write's files (cgroup v2's names) and what each takes: a limit ("max" or a size),
+#: memory.oom.group's 0 or 1, anything for memory.peak (a write resets it); a write to
+#: memory.reclaim is the memory_reclaim op's.
+CGROUP_FILES = (
+    "memory.max",
+    "memory.high",
+    "memory.low",
+    "memory.min",
+    "memory.swap.max",
+    "memory.swap.high",
+    "memory.oom.group",
+    "memory.reclaim",
+    "memory.peak",
+)
+
+#: memory.reclaim's swappiness=max (SWAPPINESS_ANON_ONLY), as the runner takes it.
+SWAPPINESS_MAX = 201
+
+
+def _cgroup_name(name: Any, what: str) -> str:
+    """A cgroup path the runner takes: parts of [A-Za-z0-9_.-], not . or .., joined by /."""
+    parts = str(name).split("/") if isinstance(name, str) else []
+    if not parts or any(not _NAME.fullmatch(p) or p in (".", "..") for p in parts) or len(name) > 120:
+        raise MmsimError(f"validate: {what}: cgroup {name!r}: a path of names of [A-Za-z0-9_.-] (a/b), at most 120")
+    return name
+
+
+def _limit_value(v: Any, what: str) -> int:
+    """A limit file's value as the runner takes it: bytes, -1 for "max"."""
+    if isinstance(v, str) and v.strip() == "max":
+        return -1
+    try:
+        return parse_size(v)
+    except MmsimError:
+        raise MmsimError(f'validate: {what}: expected "max" or a size, got {v!r}') from None
+
+
+def _reclaim_request(text: Any, what: str) -> tuple[int, int]:
+    """memory.reclaim's "BYTES [swappiness=N|max]" as (bytes, swappiness; -1: none)."""
+    words = str(text).split()
+    if not words:
+        raise MmsimError(f"validate: {what}: expected a size to reclaim")
+    swappiness = -1
+    for w in words[1:]:
+        v = w.removeprefix("swappiness=")
+        if v == w or not (v == "max" or (v.isdigit() and int(v) <= 200)):
+            raise MmsimError(f"validate: {what}: {w!r}: expected swappiness=N (0..200) or swappiness=max")
+        swappiness = SWAPPINESS_MAX if v == "max" else int(v)
+    return parse_size(words[0]), swappiness
+
+
+def compile_workload(workload: Mapping[str, Any]) -> str:
+    """The runner's line format of a whole workload: its cgroups (``cgroup NAME``, each parent
+    first), the first process's (``join NAME``), then its program (:func:`compile_program`)."""
+    cgroups = workload.get("cgroups") or {}
+    head = [f"cgroup {_cgroup_name(n, 'cgroups')}" for n in sorted(cgroups, key=lambda n: (n.count("/"), n))]
+    own = workload.get("cgroup")
+    if own is not None:
+        if own not in cgroups:
+            raise MmsimError(f"validate: cgroup {own!r}: not one of the workload's cgroups")
+        head.append(f"join {own}")
+    for op in all_ops(workload.get("program", [])):
+        cg = op.get("cgroup") if op.get("op") in ("fork", "memory_reclaim", "cgroup_write") else None
+        if cg is not None and cg not in cgroups:
+            raise MmsimError(f"validate: {op['op']}: cgroup {cg!r}: not one of the workload's cgroups")
+    return "".join(f"{line}\n" for line in head) + compile_program(list(workload.get("program", [])))
 
 
 def compile_program(ops: list[Mapping[str, Any]]) -> str:
@@ -291,9 +365,38 @@ def _compile(ops: list[Mapping[str, Any]], hugetlbfs: AbstractSet[Any] = frozens
             out.append(f"drop_caches {value}")
         elif kind in ("loop", "fork", "thread"):
             n = op.get("count", 1)
-            out.append(f"{kind} {n}")
+            cg = op.get("cgroup") if kind == "fork" else None
+            out.append(f"{kind} {n}" + (f" {_cgroup_name(cg, 'fork')}" if cg is not None else ""))
             out.extend(_compile(op.get("body" if kind == "loop" else "program", []), hugetlbfs))
             out.append("end")
+        elif kind == "memory_reclaim":
+            cg = op.get("cgroup")
+            what = f"memory_reclaim {cg or ''}".strip()
+            sw = op.get("swappiness")
+            if sw is not None and (not isinstance(sw, int) or not 0 <= sw <= 200):
+                raise MmsimError(f"validate: {what}: swappiness {sw!r}: expected 0..200")
+            name = _cgroup_name(cg, "memory_reclaim") if cg is not None else "-"
+            out.append(f"memory_reclaim {name} {parse_size(op['bytes'])} {-1 if sw is None else sw}")
+        elif kind == "cgroup_write":
+            cg, f, v = op.get("cgroup"), op.get("file"), op.get("value")
+            what = f"cgroup_write {cg} {f}"
+            if f not in CGROUP_FILES:
+                raise MmsimError(f"validate: {what}: not one of {', '.join(CGROUP_FILES)}")
+            name = _cgroup_name(cg, "cgroup_write")
+            if f == "memory.reclaim":
+                nbytes, sw = _reclaim_request(v, what)
+                out.append(f"memory_reclaim {name} {nbytes} {sw}")
+                continue
+            if f == "memory.oom.group":
+                text = str(v).strip().lower()
+                if text not in ("0", "1", "true", "false"):
+                    raise MmsimError(f"validate: {what}: expected 0 or 1, got {v!r}")
+                value = int(text in ("1", "true"))
+            elif f == "memory.peak":
+                value = 0
+            else:
+                value = _limit_value(v, what)
+            out.append(f"cgroup_write {name} {f} {value}")
         elif kind in ("wait", "exit"):
             out.append(kind)
         elif kind == "snapshot":

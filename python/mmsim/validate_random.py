@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mmsim._mmsim import MmsimError
-from mmsim.native_compare import HUGETLB_COUNTERS, differs
+from mmsim.native_compare import HUGETLB_COUNTERS, PRESSURE_MEMINFO, PRESSURE_VMSTAT, differs
 from mmsim.native_host import LOCK, host_lock  # one lock for every validate (LOCK re-exported)
 from mmsim.random_checker import (
     DEFRAG,
@@ -68,8 +68,15 @@ __all__ = [
 ]
 
 #: System-wide counters of /proc/vmstat and /proc/meminfo (other processes' events land in
-#: them too): the THP events and the hugetlb pool's (which no generated workload uses).
-SYSTEM_WIDE = frozenset({"thp_fault_alloc", "thp_zero_page_alloc", "thp_split_pmd", *HUGETLB_COUNTERS})
+#: them too): the THP events, the hugetlb pool's (which no generated workload uses), and
+#: reclaim's and swap's (compared in a case under memory pressure).
+SYSTEM_WIDE = frozenset(
+    {"thp_fault_alloc", "thp_zero_page_alloc", "thp_split_pmd", *HUGETLB_COUNTERS, *PRESSURE_VMSTAT, *PRESSURE_MEMINFO}
+)
+
+#: A workload's top-level fields besides its program and knobs (memory cgroups, the first
+#: process's cgroup, swap devices), which a shrink keeps as they are.
+SETUP = ("cgroups", "cgroup", "machine")
 
 
 def same_failure(sig: frozenset[str], target: frozenset[str]) -> bool:
@@ -132,6 +139,14 @@ def _op_simplifications(op: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
         yield copy.deepcopy([o for o in op["program"] if o["op"] != "exit"])
         if op.get("count", 1) > 1:
             yield [{**op, "count": 1}]
+        if "cgroup" in op:
+            yield [{k: v for k, v in op.items() if k != "cgroup"}]
+    if kind == "memory_reclaim":
+        h = _halve(op["bytes"], PAGE, page=True)
+        if h:
+            yield [{**op, "bytes": h}]
+        if "swappiness" in op:
+            yield [{k: v for k, v in op.items() if k != "swappiness"}]
     if kind == "loop":
         yield copy.deepcopy(op["body"])
         if op["count"] > 1:
@@ -204,12 +219,14 @@ def shrink(
     base_knobs: Mapping[str, str] | None = None,
     budget: int = SHRINK_RUNS,
     parse: bool = True,
+    setup: Mapping[str, Any] | None = None,
 ) -> Shrunk:
     """Delta debugging over the op tree: the smallest variant found of a failing case that
     still fails the same way (:func:`same_failure` of its :func:`signature` and `target`). Only variants that pass
     :func:`check_workload` (and mmsim's parser) are run; at most `budget` runs of
     ``run(workload, knobs)``. `base_knobs` (the host's own THP settings) are tried in place of
-    the case's, one knob at a time."""
+    the case's, one knob at a time. `setup` (the workload's cgroups and swap devices: :data:`SETUP`)
+    goes into every variant as it is."""
     best = Shrunk(copy.deepcopy(program), dict(knobs), 0)
     tried: set[str] = set()
     progress = True
@@ -220,7 +237,7 @@ def shrink(
             if key in tried:
                 continue
             tried.add(key)
-            w = {"name": "shrink", "knobs": kn, "program": prog}
+            w = {"name": "shrink", **(setup or {}), "knobs": kn, "program": prog}
             if check_workload(w) or (parse and parse_error(w)):
                 continue
             if best.runs >= budget:
@@ -304,8 +321,9 @@ def campaign(
     validate = validate or functools.partial(native.validate_workload, events=events)
     read_host = host_settings or native_host.host_settings
     t0 = time.monotonic()
-    cases = [generate_case(seed, i, threads) for i in range(n)]
     start = read_host()
+    v2 = start.get("cgroup/memory") == "v2"
+    cases = [generate_case(seed, i, threads, memcg_v2=v2) for i in range(n)]
     base = {k: str(start.get(k)) for k in KNOBS}
 
     # The host's own setting first (no sysfs write), then the others in a fixed order.
@@ -473,7 +491,8 @@ def _failure(
     read_host: Callable[[], dict[str, Any]],
 ) -> dict[str, Any]:
     target = signature(result)
-    s = shrink(case.workload["program"], case.knobs, run, target, base_knobs=base, budget=shrink_runs)
+    setup = {k: case.workload[k] for k in SETUP if k in case.workload}
+    s = shrink(case.workload["program"], case.knobs, run, target, base_knobs=base, budget=shrink_runs, setup=setup)
     host = read_host()
     knobs = {ENABLED: s.knobs[ENABLED], DEFRAG: s.knobs.get(DEFRAG, host.get(DEFRAG))}
     knobs[ZERO_PAGE] = s.knobs[ZERO_PAGE]
@@ -481,7 +500,7 @@ def _failure(
         knobs[POOL] = s.knobs[POOL]  # the pool its hugetlb memfds need
     knobs = {k: v for k, v in knobs.items() if v is not None}
     name = f"random-{seed}-{case.index}"
-    shrunk = {"name": name, "knobs": knobs, "program": s.program}
+    shrunk = {"name": name, **setup, "knobs": knobs, "program": s.program}
     path = Path(save_dir) / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(shrunk, indent=2) + "\n")

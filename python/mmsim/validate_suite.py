@@ -557,6 +557,239 @@ SUITE = [
     *FILE_CASES,
 ]
 
+# --------------------------------------------------------------------------------------------
+# Memory under pressure (issue 57): memory cgroups, reclaim and swap
+# --------------------------------------------------------------------------------------------
+
+#: A swap file of 1 GiB on the ext4 directory, made for each native run (native_swap.py).
+SWAP_1G = {"machine": {"swap": [{"size": "1G", "kind": "file"}]}}
+#: 2 MiB-aligned private memory of SIZE with 4 KiB pages only (MADV_NOHUGEPAGE), as the research
+#: measured it: a THP written to a swap file is split anyway (thp_swpout_fallback).
+W, R = {"op": "write", "region": "p", "value": 7}, {"op": "read", "region": "p", "expect": 7}
+
+
+def _anon(size: str) -> list[dict[str, Any]]:
+    return [
+        {"op": "mmap", "name": "p", "size": size, "align": "2M"},
+        {"op": "madvise", "region": "p", "advice": "nohugepage"},
+    ]
+
+
+#: Reclaim's and swap's /proc/vmstat events a pressure case compares (system-wide, between the
+#: first pid's snapshots; memory cgroup reclaim counts in these, not in pgscan_direct).
+SWAP_EVENTS = ("pswpout", "pswpin", "swap_ra", "swap_ra_hit", "pgmajfault", "workingset_refault_anon")
+RECLAIM_EVENTS = ("pgscan_anon", "pgsteal_anon", "pgscan_file", "pgsteal_file", "pgscan_direct", "allocstall_normal")
+#: A cgroup's sizes and events, as v1 names them (this host) and as v2 does.
+V1_USAGE = ("memory.usage_in_bytes", "memory.max_usage_in_bytes", "memory.failcnt", "memory.memsw.usage_in_bytes")
+V2_USAGE = ("memory.current", "memory.peak", "memory.swap.current", "memory.events max", "memory.events oom_kill")
+V1_ANON = ("memory.stat rss", "memory.stat swap", "memory.stat swapcached", "memory.stat pgpgin", "memory.stat pgpgout")
+V2_ANON = ("memory.stat anon", "memory.stat swapcached", "memory.stat pswpout", "memory.stat pswpin")
+
+#: The cases of memory under pressure. They pass once mmsim models memory cgroups, the LRU,
+#: reclaim and swap (issue 57); until then `mmsim validate` runs them and reports each
+#: difference. Each is run PRESSURE_RUNS times natively (the host's reclaim varies a little)
+#: and a counter passes inside the runs' spread. Swap is the whole host's: a case with swap
+#: runs only where no other swap device is on. On a host whose memory controller is on cgroup
+#: v1 (this one), mmsim runs with cgroup/memory=v1 and the v2-only cases are skipped, saying so.
+PRESSURE_CASES = [
+    # (a) A cgroup's limit forces reclaim of its anonymous memory to swap: 256 MiB written
+    # through a 128 MiB memory.max (about half of it swapped out while writing: pswpout,
+    # pgscan_anon/pgsteal_anon; v1 failcnt, max_usage = the limit), then read back (every
+    # page swapped in: 8-page cluster readahead of the rotational swap file, majflt about 1/8
+    # of the pages, swap_ra, workingset_refault_anon). Memory cgroup reclaim is not
+    # pgscan_direct or allocstall: those stay 0.
+    Case(
+        "memcg-swap-256m-in-128m",
+        (
+            "256 MiB written in a cgroup of memory.max 128M with a 1 GiB swap file, then read again: reclaim "
+            "swaps half out while writing and everything in while reading (majflt about 1 in 8: page-cluster 3)"
+        ),
+        _w(*_anon("256M"), B, W, R, A),
+        counters=("minflt", "majflt", "RssAnon", "VmSwap"),
+        vmstat=SWAP_EVENTS + RECLAIM_EVENTS + ("SwapFree", "SwapCached"),
+        setup={"cgroups": {"box": {"memory.max": "128M"}}, "cgroup": "box", **SWAP_1G},
+        cgroup=V1_USAGE + V1_ANON + V2_USAGE + V2_ANON,
+    ),
+    # (b) MADV_PAGEOUT of 64 MiB written: every page written to swap (pswpout 16384, VmSwap
+    # +65536 kB, RssAnon -65536 kB) and left in the swap cache (SwapCached +65536 kB; v1's
+    # memory.stat swap stays 0: it counts a page only once it leaves the swap cache).
+    Case(
+        "swap-pageout-64m",
+        (
+            "MADV_PAGEOUT of 64 MiB written (unlimited cgroup): pswpout 16384, VmSwap +65536 kB, RssAnon "
+            "-65536 kB, every folio still in the swap cache (SwapCached +65536 kB; v1 memory.stat swap 0)"
+        ),
+        _w(*_anon("64M"), W, B, {"op": "madvise", "region": "p", "advice": "pageout"}, A),
+        counters=("minflt", "majflt", "RssAnon", "VmSwap"),
+        vmstat=("pswpout", "pswpin", "swpout_zero", "SwapCached", "SwapFree", "nr_swapcached"),
+        setup={"cgroups": {"box": {}}, "cgroup": "box", **SWAP_1G},
+        cgroup=V1_ANON + V2_ANON,
+    ),
+    # (b) ... then read back: the folios are still in the swap cache, so each read is a minor
+    # fault that maps it (16384 faults, no major fault, no swap I/O, no readahead).
+    Case(
+        "swap-pageout-64m-read-back",
+        (
+            "the 64 MiB read back after MADV_PAGEOUT: swap-cache hits, 16384 minor faults, no major fault, "
+            "pswpin 0, swap_ra 0; VmSwap -65536 kB, the slots kept (SwapFree unchanged)"
+        ),
+        _w(*_anon("64M"), W, {"op": "madvise", "region": "p", "advice": "pageout"}, B, R, A),
+        counters=("minflt", "majflt", "RssAnon", "VmSwap"),
+        vmstat=(*SWAP_EVENTS, "SwapCached", "SwapFree"),
+        setup={"cgroups": {"box": {}}, "cgroup": "box", **SWAP_1G},
+        cgroup=V1_ANON + V2_ANON,
+    ),
+    # (b, v2 only) ... with the swap cache reclaimed in between by a write to memory.reclaim:
+    # the read then swaps every page in (pswpin 16384; cluster readahead: about 2050 major
+    # faults, swap_ra about 14334). v1 has no memory.reclaim: skipped on this host.
+    Case(
+        "swap-pageout-reclaim-read-back",
+        (
+            "MADV_PAGEOUT of 64 MiB, the swap cache reclaimed by memory.reclaim, read back: pswpin 16384, about "
+            "2050 major faults (8-page cluster readahead), swap_ra about 14334 (cgroup v2)"
+        ),
+        _w(
+            *_anon("64M"),
+            W,
+            {"op": "madvise", "region": "p", "advice": "pageout"},
+            {"op": "memory_reclaim", "cgroup": "box", "bytes": "64M"},
+            B,
+            R,
+            A,
+        ),
+        counters=("minflt", "majflt", "RssAnon", "VmSwap"),
+        vmstat=(*SWAP_EVENTS, "SwapCached"),
+        setup={"cgroups": {"box": {}}, "cgroup": "box", **SWAP_1G},
+        cgroup=V2_ANON,
+    ),
+    # (c) Page cache under a limit: a cold 512 MiB ext4 file (made by the first process, outside
+    # the cgroup) read twice with read() by a child in a cgroup of memory.max 256M. The first
+    # read fills the cgroup and reclaim evicts the file's older pages (pgscan_file,
+    # pgsteal_file); the second reads them from the disk again, refaults (workingset_refault_file)
+    # that may activate. No swap: the file's pages are clean. Note: DAMON on this host evicts
+    # cold page cache within seconds, also this file's (the spread of the runs shows it).
+    Case(
+        "memcg-file-512m-in-256m",
+        (
+            "a cold 512 MiB ext4 file read twice by read() in a cgroup of memory.max 256M: page cache reclaim "
+            "(pgscan_file, pgsteal_file) and the second read's refaults (workingset_refault_file); v1 cache and "
+            "pgpgin/pgpgout"
+        ),
+        _w(
+            {"op": "create", "file": "f", "size": "512M"},
+            B,
+            {
+                "op": "fork",
+                "cgroup": "box",
+                "program": [
+                    B,
+                    {"op": "pread", "file": "f", "chunk": "1M"},
+                    {"op": "pread", "file": "f", "chunk": "1M"},
+                    A,
+                ],
+            },
+            {"op": "wait"},
+            A,
+        ),
+        pids=(1, 2),
+        counters=("minflt", "majflt"),
+        vmstat=(
+            "pgscan_file",
+            "pgsteal_file",
+            "pgscan_anon",
+            "workingset_refault_file",
+            "workingset_activate_file",
+            "pgactivate",
+            "pgdeactivate",
+            "pgpgin",
+        ),
+        setup={"cgroups": {"box": {"memory.max": "256M"}}},
+        cgroup=(
+            "memory.usage_in_bytes",
+            "memory.max_usage_in_bytes",
+            "memory.failcnt",
+            "memory.stat cache",
+            "memory.stat pgpgin",
+            "memory.stat pgpgout",
+            "memory.stat workingset_refault_file",
+            "memory.stat inactive_file",
+            "memory.stat active_file",
+            "memory.current",
+            "memory.stat file",
+        ),
+    ),
+    # (d) A fork after MADV_PAGEOUT: the child inherits the swap entries (its VmSwap); its reads
+    # find the folios in the swap cache (minor faults, no swap I/O), and the parent's swap PTEs
+    # keep the slots.
+    Case(
+        "swap-fork-after-pageout",
+        (
+            "a child forked after MADV_PAGEOUT of 64 MiB reads it all: 16384 minor faults on swap-cache "
+            "folios, no major fault, no pswpin; its VmSwap -65536 kB, RssAnon +65536 kB"
+        ),
+        _w(
+            *_anon("64M"),
+            W,
+            {"op": "madvise", "region": "p", "advice": "pageout"},
+            {"op": "fork", "program": [B, R, A]},
+            {"op": "wait"},
+        ),
+        pids=(2,),
+        counters=("minflt", "majflt", "RssAnon", "VmSwap"),
+        vmstat=(*SWAP_EVENTS, "SwapCached", "SwapFree"),
+        setup={"cgroups": {"box": {}}, "cgroup": "box", **SWAP_1G},
+        cgroup=V1_ANON + V2_ANON,
+    ),
+    # (e) memory.high (v2 only): 128 MiB written through a memory.high of 64M with memory.max
+    # unlimited: the task reclaims and is throttled on its way back to user space (memory.events
+    # high), never OOM-killed. v1 has no memory.high: skipped on this host.
+    Case(
+        "memcg-high-throttle",
+        (
+            "128 MiB written in a cgroup of memory.high 64M (memory.max max) with swap: reclaim on return to "
+            "user space (memory.events high), usage held near 64M, no OOM kill (cgroup v2)"
+        ),
+        _w(*_anon("128M"), B, W, A),
+        counters=("minflt", "RssAnon", "VmSwap"),
+        vmstat=SWAP_EVENTS + RECLAIM_EVENTS,
+        setup={"cgroups": {"box": {"memory.high": "64M"}}, "cgroup": "box", **SWAP_1G},
+        cgroup=V2_USAGE + V2_ANON + ("memory.events high",),
+    ),
+    # (f) No swap allowed: memory.swap.max 0 (v1: memsw limit = memory limit = 64M) with a swap
+    # device on. A child writing 128 MiB there cannot swap (reclaim scans no anon: pgscan_anon
+    # 0, pswpout 0) and is OOM-killed by the cgroup's OOM killer (oom_kill +1, the child's
+    # SIGKILL; v1 memory.oom_control oom_kill 1, max_usage = the limit; memory.failcnt stays 0:
+    # memsw is charged first and its failcnt is never counted in 6.18).
+    Case(
+        "memcg-memsw-oom",
+        (
+            "a child writes 128 MiB in a cgroup of memory.max 64M and memory.swap.max 0: no swap-out "
+            "(pgscan_anon 0, pswpout 0), the cgroup's OOM killer kills it (oom_kill +1, SIGKILL; v1 "
+            "oom_control oom_kill 1, failcnt 0)"
+        ),
+        _w(
+            B,
+            {"op": "fork", "cgroup": "box", "program": [*_anon("128M"), W]},
+            {"op": "wait"},
+            A,
+        ),
+        counters=("minflt",),
+        vmstat=("oom_kill", "pswpout", "pgscan_anon", "pgsteal_anon", "pgscan_file"),
+        setup={"cgroups": {"box": {"memory.max": "64M", "memory.swap.max": 0}}, **SWAP_1G},
+        cgroup=(
+            "memory.oom_control oom_kill",
+            "memory.oom_control under_oom",
+            "memory.failcnt",
+            "memory.max_usage_in_bytes",
+            "memory.memsw.max_usage_in_bytes",
+            "memory.usage_in_bytes",
+            "memory.events oom_kill",
+            "memory.events max",
+            "memory.peak",
+        ),
+    ),
+]
+
 
 #: Per-process counters compared between consecutive snapshots, and system-wide THP events
 #: compared between pid 1's.

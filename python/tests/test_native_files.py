@@ -103,9 +103,12 @@ def test_compile_program_writes_the_file_ops_and_refuses_what_the_runner_cannot_
         ([{"op": "create", "file": "a/b", "size": 1}], "A-Za-z0-9"),
         ([{"op": "create", "file": "f", "size": 1, "fs": "xfs"}], "'xfs' is not one of ext4, tmpfs"),
         ([create, {"op": "fadvise", "file": "f", "advice": "noreuse"}], "dontneed, willneed"),
-        ([{"op": "mmap", "name": "m", "size": "4K"}, {"op": "madvise", "region": "m", "advice": "cold"}], "cold"),
+        (
+            [{"op": "mmap", "name": "m", "size": "4K"}, {"op": "madvise", "region": "m", "advice": "mergeable"}],
+            "mergeable",
+        ),
         ([{"op": "set", "knob": "vm/drop_caches", "value": 4}], "1, 2 or 3"),
-        ([{"op": "set", "knob": "vm/swappiness", "value": 1}], "cannot run the 'set' op"),
+        ([{"op": "set", "knob": "vm/dirty_ratio", "value": 1}], "cannot run the 'set' op"),
     ]
     for program, message in bad:
         with pytest.raises(MmsimError, match=re.escape(message)):

@@ -63,7 +63,7 @@ def test_validate_a_workload_file_compares_its_snapshots():
 
 
 def test_validate_refuses_unknown_host_knobs_and_bad_input(write_workload):
-    e = run_mmsim("validate", "--suite", "--host-set", "vm/swappiness=1")
+    e = run_mmsim("validate", "--suite", "--host-set", "vm/dirty_ratio=1")
     assert e.returncode == 2 and "not a knob the runner may set" in e.stderr
     e = run_mmsim("validate")
     assert e.returncode == 2 and "--suite" in e.stderr

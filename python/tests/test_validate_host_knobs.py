@@ -199,6 +199,6 @@ def test_host_set_takes_the_knobs_a_host_has():
     assert "mmsim's own knob" in str(host_knob_file("vm/ptshare"))
     assert "build or boot" in str(host_knob_file("init_on_alloc"))
     with pytest.raises(MmsimError, match="not a knob the runner may set"):
-        HostSettings({"vm/swappiness": "1"})
+        HostSettings({"vm/dirty_ratio": "1"})
     with pytest.raises(MmsimError, match="vm/ptshare: not a knob the runner may set"):
         HostSettings({"vm/ptshare": "pte"})

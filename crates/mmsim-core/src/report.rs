@@ -104,6 +104,9 @@ pub struct ProcessStatus {
     /// kB of hugetlb pages this mm counts (mm->hugetlb_usage).
     #[serde(rename = "HugetlbPages")]
     pub hugetlb_pages: i64,
+    /// Swap entries of the process's private memory, in kB (MM_SWAPENTS).
+    #[serde(rename = "VmSwap")]
+    pub vm_swap: i64,
     /// The CPU the task last ran on (/proc/PID/stat's `processor`, field 39).
     pub processor: u32,
     /// This process's perf counters.
@@ -134,6 +137,52 @@ pub struct Snapshot {
     /// copies, a zeroing engine's writes and program lines fetched from memory) and
     /// `dram-busy-seconds` (that traffic at `memory.bandwidth`).
     pub memory: Vec<Metrics>,
+    /// The memory cgroups the workload declared, by name: their interface files as cgroup
+    /// v2 shows them (`memory.current`, `memory.stat`, `memory.events`, ...).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub cgroups: std::collections::BTreeMap<String, CgroupStatus>,
+    /// The swap areas, as /proc/swaps lists them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub swaps: Vec<SwapStatus>,
+}
+
+/// One memory cgroup's files (cgroup v2's names; sizes in bytes).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CgroupStatus {
+    #[serde(rename = "memory.current")]
+    pub current: i64,
+    #[serde(rename = "memory.peak")]
+    pub peak: i64,
+    #[serde(rename = "memory.swap.current")]
+    pub swap_current: i64,
+    #[serde(rename = "memory.swap.peak")]
+    pub swap_peak: i64,
+    /// `memory.max` in bytes (-1: max).
+    #[serde(rename = "memory.max")]
+    pub max: i64,
+    #[serde(rename = "memory.stat")]
+    pub stat: Counters,
+    #[serde(rename = "memory.events")]
+    pub events: Counters,
+    #[serde(rename = "memory.events.local")]
+    pub events_local: Counters,
+    #[serde(rename = "memory.swap.events")]
+    pub swap_events: Counters,
+}
+
+/// A row of /proc/swaps (sizes in kB).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SwapStatus {
+    #[serde(rename = "Filename")]
+    pub filename: String,
+    #[serde(rename = "Type")]
+    pub kind: String,
+    #[serde(rename = "Size")]
+    pub size: u64,
+    #[serde(rename = "Used")]
+    pub used: u64,
+    #[serde(rename = "Priority")]
+    pub priority: i32,
 }
 
 /// A kernel thread's status (not a process of the workload: it has no pid of its own here).
@@ -228,6 +277,12 @@ pub struct Report {
     pub profile: Metrics,
     pub vmstat: Counters,
     pub meminfo: Counters,
+    /// The memory cgroups at the end (see `Snapshot::cgroups`).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub cgroups: std::collections::BTreeMap<String, CgroupStatus>,
+    /// The swap areas at the end.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub swaps: Vec<SwapStatus>,
     /// The state before the first operation (so deltas can be taken).
     pub baseline: Snapshot,
     pub processes: Vec<ProcessStatus>,

@@ -170,6 +170,8 @@ pub fn run_with(w: &Workload, sets: &[(String, String)], opts: &RunOptions) -> R
         profile: end.profile.clone(),
         vmstat: end.vmstat.clone(),
         meminfo: end.meminfo.clone(),
+        cgroups: end.cgroups.clone(),
+        swaps: end.swaps.clone(),
         baseline,
         processes: end.processes.clone(),
         snapshots,
@@ -325,8 +327,28 @@ fn boot(
     let effective = knobs.effective();
     let mut kernel = Kernel::new(w.machine.memory.0, knobs, geo);
     kernel.sabotage = opts.sabotage;
+    let b = &machine.p.block;
+    kernel.blk.timing = crate::kernel::blkdev::BlockTiming {
+        read_latency_ns: b.read_latency_ns,
+        read_bandwidth: b.read_bandwidth,
+        write_latency_ns: b.write_latency_ns,
+        write_bandwidth: b.write_bandwidth,
+        rotational: b.rotational,
+    };
+    kernel.cost = crate::kernel::ReclaimCost {
+        reclaim_scan: machine.p.cost.reclaim_scan,
+        reclaim_pageout: machine.p.cost.reclaim_pageout,
+        freq_ghz: machine.p.cpu.freq_ghz,
+    };
+    kernel.nr_cpus = w.machine.cpus as usize;
+    kernel.swapon_all(&w.machine.swap);
+    kernel.mem_cgroup_create_all(&w.cgroups);
     let first_cpu = w.cpu.unwrap_or(0) as usize % w.machine.cpus as usize;
     let mut it = Interp::new(kernel, machine, w.program.clone(), first_cpu, opts.check)?;
+    if let (Some(c), Some(mm)) = (&w.cgroup, it.tasks[0].mm) {
+        let id = it.kernel.memcg.lookup(c).expect("validated: the cgroup is declared");
+        it.kernel.mm_move_memcg(mm, id);
+    }
     // A workload that names the first process's CPU pins it there.
     it.tasks[0].pinned = w.cpu.is_some();
     if let (Some(b), Some(mm)) = (w.start_brk, it.tasks[0].mm) {
@@ -400,6 +422,8 @@ fn final_checks(it: &mut Interp) -> (CheckSummary, bool, Vec<crate::report::Even
     // Conservation: with every process gone, every frame is free but the reserved ones.
     if it.tasks.iter().all(|t| matches!(t.state, TaskState::Exited | TaskState::Killed)) {
         check.invariant_checks += 1;
+        // The LRU batches' references go (lru_add_drain_all) before frames are counted.
+        it.kernel.lru_add_drain_all();
         let inv = it.kernel.check_invariants().and_then(|_| {
             if it.kernel.all_free() {
                 Ok(())
@@ -499,6 +523,7 @@ pub fn process_status(k: &Kernel, t: &Task, cpu: &crate::hw::profile::CpuSpec) -
         anon_huge_pages: 0,
         lazy_free: 0,
         hugetlb_pages: 0,
+        vm_swap: 0,
         processor: t.cpu as u32,
         perf: perf_metrics(&t.perf, t.page_faults, t.minflt, t.majflt, cpu, None),
     };
@@ -514,6 +539,7 @@ pub fn process_status(k: &Kernel, t: &Task, cpu: &crate::hw::profile::CpuSpec) -
         st.anon_huge_pages = anon_huge_kb(k, mm);
         st.lazy_free = k.lazyfree_pages(mm) as i64 * kb_per_page(k);
         st.hugetlb_pages = m.hugetlb_usage * kb_per_page(k);
+        st.vm_swap = m.swapents * kb_per_page(k);
     }
     st
 }
@@ -532,6 +558,7 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
     // System-wide, as `perf stat -a` counts: kernel threads too.
     total.add(&it.kscrubd.perf);
     total.add(&it.khugepaged.perf);
+    total.add(&it.kswapd.perf);
     let faults: i64 = it.tasks.iter().map(|t| t.page_faults).sum();
     let minflt: i64 = it.tasks.iter().map(|t| t.minflt).sum();
     let majflt: i64 = it.tasks.iter().map(|t| t.majflt).sum();
@@ -549,15 +576,25 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
     meminfo.push("MemFree", items[VmItem::NrFreePages] * kb_per_page(k));
     meminfo.push("AnonPages", items[VmItem::NrAnonPages] * kb_per_page(k));
     meminfo.push("Buffers", 0);
-    // Cached: the page cache (shmem included) less swap cache and buffers, which mmsim has not.
-    meminfo.push("Cached", items[VmItem::NrFilePages] * kb_per_page(k));
+    // Cached: the page cache (shmem included) less the swap cache and buffers (mmsim has none).
+    meminfo.push("Cached", (items[VmItem::NrFilePages] - items[VmItem::NrSwapcached]) * kb_per_page(k));
     meminfo.push("Dirty", items[VmItem::NrDirty] * kb_per_page(k));
     meminfo.push("Mapped", items[VmItem::NrMapped] * kb_per_page(k));
     meminfo.push("Shmem", items[VmItem::NrShmem] * kb_per_page(k));
     meminfo.push("PageTables", items[VmItem::NrPageTablePages] * kb_per_page(k));
-    // Unevictable: mmsim has no unevictable LRU but its mlocked folios.
-    meminfo.push("Unevictable", items[VmItem::NrMlock] * kb_per_page(k));
+    let lru = |i: VmItem| items[i] * kb_per_page(k);
+    meminfo.push("SwapCached", lru(VmItem::NrSwapcached));
+    meminfo.push("Active", lru(VmItem::NrActiveAnon) + lru(VmItem::NrActiveFile));
+    meminfo.push("Inactive", lru(VmItem::NrInactiveAnon) + lru(VmItem::NrInactiveFile));
+    meminfo.push("Active(anon)", lru(VmItem::NrActiveAnon));
+    meminfo.push("Inactive(anon)", lru(VmItem::NrInactiveAnon));
+    meminfo.push("Active(file)", lru(VmItem::NrActiveFile));
+    meminfo.push("Inactive(file)", lru(VmItem::NrInactiveFile));
+    meminfo.push("Unevictable", lru(VmItem::NrUnevictable));
     meminfo.push("Mlocked", items[VmItem::NrMlock] * kb_per_page(k));
+    let (swap_total, swap_free) = k.si_swapinfo();
+    meminfo.push("SwapTotal", swap_total * kb_per_page(k));
+    meminfo.push("SwapFree", swap_free * kb_per_page(k));
     meminfo.push("AnonHugePages", items[VmItem::NrAnonThps] * k.geo.hpage_pmd_nr() as i64 * kb_per_page(k));
     let thp_kb = k.geo.hpage_pmd_nr() as i64 * kb_per_page(k);
     meminfo.push("ShmemHugePages", items[VmItem::NrShmemThps] * thp_kb);
@@ -620,6 +657,18 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
             }),
         });
     }
+    if it.kswapd.wakeups > 0 {
+        let kw = &it.kswapd;
+        kthreads.push(crate::report::KthreadStatus {
+            name: "kswapd0".into(),
+            running: kw.ready_at.is_some(),
+            cpu: kw.cpu as u32,
+            blocks: 0,
+            pages: 0,
+            perf: perf_metrics(&kw.perf, 0, 0, 0, &it.machine.p.cpu, None),
+            khugepaged: None,
+        });
+    }
     let gbps = it.machine.p.memory.bandwidth;
     let memory = it
         .machine
@@ -634,7 +683,142 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
             m
         })
         .collect();
-    Snapshot { label: label.into(), pid, perf, profile, vmstat, meminfo, processes, time, cpus, kthreads, memory }
+    let cgroups = cgroup_status(k);
+    let swaps = k
+        .proc_swaps()
+        .into_iter()
+        .map(|(filename, kind, size, used, priority)| crate::report::SwapStatus {
+            filename,
+            kind: kind.into(),
+            size,
+            used,
+            priority,
+        })
+        .collect();
+    Snapshot {
+        label: label.into(),
+        pid,
+        perf,
+        profile,
+        vmstat,
+        meminfo,
+        processes,
+        time,
+        cpus,
+        kthreads,
+        memory,
+        cgroups,
+        swaps,
+    }
+}
+
+/// The declared memory cgroups' files, as cgroup v2 shows them: the page counters in bytes,
+/// `memory.stat` (its sizes in bytes, its events counted) from the live statistics (what a
+/// read after rstat's flush shows), `memory.events` and `memory.swap.events`.
+fn cgroup_status(k: &Kernel) -> std::collections::BTreeMap<String, crate::report::CgroupStatus> {
+    use crate::kernel::memcontrol::{MEMCG_EVENT_NAMES, ROOT_MEMCG};
+    use crate::kernel::vmstat::VmEvent as E;
+    use crate::report::Counters;
+    let ps = k.geo.page_size() as i64;
+    let thp = ps * k.geo.hpage_pmd_nr() as i64;
+    let mut out = std::collections::BTreeMap::new();
+    for (i, g) in k.memcg.groups.iter().enumerate() {
+        if i as u16 == ROOT_MEMCG {
+            continue;
+        }
+        let it = &g.stat.items;
+        let ev = &g.stat.events;
+        let mut stat = Counters::default();
+        for (name, item) in [
+            ("anon", VmItem::NrAnonPages),
+            ("file", VmItem::NrFilePages),
+            ("pagetables", VmItem::NrPageTablePages),
+            ("shmem", VmItem::NrShmem),
+            ("file_mapped", VmItem::NrMapped),
+            ("file_dirty", VmItem::NrDirty),
+            ("file_writeback", VmItem::NrWriteback),
+            ("swapcached", VmItem::NrSwapcached),
+        ] {
+            stat.push(name, it[item] * ps);
+        }
+        stat.push("anon_thp", it[VmItem::NrAnonThps] * thp);
+        for (name, item) in [
+            ("inactive_anon", VmItem::NrInactiveAnon),
+            ("active_anon", VmItem::NrActiveAnon),
+            ("inactive_file", VmItem::NrInactiveFile),
+            ("active_file", VmItem::NrActiveFile),
+            ("unevictable", VmItem::NrUnevictable),
+        ] {
+            stat.push(name, it[item] * ps);
+        }
+        stat.push(
+            "pgscan",
+            ev[E::PgscanKswapd] + ev[E::PgscanDirect] + ev[E::PgscanKhugepaged] + ev[E::PgscanProactive],
+        );
+        stat.push(
+            "pgsteal",
+            ev[E::PgstealKswapd] + ev[E::PgstealDirect] + ev[E::PgstealKhugepaged] + ev[E::PgstealProactive],
+        );
+        for (name, e) in [
+            ("pgscan_kswapd", E::PgscanKswapd),
+            ("pgscan_direct", E::PgscanDirect),
+            ("pgscan_khugepaged", E::PgscanKhugepaged),
+            ("pgscan_proactive", E::PgscanProactive),
+            ("pgsteal_kswapd", E::PgstealKswapd),
+            ("pgsteal_direct", E::PgstealDirect),
+            ("pgsteal_khugepaged", E::PgstealKhugepaged),
+            ("pgsteal_proactive", E::PgstealProactive),
+            ("pgfault", E::PgFault),
+            ("pgmajfault", E::PgMajFault),
+            ("pgrefill", E::PgRefill),
+            ("pgactivate", E::PgActivate),
+            ("pgdeactivate", E::PgDeactivate),
+            ("pglazyfree", E::PgLazyFree),
+            ("pglazyfreed", E::PgLazyFreed),
+            ("thp_swpout", E::ThpSwpout),
+            ("thp_swpout_fallback", E::ThpSwpoutFallback),
+        ] {
+            stat.push(name, ev[e]);
+        }
+        for (name, item) in [
+            ("workingset_refault_anon", VmItem::WorkingsetRefaultAnon),
+            ("workingset_refault_file", VmItem::WorkingsetRefaultFile),
+            ("workingset_activate_anon", VmItem::WorkingsetActivateAnon),
+            ("workingset_activate_file", VmItem::WorkingsetActivateFile),
+            ("workingset_restore_anon", VmItem::WorkingsetRestoreAnon),
+            ("workingset_restore_file", VmItem::WorkingsetRestoreFile),
+        ] {
+            stat.push(name, it[item]);
+        }
+        let named = |v: &[u64]| {
+            let mut c = Counters::default();
+            for (n, x) in MEMCG_EVENT_NAMES.iter().zip(v) {
+                c.push(n, *x as i64);
+            }
+            c
+        };
+        let mut swap_events = Counters::default();
+        for (n, x) in ["high", "max", "fail"].iter().zip(g.swap_events) {
+            swap_events.push(n, x as i64);
+        }
+        let max =
+            if g.memory.max >= crate::kernel::memcontrol::PAGE_COUNTER_MAX { -1 } else { g.memory.max as i64 * ps };
+        out.insert(
+            g.name.clone(),
+            crate::report::CgroupStatus {
+                current: g.memory.usage as i64 * ps,
+                peak: g.memory.local_watermark as i64 * ps,
+                swap_current: g.swap.usage as i64 * ps,
+                swap_peak: g.swap.local_watermark as i64 * ps,
+                max,
+                stat,
+                events: named(&g.events),
+                events_local: named(&g.events_local),
+                swap_events,
+            },
+        );
+    }
+    out
 }
 
 /// The perf-stat view of a set of counts (`seconds` only for the whole run).

@@ -27,6 +27,19 @@ pub const EVENTS: &[(&str, bool, &str)] = &[
     ("mmsim:lock_wait", true, "lock func ns"),
     ("mmsim:io_wait", true, "pages ns"),
     ("sched:sched_migrate_task", false, "comm pid prio orig_cpu dest_cpu"),
+    ("vmscan:mm_vmscan_kswapd_sleep", false, "nid"),
+    ("vmscan:mm_vmscan_kswapd_wake", false, "nid order"),
+    ("vmscan:mm_vmscan_wakeup_kswapd", false, "nid order gfp_flags"),
+    ("vmscan:mm_vmscan_direct_reclaim_begin", false, "order gfp_flags"),
+    ("vmscan:mm_vmscan_direct_reclaim_end", false, "nr_reclaimed"),
+    ("vmscan:mm_vmscan_memcg_reclaim_begin", false, "order gfp_flags"),
+    ("vmscan:mm_vmscan_memcg_reclaim_end", false, "nr_reclaimed"),
+    ("vmscan:mm_vmscan_lru_isolate", false, "classzone order nr_requested nr_scanned nr_skipped nr_taken lru"),
+    ("vmscan:mm_vmscan_write_folio", false, "pfn flags"),
+    ("vmscan:mm_vmscan_reclaim_pages", false, "nid nr_scanned nr_reclaimed nr_dirty nr_writeback nr_congested nr_immediate nr_activate_anon nr_activate_file nr_ref_keep nr_unmap_fail"),
+    ("vmscan:mm_vmscan_lru_shrink_inactive", false, "nid nr_scanned nr_reclaimed nr_dirty nr_writeback nr_congested nr_immediate nr_activate_anon nr_activate_file nr_ref_keep nr_unmap_fail priority flags"),
+    ("vmscan:mm_vmscan_lru_shrink_active", false, "nid nr_taken nr_active nr_deactivated nr_referenced priority flags"),
+    ("vmscan:mm_vmscan_throttled", false, "nid usec_timeout usect_delayed reason"),
 ];
 
 /// An event's index in `EVENTS`.
@@ -48,6 +61,19 @@ pub mod ev {
     pub const IO_WAIT: u8 = 12;
     /// Idle balancing moved a task (raised by the CPU that pulled it).
     pub const SCHED_MIGRATE_TASK: u8 = 13;
+    pub const VMSCAN_KSWAPD_SLEEP: u8 = 14;
+    pub const VMSCAN_KSWAPD_WAKE: u8 = 15;
+    pub const VMSCAN_WAKEUP_KSWAPD: u8 = 16;
+    pub const VMSCAN_DIRECT_RECLAIM_BEGIN: u8 = 17;
+    pub const VMSCAN_DIRECT_RECLAIM_END: u8 = 18;
+    pub const VMSCAN_MEMCG_RECLAIM_BEGIN: u8 = 19;
+    pub const VMSCAN_MEMCG_RECLAIM_END: u8 = 20;
+    pub const VMSCAN_LRU_ISOLATE: u8 = 21;
+    pub const VMSCAN_WRITE_FOLIO: u8 = 22;
+    pub const VMSCAN_RECLAIM_PAGES: u8 = 23;
+    pub const VMSCAN_LRU_SHRINK_INACTIVE: u8 = 24;
+    pub const VMSCAN_LRU_SHRINK_ACTIVE: u8 = 25;
+    pub const VMSCAN_THROTTLED: u8 = 26;
 }
 
 /// One event of a run, as `perf script` prints it: the task, its CPU, the time, the event

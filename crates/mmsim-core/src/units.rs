@@ -272,9 +272,15 @@ impl<'de> Deserialize<'de> for Size {
             Int(u64),
             Str(String),
         }
-        match Raw::deserialize(d)
-            .map_err(|_| de::Error::custom("expected a size: bytes as an integer, or a string like \"200M\""))?
-        {
+        // A required size left out keeps serde's "missing field `NAME`".
+        let raw = Raw::deserialize(d).map_err(|e: D::Error| {
+            if e.to_string().starts_with("missing field") {
+                e
+            } else {
+                de::Error::custom("expected a size: bytes as an integer, or a string like \"200M\"")
+            }
+        })?;
+        match raw {
             Raw::Int(n) => Ok(Size(n)),
             Raw::Str(s) => parse_size(&s).map(Size).map_err(de::Error::custom),
         }

@@ -151,7 +151,8 @@ pub struct MemorySpec {
     pub offload_min: u64,
 }
 
-/// The block device files live on (ext4's): what a read from it costs.
+/// The block device files live on (ext4's), and swap files and partitions: what a request
+/// costs.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct BlockSpec {
@@ -159,6 +160,15 @@ pub struct BlockSpec {
     pub read_latency_ns: f64,
     /// Bytes per nanosecond (GB/s) the device reads at.
     pub read_bandwidth: f64,
+    /// Nanoseconds from submitting a write to its completion, before the data's transfer.
+    pub write_latency_ns: f64,
+    /// Bytes per nanosecond (GB/s) the device writes at.
+    pub write_bandwidth: f64,
+    /// The queue's `rotational` flag: a disk that seeks. Its requests are served one at a
+    /// time, each paying its latency; a non-rotational device overlaps the latencies of the
+    /// requests in flight and only their transfers take turns. Linux treats swap on a
+    /// rotational device differently (no per-CPU swap clusters, readahead by swap slot).
+    pub rotational: bool,
 }
 
 /// Software costs: instructions of the workload's loops and the kernel's paths.
@@ -201,6 +211,12 @@ pub struct CostSpec {
     pub tlb_flush_all: f64,
     /// Cycles of a system call's entry and exit.
     pub syscall: f64,
+    /// Cycles reclaim spends per page it isolates from an LRU list and looks at
+    /// (`isolate_lru_folios`, `folio_referenced`'s rmap walk, the list moves).
+    pub reclaim_scan: f64,
+    /// Cycles per page reclaim writes to swap (`folio_alloc_swap`, `try_to_unmap`, the bio),
+    /// its TLB flush and the device's time apart.
+    pub reclaim_pageout: f64,
 }
 
 /// Costs of sharing between CPUs.

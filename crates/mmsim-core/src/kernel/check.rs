@@ -57,6 +57,17 @@ pub struct CheckScratch {
     /// subtree's tables, rss and huge zero pmds, the mms that reached them and the upper
     /// entries pointing at them.
     shared: std::collections::HashMap<u32, SharedRecount>,
+    /// Every swap pte found (its entry), once per pte.
+    pub(super) swap_refs: Vec<u32>,
+    /// Per memcg: pages of folios charged to it (local), and page tables charged to it.
+    pub(super) memcg_folio_pages: Vec<u64>,
+    pub(super) memcg_tables: Vec<u64>,
+    /// Folios flagged PG_lru, and of those, the pages flagged PG_unevictable.
+    pub(super) lru_flagged: u64,
+    pub(super) unevictable_pages: u64,
+    pub(super) unevictable_folios: u64,
+    /// The ptes and pmds mapping folios whose mappings the rmap walk tracks.
+    pub(super) rmap_mapcount: i64,
 }
 
 /// What a recount of page tables adds up: the pages mapped per rss counter, the page-table
@@ -66,6 +77,8 @@ struct Recount {
     rss: [i64; 3],
     tables: i64,
     hzp_pmds: u64,
+    /// Swap ptes (MM_SWAPENTS).
+    swapents: i64,
 }
 
 /// What the recount found below one shared table.
@@ -108,6 +121,13 @@ impl CheckScratch {
         self.runs.clear();
         self.tables.clear();
         self.shared.clear();
+        self.swap_refs.clear();
+        self.memcg_folio_pages.clear();
+        self.memcg_tables.clear();
+        self.lru_flagged = 0;
+        self.unevictable_pages = 0;
+        self.unevictable_folios = 0;
+        self.rmap_mapcount = 0;
     }
 
     /// A listed frame whose count the folio scan did not consume is no folio page.
@@ -131,8 +151,6 @@ struct FolioTotals {
     file_mapped: i64,
     anon_thps: i64,
     hugetlb_in_use: u64,
-    /// Folios flagged PG_lazyfree.
-    lazy_flagged: usize,
 }
 
 /// No frame may be claimed twice, nor lie past the end of memory.
@@ -181,7 +199,8 @@ impl Kernel {
         let totals = self.check_folios(c, &runs, n)?;
         c.runs = runs;
         c.unconsumed()?;
-        self.check_totals(totals)
+        self.check_totals(totals)?;
+        self.check_reclaim_state(c)
     }
 
     /// The buddy lists: their counts, and no zeroed block holding data; their frames join
@@ -223,6 +242,17 @@ impl Kernel {
         if let Some(z) = self.huge_zero.pfn {
             runs.push((z.0, self.geo.hpage_pmd_nr() as u32, Owner::HugeZero));
         }
+        // The swap tables' pages (kernel memory).
+        let mut kernel = 0;
+        for si in &self.swap.si {
+            for c in si.clusters.iter().filter(|c| c.table.is_some()) {
+                runs.push((c.table_pfn, 1, Owner::Reserved));
+                kernel += 1;
+            }
+        }
+        if kernel != self.kernel_pages {
+            return Err(violation!("{kernel} swap-table pages, kernel_pages {}", self.kernel_pages));
+        }
         Ok(())
     }
 
@@ -259,6 +289,9 @@ impl Kernel {
             let mut t = Recount::default();
             self.recount_table(id, m.pgd, 3, c, &mut t)?;
             let (rss, pgtables) = (t.rss, (t.tables - 1) * self.geo.page_size() as i64);
+            if t.swapents != m.swapents {
+                return Err(violation!("mm {id}: {} swap ptes, MM_SWAPENTS says {}", t.swapents, m.swapents));
+            }
             if pgtables != m.pgtables_bytes {
                 return Err(violation!("mm {id}: VmPTE recount {pgtables} bytes, kernel says {}", m.pgtables_bytes));
             }
@@ -281,6 +314,15 @@ impl Kernel {
             }
             nr_tables += c.tables.len() as i64;
             hzp_pmds += t.hzp_pmds;
+            for &tb in &c.tables {
+                let m = self.mem.pages[tb as usize].memcg;
+                if m != super::memcontrol::NO_MEMCG {
+                    if c.memcg_tables.len() <= m as usize {
+                        c.memcg_tables.resize(m as usize + 1, 0);
+                    }
+                    c.memcg_tables[m as usize] += 1;
+                }
+            }
             runs.extend(c.tables.drain(..).map(|t| (t, 1, Owner::Table)));
         }
         Ok((nr_tables, hzp_pmds))
@@ -373,7 +415,7 @@ impl Kernel {
                     // A fallocated folio is cleared and uptodate before anything maps it.
                     return Err(violation!("page cache of inode {obj}, index {i}: fallocated frame {p:#x} is mapped"));
                 }
-                if h.mapping != obj as u32 || h.index as u64 + (p - head) as u64 != i {
+                if h.mapping != obj as u32 || h.index + (p - head) as u64 != i {
                     return Err(violation!(
                         "page cache of inode {obj}, index {i}: frame {p:#x} is of folio {head:#x} (mapping {}, \
                          index {})",
@@ -385,6 +427,37 @@ impl Kernel {
             if o.is_shmem() {
                 shmem_refs += c.cache_refs.len() - before;
             }
+        }
+        // The swap cache holds a reference per page too, and counts in NR_FILE_PAGES.
+        let cluster = self.swap_cluster();
+        let mut swapcached = 0i64;
+        for si in &self.swap.si {
+            for (ci, cl) in si.clusters.iter().enumerate() {
+                let Some(t) = cl.table.as_ref() else { continue };
+                for (k, &v) in t.iter().enumerate() {
+                    if v & super::swapfile::TABLE_FOLIO == 0 {
+                        continue;
+                    }
+                    let head = (v & !super::swapfile::TABLE_FOLIO) as u32;
+                    let off = ci as u32 * cluster + k as u32;
+                    let h = &self.mem.pages[head as usize];
+                    let base = super::pgtable::SwpEntry(h.private);
+                    if !h.test(pg::SWAPCACHE) || base.ty() != si.ty || off < base.offset() {
+                        return Err(violation!(
+                            "swap slot {}:{off:#x} holds folio {head:#x}, which is not its swap-cache folio",
+                            si.ty
+                        ));
+                    }
+                    c.cache_refs.push(head + (off - base.offset()));
+                    swapcached += 1;
+                }
+            }
+        }
+        if swapcached != self.stat.items[VmItem::NrSwapcached] {
+            return Err(violation!(
+                "nr_swapcached: recount {swapcached}, kernel says {}",
+                self.stat.items[VmItem::NrSwapcached]
+            ));
         }
         let file_refs = c.cache_refs.len();
         if file_refs as i64 != self.stat.items[VmItem::NrFilePages] {
@@ -404,8 +477,8 @@ impl Kernel {
             }
             c.cache_refs.extend(o.pages.iter().copied().filter(|&p| p != NIL));
         }
-        // The lru_lazyfree batch holds a reference per folio it queued.
-        c.cache_refs.extend(self.lazyfree_batch().map(|h| h.0));
+        // The LRU batches hold a reference per folio they queued.
+        c.cache_refs.extend(self.fbatch_folios().map(|h| h.0));
         for (name, &f) in &self.hugetlb.names {
             if self.hugetlb.files.get(f as usize).is_none_or(|o| o.is_none()) {
                 return Err(violation!("hugetlbfs name {name:?}: file {f} is gone"));
@@ -429,7 +502,13 @@ impl Kernel {
         let mut file_mapped = 0i64;
         let mut anon_thps = 0i64;
         let mut hugetlb_in_use = 0u64;
-        let mut lazy_flagged = 0usize;
+        // A swap write in flight holds its folio (the bio's reference).
+        let mut io_refs: std::collections::HashMap<u32, i32> = std::collections::HashMap::new();
+        for ev in self.blk.pending.values() {
+            if let super::blkdev::IoEvent::SwapWriteDone(h) = ev {
+                *io_refs.entry(h.0).or_default() += 1;
+            }
+        }
         let mut pfn = 0u64;
         let mut next_run = 0;
         loop {
@@ -452,6 +531,7 @@ impl Kernel {
                     ));
                 }
                 let mut refs = pmd;
+                let mut mapped = pmd as i64;
                 for i in 0..nr as usize {
                     let sp = &self.mem.pages[head + i];
                     let m = take(&mut c.pte_count, head + i);
@@ -460,6 +540,7 @@ impl Kernel {
                     }
                     // The page cache holds a reference per page of a folio.
                     refs += m + take(&mut c.cache_count, head + i);
+                    mapped += m as i64;
                     if sp.test(pg::ANON) && (m > 0 || pmd > 0) {
                         anon_mapped += 1;
                     }
@@ -473,14 +554,45 @@ impl Kernel {
                 if p.test(pg::HUGETLB) {
                     hugetlb_in_use += 1;
                 }
-                if p.test(pg::LAZYFREE) {
-                    lazy_flagged += 1;
+                if super::check_reclaim::rmap_tracked(p) && Some(Pfn(head as u32)) != self.huge_zero.pfn {
+                    c.rmap_mapcount += mapped;
+                }
+                if p.memcg != super::memcontrol::NO_MEMCG {
+                    if c.memcg_folio_pages.len() <= p.memcg as usize {
+                        c.memcg_folio_pages.resize(p.memcg as usize + 1, 0);
+                    }
+                    c.memcg_folio_pages[p.memcg as usize] += nr;
+                }
+                if p.test(pg::LRU) {
+                    c.lru_flagged += 1;
+                    if p.test(pg::UNEVICTABLE) {
+                        c.unevictable_pages += nr;
+                        c.unevictable_folios += 1;
+                    }
+                }
+                if p.test(pg::SWAPCACHE) {
+                    let base = super::pgtable::SwpEntry(p.private);
+                    let cluster = self.swap_cluster();
+                    for i in 0..nr as u32 {
+                        let e = base.add(i);
+                        let v = self.swap.si.get(e.ty()).map_or(0, |s| s.table(e.offset(), cluster));
+                        if v != super::swapfile::TABLE_FOLIO | head as u64 {
+                            return Err(violation!("swap-cache folio {head:#x}: slot {e:?} does not hold it"));
+                        }
+                    }
+                }
+                if !io_refs.is_empty() {
+                    refs += io_refs.get(&(head as u32)).copied().unwrap_or(0);
                 }
                 if refs == 0 {
                     return Err(violation!("folio {head:#x} ({nr} pages) is allocated but unreferenced (leak)"));
                 }
                 if p.refcount != refs {
-                    return Err(violation!("folio {head:#x}: refcount {} but {refs} references found", p.refcount));
+                    return Err(violation!(
+                        "folio {head:#x}: refcount {} but {refs} references found (flags {:#x})",
+                        p.refcount,
+                        p.flags
+                    ));
                 }
                 pfn += nr;
             }
@@ -488,12 +600,12 @@ impl Kernel {
             pfn = a as u64 + len as u64;
             next_run += 1;
         }
-        Ok(FolioTotals { anon_mapped, file_mapped, anon_thps, hugetlb_in_use, lazy_flagged })
+        Ok(FolioTotals { anon_mapped, file_mapped, anon_thps, hugetlb_in_use })
     }
 
     /// The vmstat items the folio walk recounted.
     fn check_totals(&self, t: FolioTotals) -> Result<(), Violation> {
-        let FolioTotals { anon_mapped, file_mapped, anon_thps, hugetlb_in_use, lazy_flagged } = t;
+        let FolioTotals { anon_mapped, file_mapped, anon_thps, hugetlb_in_use } = t;
         if anon_mapped != self.stat.items[VmItem::NrAnonPages] {
             return Err(violation!(
                 "nr_anon_pages: recount {anon_mapped}, kernel says {}",
@@ -518,26 +630,6 @@ impl Kernel {
                 h.surplus_huge_pages,
                 self.stat.items[VmItem::NrHugetlb]
             ));
-        }
-        // Lazyfree folios: allocated anonymous heads flagged so, each on the list once, and
-        // reclaim's rmap walk finds every mapping of each.
-        if lazy_flagged != self.lazyfree.len() {
-            return Err(violation!("{lazy_flagged} folios flagged lazyfree, {} on the list", self.lazyfree.len()));
-        }
-        for h in self.lazyfree.heads() {
-            let p = &self.mem.pages[h as usize];
-            if !p.test(pg::LAZYFREE) || !p.test(pg::ANON) || p.refcount <= 0 || p.head != h {
-                return Err(violation!(
-                    "lazyfree folio {h:#x}: flags {:#x}, refcount {}, head {:#x}",
-                    p.flags,
-                    p.refcount,
-                    p.head
-                ));
-            }
-            let (found, mapped) = (self.lazyfree_rmap_count(Pfn(h)), self.folio_mapcount(Pfn(h)));
-            if found as i64 != mapped {
-                return Err(violation!("lazyfree folio {h:#x}: mapped {mapped} times, the rmap walk finds {found}"));
-            }
         }
         if anon_thps != self.stat.items[VmItem::NrAnonThps] {
             return Err(violation!(
@@ -583,6 +675,7 @@ impl Kernel {
             for (x, y) in t.rss.iter_mut().zip(sub.rss) {
                 *x += y;
             }
+            t.swapents += sub.swapents;
             return Ok(());
         }
         if self.mem.pages[table.idx()].mapcount != 0 {
@@ -633,6 +726,16 @@ impl Kernel {
         t.tables += 1;
         if !self.mem.pages[table.idx()].test(pg::TABLE) {
             return Err(violation!("frame {:#x} used as a {} table lacks PG_table", table.0, level));
+        }
+        if level == 0 {
+            for (i, e) in self.swap_entries(table) {
+                let se = e.swp_entry();
+                if se.ty() >= self.swap.si.len() || se.offset() == 0 || se.offset() >= self.swap.si[se.ty()].max {
+                    return Err(violation!("swap pte {:#x}[{i}] refers to no swap slot: {e:?}", table.0));
+                }
+                c.swap_refs.push(se.0);
+                t.swapents += 1;
+            }
         }
         for (i, e) in self.present_entries(table) {
             if e.pfn().idx() >= self.mem.pages.len() {

@@ -114,6 +114,10 @@ impl Kernel {
             self.work.push(Work::FaultLock { line: lock, hold: false, func: leave });
         }
         self.stat.count(VmEvent::PgFault);
+        // count_memcg_event_mm.
+        if let Some(m) = self.mms.get(mm as usize).and_then(|m| m.as_ref()) {
+            self.count_memcg_events(m.memcg, VmEvent::PgFault, 1);
+        }
         if ret & vm_fault::OOM != 0 {
             FaultOutcome::Oom
         } else if ret & vm_fault::SIGBUS != 0 {

@@ -82,7 +82,8 @@ impl RaMapping for CacheRa<'_> {
             return false;
         }
         // readahead_gfp_mask: __GFP_NORETRY | __GFP_NOWARN, no OOM kill on failure.
-        let Some(head) = self.k.page_cache_alloc_read(self.obj, index, order, gfp::USER) else {
+        let Some(head) = self.k.page_cache_alloc_read(self.obj, index, order, gfp::HIGHUSER_MOVABLE | gfp::NORETRY)
+        else {
             return false;
         };
         if mark {
@@ -224,7 +225,10 @@ impl Kernel {
             };
             self.mem.set_data((a.pfn.0 as u64 + i) as usize, d);
         }
-        self.filemap_add_folio(obj, index, a.pfn, order);
+        if !self.filemap_add_folio(obj, index, a.pfn, order, flags) {
+            self.folio_put(a.pfn);
+            return None;
+        }
         Some(a.pfn)
     }
 
@@ -265,7 +269,7 @@ impl Kernel {
 
     /// The folio headed at `head`'s first index and pages.
     fn folio_span(&self, head: Pfn) -> (u64, u64) {
-        (self.mem.pages[head.idx()].index as u64, self.folio_nr_pages(head))
+        (self.mem.pages[head.idx()].index, self.folio_nr_pages(head))
     }
 
     /// `filemap_get_read_batch`: the cached folios from `index` to `last` (inclusive), at most
@@ -300,7 +304,7 @@ impl Kernel {
             self.filemap_get_read_batch(obj, index, last_index - 1, batch);
         }
         if batch.is_empty() {
-            match self.page_cache_alloc_read(obj, index, 0, gfp::USER | gfp::DIRECT_RECLAIM) {
+            match self.page_cache_alloc_read(obj, index, 0, gfp::HIGHUSER_MOVABLE) {
                 Some(h) => {
                     self.count_read_io(1);
                     waited += 1;
@@ -449,7 +453,7 @@ impl Kernel {
             let nr = 1u64 << o;
             self.page_cache_extend(obj, index + nr);
             let free = (index..index + nr).all(|i| self.shmem_find_folio(obj, i).is_none());
-            let flags = if o > 0 { gfp::USER } else { gfp::USER | gfp::DIRECT_RECLAIM };
+            let flags = gfp::HIGHUSER_MOVABLE | gfp::WRITE | if o > 0 { gfp::NORETRY } else { 0 };
             if free {
                 if let Some(h) = self.page_cache_alloc_read(obj, index, o, flags) {
                     let old_size = self.inode(obj).i_size;
@@ -489,7 +493,7 @@ impl Kernel {
         }
         self.mem.pages[head.idx()].set(pg::DIRTY);
         let nr = self.folio_nr_pages(head) as i64;
-        self.stat.mod_item(VmItem::NrDirty, nr);
+        self.mod_lruvec_item(head, VmItem::NrDirty, nr);
     }
 
     /// Write back the dirty folios of `obj` in [start, end) (indices): the device gets their
@@ -517,7 +521,7 @@ impl Kernel {
                 self.mem.pages[head.idx()].clear(pg::DIRTY);
                 // folio_clear_dirty_for_io: a mapped folio is write-protected first.
                 self.folio_mkclean(obj, head, fi, nr);
-                self.stat.mod_item(VmItem::NrDirty, -(nr as i64));
+                self.mod_lruvec_item(head, VmItem::NrDirty, -(nr as i64));
                 self.stat.count_n(VmEvent::PgpgOut, (nr * self.geo.page_size() / 1024) as i64);
                 written.push(head);
                 pages += nr;

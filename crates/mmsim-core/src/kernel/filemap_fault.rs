@@ -64,9 +64,12 @@ impl Kernel {
         if !vma.is_shared() {
             self.current.fault_path = "do_cow_fault";
             self.anon_vma_prepare(mm, vma.start);
-            let Some(a) = self.alloc_pages(0, gfp::USER | gfp::DIRECT_RECLAIM) else {
+            let Some(a) = self.alloc_pages(0, gfp::HIGHUSER_MOVABLE) else {
                 return vm_fault::OOM;
             };
+            if !self.charge_new_anon(a.pfn, mm) {
+                return vm_fault::OOM;
+            }
             let (page, ret) = match self.vm_ops_fault(vma, addr, filp, obj) {
                 Ok(x) => x,
                 Err(r) => {
@@ -84,7 +87,7 @@ impl Kernel {
                 self.folio_put(a.pfn);
                 return vm_fault::OOM;
             };
-            self.folio_add_new_anon_rmap(a.pfn, mm, false);
+            self.folio_add_new_anon_rmap(a.pfn, mm, false, vma.linear_page_index(addr, self.geo));
             self.folio_add_lru_vma(a.pfn, vma);
             self.add_rss_at(table, mm, MmCounter::AnonPages, 1);
             let e = Entry::new(a.pfn, vm_page_prot(vma) | pgtable::DIRTY | pgtable::ACCESSED);
@@ -147,13 +150,16 @@ impl Kernel {
         }
         self.current.fault_path = "filemap_fault";
         self.stat.count(VmEvent::PgMajFault);
+        if let Some(m) = self.cur_mm.and_then(|mm| self.mms.get(mm as usize)).and_then(|m| m.as_ref()) {
+            self.count_memcg_events(m.memcg, VmEvent::PgMajFault, 1);
+        }
         let read = self.do_sync_mmap_readahead(vma, filp, index);
         self.current.effects.io_wait_pages += read;
         let page = match self.shmem_find_folio(obj, index) {
             Some(p) => p,
             None => {
                 // __filemap_get_folio(FGP_CREAT | FGP_FOR_MMAP) + filemap_read_folio.
-                let p = self.page_cache_alloc_read(obj, index, 0, gfp::USER | gfp::DIRECT_RECLAIM);
+                let p = self.page_cache_alloc_read(obj, index, 0, gfp::HIGHUSER_MOVABLE);
                 let p = p.ok_or(vm_fault::OOM)?;
                 self.count_read_io(1);
                 self.current.effects.io_wait_pages += 1;
@@ -247,7 +253,7 @@ impl Kernel {
                 continue;
             };
             let head = self.head_of(p);
-            let (fi, nr) = (self.mem.pages[head.idx()].index as u64, self.folio_nr_pages(head));
+            let (fi, nr) = (self.mem.pages[head.idx()].index, self.folio_nr_pages(head));
             // A fallocated shmem folio is not uptodate until its first use.
             if self.mem.pages[head.idx()].test(pg::READAHEAD) || self.mem.pages[head.idx()].test(pg::FALLOC) {
                 *index = fi + nr;
@@ -286,7 +292,7 @@ impl Kernel {
         let Some(first) = self.next_uptodate_folio(obj, &mut index, end) else {
             return 0;
         };
-        let (fi, fnr) = (self.mem.pages[first.idx()].index as u64, self.folio_nr_pages(first));
+        let (fi, fnr) = (self.mem.pages[first.idx()].index, self.folio_nr_pages(first));
         let pe = self.entry(pmd.table, pmd.idx);
         let table = if file_end >= fi + fnr || shmem {
             // filemap_map_pmd: a huge pmd is there already, or the first folio is PMD-sized
@@ -327,7 +333,7 @@ impl Kernel {
         let mut mapped = 0;
         let mut head = Some(first);
         while let Some(h) = head {
-            let (fi, nr) = (self.mem.pages[h.idx()].index as u64, self.folio_nr_pages(h));
+            let (fi, nr) = (self.mem.pages[h.idx()].index, self.folio_nr_pages(h));
             let (mut lo, mut hi) = (fi.max(start), (fi + nr - 1).min(end));
             let whole = nr > 1
                 && (fi + nr <= file_end || shmem)
@@ -384,7 +390,7 @@ impl Kernel {
         let ps = self.geo.page_size();
         let shmem = self.inode(obj).is_shmem();
         let head = self.head_of(page);
-        let (fi, nr) = (self.mem.pages[head.idx()].index as u64, self.folio_nr_pages(head));
+        let (fi, nr) = (self.mem.pages[head.idx()].index, self.folio_nr_pages(head));
         let needs_fallback = !shmem && self.inode(obj).i_size.div_ceil(ps) < fi + nr;
         let pe = self.entry(pmd.table, pmd.idx);
         if pe.none() && !needs_fallback && nr >= self.geo.hpage_pmd_nr() {
@@ -478,9 +484,9 @@ impl Kernel {
         if e == 0 {
             let shmem = self.mem.pages[head.idx()].test(pg::SHMEM | pg::TEXT_COPY);
             let item = if shmem { VmItem::NrShmemPmdmapped } else { VmItem::NrFilePmdmapped };
-            self.stat.mod_item(item, 1);
+            self.mod_lruvec_item(head, item, 1);
             let newly = (0..nr as u32).filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount == 0).count();
-            self.stat.mod_item(VmItem::NrMapped, newly as i64);
+            self.mod_lruvec_item(head, VmItem::NrMapped, newly as i64);
         }
         self.mem.pages[head.idx()].entire_mapcount = e + 1;
         self.track_mm(head, mm, 1);
@@ -494,9 +500,9 @@ impl Kernel {
         if e == 0 {
             let shmem = self.mem.pages[head.idx()].test(pg::SHMEM | pg::TEXT_COPY);
             let item = if shmem { VmItem::NrShmemPmdmapped } else { VmItem::NrFilePmdmapped };
-            self.stat.mod_item(item, -1);
+            self.mod_lruvec_item(head, item, -1);
             let gone = (0..nr as u32).filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount == 0).count();
-            self.stat.mod_item(VmItem::NrMapped, -(gone as i64));
+            self.mod_lruvec_item(head, VmItem::NrMapped, -(gone as i64));
         }
         self.track_mm(head, mm, -1);
     }

@@ -51,7 +51,7 @@ impl Kernel {
         // The ELF loader's set_brk: the heap begins after the program's bss.
         let m = self.mm_mut(mm);
         (m.start_brk, m.brk) = (START_BRK, START_BRK);
-        let start = self.geo.task_size() - STACK_SIZE;
+        let start = self.geo.page_align_down(self.geo.task_size() - STACK_SIZE);
         let vma = Vma {
             start,
             end: self.geo.task_size(),
@@ -77,9 +77,13 @@ impl Kernel {
         let child = self.mm_alloc()?;
         let vmas: Vec<Vma> = self.mm(parent).vmas.values().cloned().collect();
         {
-            let (p, sb, b) = (self.mm(parent).mmap_base, self.mm(parent).start_brk, self.mm(parent).brk);
+            let pm = self.mm(parent);
+            let (p, sb, b, memcg, nl) = (pm.mmap_base, pm.start_brk, pm.brk, pm.memcg, pm.nonlinear_anon);
             let c = self.mm_mut(child);
             (c.mmap_base, c.start_brk, c.brk) = (p, sb, b);
+            // The child starts in its parent's cgroup (its page tables are charged there).
+            c.memcg = memcg;
+            c.nonlinear_anon = nl;
         }
         for v in vmas {
             if v.flags & vm::DONTCOPY != 0 {

@@ -38,25 +38,41 @@ impl Kernel {
         allowed && haddr >= vma.start && haddr + self.geo.hpage_pmd_size() <= vma.end
     }
 
-    /// `vma_thp_gfp_mask`: whether this vma's THP allocations may direct-reclaim.
-    fn vma_thp_gfp_mask(&self, vma: &Vma) -> u32 {
+    /// `vma_thp_gfp_mask`: GFP_TRANSHUGE_LIGHT (no reclaim), with direct reclaim or kswapd's
+    /// as `transparent_hugepage/defrag` says for a madvised vma or another.
+    pub(super) fn vma_thp_gfp_mask(&self, vma: &Vma) -> u32 {
         let madvised = vma.flags & vm::HUGEPAGE != 0;
-        let reclaim = match self.knobs.thp_defrag {
-            ThpDefrag::Always => true,
-            ThpDefrag::Defer | ThpDefrag::Never => false,
-            ThpDefrag::DeferMadvise | ThpDefrag::Madvise => madvised,
-        };
-        gfp::COMP | gfp::ZERO | gfp::USER | if reclaim { gfp::DIRECT_RECLAIM } else { 0 }
+        let light = gfp::COMP | gfp::ZERO | gfp::USER | gfp::IO | gfp::MOVABLE;
+        light
+            | match self.knobs.thp_defrag {
+                ThpDefrag::Always if madvised => gfp::DIRECT_RECLAIM,
+                ThpDefrag::Always => gfp::DIRECT_RECLAIM | gfp::NORETRY,
+                ThpDefrag::Defer => gfp::KSWAPD_RECLAIM,
+                ThpDefrag::DeferMadvise if madvised => gfp::DIRECT_RECLAIM,
+                ThpDefrag::DeferMadvise => gfp::KSWAPD_RECLAIM,
+                ThpDefrag::Madvise if madvised => gfp::DIRECT_RECLAIM,
+                ThpDefrag::Madvise | ThpDefrag::Never => 0,
+            }
     }
 
     /// `vma_alloc_anon_folio_pmd`: a zeroed PMD-sized folio, or THP_FAULT_FALLBACK.
-    fn vma_alloc_anon_folio_pmd(&mut self, vma: &Vma, addr: u64) -> Option<Allocated> {
+    /// Its charge to the mm's memcg with the same gfp: a failure counts THP_FAULT_FALLBACK
+    /// and THP_FAULT_FALLBACK_CHARGE.
+    fn vma_alloc_anon_folio_pmd(&mut self, mm: MmId, vma: &Vma, addr: u64) -> Option<Allocated> {
         let flags = self.vma_thp_gfp_mask(vma);
-        let a = self.alloc_user_zeroed(self.geo.hpage_pmd_order(), flags, addr);
-        if a.is_none() {
+        let Some(a) = self.alloc_user_zeroed(self.geo.hpage_pmd_order(), flags, addr) else {
             self.stat.count(VmEvent::ThpFaultFallback);
+            return None;
+        };
+        let memcg = self.mm(mm).memcg;
+        if self.mem_cgroup_charge(a.pfn, memcg, flags).is_err() {
+            self.mem.pages[a.pfn.idx()].refcount = 1;
+            self.folio_put(a.pfn);
+            self.stat.count(VmEvent::ThpFaultFallback);
+            self.stat.count(VmEvent::ThpFaultFallbackCharge);
+            return None;
         }
-        a
+        Some(a)
     }
 
     /// `pgtable_trans_huge_deposit`.
@@ -77,12 +93,13 @@ impl Kernel {
     }
 
     /// `map_anon_folio_pmd`: map a new THP by a pmd, counting THP_FAULT_ALLOC.
-    fn map_anon_folio_pmd(&mut self, mm: MmId, vma: &Vma, folio: Pfn, pmd: Slot) {
+    fn map_anon_folio_pmd(&mut self, mm: MmId, vma: &Vma, folio: Pfn, pmd: Slot, addr: u64) {
         let e = maybe_mkwrite(
             Entry::new(folio, vm_page_prot(vma) | pgtable::PSE | pgtable::DIRTY | pgtable::ACCESSED),
             vma,
         );
-        self.folio_add_new_anon_rmap(folio, mm, true);
+        let index = vma.linear_page_index(self.geo.hpage_pmd_align_down(addr), self.geo);
+        self.folio_add_new_anon_rmap(folio, mm, true, index);
         self.folio_add_lru_vma(folio, vma);
         let nr = self.geo.hpage_pmd_nr() as i64;
         self.add_rss_at(pmd.table, mm, MmCounter::AnonPages, nr);
@@ -117,7 +134,7 @@ impl Kernel {
             });
             return 0;
         }
-        let Some(folio) = self.vma_alloc_anon_folio_pmd(vma, addr) else {
+        let Some(folio) = self.vma_alloc_anon_folio_pmd(mm, vma, addr) else {
             return vm_fault::FALLBACK;
         };
         let Some(pgtable) = self.pte_alloc_one(Some(mm)) else {
@@ -127,7 +144,7 @@ impl Kernel {
         };
         self.deposit(pmd, pgtable);
         self.pt_table_added(pmd.table, pgtable, mm);
-        self.map_anon_folio_pmd(mm, vma, folio.pfn, pmd);
+        self.map_anon_folio_pmd(mm, vma, folio.pfn, pmd, addr);
         0
     }
 
@@ -135,9 +152,12 @@ impl Kernel {
     /// page, so the deposited table becomes a PTE table whose entry at the fault address maps
     /// a new zeroed 4 KiB page and every other entry the 4 KiB zero page (no pmd split).
     fn do_huge_pmd_wp_zero_page_fallback(&mut self, mm: MmId, vma: &Vma, addr: u64, pmd: Slot) -> u32 {
-        let Some(page) = self.alloc_user_zeroed(0, gfp::USER | gfp::DIRECT_RECLAIM, addr) else {
+        let Some(page) = self.alloc_user_zeroed(0, gfp::HIGHUSER_MOVABLE, addr) else {
             return vm_fault::OOM;
         };
+        if !self.charge_new_anon(page.pfn, mm) {
+            return vm_fault::OOM;
+        }
         let haddr = self.geo.hpage_pmd_align_down(addr);
         let table = self.withdraw(pmd);
         let zero = Entry::new(self.zero_pfn, vm_page_prot(vma) | pgtable::SPECIAL);
@@ -145,7 +165,7 @@ impl Kernel {
         for i in 0..self.geo.ptrs_per_table() {
             self.set_entry(table, i, zero);
         }
-        self.folio_add_new_anon_rmap(page.pfn, mm, false);
+        self.folio_add_new_anon_rmap(page.pfn, mm, false, vma.linear_page_index(addr, self.geo));
         self.folio_add_lru_vma(page.pfn, vma);
         self.add_rss_at(table, mm, MmCounter::AnonPages, 1);
         let e = maybe_mkwrite(Entry::new(page.pfn, vm_page_prot(vma) | pgtable::DIRTY | pgtable::ACCESSED), vma);
@@ -182,7 +202,7 @@ impl Kernel {
         if !self.thp_vma_allowable(vma, addr) {
             return vm_fault::FALLBACK;
         }
-        let Some(folio) = self.vma_alloc_anon_folio_pmd(vma, addr) else {
+        let Some(folio) = self.vma_alloc_anon_folio_pmd(mm, vma, addr) else {
             return vm_fault::FALLBACK;
         };
         let table = e.pfn();
@@ -190,7 +210,7 @@ impl Kernel {
             self.set_entry(table, i, Entry::NONE);
         }
         self.deposit(pmd, table);
-        self.map_anon_folio_pmd(mm, vma, folio.pfn, pmd);
+        self.map_anon_folio_pmd(mm, vma, folio.pfn, pmd, addr);
         self.flush_tlb_range(mm, haddr, haddr + self.geo.hpage_pmd_size());
         0
     }
@@ -212,9 +232,9 @@ impl Kernel {
         let e = self.entry(pmd.table, pmd.idx);
         let haddr = self.geo.hpage_pmd_align_down(addr);
         if self.is_huge_zero_pmd(e) {
-            if let Some(folio) = self.vma_alloc_anon_folio_pmd(vma, addr) {
+            if let Some(folio) = self.vma_alloc_anon_folio_pmd(mm, vma, addr) {
                 // do_huge_zero_wp_pmd: the deposited table stays deposited under the THP.
-                self.map_anon_folio_pmd(mm, vma, folio.pfn, pmd);
+                self.map_anon_folio_pmd(mm, vma, folio.pfn, pmd, addr);
                 self.flush_tlb_range(mm, haddr, haddr + self.geo.hpage_pmd_size());
                 self.put_huge_zero_pmd();
                 return 0;
@@ -397,35 +417,119 @@ impl Kernel {
         }
     }
 
-    /// `split_huge_page`: turn a PTE-mapped THP into base pages; each keeps one reference per
-    /// pte mapping it, unmapped ones are freed. PG_dirty goes to every page
-    /// (`__split_folio_to_order`), and so does lazyfreeness (PG_swapbacked): the pages that
-    /// stay take the folio's place among the lazyfree folios.
-    pub(super) fn split_folio(&mut self, head: Pfn) {
+    /// `split_huge_page`: turn a THP into base pages (kernel/huge_memory.rs
+    /// `split_folio_to_list` with no list).
+    pub(super) fn split_folio(&mut self, head: Pfn) -> bool {
+        self.split_folio_to_list(head, None)
+    }
+
+    /// `split_folio_to_list` (`__folio_split` to order 0) of an anonymous large folio: its
+    /// pmd mappings are split first (`unmap_folio` with TTU_SPLIT_HUGE_PMD, remapped by
+    /// ptes), then each page becomes a folio of its own with the head's flags, memcg, swap
+    /// slot and LRU list (placed next to the head, in Linux's order), keeping its mappings. A
+    /// caller that isolated the folio (`list`) gets the new folios appended to it, each with
+    /// an isolation reference. Pages nothing maps then go (a page in the swap cache with it,
+    /// if no swap pte refers to its slot). False when it cannot be split: mlocked, or
+    /// references beyond its mappings, caches and the caller's (`can_split_folio`).
+    pub(super) fn split_folio_to_list(&mut self, head: Pfn, mut list: Option<&mut Vec<Pfn>>) -> bool {
         let n = self.folio_nr_pages(head) as u32;
-        self.stat.count(VmEvent::ThpSplitPage);
-        self.folio_mms.remove(&head.0);
-        let lazy = self.lazyfree_split_begin(head);
-        let dirty = self.mem.pages[head.idx()].flags & pg::DIRTY;
-        let flags_keep = pg::ANON | pg::ANON_EXCLUSIVE;
-        for i in 0..n {
-            let pfn = head.0 + i;
-            let p = &mut self.mem.pages[pfn as usize];
-            p.flags = (p.flags & flags_keep) | dirty;
-            p.order = 0;
-            p.head = pfn;
-            p.refcount = p.mapcount;
-            p.entire_mapcount = 0;
+        if n == 1 {
+            return true;
         }
-        for i in 0..n {
-            let pfn = Pfn(head.0 + i);
-            if self.mem.pages[pfn.idx()].refcount == 0 {
-                self.mem.pages[pfn.idx()].refcount = 1;
-                self.folio_put(pfn);
+        if self.mem.pages[head.idx()].test(pg::MLOCKED) {
+            return false;
+        }
+        // unmap_folio: pmd mappings become pte mappings of the same folio.
+        if self.mem.pages[head.idx()].entire_mapcount > 0 {
+            for h in self.rmap_walk(head).into_iter().filter(|h| h.pmd) {
+                let Some(v) = self.mm(h.mm).vma_lookup(h.addr).cloned() else { continue };
+                self.__split_huge_pmd(h.mm, &v, h.slot, h.addr);
+            }
+            if self.mem.pages[head.idx()].entire_mapcount > 0 {
+                return false;
             }
         }
-        if let Some(was) = lazy {
-            self.lazyfree_split_done(head, n, was);
+        let p = self.mem.pages[head.idx()];
+        let swapcache = p.test(pg::SWAPCACHE);
+        let isolated = list.is_some() as i32;
+        let expected = self.folio_mapcount(head) as i32 + if swapcache { n as i32 } else { 0 } + isolated;
+        if p.refcount != expected {
+            return false;
         }
+        if n as u64 >= self.geo.hpage_pmd_nr() {
+            self.stat.count(VmEvent::ThpSplitPage);
+        }
+        self.folio_mms.remove(&head.0);
+        if p.test(pg::DEFERRED) {
+            self.deferred_split.retain(|&h| h != head.0);
+        }
+        let on_lru = p.test(pg::LRU);
+        if on_lru {
+            self.lruvec_del_folio(head);
+        }
+        let keep = pg::ANON
+            | pg::DIRTY
+            | pg::LAZYFREE
+            | pg::ACTIVE
+            | pg::REFERENCED
+            | pg::WORKINGSET
+            | pg::UNEVICTABLE
+            | pg::SWAPCACHE
+            | pg::LRU
+            | pg::SHMEM;
+        let hflags = p.flags & keep;
+        let base = super::pgtable::SwpEntry(p.private);
+        for i in 0..n {
+            let pfn = head.0 + i;
+            let sp = &mut self.mem.pages[pfn as usize];
+            sp.flags = hflags | (sp.flags & pg::ANON_EXCLUSIVE);
+            sp.order = 0;
+            sp.head = pfn;
+            sp.entire_mapcount = 0;
+            sp.memcg = p.memcg;
+            sp.index = p.index + i as u64;
+            sp.mapping = p.mapping;
+            sp.private = if swapcache { base.add(i).0 } else { 0 };
+            sp.refcount = sp.mapcount + swapcache as i32 + if i == 0 { isolated } else { 0 };
+            sp.next = super::mm_types::NIL;
+            sp.prev = super::mm_types::NIL;
+        }
+        if swapcache {
+            for i in 0..n {
+                self.swap_cache_replace(base.add(i), Pfn(head.0 + i));
+            }
+        }
+        // lru_add_split_folio: the head back where it was; the others just before it
+        // (reclaim meets the head first, then the last page, ...), or onto the caller's list.
+        if on_lru {
+            self.lruvec_add_folio(head);
+            for i in 1..n {
+                self.lruvec_add_folio_before(Pfn(head.0 + i), head);
+            }
+        } else if let Some(l) = list.as_deref_mut() {
+            for i in 1..n {
+                let t = Pfn(head.0 + i);
+                self.mem.pages[t.idx()].refcount += 1;
+                l.push(t);
+            }
+        }
+        // free_folio_and_swap_cache of the pages nothing maps (not the head's reference).
+        for i in 1..n {
+            let t = Pfn(head.0 + i);
+            if self.mem.pages[t.idx()].mapcount > 0 || list.is_some() {
+                continue;
+            }
+            if self.mem.pages[t.idx()].test(pg::SWAPCACHE) {
+                self.folio_free_swap(t);
+                continue;
+            }
+            self.mem.pages[t.idx()].refcount += 1;
+            self.folio_put(t);
+        }
+        if list.is_none() && !swapcache && self.mem.pages[head.idx()].mapcount == 0 {
+            self.mem.pages[head.idx()].refcount += 1;
+            self.folio_put(head);
+        }
+        true
     }
 }

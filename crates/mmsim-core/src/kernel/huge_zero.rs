@@ -37,7 +37,9 @@ impl Kernel {
     }
 
     fn alloc_huge_zero_folio(&mut self) -> bool {
-        let Some(a) = self.alloc_pages(self.geo.hpage_pmd_order(), gfp::COMP | gfp::ZERO | gfp::DIRECT_RECLAIM) else {
+        let Some(a) =
+            self.alloc_pages(self.geo.hpage_pmd_order(), gfp::COMP | gfp::ZERO | gfp::DIRECT_RECLAIM | gfp::IO)
+        else {
             self.stat.count(VmEvent::ThpZeroPageAllocFailed);
             return false;
         };

@@ -112,7 +112,8 @@ impl Kernel {
     /// `alloc_buddy_hugetlb_folio` + `prep_new_hugetlb_folio`: a fresh huge page from the
     /// buddy allocator (with reclaim, never the OOM killer), not yet counted anywhere.
     fn alloc_fresh_hugetlb_folio(&mut self) -> Option<Pfn> {
-        let a = self.alloc_pages(self.geo.hpage_pmd_order(), gfp::COMP | gfp::DIRECT_RECLAIM)?;
+        let a =
+            self.alloc_pages(self.geo.hpage_pmd_order(), gfp::COMP | gfp::USER | gfp::KERNEL | gfp::RETRY_MAYFAIL)?;
         let head = &mut self.mem.pages[a.pfn.idx()];
         head.set(pg::HUGETLB);
         head.refcount = 0;
@@ -461,7 +462,7 @@ impl Kernel {
         self.clear_huge_page(p, addr);
         // hugetlb_add_to_page_cache: the allocation's reference is the cache's.
         self.mem.pages[p.idx()].mapping = f;
-        self.mem.pages[p.idx()].index = idx as u32;
+        self.mem.pages[p.idx()].index = idx as u64;
         self.hfile_mut(f).pages[idx] = p.0;
         Some(p)
     }

@@ -10,6 +10,7 @@
 use super::khugepaged_scan::ScanResult;
 use super::mm::{vm, Backing, Vma};
 use super::mmap::Errno;
+use super::page_alloc::gfp;
 use super::pgtable::Entry;
 use super::{Kernel, MmId};
 use crate::units::Pfn;
@@ -157,7 +158,9 @@ impl Kernel {
                 None => self.clear_pages(Pfn(new.0 + i as u32), 1, 1, super::page_alloc::ClearPath::User),
             }
         }
-        self.filemap_add_folio(obj, index, new, order);
+        // khugepaged charges the new folio first (SCAN_CGROUP_CHARGE_FAIL on failure);
+        // mmsim's collapse charges it here, forced, once the old pages are gone.
+        self.filemap_add_folio(obj, index, new, order, gfp::HIGHUSER_MOVABLE | gfp::NOFAIL);
         self.retract_page_tables(obj, index);
         Some(new)
     }

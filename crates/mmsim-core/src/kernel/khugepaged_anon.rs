@@ -124,10 +124,19 @@ impl Kernel {
             return ScanResult::Fail;
         }
         let kn = &self.knobs.khugepaged;
-        let (max_none, max_shared) = (u64::from(kn.max_ptes_none), u64::from(kn.max_ptes_shared));
-        let (mut none_or_zero, mut shared) = (0u64, 0u64);
+        let (max_none, max_shared, max_swap) =
+            (u64::from(kn.max_ptes_none), u64::from(kn.max_ptes_shared), u64::from(kn.max_ptes_swap));
+        let (mut none_or_zero, mut shared, mut unmapped, mut referenced) = (0u64, 0u64, 0u64, 0u64);
         for i in 0..self.geo.hpage_pmd_nr() as usize {
             let e = self.entry(table, i);
+            if e.is_swap() {
+                unmapped += 1;
+                if khugepaged && unmapped > max_swap {
+                    self.stat.count(VmEvent::ThpScanExceedSwapPte);
+                    return ScanResult::ExceedSwapPte;
+                }
+                continue;
+            }
             if !e.present() || self.is_zero_pfn(e.pfn()) {
                 none_or_zero += 1;
                 if khugepaged && none_or_zero > max_none {
@@ -149,12 +158,57 @@ impl Kernel {
                     return ScanResult::ExceedSharedPte;
                 }
             }
-            // is_refcount_suitable: no reference but the mappings' (no swap cache here).
-            if i64::from(self.mem.pages[head.idx()].refcount) != self.folio_mapcount(head) {
+            // is_refcount_suitable: no reference but the mappings' and the swap cache's.
+            let cache =
+                if self.mem.pages[head.idx()].test(pg::SWAPCACHE) { self.folio_nr_pages(head) as i64 } else { 0 };
+            if i64::from(self.mem.pages[head.idx()].refcount) != self.folio_mapcount(head) + cache {
                 return ScanResult::PageCount;
+            }
+            if e.has(pgtable::ACCESSED) || self.mem.pages[head.idx()].test(pg::REFERENCED) {
+                referenced += 1;
+            }
+        }
+        // khugepaged wants the range in use, half of it if it would swap pages in.
+        if khugepaged && (referenced == 0 || (unmapped > 0 && referenced < self.geo.hpage_pmd_nr() / 2)) {
+            return ScanResult::LackReferencedPage;
+        }
+        if unmapped > 0 {
+            let r = self.collapse_huge_page_swapin(mm, addr, table);
+            if r != ScanResult::Succeed {
+                return r;
             }
         }
         self.collapse_huge_page(mm, addr, khugepaged)
+    }
+
+    /// `__collapse_huge_page_swapin`: each swap pte of the range is faulted in
+    /// (`do_swap_page`, with readahead); one whose folio must still be read makes the
+    /// collapse give up (it would wait: SCAN_PAGE_LOCK), the read going on for a later scan.
+    fn collapse_huge_page_swapin(&mut self, mm: MmId, addr: u64, table: Pfn) -> ScanResult {
+        let Some(v) = self.mm(mm).vma_lookup(addr).cloned() else { return ScanResult::AddressRange };
+        for i in 0..self.geo.hpage_pmd_nr() as usize {
+            let e = self.entry(table, i);
+            if !e.is_swap() {
+                continue;
+            }
+            let a = addr + ((i as u64) << self.geo.page_shift);
+            let se = e.swp_entry();
+            let ready = self.swap_cache_get_folio(se).is_some_and(|f| !self.mem.pages[f.idx()].test(pg::LOCKED));
+            if !ready {
+                // Start the read (with readahead) and give up for now.
+                if self.swap_cache_get_folio(se).is_none() {
+                    self.swapin_readahead(se, mm, &v, a);
+                    self.stat.count(VmEvent::PgMajFault);
+                }
+                return ScanResult::PageLock;
+            }
+            let slot = super::memory::Slot { table, idx: i };
+            let r = self.do_swap_page(mm, &v, a, false, slot);
+            if r & super::vm_fault::ERROR != 0 {
+                return ScanResult::Fail;
+            }
+        }
+        ScanResult::Succeed
     }
 
     /// `collapse_huge_page`: allocate the PMD folio (THP_COLLAPSE_ALLOC, or
@@ -178,6 +232,10 @@ impl Kernel {
             Ok(new) => new,
             Err(r) => return r,
         };
+        if self.mem_cgroup_charge(new, self.mm(mm).memcg, super::page_alloc::gfp::HIGHUSER_MOVABLE).is_err() {
+            self.folio_put(new);
+            return ScanResult::CgroupChargeFail;
+        }
         // hugepage_vma_revalidate(expect_anon): a reclaim may have run, nothing else.
         let v = match self.mm(mm).find_vma(addr).cloned() {
             Some(v) if v.start <= addr && self.thp_vma_suitable_pmd(&v, addr) => v,
@@ -224,10 +282,15 @@ impl Kernel {
             self.remove_rmap_pte(page, mm);
             let h = self.head_of(page);
             self.mlock_vma_folio(h, &v, false);
+            let cached = self.mem.pages[h.idx()].test(pg::SWAPCACHE);
             self.folio_put(h);
+            // __collapse_huge_page_copy_succeeded's free_swap_cache.
+            if cached && self.mem.pages[h.idx()].test(pg::SWAPCACHE) && self.folio_mapcount(h) == 0 {
+                self.folio_free_swap(h);
+            }
         }
         self.add_rss_at(pmd.table, mm, MmCounter::AnonPages, filled);
-        self.folio_add_new_anon_rmap(new, mm, true);
+        self.folio_add_new_anon_rmap(new, mm, true, v.linear_page_index(addr, self.geo));
         self.folio_add_lru_vma(new, &v);
         self.deposit(pmd, table);
         let e = Entry::new(new, vm_page_prot(&v) | pgtable::PSE | pgtable::DIRTY | pgtable::ACCESSED);

@@ -237,6 +237,11 @@ fn khugepaged_scan_pmd_limits() {
     touch(&mut k, mm, a, 1, Access::Write);
     k.do_madvise(mm, VirtAddr(a), 3 * H, Advice::HugePage).ret.unwrap();
     k.knobs.set("transparent_hugepage/khugepaged/max_ptes_none", "0").unwrap();
+    // A page still in the CPU's folio_add_lru batch holds its reference: is_refcount_suitable
+    // fails on it.
+    assert_eq!(k.hpage_collapse_scan_pmd(mm, a, true), ScanResult::PageCount);
+    // khugepaged_do_scan's lru_add_drain_all.
+    k.lru_add_drain_all();
     assert_eq!(k.hpage_collapse_scan_pmd(mm, a, true), ScanResult::ExceedNonePte);
     assert_eq!(k.stat.events[VmEvent::ThpScanExceedNonePte], 1);
     k.knobs.set("transparent_hugepage/khugepaged/max_ptes_none", "511").unwrap();
@@ -247,6 +252,7 @@ fn khugepaged_scan_pmd_limits() {
     k.do_madvise(mm, VirtAddr(a + H), H, Advice::HugePage).ret.unwrap();
     let child = k.dup_mm(mm).unwrap();
     touch(&mut k, mm, a + H, 212, Access::Write);
+    k.lru_add_drain_all();
     assert_eq!(k.hpage_collapse_scan_pmd(mm, a + H, true), ScanResult::ExceedSharedPte);
     k.knobs.set("transparent_hugepage/khugepaged/max_ptes_shared", "300").unwrap();
     assert_eq!(k.hpage_collapse_scan_pmd(mm, a + H, true), ScanResult::Succeed);

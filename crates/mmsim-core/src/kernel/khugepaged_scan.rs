@@ -41,6 +41,10 @@ pub enum ScanResult {
     VmaCheck,
     AddressRange,
     AllocHugePageFail,
+    ExceedSwapPte,
+    LackReferencedPage,
+    PageLock,
+    CgroupChargeFail,
 }
 
 impl ScanResult {
@@ -61,6 +65,10 @@ impl ScanResult {
             ScanResult::PmdMapped => "SCAN_PMD_MAPPED",
             ScanResult::AllocHugePageFail => "SCAN_ALLOC_HUGE_PAGE_FAIL",
             ScanResult::VmaCheck => "SCAN_VMA_CHECK",
+            ScanResult::ExceedSwapPte => "SCAN_EXCEED_SWAP_PTE",
+            ScanResult::LackReferencedPage => "SCAN_LACK_REFERENCED_PAGE",
+            ScanResult::PageLock => "SCAN_PAGE_LOCK",
+            ScanResult::CgroupChargeFail => "SCAN_CGROUP_CHARGE_FAIL",
         }
     }
 }
@@ -351,7 +359,7 @@ impl Kernel {
                 continue;
             };
             let head = self.head_of(p);
-            let (fi, fnr) = (self.mem.pages[head.idx()].index as u64, self.folio_nr_pages(head));
+            let (fi, fnr) = (self.mem.pages[head.idx()].index, self.folio_nr_pages(head));
             if fnr == nr && fi == start {
                 return ScanResult::PteMappedHugepage;
             }
@@ -370,7 +378,7 @@ impl Kernel {
     /// reclaim only with `khugepaged/defrag`, MADV_COLLAPSE's always.
     pub(super) fn alloc_charge_folio(&mut self, khugepaged: bool) -> Result<Pfn, ScanResult> {
         let reclaim = !khugepaged || self.knobs.khugepaged.defrag;
-        let flags = gfp::USER | gfp::COMP | if reclaim { gfp::DIRECT_RECLAIM } else { 0 };
+        let flags = gfp::USER | gfp::IO | gfp::MOVABLE | gfp::COMP | if reclaim { gfp::DIRECT_RECLAIM } else { 0 };
         let Some(a) = self.alloc_pages(self.geo.hpage_pmd_order(), flags) else {
             self.stat.count(VmEvent::ThpCollapseAllocFailed);
             return Err(ScanResult::AllocHugePageFail);
@@ -414,7 +422,7 @@ impl Kernel {
             };
             let head = self.head_of(page);
             let h = self.mem.pages[head.idx()];
-            if self.folio_nr_pages(head) == nr && h.index as u64 == start {
+            if self.folio_nr_pages(head) == nr && h.index == start {
                 return fail(self, ScanResult::PteMappedHugepage);
             }
             if h.test(pg::DIRTY) {
@@ -425,7 +433,7 @@ impl Kernel {
             if h.test(pg::WRITEBACK) {
                 return fail(self, ScanResult::Fail);
             }
-            index = h.index as u64 + self.folio_nr_pages(head);
+            index = h.index + self.folio_nr_pages(head);
         }
         if self.inode_is_open_for_write(obj) {
             return fail(self, ScanResult::Fail);
@@ -445,7 +453,13 @@ impl Kernel {
             index += fnr;
             self.filemap_remove_folio(obj, head);
         }
-        self.filemap_add_folio(obj, start, new, order);
+        self.filemap_add_folio(
+            obj,
+            start,
+            new,
+            order,
+            super::page_alloc::gfp::HIGHUSER_MOVABLE | super::page_alloc::gfp::NOFAIL,
+        );
         self.retract_page_tables(obj, start);
         ScanResult::Succeed
     }
@@ -454,7 +468,7 @@ impl Kernel {
     /// in every mm, is cleared; a private mapping's own copies (anonymous pages) stay.
     pub(super) fn try_to_unmap_file_folio(&mut self, obj: u32, head: Pfn) {
         let shift = self.geo.page_shift;
-        let (fi, fnr) = (self.mem.pages[head.idx()].index as u64, self.folio_nr_pages(head));
+        let (fi, fnr) = (self.mem.pages[head.idx()].index, self.folio_nr_pages(head));
         for (m, v, lo, hi) in self.i_mmap_range(obj, fi, fnr) {
             for i in lo..hi {
                 let addr = v.start + ((i - v.pgoff) << shift);

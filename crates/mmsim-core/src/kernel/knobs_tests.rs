@@ -104,6 +104,7 @@ fn boot_only_comes_from_the_declaration() {
             "kernel/hugetlb_pmd_share",
             "kernel/pagecache_lock",
             "kernel/hz",
+            "cgroup/memory",
         ]
     );
     let declared: Vec<&str> = Knobs::table().filter(|k| k.boot_only).map(|k| k.name).collect();

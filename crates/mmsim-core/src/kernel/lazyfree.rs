@@ -31,38 +31,23 @@
 //!   Linux walks the anon_vma tree. Mappings are discarded in that order until one has
 //!   written the folio (it then stays, swap-backed again), as `try_to_unmap_one` does.
 
-use std::collections::BTreeMap;
-
 use super::memory::Slot;
 use super::mm::{vm, MmCounter, Vma};
 use super::mm_types::pg;
 use super::pgtable::{self, Entry};
 use super::vmstat::VmEvent;
 use super::{Kernel, MmId};
-use crate::fasthash::FastMap;
 use crate::units::Pfn;
 
-/// The lazyfree folios, oldest first, and what reclaim has discarded of them.
+/// What reclaim has discarded of lazyfree folios, for a reference model to follow.
 #[derive(Clone, Debug, Default)]
 pub struct Lazyfree {
-    /// (age, subpage) -> head frame: the order reclaim takes them in (a folio split while
-    /// lazyfree leaves its pages at its place, in page order).
-    order: BTreeMap<(u64, u32), u32>,
-    /// Head frame -> its key in `order` and the linear page index of its first page.
-    folios: FastMap<u32, ((u64, u32), u64)>,
-    next_age: u64,
     /// Record the discards (`discards`) for a reference model to follow.
     pub record: bool,
     /// The ranges of each mm whose pages reclaim discarded (the mm read zeroes there now),
     /// in the order it discarded them, while `record`.
     pub discards: Vec<Discard>,
-    /// The lru_lazyfree folio batch (`cpu_fbatches.lru_lazyfree`): head frames queued by
-    /// MADV_FREE, each holding a reference, with their linear page index.
-    pub(super) batch: Vec<(Pfn, u64)>,
 }
-
-/// `PAGEVEC_SIZE` (include/linux/pagevec.h): a folio batch drains when it holds this many.
-const PAGEVEC_SIZE: usize = 31;
 
 /// A mapping of a lazyfree folio that reclaim discarded: [addr, addr + len) of `mm`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,52 +55,6 @@ pub struct Discard {
     pub mm: MmId,
     pub addr: u64,
     pub len: u64,
-}
-
-/// One mapping of a folio found by the rmap walk.
-#[derive(Clone, Copy, Debug)]
-struct Mapping {
-    mm: MmId,
-    addr: u64,
-    slot: Slot,
-    /// A huge pmd mapping the whole folio (else a pte mapping one page).
-    pmd: bool,
-}
-
-impl Lazyfree {
-    /// Lazyfree folios (head frames), oldest first.
-    pub fn heads(&self) -> impl Iterator<Item = u32> + '_ {
-        self.order.values().copied()
-    }
-
-    pub fn len(&self) -> usize {
-        self.order.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.order.is_empty()
-    }
-
-    /// The linear page index of a lazyfree folio's first page.
-    pub fn index(&self, head: u32) -> Option<u64> {
-        self.folios.get(&head).map(|&(_, i)| i)
-    }
-
-    fn insert(&mut self, head: u32, key: (u64, u32), index: u64) {
-        self.order.insert(key, head);
-        self.folios.insert(head, (key, index));
-    }
-
-    fn remove(&mut self, head: u32) -> Option<((u64, u32), u64)> {
-        let e = self.folios.remove(&head)?;
-        self.order.remove(&e.0);
-        Some(e)
-    }
-
-    fn new_key(&mut self) -> (u64, u32) {
-        self.next_age += 1;
-        (self.next_age, 0)
-    }
 }
 
 impl Kernel {
@@ -136,89 +75,53 @@ impl Kernel {
         self.folio_mms.get(&head.0).is_some_and(|v| v.len() > 1)
     }
 
-    /// Whether `lru_lazyfree` would take a folio: anonymous, swap-backed (not yet lazyfree)
-    /// and evictable (hugetlb folios are on no LRU).
+    /// Whether `lru_lazyfree` would take a folio: anonymous, swap-backed (not yet lazyfree),
+    /// not in the swap cache, evictable.
     fn lazyfree_candidate(&self, head: Pfn) -> bool {
         let p = self.mem.pages[head.idx()];
-        p.test(pg::ANON) && !p.test(pg::LAZYFREE) && !p.test(pg::MLOCKED) && !p.test(pg::HUGETLB)
+        p.test(pg::ANON)
+            && !p.test(pg::LAZYFREE)
+            && !p.test(pg::MLOCKED)
+            && !p.test(pg::HUGETLB)
+            && !p.test(pg::SWAPCACHE)
+            && !p.test(pg::UNEVICTABLE)
     }
 
-    /// `folio_mark_lazyfree`: queue a lazyfree candidate on the lru_lazyfree batch, which
-    /// takes a reference on it (`folio_batch_add_and_move`: a full batch, or a large folio,
-    /// drains at once). `index`: its first page's linear index.
-    fn folio_mark_lazyfree(&mut self, head: Pfn, index: u64) {
+    /// `folio_mark_lazyfree`: queue a lazyfree candidate on the LRU on this CPU's
+    /// lru_lazyfree batch (kernel/swap.rs).
+    fn folio_mark_lazyfree(&mut self, head: Pfn) {
+        if !self.lazyfree_candidate(head) || !self.mem.pages[head.idx()].test(pg::LRU) {
+            return;
+        }
+        self.queue_lazyfree(head);
+    }
+
+    /// `lru_lazyfree` (the batch's move): a candidate leaves its list, loses PG_swapbacked
+    /// (PG_active, PG_referenced), and joins the inactive file list's head; pglazyfree
+    /// counts its pages.
+    pub(super) fn lru_lazyfree(&mut self, head: Pfn) {
         if !self.lazyfree_candidate(head) {
             return;
         }
-        self.folio_get(head);
-        self.lazyfree.batch.push((head, index));
-        if self.lazyfree.batch.len() >= PAGEVEC_SIZE || self.folio_nr_pages(head) > 1 {
-            self.lru_add_drain();
-        }
-    }
-
-    /// `lru_lazyfree`: a queued folio that is still a candidate becomes lazyfree (PG_swapbacked
-    /// cleared; pglazyfree counts its pages). One queued twice counts once.
-    fn lru_lazyfree(&mut self, head: Pfn, index: u64) {
-        if !self.lazyfree_candidate(head) {
-            return;
-        }
-        self.mem.pages[head.idx()].set(pg::LAZYFREE);
-        let key = self.lazyfree.new_key();
-        self.lazyfree.insert(head.0, key, index);
+        self.lruvec_del_folio(head);
+        let p = &mut self.mem.pages[head.idx()];
+        p.clear(pg::ACTIVE | pg::REFERENCED);
+        p.set(pg::LAZYFREE);
+        self.lruvec_add_folio(head);
         let nr = self.folio_nr_pages(head) as i64;
-        self.stat.count_n(VmEvent::PgLazyFree, nr);
+        self.count_vm_events_folio(head, VmEvent::PgLazyFree, nr);
     }
 
-    /// `lru_add_drain` (and `lru_add_drain_all`: mmsim has one batch): the lru_lazyfree batch
-    /// moves (`folio_batch_move_lru`: `lru_lazyfree` on each folio, then their references
-    /// put, which frees a folio nothing else holds).
-    pub fn lru_add_drain(&mut self) {
-        if self.lazyfree.batch.is_empty() {
-            return;
-        }
-        let mut batch = std::mem::take(&mut self.lazyfree.batch);
-        for &(head, index) in &batch {
-            self.lru_lazyfree(head, index);
-        }
-        for &(head, _) in &batch {
-            self.folio_put(head);
-        }
-        batch.clear();
-        self.lazyfree.batch = batch;
-    }
-
-    /// The folios the lru_lazyfree batch holds a reference on (a folio once per queueing).
-    pub(super) fn lazyfree_batch(&self) -> impl Iterator<Item = Pfn> + '_ {
-        self.lazyfree.batch.iter().map(|&(h, _)| h)
-    }
-
-    /// A lazyfree folio is freed (or swap-backed again): it leaves the list.
+    /// A lazyfree folio is written again (reclaim found a dirty pte or flag): swap-backed
+    /// again (`folio_set_swapbacked`). Its LRU list follows when it is put back.
     pub(super) fn lazyfree_forget(&mut self, head: Pfn) {
-        self.mem.pages[head.idx()].clear(pg::LAZYFREE);
-        self.lazyfree.remove(head.0);
-    }
-
-    /// A lazyfree folio is being split: it leaves the list, and `lazyfree_split_done` puts
-    /// the pages that stay at its place. Returns its key and index.
-    pub(super) fn lazyfree_split_begin(&mut self, head: Pfn) -> Option<((u64, u32), u64)> {
-        if !self.mem.pages[head.idx()].test(pg::LAZYFREE) {
-            return None;
+        let on_lru = self.mem.pages[head.idx()].test(pg::LRU);
+        if on_lru {
+            self.lruvec_del_folio(head);
         }
         self.mem.pages[head.idx()].clear(pg::LAZYFREE);
-        self.lazyfree.remove(head.0)
-    }
-
-    /// The pages of a split lazyfree folio that are still allocated are lazyfree folios of
-    /// their own (the split copies PG_swapbacked), in its place in the list.
-    pub(super) fn lazyfree_split_done(&mut self, head: Pfn, n: u32, was: ((u64, u32), u64)) {
-        let ((age, _), index) = was;
-        for i in 0..n {
-            let p = Pfn(head.0 + i);
-            if self.mem.pages[p.idx()].refcount > 0 {
-                self.mem.pages[p.idx()].set(pg::LAZYFREE);
-                self.lazyfree.insert(p.0, (age, i), index + i as u64);
-            }
+        if on_lru {
+            self.lruvec_add_folio(head);
         }
     }
 
@@ -286,8 +189,7 @@ impl Kernel {
             self.set_entry(pmd.table, pmd.idx, e.without(pgtable::ACCESSED | pgtable::DIRTY));
             *changed = true;
         }
-        let index = v.linear_page_index(haddr, self.geo);
-        self.folio_mark_lazyfree(head, index);
+        self.folio_mark_lazyfree(head);
         true
     }
 
@@ -336,15 +238,14 @@ impl Kernel {
                     *changed = true;
                 }
             }
-            let index = v.linear_page_index(a, self.geo) - (page.0 - head.0) as u64;
-            self.folio_mark_lazyfree(head, index);
+            self.folio_mark_lazyfree(head);
             a += nr * ps;
         }
     }
 
     /// `folio_pte_batch`: the ptes from `idx` on (at most `max`, within the table) that map
     /// the consecutive pages of `head`'s folio from `page` on.
-    fn folio_pte_batch(&self, table: Pfn, idx: usize, page: Pfn, head: Pfn, max: u64) -> u64 {
+    pub(super) fn folio_pte_batch(&self, table: Pfn, idx: usize, page: Pfn, head: Pfn, max: u64) -> u64 {
         let last = head.0 as u64 + self.folio_nr_pages(head);
         let room = (self.geo.ptrs_per_table() - idx) as u64;
         let mut n = 0;
@@ -363,12 +264,15 @@ impl Kernel {
     /// pages (kernel/huge_memory.rs `split_folio`), and, as `remap_page` does with
     /// RMP_USE_SHARED_ZEROPAGE (Linux >= 6.12), each page that holds only zeroes and is not
     /// mlocked is mapped by the shared zero page instead and freed (rss down).
-    fn split_anon_folio(&mut self, mm: MmId, head: Pfn, index: u64) {
+    pub(super) fn split_anon_folio(&mut self, mm: MmId, head: Pfn, index: u64) {
         if self.mem.pages[head.idx()].test(pg::DEFERRED) {
             self.deferred_split.retain(|&h| h != head.0);
         }
-        let maps = self.anon_rmap(head, index, vec![mm]);
-        self.split_folio(head);
+        let _ = index;
+        let maps: Vec<_> = self.rmap_walk(head).into_iter().filter(|m| m.mm == mm).collect();
+        if !self.split_folio(head) {
+            return;
+        }
         let mut flushed: Option<(u64, u64)> = None;
         for m in maps.iter().filter(|m| !m.pmd) {
             let e = self.entry(m.slot.table, m.slot.idx);
@@ -393,161 +297,24 @@ impl Kernel {
         self.sync_items();
     }
 
-    /// The mappings of a lazyfree folio (`rmap_walk_anon`): see `anon_rmap`, over every mm
-    /// for a small folio, the folio's mms for a large one.
-    fn lazyfree_rmap(&self, head: Pfn) -> Vec<Mapping> {
-        let Some(index) = self.lazyfree.index(head.0) else { return Vec::new() };
-        let mms: Vec<MmId> = if self.folio_nr_pages(head) > 1 {
-            self.folio_mms.get(&head.0).map(|v| v.iter().map(|e| e.0).collect()).unwrap_or_default()
-        } else {
-            (0..self.mms.len() as MmId).filter(|&m| self.mms[m as usize].is_some()).collect()
-        };
-        self.anon_rmap(head, index, mms)
-    }
-
-    /// The mappings of the anonymous folio `head`, whose first page has linear page index
-    /// `index`, in `mms` (in mm order): in each, the anonymous vmas whose vm_pgoff range holds
-    /// the folio's pages, and there each pte mapping one of its pages or pmd mapping it
-    /// whole. A PTE table several mms share (seed 003) is found once.
-    fn anon_rmap(&self, head: Pfn, index: u64, mut mms: Vec<MmId>) -> Vec<Mapping> {
-        let nr = self.folio_nr_pages(head);
-        let shift = self.geo.page_shift;
-        mms.sort_unstable();
-        let mut out: Vec<Mapping> = Vec::new();
-        for m in mms {
-            for v in self.mm(m).vmas.values().filter(|v| v.is_anonymous() && v.flags & vm::HUGETLB == 0) {
-                let pages = v.len() >> shift;
-                let (lo, hi) = (index.max(v.pgoff), (index + nr).min(v.pgoff + pages));
-                let mut i = lo;
-                while let Some((addr, pmd, pe)) = self.pvmw_next_pmd(m, v, &mut i, hi) {
-                    if pe.present() && pe.huge() {
-                        let haddr = self.geo.hpage_pmd_align_down(addr);
-                        if pe.pfn() == head && haddr == addr {
-                            out.push(Mapping { mm: m, addr, slot: pmd, pmd: true });
-                        }
-                        i += (haddr + self.geo.hpage_pmd_size() - addr) >> shift;
-                        continue;
-                    }
-                    if pe.present() {
-                        let slot = Slot { table: pe.pfn(), idx: self.geo.table_index(addr, 0) };
-                        let e = self.entry(slot.table, slot.idx);
-                        let dup = || out.iter().any(|x| !x.pmd && x.slot == slot);
-                        if e.present() && !e.special() && e.pfn().0 as u64 == head.0 as u64 + (i - index) && !dup() {
-                            out.push(Mapping { mm: m, addr, slot, pmd: false });
-                        }
-                    }
-                    i += 1;
-                }
-            }
-        }
-        out
-    }
-
-    /// The mappings reclaim's rmap walk finds of a lazyfree folio (the invariant checks).
-    pub(super) fn lazyfree_rmap_count(&self, head: Pfn) -> usize {
-        self.lazyfree_rmap(head).len()
-    }
-
-    /// Move a lazyfree folio to the back of the list (the young ones get a second round).
-    fn lazyfree_rotate(&mut self, head: Pfn) {
-        if let Some((_, index)) = self.lazyfree.remove(head.0) {
-            let key = self.lazyfree.new_key();
-            self.lazyfree.insert(head.0, key, index);
-        }
-    }
-
-    /// Reclaim of lazyfree folios (`shrink_folio_list` on them), oldest first, until `want`
-    /// pages were freed or each was looked at once. A folio some mapping has accessed since it
-    /// was last looked at goes to the back, its young bits cleared (`folio_referenced`); an
-    /// mlocked one stays. Otherwise `try_to_unmap` discards its mappings one by one (each
-    /// mm's rss drops, `Discard` recorded) until one has written it (a dirty pte, or the folio
-    /// flagged dirty): that one stays and the folio is swap-backed again. A folio all of
-    /// whose mappings went is freed (pglazyfreed). Returns the pages freed.
-    pub fn shrink_lazyfree(&mut self, want: u64) -> u64 {
-        let mut freed = 0;
-        let mut left = self.lazyfree.len();
-        while freed < want && left > 0 {
-            left -= 1;
-            let Some(head) = self.lazyfree.heads().next().map(Pfn) else { break };
-            if self.mem.pages[head.idx()].test(pg::MLOCKED) {
-                self.lazyfree_rotate(head);
-                continue;
-            }
-            let maps = self.lazyfree_rmap(head);
-            let young = maps.iter().filter(|m| self.entry(m.slot.table, m.slot.idx).has(pgtable::ACCESSED)).count();
-            if young > 0 {
-                for m in &maps {
-                    let e = self.entry(m.slot.table, m.slot.idx);
-                    if e.has(pgtable::ACCESSED) {
-                        self.set_entry(m.slot.table, m.slot.idx, e.without(pgtable::ACCESSED));
-                        let len = if m.pmd { self.geo.hpage_pmd_size() } else { self.geo.page_size() };
-                        self.flush_tlb_range(m.mm, m.addr, m.addr + len);
-                    }
-                }
-                self.lazyfree_rotate(head);
-                continue;
-            }
-            let nr = self.folio_nr_pages(head);
-            let large = nr > 1;
-            let mut all = !maps.is_empty();
-            let mut i = 0;
-            while i < maps.len() {
-                // One mm's mappings at a time, as try_to_unmap_one unmaps a large folio's ptes
-                // in a vma in one batch (dirty if any of them is).
-                let mm = maps[i].mm;
-                let j = i + maps[i..].iter().take_while(|m| m.mm == mm).count();
-                let group = &maps[i..j];
-                i = j;
-                if group.iter().any(|m| self.entry(m.slot.table, m.slot.idx).has(pgtable::DIRTY)) {
-                    self.mem.pages[head.idx()].set(pg::DIRTY);
-                }
-                if self.mem.pages[head.idx()].test(pg::DIRTY) {
-                    // Written again: remapped, swap-backed (no longer lazyfree).
-                    self.lazyfree_forget(head);
-                    all = false;
-                    break;
-                }
-                if self.mem.pages[head.idx()].refcount as i64 != self.folio_mapcount(head) {
-                    // Another reference (a fault copying it): left as it is, for later.
-                    self.lazyfree_rotate(head);
-                    all = false;
-                    break;
-                }
-                for m in group {
-                    self.lazyfree_discard(head, m);
-                }
-                if large && self.mem.pages[head.idx()].refcount > 0 {
-                    self.maybe_deferred_split(head);
-                }
-            }
-            if all {
-                // The last mapping's folio_put freed it (and took it off the list).
-                freed += nr;
-                self.stat.count_n(VmEvent::PgLazyFreed, nr as i64);
-            }
-        }
-        freed
-    }
-
     /// `try_to_unmap_one`'s discard of one clean mapping of lazyfree folio `head`.
-    fn lazyfree_discard(&mut self, head: Pfn, m: &Mapping) {
-        let len = if m.pmd { self.geo.hpage_pmd_size() } else { self.geo.page_size() };
-        let e = self.entry(m.slot.table, m.slot.idx);
-        self.set_entry(m.slot.table, m.slot.idx, Entry::NONE);
-        if m.pmd {
+    pub(super) fn lazyfree_discard_one(&mut self, head: Pfn, mm: MmId, addr: u64, slot: Slot, pmd: bool) {
+        let len = if pmd { self.geo.hpage_pmd_size() } else { self.geo.page_size() };
+        let e = self.entry(slot.table, slot.idx);
+        self.set_entry(slot.table, slot.idx, Entry::NONE);
+        if pmd {
             // __discard_anon_folio_pmd_locked: the deposited table goes too.
-            self.zap_deposited_table(m.mm, m.slot);
-            self.add_rss_at(m.slot.table, m.mm, MmCounter::AnonPages, -(self.geo.hpage_pmd_nr() as i64));
-            self.remove_rmap_pmd(head, m.mm);
+            self.zap_deposited_table(mm, slot);
+            self.add_rss_at(slot.table, mm, MmCounter::AnonPages, -(self.geo.hpage_pmd_nr() as i64));
+            self.remove_rmap_pmd(head, mm);
         } else {
-            self.add_rss_at(m.slot.table, m.mm, MmCounter::AnonPages, -1);
-            self.remove_rmap_pte_batched(e.pfn(), m.mm);
+            self.add_rss_at(slot.table, mm, MmCounter::AnonPages, -1);
+            self.remove_rmap_pte_batched(e.pfn(), mm);
         }
-        let reach = self.pt_reach.get(&m.slot.table.0).cloned().unwrap_or_else(|| vec![m.mm]);
-        for &mm in &reach {
-            self.flush_tlb_range(mm, m.addr, m.addr + len);
+        let reach = self.pt_reach.get(&slot.table.0).cloned().unwrap_or_else(|| vec![mm]);
+        for &m in &reach {
             if self.lazyfree.record {
-                self.lazyfree.discards.push(Discard { mm, addr: m.addr, len });
+                self.lazyfree.discards.push(Discard { mm: m, addr, len });
             }
         }
         self.folio_put(head);
@@ -556,9 +323,6 @@ impl Kernel {
     /// smaps' LazyFree of `mm`, in pages: its mapped pages of lazyfree folios that neither
     /// their pte (pmd) nor the folio says were written.
     pub fn lazyfree_pages(&self, mm: MmId) -> u64 {
-        if self.lazyfree.is_empty() {
-            return 0;
-        }
         let mut n = 0;
         for v in self.mm(mm).vmas.values().filter(|v| v.is_anonymous() && v.flags & vm::HUGETLB == 0) {
             let mut a = v.start;

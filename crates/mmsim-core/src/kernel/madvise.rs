@@ -216,6 +216,9 @@ impl Kernel {
                 self.madvise_free_single_vma(mm, v, addr, stop);
             }
             Advice::Remove => self.madvise_remove(v, addr, stop)?,
+            Advice::Cold | Advice::PageOut => {
+                self.madvise_cold_or_pageout(mm, v, addr, stop, advice == Advice::PageOut)?
+            }
             Advice::DontFork | Advice::DoFork => {
                 // MADV_DOFORK on a VM_IO vma is EINVAL; mmsim has none.
                 self.madvise_update_vma(mm, v, addr, stop, Self::fork_advice_flags(v.flags, advice))?;

@@ -320,21 +320,27 @@ fn free_marks_pages_lazyfree_and_reclaim_discards_only_clean_ones() {
     k.check_invariants().unwrap();
     // Pages 0 and 1 were accessed since (young): a second round (folio_check_references
     // keeps a referenced folio once). The others are discarded.
-    let freed = k.shrink_lazyfree(u64::MAX);
+    let freed = k.shrink_inactive_for_test(super::lruvec::Lru::InactiveFile);
     assert_eq!(freed, 6);
     assert_eq!(k.stat.events[VmEvent::PgLazyFreed], 6);
     assert_eq!(anon_kb(&k, mm), before - 6 * 4);
     assert_eq!(k.translate(mm, a + 2 * P, false), None, "discarded: not mapped");
-    assert_eq!(k.lazyfree.heads().count(), 2, "pages 0 and 1 wait for their second round");
+    let lazy = |k: &Kernel| {
+        k.lru_folios(0, super::lruvec::Lru::InactiveFile)
+            .iter()
+            .filter(|f| k.mem.pages[f.idx()].test(pg::LAZYFREE))
+            .count()
+    };
+    assert_eq!(lazy(&k), 2, "pages 0 and 1 wait for their second round");
     k.check_invariants().unwrap();
     // Second round: page 0, only read, is discarded; page 1, written, is kept with its data
     // and is swap-backed again.
-    assert_eq!(k.shrink_lazyfree(u64::MAX), 1);
+    assert_eq!(k.shrink_inactive_for_test(super::lruvec::Lru::InactiveFile), 1);
     assert_eq!(k.translate(mm, a, false), None);
     assert_eq!(peek(&mut k, mm, a + P), Some(4), "written after MADV_FREE: kept");
     let kept = k.translate(mm, a + P, false).unwrap();
     assert!(!k.mem.pages[kept.idx()].test(pg::LAZYFREE));
-    assert!(k.lazyfree.is_empty());
+    assert_eq!(lazy(&k), 0);
     assert_eq!(k.stat.events[VmEvent::PgLazyFreed], 7);
     k.check_invariants().unwrap();
     // A read fault there maps the zero page: zeroes.
@@ -409,7 +415,8 @@ fn free_takes_a_whole_thp_whole_and_splits_one_it_covers_in_part() {
     let pte_kb = k.mm(mm).pgtables_bytes;
     let rss = anon_kb(&k, mm);
     k.madvise_do_behavior(mm, t, HPAGE_PMD_SIZE, Advice::Free).unwrap();
-    assert_eq!(k.shrink_lazyfree(1), 512);
+    k.lru_add_drain();
+    assert_eq!(k.shrink_inactive_for_test(super::lruvec::Lru::InactiveFile), 512);
     assert_eq!(k.stat.events[VmEvent::PgLazyFreed], 512);
     assert_eq!(k.mm(mm).pgtables_bytes, pte_kb - 4096, "the deposited table went with it");
     assert_eq!(anon_kb(&k, mm), rss - 2048);

@@ -203,11 +203,18 @@ impl Kernel {
                 }
                 continue;
             }
-            match self.alloc_pages(0, gfp::USER | gfp::DIRECT_RECLAIM) {
+            let got = self.alloc_pages(0, gfp::HIGHUSER_MOVABLE).and_then(|a| {
+                if self.filemap_add_folio(obj, index, a.pfn, 0, gfp::HIGHUSER_MOVABLE) {
+                    Some(a)
+                } else {
+                    self.folio_put(a.pfn);
+                    None
+                }
+            });
+            match got {
                 Some(a) => {
                     // Not cleared now: the frame reads as zeroes once the first use clears it.
                     self.mem.set_data(a.pfn.idx(), super::mm_types::FrameData::Zero);
-                    self.filemap_add_folio(obj, index, a.pfn, 0);
                     self.mem.pages[a.pfn.idx()].set(pg::FALLOC);
                     added.push(a.pfn);
                 }
@@ -243,7 +250,7 @@ impl Kernel {
                 continue;
             };
             let head = self.head_of(p);
-            let (fi, nr) = (self.mem.pages[head.idx()].index as u64, self.folio_nr_pages(head));
+            let (fi, nr) = (self.mem.pages[head.idx()].index, self.folio_nr_pages(head));
             let (fs, fe) = (fi * ps, (fi + nr) * ps);
             if fs >= offset && (fe <= end || to_end) {
                 self.try_to_unmap_file_folio(obj, head);

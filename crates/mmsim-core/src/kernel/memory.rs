@@ -21,7 +21,8 @@ pub struct Slot {
 /// Leaf protection bits for a vma (vm_get_page_prot): private mappings are mapped read-only
 /// until written (COW), shared writable ones writable; NX unless the vma is executable.
 pub fn vm_page_prot(vma: &Vma) -> u64 {
-    let mut f = pgtable::P | pgtable::USER;
+    // x86's protection_map has _PAGE_ACCESSED in every entry: a new pte is born young.
+    let mut f = pgtable::P | pgtable::USER | pgtable::ACCESSED;
     if vma.flags & vm::WRITE != 0 && vma.is_shared() {
         f |= pgtable::RW;
     }
@@ -229,6 +230,10 @@ impl Kernel {
             self.current.fault_path = "do_fault";
             return self.do_fault(mm, vma, addr, write, pmd);
         }
+        if !pte.present() {
+            self.current.fault_path = "do_swap_page";
+            return self.do_swap_page(mm, vma, addr, write, slot);
+        }
         if write && !pte.write() {
             self.current.fault_path = "do_wp_page";
             return self.do_wp_page(mm, vma, addr, slot);
@@ -250,7 +255,15 @@ impl Kernel {
             return a;
         }
         let a = self.new_anon_vma();
-        self.mm_mut(mm).vmas.get_mut(&start).expect("vma").anon_vma = Some(a);
+        let shift = self.geo.page_shift;
+        let m = self.mm_mut(mm);
+        let v = m.vmas.get_mut(&start).expect("vma");
+        v.anon_vma = Some(a);
+        if !v.is_anonymous() || v.pgoff << shift != v.start {
+            // Anonymous pages (COW copies) in a vma whose index is not its address's
+            // (kernel/rmap.rs).
+            m.nonlinear_anon = true;
+        }
         a
     }
 
@@ -267,10 +280,13 @@ impl Kernel {
             return 0;
         }
         self.anon_vma_prepare(mm, vma.start);
-        let Some(a) = self.alloc_user_zeroed(0, gfp::USER | gfp::DIRECT_RECLAIM, addr) else {
+        let Some(a) = self.alloc_user_zeroed(0, gfp::HIGHUSER_MOVABLE, addr) else {
             return vm_fault::OOM;
         };
-        self.folio_add_new_anon_rmap(a.pfn, mm, false);
+        if !self.charge_new_anon(a.pfn, mm) {
+            return vm_fault::OOM;
+        }
+        self.folio_add_new_anon_rmap(a.pfn, mm, false, vma.linear_page_index(addr, self.geo));
         self.folio_add_lru_vma(a.pfn, vma);
         self.add_rss_at(table, mm, MmCounter::AnonPages, 1);
         let e = maybe_mkwrite(Entry::new(a.pfn, vm_page_prot(vma) | pgtable::DIRTY), vma);
@@ -281,7 +297,7 @@ impl Kernel {
     /// `do_wp_page`: a write to a present read-only pte of a writable vma. The zero page and
     /// shared anonymous pages are copied (wp_page_copy); an exclusive anonymous page, or one
     /// whose last other reference is gone, is reused (wp_page_reuse).
-    fn do_wp_page(&mut self, mm: MmId, vma: &Vma, addr: u64, slot: Slot) -> u32 {
+    pub(super) fn do_wp_page(&mut self, mm: MmId, vma: &Vma, addr: u64, slot: Slot) -> u32 {
         let pte = self.entry(slot.table, slot.idx);
         let pfn = pte.pfn();
         if vma.is_shared() {
@@ -328,7 +344,7 @@ impl Kernel {
         let old = self.entry(slot.table, slot.idx).pfn();
         let zero = self.is_zero_pfn(old);
         self.anon_vma_prepare(mm, vma.start);
-        let flags = gfp::USER | gfp::DIRECT_RECLAIM;
+        let flags = gfp::HIGHUSER_MOVABLE;
         // do_wp_page's folio_get: the old folio is held while the new one is allocated (the
         // allocation's reclaim must not discard it from under the copy).
         let old_head = self.head_of(old);
@@ -342,11 +358,14 @@ impl Kernel {
         let Some(a) = a else {
             return vm_fault::OOM;
         };
+        if !self.charge_new_anon(a.pfn, mm) {
+            return vm_fault::OOM;
+        }
         if !zero {
             self.copy_page(a.pfn, old);
             self.stat.count(VmEvent::CowFault);
         }
-        self.folio_add_new_anon_rmap(a.pfn, mm, false);
+        self.folio_add_new_anon_rmap(a.pfn, mm, false, vma.linear_page_index(addr, self.geo));
         self.folio_add_lru_vma(a.pfn, vma);
         if zero {
             self.add_rss_at(slot.table, mm, MmCounter::AnonPages, 1);
@@ -531,7 +550,9 @@ impl Kernel {
         while a < end {
             let idx = self.geo.table_index(a, 0);
             let e = self.entry(table, idx);
-            if e.present() {
+            if e.is_swap() {
+                self.zap_swap_pte(mm, table, idx, e);
+            } else if e.present() {
                 self.set_entry(table, idx, Entry::NONE);
                 let pfn = e.pfn();
                 if !e.special() {
@@ -540,6 +561,13 @@ impl Kernel {
                         // zap_present_folio_ptes: a dirty pte dirties its page-cache folio.
                         let h = self.head_of(pfn);
                         self.folio_mark_dirty(h);
+                    }
+                    if e.has(pgtable::ACCESSED) && c != MmCounter::AnonPages {
+                        // A young pte of a file folio: it was used (vma_has_recency).
+                        let h = self.head_of(pfn);
+                        if self.mm(mm).vma_lookup(a).is_none_or(|v| v.flags & (vm::SEQ_READ | vm::RAND_READ) == 0) {
+                            self.folio_mark_accessed(h);
+                        }
                     }
                     rss[c as usize] -= 1;
                     self.remove_rmap_pte(pfn, mm);
@@ -711,6 +739,10 @@ impl Kernel {
             let idx = self.geo.table_index(a, 0);
             let mut e = self.entry(stable, idx);
             a += self.geo.page_size();
+            if e.is_swap() {
+                self.copy_swap_pte(dst, dtable, stable, idx, e);
+                continue;
+            }
             if !e.present() {
                 continue;
             }

@@ -191,13 +191,6 @@ impl Kernel {
         }
     }
 
-    /// `folio_add_lru_vma` of a new folio: mlocked at once in a VM_LOCKED vma.
-    pub(super) fn folio_add_lru_vma(&mut self, head: Pfn, vma: &Vma) {
-        if vma.flags & vm::LOCKED != 0 {
-            self.mlock_folio(head);
-        }
-    }
-
     /// `mlock_vma_folio` (an existing folio mapped whole) / `munlock_vma_folio` (an rmap
     /// removed) in a VM_LOCKED vma.
     pub(super) fn mlock_vma_folio(&mut self, head: Pfn, vma: &Vma, lock: bool) {

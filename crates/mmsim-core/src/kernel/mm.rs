@@ -140,6 +140,15 @@ pub struct MmStruct {
     /// `start_brk` and `brk`: where the heap begins and its current break (`brk(2)`).
     pub start_brk: u64,
     pub brk: u64,
+    /// The memory cgroup of the mm's owner (charges of its pages and page tables go there).
+    pub memcg: u16,
+    /// MM_SWAPENTS: swap ptes (VmSwap).
+    pub swapents: i64,
+    /// Some vma that may hold anonymous pages has a vm_pgoff other than its start's page
+    /// number (moved by mremap, or a private file mapping with COW copies): the anon rmap
+    /// walk looks at every such vma of the mm, not only the identity address's
+    /// (kernel/rmap.rs). Never cleared.
+    pub nonlinear_anon: bool,
 }
 
 impl MmStruct {
@@ -159,6 +168,9 @@ impl MmStruct {
             hugetlb_usage: 0,
             start_brk: 0,
             brk: 0,
+            memcg: 0,
+            swapents: 0,
+            nonlinear_anon: false,
         }
     }
 

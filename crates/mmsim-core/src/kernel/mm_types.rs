@@ -51,6 +51,30 @@ pub mod pg {
     /// !PG_uptodate of a shmem folio fallocate(2) added (SGP_FALLOC): not cleared yet, so
     /// fault-around does not map it; the first fault or write clears it and marks it uptodate.
     pub const FALLOC: u32 = 1 << 19;
+    /// PG_lru (head page): on one of its lruvec's lists (the unevictable one included); a
+    /// folio isolated by reclaim, or waiting in a per-CPU batch, is not.
+    pub const LRU: u32 = 1 << 20;
+    /// PG_active (head page): on (or bound for) an active list.
+    pub const ACTIVE: u32 = 1 << 21;
+    /// PG_referenced (head page): the software second chance (`folio_mark_accessed`,
+    /// `folio_check_references`).
+    pub const REFERENCED: u32 = 1 << 22;
+    /// PG_workingset (head page): deactivated after being active, or restored at refault.
+    pub const WORKINGSET: u32 = 1 << 23;
+    /// PG_unevictable (head page): on the unevictable list (mlocked).
+    pub const UNEVICTABLE: u32 = 1 << 24;
+    /// PG_swapcache (head page): in the swap cache; `Page::private` holds its first swap
+    /// entry (folio->swap).
+    pub const SWAPCACHE: u32 = 1 << 25;
+    /// PG_reclaim (head page): free it as soon as its writeback ends (`folio_end_writeback`
+    /// rotates it to the inactive list's tail).
+    pub const RECLAIM: u32 = 1 << 26;
+    /// PG_locked (head page) held across a read from swap: the folio is in the swap cache
+    /// but its data is not there until the read completes (`Kernel::swapin_done`).
+    pub const LOCKED: u32 = 1 << 27;
+    /// PG_readahead of a swap-cache folio read ahead of its fault (`swap_ra_hit` when a fault
+    /// finds it). mmsim keeps it apart from the page cache's `READAHEAD` mark.
+    pub const SWAP_READAHEAD: u32 = 1 << 28;
 }
 
 /// No frame / end of a list.
@@ -68,15 +92,24 @@ pub struct Page {
     pub entire_mapcount: i32,
     /// Compound order (head) or free block order (buddy head).
     pub order: u8,
+    /// The memory cgroup the folio is charged to (`folio_memcg`, head page): an index of
+    /// `Kernel::memcg` (0 is the root cgroup).
+    pub memcg: u16,
     /// Head page frame of a compound page (tail pages), else self.
     pub head: u32,
     /// `mapping`/`index`: the owning inode (`Kernel::shmem`) and the page's index in it
     /// (page-cache pages of any file).
     pub mapping: u32,
-    pub index: u32,
-    /// Free-list links (buddy heads only).
+    /// `folio->index`: the page-cache index, or an anonymous folio's linear page index
+    /// (`linear_page_index` of the address it was first mapped at: the anon rmap's key).
+    pub index: u64,
+    /// List links: the buddy free lists (a free block's head), or its lruvec's list (a folio's
+    /// head with PG_lru), as Linux's `lru` list_head serves both.
     pub next: u32,
     pub prev: u32,
+    /// `folio->swap` (head page of a PG_swapcache folio): its first swap entry
+    /// (`SwpEntry::val`).
+    pub private: u32,
 }
 
 impl Default for Page {
@@ -87,11 +120,13 @@ impl Default for Page {
             mapcount: 0,
             entire_mapcount: 0,
             order: 0,
+            memcg: 0,
             head: NIL,
             mapping: NIL,
             index: 0,
             next: NIL,
             prev: NIL,
+            private: 0,
         }
     }
 }
@@ -130,6 +165,9 @@ pub enum FrameData {
     /// of simulated page tables for a shared region do not take 5 GB of the host's memory.
     ObjTable(u32),
 }
+
+// `struct page` here is 48 bytes: the frames' metadata is most of a large run's host memory.
+const _: () = assert!(std::mem::size_of::<Page>() == 48);
 
 // A frame's slot stays 16 bytes: `PageContent`'s own tag leaves room for the others.
 const _: () = assert!(std::mem::size_of::<FrameData>() == 16);

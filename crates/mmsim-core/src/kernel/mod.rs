@@ -2,8 +2,10 @@
 //! and the counters. Each Linux file it mirrors is a module here adding `impl Kernel` methods
 //! named after the Linux functions (memory.rs, huge_memory.rs, mmap.rs, ...).
 
+pub mod blkdev;
 pub mod brk;
 pub mod check;
+mod check_reclaim;
 pub mod content;
 pub mod fault;
 pub mod filemap;
@@ -18,13 +20,18 @@ pub mod khugepaged_scan;
 pub mod knobs;
 pub mod knobs_khugepaged;
 pub mod lazyfree;
+pub mod lruvec;
 pub mod madvise;
+mod madvise_cold;
+pub mod memcontrol;
 pub mod memfd;
 pub mod memory;
+pub mod memory_swap;
 pub mod mlock;
 pub mod mm;
 pub mod mm_types;
 pub mod mmap;
+pub mod mmzone;
 pub mod mprotect;
 pub mod mremap;
 pub mod page_alloc;
@@ -32,13 +39,19 @@ pub mod pgtable;
 pub mod pgtable_pages;
 pub mod ptshare;
 pub mod readahead;
+pub mod rmap;
 pub mod shmem;
+pub mod swap;
+pub mod swap_state;
+pub mod swapfile;
 pub mod syscall;
 pub mod text_thp;
 pub mod truncate;
 pub mod uapi;
+pub mod vmscan;
 pub mod vmstat;
 pub mod walk;
+pub mod workingset;
 
 #[cfg(test)]
 mod filemap_tests;
@@ -58,6 +71,8 @@ mod mlock_tests;
 mod mremap_tests;
 #[cfg(test)]
 mod ptshare_tests;
+#[cfg(test)]
+mod reclaim_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -141,6 +156,42 @@ pub struct Kernel {
     pub work: Vec<Work>,
     /// The first inconsistency the kernel noticed itself (its BUG()/WARN() reports).
     pub bug: Option<String>,
+    /// The zone's watermarks (kernel/mmzone.rs).
+    pub zone: mmzone::Zone,
+    /// Each CPU's LRU folio batches (kernel/swap.rs).
+    pub fbatches: Vec<swap::CpuFbatches>,
+    /// The memory cgroups (kernel/memcontrol.rs).
+    pub memcg: memcontrol::MemCgroups,
+    /// The swap areas (kernel/swapfile.rs).
+    pub swap: swapfile::SwapState,
+    /// Each vma's swap readahead state (`vma->swap_readahead_info`), by (mm, vm_start).
+    pub swap_ra_info: FastMap<(MmId, u64), swap_state::SwapRaInfo>,
+    /// The block device's request queue (swap I/O) and the current plug.
+    pub blk: blkdev::BlockQueue,
+    plug: blkdev::Plug,
+    plug_depth: u32,
+    /// The kernel's clock: the current task's time, in ns (set on each entry).
+    pub now_ns: u64,
+    /// CPUs of the machine (`num_online_cpus`).
+    pub nr_cpus: usize,
+    /// The mm of the task in the kernel now (None: a kernel thread).
+    pub cur_mm: Option<MmId>,
+    /// kswapd's state (kernel/vmscan.rs; its thread is the interpreter's).
+    pub kswapd: vmscan::KswapdState,
+    /// PF_MEMALLOC: the current context is reclaiming (its allocations and charges are
+    /// forced, and it does not reclaim again).
+    pub in_reclaim: bool,
+    /// Who the current context reclaims as (kswapd, khugepaged, or a direct reclaimer).
+    pub reclaimer: vmscan::Reclaimer,
+    /// PGDAT_WRITEBACK and PGDAT_DIRTY: kswapd found folios under writeback (dirty).
+    pub pgdat_writeback: bool,
+    pub pgdat_dirty: bool,
+    /// Kernel pages taken from the allocator for the kernel's own use (swap tables).
+    pub kernel_pages: u64,
+    /// Other tasks a memory.oom.group kill takes with its victim.
+    pub oom_group_victims: Vec<MmId>,
+    /// Reclaim's CPU costs (the profile's).
+    pub cost: ReclaimCost,
     /// Deliberate bugs, for proving that the checkers catch them (tests only).
     pub sabotage: Sabotage,
     /// The events `engine.events` selects (`tracepoints`), raised here and stamped with their
@@ -150,8 +201,20 @@ pub struct Kernel {
     check_scratch: std::cell::RefCell<check::CheckScratch>,
 }
 
+/// The CPU cost of reclaim's work, per page (the profile's `cost.reclaim_*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ReclaimCost {
+    /// Cycles per page isolated and looked at by a scan of an LRU list.
+    pub reclaim_scan: f64,
+    /// Cycles per page written out (swap allocation, unmap, the bio).
+    pub reclaim_pageout: f64,
+    /// The CPUs' clock (GHz): reclaim's own work moves the kernel's clock on by its time,
+    /// so that the writes it started complete while it goes on (0: time stands still).
+    pub freq_ghz: f64,
+}
+
 /// A piece of kernel work with a hardware cost.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Work {
     /// Clearing `pages` base pages from `pfn` on, `chunk` pages per `clear_page` call (seed
     /// 002's clear_page with an order clears a whole block in one call), by `path`; with
@@ -179,6 +242,9 @@ pub enum Work {
     /// `hold` (a spinlock around the pte update): its uncontended cost is part of
     /// `cost.fault_handler`, so only waiting and the line's transfer cost more.
     FaultLock { line: u64, hold: bool, func: &'static str },
+    /// Kernel code that costs `cycles` of instructions (reclaim's scanning), charged to
+    /// `func`.
+    Cycles { cycles: f64, func: &'static str },
 }
 
 impl Work {
@@ -312,9 +378,31 @@ impl Kernel {
             tp: None,
             current: Default::default(),
             bug: None,
+            zone: Default::default(),
+            fbatches: Vec::new(),
+            memcg: Default::default(),
+            swap: Default::default(),
+            swap_ra_info: FastMap::default(),
+            blk: Default::default(),
+            plug: Default::default(),
+            plug_depth: 0,
+            now_ns: 0,
+            nr_cpus: 1,
+            cur_mm: None,
+            kswapd: Default::default(),
+            in_reclaim: false,
+            reclaimer: vmscan::Reclaimer::Direct,
+            pgdat_writeback: false,
+            pgdat_dirty: false,
+            kernel_pages: 0,
+            oom_group_victims: Vec::new(),
+            cost: ReclaimCost::default(),
             work: Vec::new(),
             check_scratch: Default::default(),
         };
+        k.zone.managed = nr_pages - RESERVED_FRAMES;
+        k.zone.user_min_free_kbytes = k.knobs.min_free_kbytes;
+        k.init_per_zone_wmark_min();
         k.sync_knobs();
         k.huge_zero_boot();
         if k.knobs.nr_hugepages > 0 {
@@ -324,6 +412,17 @@ impl Kernel {
         k.work.clear();
         k.sync_items();
         k
+    }
+
+    /// The OOM killer's pending victim, taken by the process layer to kill it.
+    pub fn take_oom_victim(&mut self) -> Option<MmId> {
+        self.oom_victim.take()
+    }
+
+    /// Raise tracepoint `id` (its fields made only when it is on).
+    #[inline]
+    pub fn trace(&mut self, id: u8, fields: impl FnOnce() -> String) {
+        crate::tracepoints::raise(&mut self.tp, id, fields);
     }
 
     /// Record an inconsistency (the model's WARN_ON): the run reports it as an invariant
@@ -339,9 +438,28 @@ impl Kernel {
         if name == "vm/nr_hugepages" {
             self.set_max_huge_pages(self.knobs.nr_hugepages);
         }
+        match name {
+            // min_free_kbytes_sysctl_handler: user_min_free_kbytes, then the watermarks.
+            "vm/min_free_kbytes" => {
+                self.zone.user_min_free_kbytes = self.knobs.min_free_kbytes;
+                match self.knobs.min_free_kbytes {
+                    Some(k) => {
+                        self.zone.min_free_kbytes = k;
+                        self.setup_per_zone_wmarks();
+                    }
+                    None => self.init_per_zone_wmark_min(),
+                }
+            }
+            "vm/watermark_scale_factor" => self.setup_per_zone_wmarks(),
+            // start_stop_khugepaged: set_recommended_min_free_kbytes when THP is on.
+            "transparent_hugepage/enabled" => self.init_per_zone_wmark_min(),
+            _ => {}
+        }
         if name == "vm/drop_caches" {
-            // drop_caches_sysctl_handler: 1 drops the page cache, 2 the slab (drop_slab).
+            // drop_caches_sysctl_handler: lru_add_drain_all, then 1 drops the page cache,
+            // 2 the slab (drop_slab).
             if self.knobs.drop_caches & 1 != 0 {
+                self.lru_add_drain_all();
                 self.drop_caches();
             }
             if self.knobs.drop_caches & 2 != 0 {
@@ -500,41 +618,95 @@ impl Kernel {
         self.mem.free(pfn, order, init, &mut self.stat);
     }
 
+    /// `__alloc_pages`: the fast path above the low watermark; then the slow path: kswapd
+    /// woken, a try above min, direct reclaim (`try_to_free_pages`) and retries while the
+    /// reclaimable memory could still make the allocation fit (`should_reclaim_retry`), and
+    /// for a small allocation the OOM killer. A reclaiming context (PF_MEMALLOC) may use the
+    /// reserves below min. Fault injection (`fail_page_alloc`) fails an attempt outright.
     fn alloc_pages_inner(&mut self, order: u32, gfp_flags: u32) -> Option<Allocated> {
-        if let Some(a) = self.mem.alloc(order, gfp_flags, true, &mut self.stat) {
-            return Some(a);
-        }
-        if self.mem.last_fail_injected || gfp_flags & gfp::DIRECT_RECLAIM == 0 {
-            return None;
-        }
-        self.stat.count(VmEvent::AllocStall);
-        // shrink_node: the slab shrinkers, then the page cache (SWAP_CLUSTER_MAX pages, or the
-        // request's size), when the shrinkers freed nothing: clean unmapped file folios, then
-        // lazyfree anonymous ones (MADV_FREE puts them on the inactive file LRU's head).
-        let freed = match self.shrink_slab() {
-            0 => {
-                // shrink_inactive_list's lru_add_drain: queued lazyfree folios join the list.
-                self.lru_add_drain();
-                let want = (1u64 << order).max(32);
-                let f = self.shrink_page_cache(want);
-                if f < want && !self.lazyfree.is_empty() {
-                    f + self.shrink_lazyfree(want - f)
-                } else {
-                    f
-                }
-            }
-            n => n,
-        };
-        if freed > 0 {
-            // The slow path retries without another fault-injection decision.
-            if let Some(a) = self.mem.alloc(order, gfp_flags, false, &mut self.stat) {
+        use mmzone::Wmark;
+        let reserve = (gfp_flags & gfp::HIGH != 0) as u32;
+        if self.in_reclaim || self.zone_watermark_ok_free(order, self.wmark_pages(Wmark::Low), self.mem.free_pages, 0) {
+            if let Some(a) = self.mem.alloc(order, gfp_flags, true, &mut self.stat) {
                 return Some(a);
             }
+            if self.mem.last_fail_injected {
+                return None;
+            }
         }
-        if order == 0 {
+        // __alloc_pages_slowpath
+        if gfp_flags & gfp::KSWAPD_RECLAIM != 0 {
+            self.wakeup_kswapd(order, gfp_flags);
+        }
+        let try_min = |k: &mut Kernel| {
+            let ok =
+                k.in_reclaim || k.zone_watermark_ok_free(order, k.wmark_pages(Wmark::Min), k.mem.free_pages, reserve);
+            if ok {
+                k.mem.alloc(order, gfp_flags, false, &mut k.stat)
+            } else {
+                None
+            }
+        };
+        if let Some(a) = try_min(self) {
+            return Some(a);
+        }
+        if self.in_reclaim {
+            // ALLOC_NO_WATERMARKS: whatever is free.
+            return self.mem.alloc(order, gfp_flags, false, &mut self.stat);
+        }
+        if gfp_flags & gfp::DIRECT_RECLAIM == 0 {
+            return None;
+        }
+        let mut no_progress_loops = 0u32;
+        loop {
+            if gfp_flags & gfp::KSWAPD_RECLAIM != 0 {
+                self.wakeup_kswapd(order, gfp_flags);
+            }
+            if let Some(a) = try_min(self) {
+                return Some(a);
+            }
+            let progress = self.try_to_free_pages(order, gfp_flags);
+            if progress > 0 {
+                if let Some(a) = try_min(self) {
+                    return Some(a);
+                }
+            }
+            if gfp_flags & gfp::NORETRY != 0 {
+                return None;
+            }
+            if order > vmscan::PAGE_ALLOC_COSTLY_ORDER && gfp_flags & gfp::RETRY_MAYFAIL == 0 {
+                return None;
+            }
+            if self.should_reclaim_retry(order, progress, &mut no_progress_loops) {
+                continue;
+            }
+            break;
+        }
+        // __alloc_pages_may_oom: small allocations only.
+        if order <= vmscan::PAGE_ALLOC_COSTLY_ORDER && gfp_flags & gfp::RETRY_MAYFAIL == 0 {
             self.out_of_memory();
         }
         None
+    }
+
+    /// `should_reclaim_retry`: retry while reclaim made progress recently (16 rounds without
+    /// at most) and free plus reclaimable memory would pass the min watermark.
+    fn should_reclaim_retry(&mut self, order: u32, progress: u64, loops: &mut u32) -> bool {
+        if progress > 0 && order <= vmscan::PAGE_ALLOC_COSTLY_ORDER {
+            *loops = 0;
+        } else {
+            *loops += 1;
+        }
+        if *loops > vmscan::MAX_RECLAIM_RETRIES {
+            return false;
+        }
+        let it = &self.stat.items;
+        let mut reclaimable = it[VmItem::NrActiveFile] + it[VmItem::NrInactiveFile];
+        if self.swap.nr_swap_pages > 0 {
+            reclaimable += it[VmItem::NrActiveAnon] + it[VmItem::NrInactiveAnon];
+        }
+        let available = reclaimable.max(0) as u64 + self.mem.free_pages;
+        self.zone_watermark_ok_free(order, self.wmark_pages(mmzone::Wmark::Min), available, 0)
     }
 
     /// The shrinkers a direct reclaim runs (shrink_slab): the deferred split queue, and the
@@ -556,7 +728,7 @@ impl Kernel {
         let mut best: Option<(i64, MmId)> = None;
         for (i, m) in self.mms.iter().enumerate() {
             if let Some(m) = m {
-                let points = m.rss_total() + m.pgtables_bytes / self.geo.page_size() as i64;
+                let points = m.rss_total() + m.swapents + m.pgtables_bytes / self.geo.page_size() as i64;
                 if best.is_none_or(|(b, _)| points >= b) {
                     best = Some((points, i as MmId));
                 }
@@ -564,6 +736,8 @@ impl Kernel {
         }
         if let Some((_, id)) = best {
             self.stat.count(VmEvent::OomKill);
+            let memcg = self.mm(id).memcg;
+            self.memcg_memory_event(memcg, memcontrol::MemcgEvent::OomKill);
             self.oom_victim = Some(id);
         }
     }
@@ -616,6 +790,22 @@ impl Kernel {
         if self.mem.pages[head.idx()].test(pg::TEXT_COPY) {
             self.text_copy_free(head);
         }
+        // __page_cache_release: off the LRU; then the memcg charge goes.
+        if self.mem.pages[head.idx()].test(pg::LRU) {
+            self.lruvec_del_folio(head);
+        }
+        if self.mem.pages[head.idx()].test(pg::MLOCKED) {
+            // __page_cache_release of a folio still mlocked: PG_mlocked cleared.
+            self.mlock_count.remove(&head.0);
+            self.mem.pages[head.idx()].clear(pg::MLOCKED);
+            let nr = self.folio_nr_pages(head) as i64;
+            self.stat.mod_item(VmItem::NrMlock, -nr);
+            self.stat.count_n(VmEvent::UnevictablePgsCleared, nr);
+        }
+        self.mem_cgroup_uncharge(head);
+        let p = &mut self.mem.pages[head.idx()];
+        p.clear(pg::LRU | pg::ACTIVE | pg::REFERENCED | pg::WORKINGSET | pg::UNEVICTABLE | pg::RECLAIM | pg::DIRTY);
+        p.memcg = memcontrol::NO_MEMCG;
         let order = if is_head { order } else { 0 };
         self.free_pages_ok(head, order);
         if order == 0 {
@@ -643,19 +833,20 @@ impl Kernel {
 
     /// `folio_add_new_anon_rmap` for a freshly allocated folio mapped once (by a pte for a
     /// small folio, by a pmd for a THP): PageAnonExclusive, mapcounts, NR_ANON_MAPPED/THPS.
-    pub fn folio_add_new_anon_rmap(&mut self, head: Pfn, mm: MmId, pmd: bool) {
+    pub fn folio_add_new_anon_rmap(&mut self, head: Pfn, mm: MmId, pmd: bool, index: u64) {
         let nr = self.folio_nr_pages(head);
+        self.mem.pages[head.idx()].index = index;
         for i in 0..nr as u32 {
             let p = &mut self.mem.pages[(head.0 + i) as usize];
             p.set(pg::ANON | pg::ANON_EXCLUSIVE);
         }
         if pmd {
             self.mem.pages[head.idx()].entire_mapcount = 1;
-            self.stat.mod_item(VmItem::NrAnonThps, 1);
+            self.mod_lruvec_item(head, VmItem::NrAnonThps, 1);
         } else {
             self.mem.pages[head.idx()].mapcount = 1;
         }
-        self.stat.mod_item(VmItem::NrAnonPages, nr as i64);
+        self.mod_lruvec_item(head, VmItem::NrAnonPages, nr as i64);
         self.track_mm(head, mm, 1);
     }
 
@@ -663,10 +854,11 @@ impl Kernel {
     /// (NR_ANON_MAPPED or NR_FILE_MAPPED when the page was not mapped before).
     pub fn add_rmap_pte(&mut self, page: Pfn, mm: MmId) {
         let was = self.page_mapped(page);
+        let h_of_page = self.head_of(page);
         self.mem.pages[page.idx()].mapcount += 1;
         let anon = self.mem.pages[page.idx()].test(pg::ANON);
         if !was {
-            self.stat.mod_item(if anon { VmItem::NrAnonPages } else { VmItem::NrMapped }, 1);
+            self.mod_lruvec_item(h_of_page, if anon { VmItem::NrAnonPages } else { VmItem::NrMapped }, 1);
         }
         let h = self.head_of(page);
         self.track_mm(h, mm, 1);
@@ -676,11 +868,11 @@ impl Kernel {
     pub fn add_rmap_pmd(&mut self, head: Pfn, mm: MmId) {
         let e = self.mem.pages[head.idx()].entire_mapcount;
         if e == 0 {
-            self.stat.mod_item(VmItem::NrAnonThps, 1);
+            self.mod_lruvec_item(head, VmItem::NrAnonThps, 1);
             let newly = (0..self.geo.hpage_pmd_nr() as u32)
                 .filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount == 0)
                 .count();
-            self.stat.mod_item(VmItem::NrAnonPages, newly as i64);
+            self.mod_lruvec_item(head, VmItem::NrAnonPages, newly as i64);
         }
         self.mem.pages[head.idx()].entire_mapcount = e + 1;
         self.track_mm(head, mm, 1);
@@ -701,9 +893,10 @@ impl Kernel {
     pub(super) fn remove_rmap_pte_batched(&mut self, page: Pfn, mm: MmId) {
         self.mem.pages[page.idx()].mapcount -= 1;
         debug_assert!(self.mem.pages[page.idx()].mapcount >= 0);
+        let h_of_page = self.head_of(page);
         let anon = self.mem.pages[page.idx()].test(pg::ANON);
         if !self.page_mapped(page) {
-            self.stat.mod_item(if anon { VmItem::NrAnonPages } else { VmItem::NrMapped }, -1);
+            self.mod_lruvec_item(h_of_page, if anon { VmItem::NrAnonPages } else { VmItem::NrMapped }, -1);
         }
         let h = self.head_of(page);
         self.track_mm(h, mm, -1);
@@ -714,14 +907,26 @@ impl Kernel {
         let e = self.mem.pages[head.idx()].entire_mapcount - 1;
         self.mem.pages[head.idx()].entire_mapcount = e;
         if e == 0 {
-            self.stat.mod_item(VmItem::NrAnonThps, -1);
+            self.mod_lruvec_item(head, VmItem::NrAnonThps, -1);
             let gone = (0..self.geo.hpage_pmd_nr() as u32)
                 .filter(|i| self.mem.pages[(head.0 + i) as usize].mapcount == 0)
                 .count();
-            self.stat.mod_item(VmItem::NrAnonPages, -(gone as i64));
+            self.mod_lruvec_item(head, VmItem::NrAnonPages, -(gone as i64));
         }
         self.track_mm(head, mm, -1);
         self.maybe_deferred_split(head);
+    }
+
+    /// `mem_cgroup_charge` of a new anonymous folio to `mm`'s memcg (`folio_prealloc`,
+    /// GFP_KERNEL): false, and the folio freed, when the charge fails (VM_FAULT_OOM).
+    pub(super) fn charge_new_anon(&mut self, head: Pfn, mm: MmId) -> bool {
+        let memcg = self.mm(mm).memcg;
+        if self.mem_cgroup_charge(head, memcg, gfp::KERNEL).is_ok() {
+            return true;
+        }
+        self.mem.pages[head.idx()].refcount = 1;
+        self.folio_put(head);
+        false
     }
 
     /// Total mappings of a folio (folio_mapcount).
@@ -795,7 +1000,13 @@ impl Kernel {
         let scrubbing = self.mem.scrubbing.map_or(0, |(_, o)| 1u64 << o);
         // Files outlive their processes: their page cache stays.
         let cache = self.stat.items[VmItem::NrFilePages] as u64;
-        self.mem.free_pages + scrubbing + self.mem.reserved + self.huge_zero_pages() + self.hugetlb_pool_pages() + cache
+        self.mem.free_pages
+            + scrubbing
+            + self.mem.reserved
+            + self.huge_zero_pages()
+            + self.hugetlb_pool_pages()
+            + cache
+            + self.kernel_pages
             == self.mem.nr_pages()
     }
 

@@ -98,7 +98,8 @@ impl Kernel {
                 while a < next {
                     let idx = self.geo.table_index(a, 0);
                     let pe = self.entry(table, idx);
-                    if !pe.none() {
+                    // Swap ptes keep their entry: the protection applies at swap-in.
+                    if !pe.none() && !pe.is_swap() {
                         let ne = self.change_leaf(vma, pe);
                         if ne != pe {
                             self.set_entry(table, idx, ne);

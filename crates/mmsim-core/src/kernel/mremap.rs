@@ -293,6 +293,10 @@ impl Kernel {
             // (with MREMAP_DONTUNMAP, nothing does: see dontunmap_complete).
             self.mm_mut(mm).locked_vm += (new_len >> shift) as i64;
         }
+        if copy.pgoff << shift != new_addr {
+            // Its anonymous pages' index no longer matches their address (kernel/rmap.rs).
+            self.mm_mut(mm).nonlinear_anon = true;
+        }
         self.mm_mut(mm).vmas.insert(new_addr, copy);
         self.vma_merge_around(mm, new_addr);
         let moved = self.move_page_tables(mm, addr, new_addr, old_len);

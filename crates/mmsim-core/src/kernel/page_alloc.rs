@@ -35,6 +35,58 @@ pub mod gfp {
     pub const USER: u32 = 1 << 3;
     /// A page-table page (GFP_PGTABLE_USER).
     pub const TABLE: u32 = 1 << 4;
+    /// `__GFP_KSWAPD_RECLAIM`: an allocation below the low watermark wakes kswapd.
+    pub const KSWAPD_RECLAIM: u32 = 1 << 5;
+    /// `__GFP_NORETRY`: give up after one round of reclaim.
+    pub const NORETRY: u32 = 1 << 6;
+    /// `__GFP_RETRY_MAYFAIL`: retry as long as reclaim progresses, but never OOM-kill.
+    pub const RETRY_MAYFAIL: u32 = 1 << 7;
+    /// `__GFP_NOFAIL`.
+    pub const NOFAIL: u32 = 1 << 8;
+    /// `__GFP_HIGH`: may dip into half the min reserve (and a memcg charge may exceed its
+    /// limit).
+    pub const HIGH: u32 = 1 << 9;
+    /// `__GFP_IO` (and `__GFP_FS`): reclaim may start I/O (write to swap).
+    pub const IO: u32 = 1 << 10;
+    /// `__GFP_MOVABLE` (with __GFP_HIGHMEM): user memory, ZONE_MOVABLE's for allocstall.
+    pub const MOVABLE: u32 = 1 << 11;
+    /// `__GFP_WRITE`: a page-cache folio allocated for a write (its refault is not one).
+    pub const WRITE: u32 = 1 << 12;
+    /// `GFP_KERNEL`.
+    pub const KERNEL: u32 = DIRECT_RECLAIM | KSWAPD_RECLAIM | IO;
+    /// `GFP_HIGHUSER_MOVABLE`: user pages (anonymous, page cache, swap-in).
+    pub const HIGHUSER_MOVABLE: u32 = USER | KERNEL | MOVABLE;
+
+    /// The flags as `show_gfp_flags` prints them in tracepoints.
+    pub fn name(g: u32) -> String {
+        let named = [
+            (HIGHUSER_MOVABLE, "GFP_HIGHUSER_MOVABLE"),
+            (KERNEL, "GFP_KERNEL"),
+            (ZERO, "__GFP_ZERO"),
+            (COMP, "__GFP_COMP"),
+            (DIRECT_RECLAIM, "__GFP_DIRECT_RECLAIM"),
+            (KSWAPD_RECLAIM, "__GFP_KSWAPD_RECLAIM"),
+            (NORETRY, "__GFP_NORETRY"),
+            (RETRY_MAYFAIL, "__GFP_RETRY_MAYFAIL"),
+            (NOFAIL, "__GFP_NOFAIL"),
+            (HIGH, "__GFP_HIGH"),
+            (IO, "__GFP_IO"),
+            (MOVABLE, "__GFP_MOVABLE"),
+        ];
+        let mut left = g & !TABLE;
+        let mut out = Vec::new();
+        for (bits, n) in named {
+            if left & bits == bits && bits != 0 {
+                out.push(n);
+                left &= !bits;
+            }
+        }
+        if out.is_empty() {
+            "0".into()
+        } else {
+            out.join("|")
+        }
+    }
 }
 
 /// Which path of the kernel clears a block: it names the block's counter
@@ -379,6 +431,11 @@ impl PhysMem {
             self.zeroed_free_pages -= 1 << order;
         }
         zeroed
+    }
+
+    /// Whether a free block of at least `order` exists (`__zone_watermark_ok`'s order check).
+    pub fn has_free_block(&self, order: u32) -> bool {
+        (order..=MAX_ORDER).any(|o| self.nr_free[NOT_ZEROED][o as usize] + self.nr_free[ZEROED][o as usize] > 0)
     }
 
     /// `should_fail_alloc_page`: the fault-injection decision for one attempt.

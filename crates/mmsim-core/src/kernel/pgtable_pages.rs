@@ -52,6 +52,15 @@ impl Kernel {
         PresentEntries { k: self, src, i: 0 }
     }
 
+    /// The swap ptes of a PTE table (a compact table holds none).
+    pub fn swap_entries(&self, table: Pfn) -> impl Iterator<Item = (usize, Entry)> + '_ {
+        let slots: &[u64] = match &self.mem.data[table.idx()] {
+            FrameData::Table(s) => self.mem.table_slot_entries(*s),
+            _ => &[],
+        };
+        slots.iter().enumerate().map(|(i, &e)| (i, Entry(e))).filter(|(_, e)| e.is_swap())
+    }
+
     /// Entry `idx` of a compact table: the object's page, its flags and its own bits.
     #[inline]
     fn obj_table_entry(&self, slot: u32, idx: usize) -> Entry {
@@ -84,7 +93,7 @@ impl Kernel {
         if !p.test(pg::SHMEM) {
             return None;
         }
-        Some((p.mapping, (p.index as u64).wrapping_sub(idx as u64), e.0 & !ObjTable::VARYING))
+        Some((p.mapping, p.index.wrapping_sub(idx as u64), e.0 & !ObjTable::VARYING))
     }
 
     /// Write entry `idx` of the table in frame `table` (set_pte_at / set_pmd_at).
@@ -142,11 +151,21 @@ impl Kernel {
     /// `pagetable_alloc` + the level's ctor: a zeroed table page, counted in NR_PAGETABLE and,
     /// below the PGD, in the mm's pgtables_bytes (mm_inc_nr_ptes/pmds/puds).
     pub fn pte_alloc_one(&mut self, mm: Option<MmId>) -> Option<Pfn> {
-        let a = self.alloc_pages(0, gfp::ZERO | gfp::DIRECT_RECLAIM | gfp::TABLE)?;
+        let a = self.alloc_pages(0, gfp::ZERO | gfp::KERNEL | gfp::TABLE)?;
+        // GFP_PGTABLE_USER's __GFP_ACCOUNT: charged to the mm's memcg as kernel memory.
+        let memcg = mm.map_or(super::memcontrol::ROOT_MEMCG, |m| self.mm(m).memcg);
+        self.mem.pages[a.pfn.idx()].memcg = super::memcontrol::NO_MEMCG;
+        if self.memcg_kmem_charge_page(a.pfn, memcg, gfp::KERNEL).is_err() {
+            self.mem.pages[a.pfn.idx()].refcount = 0;
+            self.free_pages_ok(a.pfn, 0);
+            self.free_unref_page();
+            return None;
+        }
         let p = &mut self.mem.pages[a.pfn.idx()];
         p.set(pg::TABLE);
         self.mem.set_data(a.pfn.idx(), FrameData::EmptyTable);
         self.stat.mod_item(VmItem::NrPageTablePages, 1);
+        self.mod_memcg_item(memcg, VmItem::NrPageTablePages, 1);
         if let Some(mm) = mm {
             self.mm_mut(mm).pgtables_bytes += self.geo.page_size() as i64;
         }
@@ -161,6 +180,9 @@ impl Kernel {
         }
         self.mem.pages[table.idx()].mapcount = 0;
         self.mem.pages[table.idx()].clear(pg::TABLE);
+        let memcg = self.mem.pages[table.idx()].memcg;
+        self.mod_memcg_item(memcg, VmItem::NrPageTablePages, -1);
+        self.memcg_kmem_uncharge_page(table);
         self.stat.mod_item(VmItem::NrPageTablePages, -1);
         if let Some(mm) = mm {
             self.mm_mut(mm).pgtables_bytes -= self.geo.page_size() as i64;

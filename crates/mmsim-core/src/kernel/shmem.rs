@@ -50,6 +50,8 @@ pub struct AddressSpace {
     pub disk: FastMap<u64, PageContent>,
     /// `i_writecount`: open files that may write it (> 0), or executions denying writers (< 0).
     pub i_writecount: i32,
+    /// Workingset shadows reclaim left at evicted indices (`i_pages`' value entries).
+    pub shadows: FastMap<u64, u64>,
 }
 
 impl AddressSpace {
@@ -63,6 +65,7 @@ impl AddressSpace {
             i_size,
             disk: FastMap::default(),
             i_writecount: 0,
+            shadows: FastMap::default(),
         }
     }
 
@@ -232,16 +235,65 @@ impl Kernel {
         }
         // shmem_alloc_folio takes the mapping's gfp (no __GFP_ZERO) and shmem_get_folio_gfp
         // clears the new folio itself (so twice under init_on_alloc, as Linux does).
-        let a = self.alloc_pages(0, gfp::USER | gfp::DIRECT_RECLAIM)?;
+        let a = self.alloc_pages(0, gfp::HIGHUSER_MOVABLE)?;
         self.clear_pages(a.pfn, 1, 1, ClearPath::User);
-        self.filemap_add_folio(obj, index, a.pfn, 0);
+        if !self.filemap_add_folio(obj, index, a.pfn, 0, gfp::HIGHUSER_MOVABLE) {
+            self.folio_put(a.pfn);
+            return None;
+        }
         Some(a.pfn)
     }
 
-    /// `__filemap_add_folio`: the folio of `1 << order` pages at `head` (just allocated, one
-    /// reference) enters the page cache at `index`: the cache holds a reference per page
-    /// (NR_FILE_PAGES, NR_SHMEM; NR_FILE_THPS / NR_SHMEM_THPS for a PMD-sized one).
-    pub fn filemap_add_folio(&mut self, obj: u32, index: u64, head: Pfn, order: u32) {
+    /// `filemap_add_folio`: the folio of `1 << order` pages at `head` (just allocated, one
+    /// reference) is charged to the current memcg (false, and nothing added, when that
+    /// fails) and enters the page cache at `index`: the cache holds a reference per page
+    /// (NR_FILE_PAGES, NR_SHMEM; NR_FILE_THPS / NR_SHMEM_THPS for a PMD-sized one). A shadow
+    /// found there is a refault (`workingset_refault`, unless the folio is for a write:
+    /// `__GFP_WRITE`, `gfp::WRITE`); then the folio joins the LRU (`folio_add_lru`).
+    pub fn filemap_add_folio(&mut self, obj: u32, index: u64, head: Pfn, order: u32, gfp_flags: u32) -> bool {
+        let memcg = self.cur_memcg();
+        if self.mem_cgroup_charge(head, memcg, gfp_flags).is_err() {
+            return false;
+        }
+        self.__filemap_add_folio(obj, index, head, order);
+        let shadow = self.inode_mut_shadow_take(obj, index, 1 << order);
+        if self.inode(obj).is_shmem() {
+            self.mem.pages[head.idx()].set(pg::SHMEM);
+        }
+        if let Some(s) = shadow {
+            if gfp_flags & gfp::WRITE == 0 {
+                self.workingset_refault(head, s);
+            }
+        }
+        self.folio_add_lru(head);
+        true
+    }
+
+    /// The shadows at [index, index + nr) go; the first one found.
+    fn inode_mut_shadow_take(&mut self, obj: u32, index: u64, nr: u64) -> Option<u64> {
+        let o = self.shmem[obj as usize].as_mut().expect("object");
+        if o.shadows.is_empty() {
+            return None;
+        }
+        let mut first = None;
+        for i in index..index + nr {
+            if let Some(s) = o.shadows.remove(&i) {
+                first.get_or_insert(s);
+            }
+        }
+        first
+    }
+
+    /// The current memcg: the current task's mm's (kernel threads: the root).
+    pub fn cur_memcg(&self) -> u16 {
+        match self.cur_mm {
+            Some(m) if self.mms.get(m as usize).is_some_and(|x| x.is_some()) => self.mm(m).memcg,
+            _ => super::memcontrol::ROOT_MEMCG,
+        }
+    }
+
+    /// `__filemap_add_folio` proper: the page-cache slots and the statistics.
+    pub fn __filemap_add_folio(&mut self, obj: u32, index: u64, head: Pfn, order: u32) {
         crate::tracepoints::raise(&mut self.tp, crate::tracepoints::ev::FILEMAP_ADD, || {
             format!("ino={obj} pfn={:#x} ofs={} order={order}", head.0, index << 12)
         });
@@ -257,15 +309,28 @@ impl Kernel {
                 p.set(pg::SHMEM);
             }
             p.mapping = obj;
-            p.index = index as u32 + i;
+            p.index = index + i as u64;
         }
         self.mem.pages[head.idx()].refcount += nr as i32 - 1;
-        self.stat.mod_item(VmItem::NrFilePages, nr as i64);
+        self.mod_lruvec_item(head, VmItem::NrFilePages, nr as i64);
         if shmem {
-            self.stat.mod_item(VmItem::NrShmem, nr as i64);
+            self.mod_lruvec_item(head, VmItem::NrShmem, nr as i64);
         }
         if order >= self.geo.hpage_pmd_order() {
-            self.stat.mod_item(if shmem { VmItem::NrShmemThps } else { VmItem::NrFileThps }, 1);
+            self.mod_lruvec_item(head, if shmem { VmItem::NrShmemThps } else { VmItem::NrFileThps }, 1);
+        }
+    }
+
+    /// `__filemap_remove_folio` with a workingset shadow left at its indices (reclaim's
+    /// eviction), then the cache's references dropped.
+    pub fn filemap_remove_folio_shadow(&mut self, obj: u32, head: Pfn, shadow: Option<u64>) {
+        let (index, nr) = (self.mem.pages[head.idx()].index, self.folio_nr_pages(head));
+        self.filemap_remove_folio(obj, head);
+        if let Some(s) = shadow {
+            let o = self.shmem[obj as usize].as_mut().expect("object");
+            for i in index..index + nr {
+                o.shadows.insert(i, s);
+            }
         }
     }
 
@@ -274,26 +339,27 @@ impl Kernel {
     pub fn filemap_remove_folio(&mut self, obj: u32, head: Pfn) {
         let nr = self.folio_nr_pages(head);
         let h = self.mem.pages[head.idx()];
-        let index = h.index as u64;
+        let index = h.index;
         let o = self.shmem[obj as usize].as_mut().expect("object");
         let shmem = o.is_shmem();
         for i in 0..nr {
             o.pages.store(index + i, NIL);
         }
-        if h.test(pg::DIRTY) {
-            self.stat.mod_item(VmItem::NrDirty, -(nr as i64));
+        if h.test(pg::DIRTY) && !shmem {
+            self.mod_lruvec_item(head, VmItem::NrDirty, -(nr as i64));
         }
-        for i in 0..nr as u32 {
-            let p = &mut self.mem.pages[(head.0 + i) as usize];
-            p.clear(pg::SHMEM | pg::DIRTY | pg::READAHEAD | pg::FALLOC);
-            p.mapping = NIL;
-        }
-        self.stat.mod_item(VmItem::NrFilePages, -(nr as i64));
+        self.mod_lruvec_item(head, VmItem::NrFilePages, -(nr as i64));
         if shmem {
-            self.stat.mod_item(VmItem::NrShmem, -(nr as i64));
+            self.mod_lruvec_item(head, VmItem::NrShmem, -(nr as i64));
         }
         if nr >= self.geo.hpage_pmd_nr() {
-            self.stat.mod_item(if shmem { VmItem::NrShmemThps } else { VmItem::NrFileThps }, -1);
+            self.mod_lruvec_item(head, if shmem { VmItem::NrShmemThps } else { VmItem::NrFileThps }, -1);
+        }
+        // A folio reclaim isolated keeps its flags for the putback (it is freed at once).
+        for i in 0..nr as u32 {
+            let p = &mut self.mem.pages[(head.0 + i) as usize];
+            p.clear(pg::DIRTY | pg::READAHEAD | pg::FALLOC);
+            p.mapping = NIL;
         }
         self.mem.pages[head.idx()].refcount -= nr as i32 - 1;
         self.folio_put(head);
@@ -307,7 +373,7 @@ impl Kernel {
             match self.shmem_find_folio(obj, i) {
                 Some(p) => {
                     let head = self.head_of(p);
-                    i = self.mem.pages[head.idx()].index as u64 + self.folio_nr_pages(head);
+                    i = self.mem.pages[head.idx()].index + self.folio_nr_pages(head);
                     self.filemap_remove_folio(obj, head);
                 }
                 None => i += 1,

@@ -35,6 +35,12 @@ pub struct Effects {
     /// The pieces a "move only" mremap moved, vma by vma (old address, length, new address):
     /// all of them, or those before the error that stopped it.
     pub remapped: Vec<(u64, u64, u64)>,
+    /// Nanoseconds the call waited for the swap device (a swap-in's read, writeback a
+    /// cgroup v1 reclaim waited for, reclaim's throttling).
+    pub io_wait_ns: u64,
+    /// Nanoseconds memory.high's throttle makes the task sleep before it returns to user
+    /// space.
+    pub throttle_ns: u64,
 }
 
 impl Effects {
@@ -70,6 +76,9 @@ pub struct Fault {
     pub handler: &'static str,
     /// Pages of I/O the fault waited for.
     pub io_wait_pages: u64,
+    /// Nanoseconds the fault waited for the swap device, and memory.high's throttle.
+    pub io_wait_ns: u64,
+    pub throttle_ns: u64,
     /// On VM_FAULT_OOM: the mm the OOM killer chose, which the caller must kill.
     pub oom_victim: Option<MmId>,
 }
@@ -171,6 +180,17 @@ impl Kernel {
     /// munlock(2): VM_LOCKED and VM_LOCKONFAULT off the range's vmas.
     pub fn sys_munlock(&mut self, mm: MmId, start: VirtAddr, len: u64) -> SysRet<()> {
         let r = self.mlock_apply_populate(mm, start.0, len, 0);
+        self.sysret(r)
+    }
+
+    /// write(2) of `value` to the memory cgroup `memcg`'s interface file `file`
+    /// (`memory.max`, `memory.reclaim`, ...; kernel/memcontrol.rs `memcg_write`).
+    pub fn sys_cgroup_write(&mut self, memcg: u16, file: &str, value: &str) -> SysRet<()> {
+        let r = self.memcg_write(memcg, file, value).map_err(|e| match e {
+            "EAGAIN" => Errno::EAGAIN,
+            "EBUSY" => Errno::EBUSY,
+            _ => Errno::EINVAL,
+        });
         self.sysret(r)
     }
 
@@ -279,8 +299,16 @@ impl Kernel {
             outcome,
             handler: self.current.fault_path,
             io_wait_pages: effects.io_wait_pages,
+            io_wait_ns: effects.io_wait_ns,
+            throttle_ns: effects.throttle_ns,
             oom_victim: if outcome == FaultOutcome::Oom { self.oom_victim.take() } else { None },
         }
+    }
+
+    /// What a kernel thread's step left in the current context's effects (its own waits,
+    /// which are no task's) is dropped.
+    pub fn discard_kthread_effects(&mut self) {
+        self.current.effects = Default::default();
     }
 
     /// Pages of I/O waited for outside a system call or fault (khugepaged's reads), handed

@@ -52,7 +52,7 @@ impl Kernel {
         let haddr = self.geo.hpage_pmd_align_down(addr);
         let start = vma.linear_page_index(haddr, self.geo);
         let (nr, order) = (self.geo.hpage_pmd_nr(), self.geo.hpage_pmd_order());
-        let Some(a) = self.alloc_pages(order, gfp::USER | gfp::COMP | gfp::DIRECT_RECLAIM) else {
+        let Some(a) = self.alloc_pages(order, gfp::HIGHUSER_MOVABLE | gfp::COMP) else {
             self.stat.count(VmEvent::ThpFileFallback);
             return vm_fault::FALLBACK;
         };
@@ -84,7 +84,7 @@ impl Kernel {
             let p = &mut self.mem.pages[dst.idx()];
             p.set(pg::TEXT_COPY);
             p.mapping = obj;
-            p.index = (start + i) as u32;
+            p.index = start + i;
         }
         self.invalidate_mapping_pages(obj, start, start + nr - 1);
         let r = self.do_set_pmd(mm, vma, addr, head, pmd, false);

@@ -42,7 +42,7 @@ impl Kernel {
                 continue;
             };
             let head = self.head_of(p);
-            let (fi, nr) = (self.mem.pages[head.idx()].index as u64, self.folio_nr_pages(head));
+            let (fi, nr) = (self.mem.pages[head.idx()].index, self.folio_nr_pages(head));
             let h = self.mem.pages[head.idx()];
             // truncate_inode_partial_folio: split_folio fails on an ext4 folio with dirty
             // buffers (filemap_release_folio); mmsim splits no mlocked folio nor text copy.
@@ -135,23 +135,40 @@ impl Kernel {
             return false;
         }
         let nr = self.folio_nr_pages(head);
+        // The LRU batches hold no large folio; one on its list leaves it whole and its pages
+        // come back one by one, next to each other (lru_add_split_folio).
+        if h.refcount != self.folio_mapcount(head) as i32 + nr as i32 {
+            return false;
+        }
         if nr >= self.geo.hpage_pmd_nr() {
             let shmem = self.inode(obj).is_shmem();
-            self.stat.mod_item(if shmem { VmItem::NrShmemThps } else { VmItem::NrFileThps }, -1);
+            self.mod_lruvec_item(head, if shmem { VmItem::NrShmemThps } else { VmItem::NrFileThps }, -1);
             self.stat.count(VmEvent::ThpSplitPage);
+        }
+        let on_lru = h.test(pg::LRU);
+        if on_lru {
+            self.lruvec_del_folio(head);
         }
         self.folio_mms.remove(&head.0);
         let fi = h.index;
-        let tail_flags = h.flags & (pg::SHMEM | pg::DIRTY);
+        let keep = pg::SHMEM | pg::DIRTY | pg::LRU | pg::ACTIVE | pg::REFERENCED | pg::WORKINGSET | pg::UNEVICTABLE;
+        let tail_flags = h.flags & keep;
         for i in 0..nr as u32 {
             let p = &mut self.mem.pages[(head.0 + i) as usize];
             p.flags = if i == 0 { h.flags & !pg::HEAD } else { tail_flags };
             p.order = 0;
             p.head = head.0 + i;
             p.mapping = obj;
-            p.index = fi + i;
+            p.index = fi + i as u64;
             p.entire_mapcount = 0;
             p.refcount = p.mapcount + 1;
+            p.memcg = h.memcg;
+        }
+        if on_lru {
+            self.lruvec_add_folio(head);
+            for i in 1..nr as u32 {
+                self.lruvec_add_folio_before(Pfn(head.0 + i), head);
+            }
         }
         true
     }

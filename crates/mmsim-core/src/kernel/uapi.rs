@@ -203,6 +203,12 @@ declare_vocabulary! {
         /// MADV_DONTFORK / MADV_DOFORK: set / clear VM_DONTCOPY (fork does not copy the vma).
         DontFork = ("dontfork", 10, "MADV_DONTFORK"),
         DoFork = ("dofork", 11, "MADV_DOFORK"),
+        /// MADV_COLD: the range's private folios become the first candidates for reclaim
+        /// (deactivated, their accessed bits cleared).
+        Cold = ("cold", 20, "MADV_COLD"),
+        /// MADV_PAGEOUT: the range's private folios are reclaimed now (swapped out, or
+        /// dropped from the page cache).
+        PageOut = ("pageout", 21, "MADV_PAGEOUT"),
     }
 }
 

@@ -29,6 +29,7 @@ mod khugepaged;
 mod kscrubd;
 #[cfg(test)]
 mod kscrubd_tests;
+mod kswapd;
 #[cfg(test)]
 mod limit_tests;
 mod process;
@@ -52,6 +53,7 @@ pub use host_memory::HostUsage;
 use host_memory::*;
 pub use khugepaged::Khugepaged;
 pub use kscrubd::{Kscrubd, LoadAvg};
+pub use kswapd::Kswapd;
 pub use replay::{NoopCall, Replay, ReplayReport};
 pub use sample::{student_t95, SampleSpec, SamplingStats};
 
@@ -401,6 +403,8 @@ pub struct Interp {
     pub kscrubd: Kscrubd,
     /// khugepaged (`transparent_hugepage/file_text=khugepaged`).
     pub khugepaged: Khugepaged,
+    /// kswapd (woken below the low watermark).
+    pub kswapd: Kswapd,
     /// The load average (`avenrun`), in simulated time.
     pub loadavg: LoadAvg,
     /// Tasks in a `sleep` op (indices), in the order they wake (ties: the order they fell asleep).
@@ -496,6 +500,7 @@ impl Interp {
             checks_since_recount: 0,
             kscrubd: Kscrubd::default(),
             khugepaged: Khugepaged::default(),
+            kswapd: Kswapd::default(),
             loadavg: LoadAvg::default(),
             sleepers: Vec::new(),
             io_wait_pages: 0,
@@ -685,6 +690,7 @@ impl Interp {
 
     fn exec_op(&mut self, t: usize, op: &Op) {
         let pid = self.tasks[t].pid;
+        self.enter_kernel(t);
         match op {
             // The ELF loader's mmap of the text segment.
             Op::Exec(e) => self.sys_mmap(t, &e.to_mmap(), true),
@@ -749,6 +755,14 @@ impl Interp {
             | Op::Pread(_)
             | Op::Fadvise(_)
             | Op::Fsync(_) => self.exec_file_op(t, op),
+            Op::MemoryReclaim(r) => {
+                let value = match r.swappiness {
+                    Some(s) => format!("{} swappiness={s}", r.bytes.0),
+                    None => r.bytes.0.to_string(),
+                };
+                self.sys_cgroup_write(t, r.cgroup.as_deref(), "memory.reclaim", &value);
+            }
+            Op::CgroupWrite(w) => self.sys_cgroup_write(t, Some(&w.cgroup), &w.file, &w.value.0),
             Op::Set(SetOp { knob, value }) => {
                 if crate::kernel::knobs::BOOT_ONLY.contains(&knob.as_str()) {
                     self.event(

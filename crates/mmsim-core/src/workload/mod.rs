@@ -6,6 +6,7 @@ pub mod schema;
 pub mod spec;
 mod spec_check;
 pub mod spec_files;
+pub mod spec_memcg;
 
 #[cfg(test)]
 mod madvise_proptests;

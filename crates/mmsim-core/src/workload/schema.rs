@@ -42,6 +42,8 @@ pub const TOP: &[FieldDecl] = &[
     f("knobs", "knobs", "{}", "knob name -> value (string, number or boolean), applied before the run (Knobs page)"),
     f("cpu", "int", "0", "the CPU the first process runs on"),
     f("start_brk", "size", "0x555555600000", "where the first process's heap (its program break) starts"),
+    f("cgroups", "cgroups", "{}", "memory cgroups made before the run: path (box, box/a) -> its files (below)"),
+    f("cgroup", "cgroup", "the root cgroup", "the memory cgroup the first process runs in"),
     f("program", "ops", REQUIRED, "the ops the first process runs; it ends with an implicit exit"),
 ];
 
@@ -50,6 +52,25 @@ pub const MACHINE: &[FieldDecl] = &[
     f("profile", "string", "default", "a hardware profile (Profiles page)"),
     f("memory", "size", "16G", "the machine's memory, at least 16M"),
     f("cpus", "int", "1", "CPUs, 1..4096"),
+    f("swap", "swap devices", "[]", "swap devices enabled at boot, in order (below)"),
+];
+
+/// A cgroup of `cgroups`: cgroup v2's memory files, as written when it is made.
+pub const CGROUP: &[FieldDecl] = &[
+    f("memory.max", "limit", "max", "hard limit: over it the cgroup reclaims, then OOM-kills in itself"),
+    f("memory.high", "limit", "max", "throttle limit: over it a task reclaims and sleeps before going on"),
+    f("memory.low", "limit", "0", "best-effort protection from reclaim"),
+    f("memory.min", "limit", "0", "hard protection from reclaim"),
+    f("memory.swap.max", "limit", "max", "hard limit of its swap usage"),
+    f("memory.swap.high", "limit", "max", "swap usage over which its tasks are throttled"),
+    f("memory.oom.group", "bool", "false", "an OOM kill in the cgroup kills all of its tasks"),
+];
+
+/// A swap device of `machine.swap`.
+pub const SWAP: &[FieldDecl] = &[
+    f("size", "size", REQUIRED, "the swap area's size, 40K..512G (its first page is the header)"),
+    f("kind", "file|partition", "file", "a swap file on the machine's ext4 file system, or a partition"),
+    f("priority", "int", "-2, -3, ... in order", "swapon -p: higher is used first; equal ones in turn"),
 ];
 
 /// A `compare` op's `a` and `b`.
@@ -190,7 +211,12 @@ pub const OP_DECLS: &[OpDecl] = &[
     OpDecl {
         op: "fork",
         summary: "fork count children that run program concurrently with the parent",
-        fields: &[f("count", "int", "1", "children"), CPU, PROGRAM],
+        fields: &[
+            f("count", "int", "1", "children"),
+            CPU,
+            PROGRAM,
+            f("cgroup", "cgroup", "the parent's", "the memory cgroup the children are moved to"),
+        ],
     },
     OpDecl {
         op: "thread",
@@ -318,11 +344,29 @@ pub const OP_DECLS: &[OpDecl] = &[
             f("format", "auto|mmsim|champsim|cloudsuite", "auto", "the trace's format"),
         ],
     },
+    OpDecl {
+        op: "memory_reclaim",
+        summary: "proactive reclaim: write bytes to a cgroup's memory.reclaim",
+        fields: &[
+            f("cgroup", "cgroup", "the process's", "the cgroup reclaimed from"),
+            f("bytes", "size", REQUIRED, "how much to reclaim"),
+            f("swappiness", "int", "vm/swappiness", "memory.reclaim's swappiness=N, 0..200"),
+        ],
+    },
+    OpDecl {
+        op: "cgroup_write",
+        summary: "write one of a cgroup's memory files mid-run (memory.max, memory.high, ..., memory.reclaim)",
+        fields: &[
+            f("cgroup", "cgroup", REQUIRED, "the cgroup"),
+            f("file", "string", REQUIRED, "memory.max|high|low|min|swap.max|swap.high|oom.group|reclaim|peak"),
+            f("value", "knob value", REQUIRED, "what is written (memory.peak: anything, resets it)"),
+        ],
+    },
 ];
 
-/// The declaration as JSON: the top level, `machine`, `loc` and every op.
+/// The declaration as JSON: the top level, `machine`, a cgroup, a swap device, `loc` and every op.
 pub fn declaration() -> serde_json::Value {
-    serde_json::json!({"top": TOP, "machine": MACHINE, "loc": LOC, "op_fields": OP_DECLS})
+    serde_json::json!({"top": TOP, "machine": MACHINE, "cgroup": CGROUP, "swap": SWAP, "loc": LOC, "op_fields": OP_DECLS})
 }
 
 #[cfg(test)]
@@ -369,6 +413,10 @@ mod tests {
         assert_eq!(sorted(parser_fields(r#"{"program": [], "machine": {"zzz": 1}}"#)), names(MACHINE));
         let loc = r#"{"program": [{"op": "compare", "a": {"zzz": 1}, "b": {"region": "p"}, "length": 1}]}"#;
         assert_eq!(sorted(parser_fields(loc)), names(LOC));
+        let cg = r#"{"program": [], "cgroups": {"box": {"zzz": 1}}}"#;
+        assert_eq!(sorted(parser_fields(cg)), names(CGROUP));
+        let swap = r#"{"program": [], "machine": {"swap": [{"size": "1G", "zzz": 1}]}}"#;
+        assert_eq!(sorted(parser_fields(swap)), names(SWAP));
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub use super::spec_files::{
     check_file_name, file_key, hugetlb_file_key, CreateOp, FadviseOp, FallocateOp, FsyncOp, MemfdCreateOp, PreadOp,
     PwriteOp,
 };
+pub use super::spec_memcg::{CgroupSpec, CgroupWriteOp, Limit, MemoryReclaimOp, SwapKind, SwapSpec};
 use crate::error::Error;
 pub use crate::kernel::uapi::{Advice, FallocMode, MapFlag, MclFlag, MremapFlags, Pattern, Prot};
 pub use crate::units::{SignedSize, Size};
@@ -65,11 +66,14 @@ pub struct MachineSpec {
     pub memory: Size,
     #[serde(default = "default_cpus")]
     pub cpus: u32,
+    /// Swap devices, enabled at boot in this order (none by default).
+    #[serde(default)]
+    pub swap: Vec<SwapSpec>,
 }
 
 impl Default for MachineSpec {
     fn default() -> Self {
-        MachineSpec { profile: default_profile(), memory: default_memory(), cpus: default_cpus() }
+        MachineSpec { profile: default_profile(), memory: default_memory(), cpus: default_cpus(), swap: Vec::new() }
     }
 }
 
@@ -90,6 +94,12 @@ pub struct Workload {
     /// `kernel::fork::START_BRK`): page-aligned, below the mmap area.
     #[serde(default)]
     pub start_brk: Option<Size>,
+    /// Memory cgroups (cgroup v2 paths below the root: `box`, `box/a`), made before the run.
+    #[serde(default)]
+    pub cgroups: BTreeMap<String, CgroupSpec>,
+    /// The cgroup of the first process (default: the root cgroup).
+    #[serde(default)]
+    pub cgroup: Option<String>,
     pub program: Vec<Op>,
 }
 
@@ -137,6 +147,8 @@ pub enum Op {
     MemfdCreate(MemfdCreateOp),
     Fallocate(FallocateOp),
     Replay(ReplayOp),
+    MemoryReclaim(MemoryReclaimOp),
+    CgroupWrite(CgroupWriteOp),
 }
 
 /// The `replay` op: the task execs the program recorded in `trace` (`mmsim record`) and
@@ -503,6 +515,22 @@ pub struct ForkOp {
     pub cpu: Option<u64>,
     #[serde(default)]
     pub program: Vec<Op>,
+    /// `fork` only: the children join this cgroup (as writing their pid to its
+    /// `cgroup.procs`) before they run; default: the parent's.
+    #[serde(default)]
+    pub cgroup: Option<String>,
+}
+
+/// The `thread` op's fields: `fork`'s but `cgroup` (a thread lives in its process's cgroup).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+struct ThreadOp {
+    #[serde(default = "default_one")]
+    count: u64,
+    #[serde(default)]
+    cpu: Option<u64>,
+    #[serde(default)]
+    program: Vec<Op>,
 }
 
 /// The `wait` op.
@@ -619,6 +647,8 @@ pub const OPS: &[&str] = &[
     "memfd_create",
     "fallocate",
     "replay",
+    "memory_reclaim",
+    "cgroup_write",
 ];
 
 impl<'de> Deserialize<'de> for Op {
@@ -646,7 +676,10 @@ impl<'de> Deserialize<'de> for Op {
             "compare" => Op::Compare(field::<CompareOp, D>(v)?),
             "loop" => Op::Loop(field::<LoopOp, D>(v)?),
             "fork" => Op::Fork(field::<ForkOp, D>(v)?),
-            "thread" => Op::Thread(field::<ForkOp, D>(v)?),
+            "thread" => {
+                let t = field::<ThreadOp, D>(v)?;
+                Op::Thread(ForkOp { count: t.count, cpu: t.cpu, program: t.program, cgroup: None })
+            }
             "wait" => Op::Wait(field::<WaitOp, D>(v)?),
             "sleep" => Op::Sleep(field::<SleepOp, D>(v)?),
             "exit" => Op::Exit(field::<ExitOp, D>(v)?),
@@ -664,6 +697,8 @@ impl<'de> Deserialize<'de> for Op {
             "memfd_create" => Op::MemfdCreate(field::<MemfdCreateOp, D>(v)?),
             "fallocate" => Op::Fallocate(field::<FallocateOp, D>(v)?),
             "replay" => Op::Replay(field::<ReplayOp, D>(v)?),
+            "memory_reclaim" => Op::MemoryReclaim(field::<MemoryReclaimOp, D>(v)?),
+            "cgroup_write" => Op::CgroupWrite(field::<CgroupWriteOp, D>(v)?),
             other => {
                 return Err(de::Error::custom(format!(
                     "{FIELD_MARK}op: unknown op {other:?} (expected one of {op_names})"

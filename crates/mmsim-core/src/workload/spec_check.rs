@@ -29,8 +29,25 @@ pub(super) fn validate(w: &Workload) -> Result<(), Error> {
     for (name, v) in &w.knobs {
         k.set(name, &v.0).map_err(|e| err(format!("knobs.{name}"), &e.to_string()))?;
     }
+    super::spec_memcg::check_memcg(&w.cgroups, &w.machine.swap).map_err(|(path, m)| err(path, &m))?;
+    if let Some(c) = &w.cgroup {
+        check_cgroup_ref(&w.cgroups, c).map_err(|m| err("cgroup".into(), &m))?;
+    }
     let mut names = Vec::new();
-    validate_ops(&w.program, "program", &mut names, 0)
+    validate_ops(&w.program, "program", &mut names, 0, &w.cgroups)
+}
+
+/// A cgroup an op or the top level names: declared in `cgroups`.
+fn check_cgroup_ref(cgroups: &std::collections::BTreeMap<String, CgroupSpec>, name: &str) -> Result<(), String> {
+    if cgroups.contains_key(name) {
+        return Ok(());
+    }
+    let known: Vec<&str> = cgroups.keys().map(String::as_str).collect();
+    Err(if known.is_empty() {
+        format!("no cgroup named {name:?}: the workload declares none (top-level \"cgroups\")")
+    } else {
+        format!("no cgroup named {name:?} (declared: {})", known.join(", "))
+    })
 }
 
 /// The strides and pattern of a `read`, `write` or `fetch`, or the field at fault and why:
@@ -61,7 +78,13 @@ fn check_access(r: &AccessRange) -> Result<(), (&'static str, String)> {
 }
 
 /// Validate `ops`, which `depth` loop, fork and thread ops enclose.
-fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -> Result<(), Error> {
+fn validate_ops(
+    ops: &[Op],
+    path: &str,
+    names: &mut Vec<String>,
+    depth: usize,
+    cgroups: &std::collections::BTreeMap<String, CgroupSpec>,
+) -> Result<(), Error> {
     let err = |i: usize, field: &str, msg: String| Error::Workload(format!("{path}[{i}].{field}: {msg}"));
     for (i, op) in ops.iter().enumerate() {
         // What the op names must have been made by an op before it.
@@ -76,6 +99,17 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -
             }
         }
         op.check_fields().map_err(|(field, msg)| err(i, field, msg))?;
+        match op {
+            Op::Fork(ForkOp { cgroup: Some(c), .. })
+            | Op::MemoryReclaim(MemoryReclaimOp { cgroup: Some(c), .. })
+            | Op::CgroupWrite(CgroupWriteOp { cgroup: c, .. }) => {
+                check_cgroup_ref(cgroups, c).map_err(|m| err(i, "cgroup", m))?
+            }
+            Op::Thread(ForkOp { cgroup: Some(_), .. }) => {
+                return Err(err(i, "cgroup", "a thread stays in its process's cgroup (only fork takes one)".into()))
+            }
+            _ => {}
+        }
         op.check_hugetlbfs(names).map_err(|(field, msg)| err(i, field, msg))?;
         match op {
             Op::Mmap(MmapOp { name, .. })
@@ -104,11 +138,13 @@ fn validate_ops(ops: &[Op], path: &str, names: &mut Vec<String>, depth: usize) -
             }
             // A body that never runs maps nothing: its regions are not known after the loop.
             Op::Loop(LoopOp { body, count: 0 }) => {
-                validate_ops(body, &format!("{path}[{i}].body"), &mut names.clone(), depth + 1)?
+                validate_ops(body, &format!("{path}[{i}].body"), &mut names.clone(), depth + 1, cgroups)?
             }
-            Op::Loop(LoopOp { body, .. }) => validate_ops(body, &format!("{path}[{i}].body"), names, depth + 1)?,
+            Op::Loop(LoopOp { body, .. }) => {
+                validate_ops(body, &format!("{path}[{i}].body"), names, depth + 1, cgroups)?
+            }
             Op::Fork(ForkOp { program, .. }) | Op::Thread(ForkOp { program, .. }) => {
-                validate_ops(program, &format!("{path}[{i}].program"), &mut names.clone(), depth + 1)?
+                validate_ops(program, &format!("{path}[{i}].program"), &mut names.clone(), depth + 1, cgroups)?
             }
             _ => {}
         }
@@ -250,6 +286,15 @@ impl Op {
                 let mut k = crate::kernel::knobs::Knobs::default();
                 k.set(knob, &value.0).map_err(|e| ("knob", e.to_string()))?;
             }
+            Op::MemoryReclaim(MemoryReclaimOp { bytes, swappiness, .. }) => {
+                if bytes.0 == 0 {
+                    return fail("bytes", "must be greater than 0");
+                }
+                if swappiness.is_some_and(|s| s > 200) {
+                    return fail("swappiness", "must be between 0 and 200");
+                }
+            }
+            Op::CgroupWrite(w) => super::spec_memcg::check_cgroup_write(w)?,
             Op::Sleep(SleepOp { ms, until_ms }) => {
                 let (field, v) = match (ms, until_ms) {
                     (Some(v), None) => ("ms", v),

@@ -86,6 +86,7 @@ impl Machine {
     /// order). The interpreter decides when (`Interp::charge_work`).
     pub fn do_work(&mut self, cpu: usize, k: &mut Kernel, w: Work, perf: &mut PerfCounters, clock_base: f64) {
         match w {
+            Work::Cycles { cycles, func } => perf.charge(func, self.exec_cycles(cpu, cycles)),
             Work::Clear { pfn, pages, chunk, path, target } => {
                 let bytes = pages * self.geo.page_size();
                 let exec = bytes as f64 / self.p.cost.clear_bytes_per_cycle;

@@ -76,6 +76,7 @@ impl Interp {
                 self.tp_page_fault(t, addr, access);
             }
             retry = true;
+            self.enter_kernel(t);
             let fault = self.kernel.handle_user_fault(mm, addr, access);
             let outcome = fault.outcome;
             self.io_wait_pages += fault.io_wait_pages;
@@ -87,6 +88,13 @@ impl Interp {
                 perf.charge(fault.handler, handler);
             }
             self.charge_work(t);
+            self.charge_wait_ns(t, fault.io_wait_ns, fault.throttle_ns);
+            if outcome != FaultOutcome::Oom {
+                self.reap_oom_victims();
+                if self.tasks[t].mm.is_none() {
+                    return Err(Stop::Dead);
+                }
+            }
             match outcome {
                 FaultOutcome::Handled | FaultOutcome::Major => {
                     if outcome == FaultOutcome::Major {
@@ -148,6 +156,9 @@ impl Interp {
                 FaultOutcome::Oom => {
                     if let Some(victim) = fault.oom_victim {
                         self.kill_mm(victim);
+                        for m in std::mem::take(&mut self.kernel.oom_group_victims) {
+                            self.kill_mm(m);
+                        }
                         if self.tasks[t].mm.is_none() {
                             return Err(Stop::Dead);
                         }

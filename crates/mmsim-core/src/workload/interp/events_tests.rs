@@ -42,8 +42,8 @@ fn each_fault_allocation_and_huge_zero_map_is_an_event_of_its_task() {
     assert_eq!(
         &first[1..],
         &[
-            ("kmem:mm_page_alloc", "pfn=0x6 order=0 gfp_flags=0x15"),
-            ("kmem:mm_page_alloc", "pfn=0x200 order=9 gfp_flags=0x7"),
+            ("kmem:mm_page_alloc", "pfn=0x6 order=0 gfp_flags=0x435"),
+            ("kmem:mm_page_alloc", "pfn=0x200 order=9 gfp_flags=0x407"),
             ("mmsim:huge_zero_page_map", "address=0x7fffeb400000"),
         ]
     );

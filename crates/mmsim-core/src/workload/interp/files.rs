@@ -222,6 +222,26 @@ impl Interp {
         }
     }
 
+    /// Time task `t` spent in the kernel waiting: for the swap device (`io_schedule`, `ns`
+    /// of it) and in memory.high's throttle (`throttle` ns), as its cycles. Then, on its way
+    /// back to user space, memory.high's throttle of what the call charged over the limit.
+    pub(super) fn charge_wait_ns(&mut self, t: usize, ns: u64, throttle: u64) {
+        let cpu = self.tasks[t].cpu;
+        let freq = self.machine.p.cpu.freq_ghz;
+        if ns > 0 {
+            let cost = self.machine.exec_cycles(cpu, ns as f64 * freq);
+            self.tasks[t].perf.charge("io_schedule", cost);
+            self.tp_emit(t, crate::tracepoints::ev::IO_WAIT, |_| format!("pages=0 ns={ns}"));
+        }
+        let throttle = throttle + self.kernel.mem_cgroup_handle_over_high();
+        if throttle > 0 {
+            let cost = self.machine.exec_cycles(cpu, throttle as f64 * freq);
+            self.tasks[t].perf.charge("mem_cgroup_handle_over_high", cost);
+        }
+        // The reclaim the throttle did may have queued work.
+        self.charge_work(t);
+    }
+
     /// The block device time task `t` waited for since the last charge (`io_schedule`): the
     /// device's latency plus the transfer of the pages it read (profile `block`).
     pub(super) fn charge_io(&mut self, t: usize) {

@@ -130,7 +130,7 @@ fn host_usage_counts_what_the_run_holds() {
     // Each child copied the parent's 8 PTE tables and its stack's and upper levels.
     assert!(peak_tables >= 8 * 11, "{peak_tables}");
     let u = it.host_usage();
-    assert_eq!(u.frames, 65536 * 56);
+    assert_eq!(u.frames, 65536 * 64);
     assert_eq!(u.page_tables, it.kernel.mem.tables * 4096);
     assert_eq!(u.nr_tasks, 11);
     // 4096 pages with four overrides each and 256 written whole, less the 2048 unmapped.
@@ -182,14 +182,14 @@ fn a_machine_whose_metadata_passes_the_limit_is_refused_before_it_boots() {
     let e = run_with(&w, &[], &opts).unwrap_err().to_string();
     assert_eq!(
         e,
-        "limit: machine.memory: 16.0 GiB of simulated memory takes 224 MiB of frame metadata, over \
+        "limit: machine.memory: 16.0 GiB of simulated memory takes 256 MiB of frame metadata, over \
          engine.max_host_memory (64M); raise it with --set engine.max_host_memory=SIZE"
     );
 }
 
 #[test]
 fn the_default_host_limit_holds_the_largest_default_machine() {
-    // engine.max_memory's default (256 GiB), every page written: 3.5 GiB of frame metadata,
+    // engine.max_memory's default (256 GiB), every page written: 4 GiB of frame metadata,
     // under engine.max_host_memory's default. A page written whole, or in at most three
     // bytes, keeps its data in its 16-byte slot; more sparse bytes take an allocation (128
     // bytes for 16 of them).
@@ -200,6 +200,6 @@ fn the_default_host_limit_holds_the_largest_default_machine() {
     let few = FrameData::Data(c.clone()).heap_bytes();
     c.write(0, 4096, 256, 2, 4096);
     let many = FrameData::Data(c).heap_bytes();
-    assert_eq!((frame, few, many), (56, 0, 32 + 16 + 4 * 16 + 16));
+    assert_eq!((frame, few, many), (64, 0, 32 + 16 + 4 * 16 + 16));
     assert!(pages * frame < crate::sim::DEFAULT_MAX_HOST_MEMORY);
 }

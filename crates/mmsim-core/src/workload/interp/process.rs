@@ -242,6 +242,28 @@ impl Interp {
     }
 
     /// Kill the process owning `mm` (the OOM killer's choice), every thread of it.
+    /// A victim the OOM killer chose inside a system call or outside a failed fault (a memcg
+    /// OOM whose caller went on, memory.max's write, a memory.oom.group) dies now.
+    pub(super) fn reap_oom_victims(&mut self) {
+        if let Some(v) = self.kernel.take_oom_victim() {
+            self.kill_mm(v);
+        }
+        for m in std::mem::take(&mut self.kernel.oom_group_victims) {
+            self.kill_mm(m);
+        }
+    }
+
+    /// The kernel is entered by task `t` (a fault or a system call): its CPU, its mm and the
+    /// time (the task's clock), which runs the I/O completions due.
+    pub(super) fn enter_kernel(&mut self, t: usize) {
+        let cpu = self.tasks[t].cpu;
+        self.kernel.cur_cpu = cpu;
+        self.kernel.cur_mm = self.tasks[t].mm;
+        let cycles = self.machine.cpus[cpu].time_base + self.tasks[t].perf.cycles;
+        let ns = (cycles / self.machine.p.cpu.freq_ghz).max(0.0) as u64;
+        self.kernel.advance_time(ns);
+    }
+
     pub(super) fn kill_mm(&mut self, mm: MmId) {
         // The mm's owner is its first user while it lives; else the first thread left.
         let owner =

@@ -91,6 +91,7 @@ impl Interp {
         let name = syscall_name(nr);
         *self.replays[r].report.syscalls.entry(name.clone()).or_default() += 1;
         let Some(mm) = self.tasks[t].mm else { return Flow::Stop };
+        self.enter_kernel(t);
         let ok = result >= 0;
         let res = result as u64;
         let mut flow = Flow::Go;

@@ -11,6 +11,7 @@ use super::*;
 enum Kthread {
     Kscrubd,
     Khugepaged,
+    Kswapd,
 }
 
 impl Interp {
@@ -130,7 +131,7 @@ impl Interp {
         }
         // A sleeper whose time has come (nothing else would run before it) wakes first.
         // The kernel threads that could run, and when (none on the serial schedule).
-        let kthreads = if self.serial { [None, None] } else { self.kthread_candidates() };
+        let kthreads = if self.serial { [None, None, None] } else { self.kthread_candidates() };
         let ks = kthreads.into_iter().flatten().reduce(|a, b| if (b.0, b.1) < (a.0, a.1) { b } else { a });
         let next = [best.map(|b| b.0), ks.map(|k| k.0)].into_iter().flatten().fold(f64::INFINITY, f64::min);
         let sleeper = match only {
@@ -150,6 +151,7 @@ impl Interp {
                 match which {
                     Kthread::Kscrubd => self.run_kscrubd(kt),
                     Kthread::Khugepaged => self.run_khugepaged(kt),
+                    Kthread::Kswapd => self.run_kswapd(kt),
                 }
                 self.advance_loadavg();
                 return true;
@@ -257,6 +259,7 @@ impl Interp {
         self.rq_requeue(t);
         self.wakeup_kscrubd(self.machine.clock[cpu]);
         self.wakeup_khugepaged(self.machine.clock[cpu]);
+        self.wakeup_kswapd(self.machine.clock[cpu]);
         self.advance_loadavg();
         self.check_host_memory();
         true
@@ -305,10 +308,11 @@ impl Interp {
 
     /// Each kernel thread that could run (kscrubd, khugepaged): its time, scheduling key,
     /// which, and its CPU. The earliest runs first, kscrubd on a tie.
-    fn kthread_candidates(&self) -> [Option<(f64, u64, Kthread, usize)>; 2] {
+    fn kthread_candidates(&self) -> [Option<(f64, u64, Kthread, usize)>; 3] {
         [
             self.kscrubd_candidate().map(|(t, lr)| (t, lr, Kthread::Kscrubd, self.kscrubd.cpu)),
             self.khugepaged_candidate().map(|(t, lr)| (t, lr, Kthread::Khugepaged, self.khugepaged.cpu)),
+            self.kswapd_candidate().map(|(t, lr)| (t, lr, Kthread::Kswapd, self.kswapd.cpu)),
         ]
     }
 
@@ -400,7 +404,8 @@ impl Interp {
         let secs = self.machine.horizon / (self.machine.p.cpu.freq_ghz * 1e9);
         let khugepaged = self.khugepaged.ready_at.is_some() && !self.khugepaged.sleeping;
         debug_assert_eq!(self.nr_running, self.rq.iter().map(|q| q.len() as u64).sum::<u64>());
-        let active = self.nr_running + self.kscrubd.running as u64 + khugepaged as u64;
+        let active =
+            self.nr_running + self.kscrubd.running as u64 + khugepaged as u64 + self.kswapd.ready_at.is_some() as u64;
         self.loadavg.advance(secs, active);
     }
 

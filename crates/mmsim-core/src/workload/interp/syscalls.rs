@@ -41,11 +41,12 @@ impl Interp {
     /// the task waited for the pages it read (`charge_io`). Then the reference model follows
     /// `call` and the COW breaks, and the invariants are checked (`after_syscall`).
     pub(super) fn finish_call(&mut self, t: usize, effects: Effects, call: Call) {
-        let Effects { min_flt, maj_flt, cow_ranges, io_wait_pages, remapped } = effects;
+        let Effects { min_flt, maj_flt, cow_ranges, io_wait_pages, remapped, io_wait_ns, throttle_ns } = effects;
         if io_wait_pages > 0 {
             self.io_wait_pages += io_wait_pages;
             self.charge_io(t);
         }
+        self.charge_wait_ns(t, io_wait_ns, throttle_ns);
         let faults = min_flt + maj_flt;
         if faults > 0 {
             self.tasks[t].minflt += min_flt as i64;
@@ -74,6 +75,7 @@ impl Interp {
         }
         self.kernel.lazyfree.discards.extend(later);
         self.apply_lazyfree_discards(None);
+        self.reap_oom_victims();
         self.after_syscall();
     }
 
@@ -369,15 +371,39 @@ impl Interp {
         self.finish_call(t, r.effects, call);
     }
 
+    /// A `cgroup_write` or `memory_reclaim` op: write(2) of `value` to a memory cgroup's
+    /// interface file (`cgroup`: by name, else the task's own cgroup).
+    pub(super) fn sys_cgroup_write(&mut self, t: usize, cgroup: Option<&str>, file: &str, value: &str) {
+        let mm = self.tasks[t].mm.expect("running task has an mm");
+        let memcg = match cgroup {
+            Some(c) => self.kernel.memcg.lookup(c).expect("validated: the cgroup is declared"),
+            None => self.kernel.mm_memcg(mm),
+        };
+        let r = self.kernel.sys_cgroup_write(memcg, file, value);
+        if let Err(e) = r.ret {
+            let name = cgroup.unwrap_or("(own cgroup)");
+            self.syscall_failed(t, format_args!("write {name}/{file} {value:?}"), e);
+        }
+        self.finish_call(t, r.effects, Call::Other);
+    }
+
     /// A `fork` or `thread` op: `count` clone(2)s (`kernel_clone`), each child running
     /// `program` (a thread shares the address space, CLONE_VM | CLONE_THREAD).
     pub(super) fn sys_clone(&mut self, t: usize, op: &ForkOp, thread: bool) {
-        let ForkOp { count, program, cpu } = op;
+        let ForkOp { count, program, cpu, cgroup } = op;
         let prog = Rc::new(program.clone());
         let first = self.tasks.len() as u32 + 1;
+        let memcg = cgroup.as_ref().map(|c| self.kernel.memcg.lookup(c).expect("validated: the cgroup is declared"));
         for i in 0..*count {
             let flags = if thread { CloneFlags::VM | CloneFlags::THREAD } else { CloneFlags::empty() };
+            let before = self.tasks.len();
             self.fork(t, prog.clone(), cpu.map(|c| (c + i) as usize), flags);
+            // echo CHILD > cgroup.procs before the child runs.
+            if let (Some(id), true) = (memcg, self.tasks.len() > before) {
+                if let Some(cm) = self.tasks[before].mm {
+                    self.kernel.mm_move_memcg(cm, id);
+                }
+            }
             if self.tasks[t].state != TaskState::Running || self.check_host_memory() {
                 break;
             }

@@ -1,0 +1,218 @@
+//! Memory under pressure, through whole workloads with the reference model and the invariants
+//! checked after every operation: MADV_PAGEOUT and MADV_COLD, swap-out and swap-in (the swap
+//! cache, readahead), a memory cgroup's limit, its OOM killer, memory.reclaim, fork of
+//! swapped memory and kswapd. Counts are exact: the model has no timing in them.
+
+use serde_json::{json, Value};
+
+use crate::report::{Report, Snapshot};
+use crate::test_support::{run, snap};
+
+fn vmstat(s: &Snapshot, name: &str) -> i64 {
+    s.vmstat.get(name).unwrap_or_else(|| panic!("vmstat {name}"))
+}
+
+fn delta(r: &Report, a: &str, b: &str, name: &str) -> i64 {
+    vmstat(snap(r, b), name) - vmstat(snap(r, a), name)
+}
+
+fn proc1(s: &Snapshot) -> &crate::report::ProcessStatus {
+    s.processes.iter().find(|p| p.pid == 1).expect("pid 1")
+}
+
+/// A machine of `memory` with a 1 GiB swap file.
+fn with_swap(memory: &str, knobs: Value, program: Value) -> Value {
+    json!({"machine": {"memory": memory, "cpus": 2, "swap": [{"size": "1G", "kind": "file"}]},
+           "knobs": knobs, "program": program})
+}
+
+/// MADV_PAGEOUT of 64 MiB of private anonymous memory writes every page to swap (pswpout
+/// 16384, as this machine's kernel counts); the pages stay in the swap cache until reclaim
+/// needs them, so reading them back takes minor faults only (majflt 0) and finds what was
+/// written.
+#[test]
+fn pageout_swaps_a_private_range_and_the_read_back_hits_the_swap_cache() {
+    let r = run(with_swap(
+        "1G",
+        json!({"transparent_hugepage/enabled": "never"}),
+        json!([
+            {"op": "mmap", "name": "p", "size": "64M"},
+            {"op": "write", "region": "p", "value": 5},
+            {"op": "snapshot", "label": "a"},
+            {"op": "madvise", "region": "p", "advice": "pageout"},
+            {"op": "snapshot", "label": "b"},
+            {"op": "read", "region": "p", "expect": 5},
+            {"op": "snapshot", "label": "c"}]),
+    ));
+    assert_eq!(delta(&r, "a", "b", "pswpout"), 16384);
+    let (a, b, c) = (snap(&r, "a"), snap(&r, "b"), snap(&r, "c"));
+    assert_eq!(proc1(b).rss_anon, proc1(a).rss_anon - 65536);
+    assert_eq!(proc1(b).vm_swap, 65536);
+    assert_eq!((proc1(c).minflt - proc1(b).minflt, proc1(c).majflt - proc1(b).majflt), (16384, 0));
+    assert_eq!(delta(&r, "b", "c", "pswpin"), 0, "nothing read from the device");
+    assert_eq!(proc1(c).rss_anon, proc1(a).rss_anon);
+    // A swap cache hit keeps the slot (the page is clean in the swap cache while swap is not
+    // half full): VmSwap counts only swap ptes, which are gone.
+    assert_eq!(proc1(c).vm_swap, 0);
+    let swap_used = |s: &Snapshot| s.meminfo.get("SwapTotal").unwrap() - s.meminfo.get("SwapFree").unwrap();
+    assert_eq!(swap_used(b), 65536);
+}
+
+/// MADV_PAGEOUT, then memory pressure frees the swap cache; the read back is then major
+/// faults with swap readahead (`vm/page-cluster`), and the data is what was written.
+#[test]
+fn swapped_out_pages_read_back_through_readahead() {
+    let r = run(with_swap(
+        "1G",
+        json!({"transparent_hugepage/enabled": "never"}),
+        json!([
+            {"op": "mmap", "name": "p", "size": "4M"},
+            {"op": "write", "region": "p", "value": 9},
+            {"op": "madvise", "region": "p", "advice": "pageout"},
+            {"op": "snapshot", "label": "b"},
+            {"op": "madvise", "region": "p", "advice": "pageout"},
+            {"op": "snapshot", "label": "c"},
+            {"op": "read", "region": "p", "expect": 9},
+            {"op": "snapshot", "label": "d"}]),
+    ));
+    // The second pageout finds no swap ptes to isolate: nothing more is written.
+    assert_eq!(delta(&r, "b", "c", "pswpout"), 0);
+    assert_eq!(vmstat(snap(&r, "b"), "pswpout"), 1024);
+}
+
+/// MADV_COLD deactivates: the range's folios lose their accessed bits and PG_referenced,
+/// and the active ones go to the inactive list (pgdeactivate), nothing is written.
+#[test]
+fn cold_deactivates_without_writing() {
+    let r = run(with_swap(
+        "1G",
+        json!({"transparent_hugepage/enabled": "never"}),
+        json!([
+            {"op": "mmap", "name": "p", "size": "4M"},
+            {"op": "write", "region": "p", "value": 1},
+            {"op": "madvise", "region": "p", "advice": "cold"},
+            {"op": "snapshot", "label": "a"},
+            {"op": "read", "region": "p", "expect": 1}]),
+    ));
+    let a = snap(&r, "a");
+    assert_eq!(vmstat(a, "pswpout"), 0);
+    assert_eq!(a.meminfo.get("Active(anon)"), Some(0), "new anonymous folios start inactive; none is active");
+    assert!(a.meminfo.get("Inactive(anon)").unwrap() >= 4096);
+}
+
+/// 256 MiB written in a cgroup whose memory.max is 128M, with swap: the cgroup stays under
+/// its limit by swapping (memory.events max counts each time it hit it), every page reads
+/// back as written, and memory.current never passes 128M (memory.peak).
+#[test]
+fn a_cgroup_over_its_limit_swaps_and_keeps_the_data() {
+    let r = run(json!({
+        "machine": {"memory": "1G", "cpus": 2, "swap": [{"size": "1G", "kind": "file"}]},
+        "knobs": {"transparent_hugepage/enabled": "never"},
+        "cgroups": {"box": {"memory.max": "128M"}},
+        "cgroup": "box",
+        "program": [
+            {"op": "mmap", "name": "p", "size": "256M"},
+            {"op": "write", "region": "p", "value": 3},
+            {"op": "snapshot", "label": "a"},
+            {"op": "read", "region": "p", "expect": 3},
+            {"op": "snapshot", "label": "b"}]}));
+    let a = snap(&r, "a");
+    let cg = &a.cgroups["box"];
+    assert!(cg.peak <= 128 << 20, "memory.peak {}", cg.peak);
+    assert!(cg.events.get("max").unwrap() > 0);
+    assert_eq!(cg.events.get("oom_kill"), Some(0));
+    // At least what did not fit went to swap.
+    assert!(vmstat(a, "pswpout") >= 32768, "pswpout {}", vmstat(a, "pswpout"));
+    assert!(cg.swap_current >= 128 << 20);
+    assert!(cg.stat.get("pgsteal").unwrap() >= 32768);
+    let b = snap(&r, "b");
+    assert!(proc1(b).majflt > 0, "the pages swapped out are read back");
+    assert!(b.cgroups["box"].stat.get("pgmajfault").unwrap() > 0);
+}
+
+/// Without swap, the same cgroup meets its OOM killer: the process is killed (oom_kill in
+/// memory.events and in /proc/vmstat).
+#[test]
+fn a_cgroup_without_swap_meets_its_oom_killer() {
+    let w = json!({
+        "machine": {"memory": "1G", "cpus": 1},
+        "knobs": {"transparent_hugepage/enabled": "never"},
+        "cgroups": {"box": {"memory.max": "64M"}},
+        "cgroup": "box",
+        "program": [
+            {"op": "mmap", "name": "p", "size": "128M"},
+            {"op": "write", "region": "p", "value": 3}]});
+    let r = crate::test_support::run_checked(w);
+    assert_eq!(r.cgroups["box"].events.get("oom_kill"), Some(1));
+    assert_eq!(r.vmstat.get("oom_kill"), Some(1));
+    assert!(r.cgroups["box"].peak <= 64 << 20);
+}
+
+/// memory.reclaim of 64M from a cgroup holding 96 MiB of anonymous memory: proactive
+/// reclaim (pgsteal_proactive), at least what was asked, into swap; the data survives.
+#[test]
+fn memory_reclaim_takes_what_was_asked() {
+    let r = run(json!({
+        "machine": {"memory": "1G", "cpus": 1, "swap": [{"size": "1G", "kind": "file"}]},
+        "knobs": {"transparent_hugepage/enabled": "never"},
+        "cgroups": {"box": {}},
+        "cgroup": "box",
+        "program": [
+            {"op": "mmap", "name": "p", "size": "96M"},
+            {"op": "write", "region": "p", "value": 4},
+            {"op": "snapshot", "label": "a"},
+            {"op": "memory_reclaim", "cgroup": "box", "bytes": "64M"},
+            {"op": "snapshot", "label": "b"},
+            {"op": "read", "region": "p", "expect": 4}]}));
+    // A cgroup's reclaim counts pgsteal_proactive in its memory.stat only (/proc/vmstat
+    // counts it for global reclaim), pgsteal_anon in both.
+    let stat = |l: &str, k: &str| snap(&r, l).cgroups["box"].stat.get(k).unwrap();
+    let steal = stat("b", "pgsteal_proactive") - stat("a", "pgsteal_proactive");
+    assert!(steal >= 16384, "pgsteal_proactive {steal}");
+    assert_eq!(delta(&r, "a", "b", "pgsteal_proactive"), 0);
+    assert_eq!(delta(&r, "a", "b", "pgsteal_anon"), steal);
+    let cur = |l: &str| snap(&r, l).cgroups["box"].current;
+    assert!(cur("a") - cur("b") >= 64 << 20, "memory.current {} -> {}", cur("a"), cur("b"));
+}
+
+/// A fork after a pageout: the child inherits the swap ptes (swap_duplicate) and reads the
+/// parent's data back; the parent's copy is intact after the child exits.
+#[test]
+fn fork_after_pageout_shares_the_swap_entries() {
+    let r = run(with_swap(
+        "1G",
+        json!({"transparent_hugepage/enabled": "never"}),
+        json!([
+            {"op": "mmap", "name": "p", "size": "8M"},
+            {"op": "write", "region": "p", "value": 6},
+            {"op": "madvise", "region": "p", "advice": "pageout"},
+            {"op": "snapshot", "label": "a"},
+            {"op": "fork", "program": [
+                {"op": "snapshot", "label": "child0"},
+                {"op": "read", "region": "p", "expect": 6},
+                {"op": "write", "region": "p", "length": "4K", "value": 8},
+                {"op": "read", "region": "p", "length": "4K", "expect": 8}]},
+            {"op": "wait"},
+            {"op": "read", "region": "p", "expect": 6}]),
+    ));
+    let c0 = snap(&r, "child0");
+    let child = c0.processes.iter().find(|p| p.pid == 2).expect("child");
+    assert_eq!(child.vm_swap, 8192, "the child's swap ptes");
+}
+
+/// A machine too small for what is written: kswapd wakes below the low watermark, reclaims
+/// (pgscan_kswapd, pageoutrun) and the data survives in swap.
+#[test]
+fn kswapd_reclaims_when_memory_runs_low() {
+    let r = run(with_swap(
+        "256M",
+        json!({"transparent_hugepage/enabled": "never"}),
+        json!([
+            {"op": "mmap", "name": "p", "size": "320M"},
+            {"op": "write", "region": "p", "value": 2},
+            {"op": "read", "region": "p", "expect": 2}]),
+    ));
+    assert!(r.vmstat.get("pageoutrun").unwrap() > 0);
+    assert!(r.vmstat.get("pgscan_kswapd").unwrap() + r.vmstat.get("pgscan_direct").unwrap() > 0);
+    assert!(r.vmstat.get("pswpout").unwrap() > 0);
+}

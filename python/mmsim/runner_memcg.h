@@ -1,0 +1,1 @@
+../../native/runner_memcg.h
