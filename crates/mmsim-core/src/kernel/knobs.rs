@@ -1,15 +1,18 @@
 //! Kernel tunables under their Linux names (sysfs/procfs/debugfs paths relative to their
 //! usual roots), one struct with Linux's defaults and validation, as mm/huge_memory.c's
 //! `transparent_hugepage_flags` and the fault-injection attributes are. Each knob is declared
-//! once, in `declare_knobs!` below (khugepaged's in knobs_khugepaged.rs): its field, default,
-//! sysfs name, accepted values, help and the codec that parses and prints it; `Knobs::get`,
-//! `set`, `describe`, `names`, `default` and `BOOT_ONLY` all read that declaration.
+//! once, in `declare_knobs!` below (khugepaged's in knobs_khugepaged.rs, reclaim's in
+//! knobs_reclaim.rs): its field, default, sysfs name, accepted values, help and the codec
+//! that parses and prints it; `Knobs::get`, `set`, `describe`, `names`, `default` and
+//! `BOOT_ONLY` all read that declaration.
 
 use std::fmt;
 
 use serde::Serialize;
 
 use super::knobs_khugepaged::{KhugepagedKnobs, KHUGEPAGED_TABLE};
+pub use super::knobs_reclaim::CgroupMemory;
+use super::knobs_reclaim::{ReclaimKnobs, RECLAIM_TABLE};
 
 /// How a knob's text is parsed and printed (its sysfs `store` and `show`), and what it accepts.
 pub struct Codec<T: 'static> {
@@ -98,6 +101,7 @@ macro_rules! sysfs_enum {
         }
     };
 }
+pub(crate) use sysfs_enum;
 
 /// A bool knob written as two words (`flag!("dirty", "separate")`: false, true).
 macro_rules! flag {
@@ -491,6 +495,8 @@ declare_knobs! {
     /// (Debian/Fedora build THP as `madvise`).
     #[derive(Clone, Debug, PartialEq, Eq)]
     pub struct Knobs, table KNOB_TABLE, groups [
+        /// Reclaim's and swap's (`vm/swappiness`, ...).
+        reclaim: ReclaimKnobs => RECLAIM_TABLE,
         /// `transparent_hugepage/khugepaged/*`.
         khugepaged: KhugepagedKnobs => KHUGEPAGED_TABLE,
     ];
@@ -872,71 +878,6 @@ declare_knobs! {
         codec: one_of!(0, 1, 2, 3),
         help: "writing 1 evicts the clean unmapped page cache, 2 shrinks the slab caches, 3 both",
     },
-    /// `vm/swappiness` (vm_swappiness): reclaim's balance of anonymous against file memory.
-    swappiness: u32 = 60 => {
-        name: "vm/swappiness",
-        boot_only: false,
-        codec: range!(0, 200, "an integer 0..200"),
-        help: "how much reclaim prefers swapping anonymous memory to dropping page cache (0..200)",
-    },
-    /// `vm/page-cluster`: swap readahead reads up to 2^page-cluster pages.
-    page_cluster: u32 = 3 => {
-        name: "vm/page-cluster",
-        boot_only: false,
-        codec: range!(0, 31, "an integer 0..31"),
-        help: "log2 of the most pages a swap fault reads ahead (0: none)",
-    },
-    /// `vm/min_free_kbytes`: None until written (the boot value is calculated, and THP raises
-    /// it; `init_per_zone_wmark_min`).
-    min_free_kbytes: Option<u64> = None => {
-        name: "vm/min_free_kbytes",
-        boot_only: false,
-        codec: Codec {
-            values: "auto|K",
-            parse: |v| match v {
-                "auto" => Ok(None),
-                _ => v.parse::<u64>().ok().filter(|&k| k <= 1 << 40).map(Some).ok_or("auto or a number of kB"),
-            },
-            show: |v| v.map_or("auto".to_string(), |k| k.to_string()),
-        },
-        help: "the min watermark in kB (auto: 4 x sqrt(memory in kB), raised by THP as Linux does)",
-    },
-    /// `vm/watermark_scale_factor`: the gap between the watermarks, in 1/10000 of memory.
-    watermark_scale_factor: u32 = 10 => {
-        name: "vm/watermark_scale_factor",
-        boot_only: false,
-        codec: range!(1, 3000, "an integer 1..3000"),
-        help: "the step from min to low to high watermark, in ten-thousandths of memory",
-    },
-    /// `/sys/kernel/mm/swap/vma_ra_enabled`: swap readahead by virtual address (else by slot).
-    swap_vma_ra: bool = true => {
-        name: "swap/vma_ra_enabled",
-        boot_only: false,
-        codec: BOOL,
-        help: "swap readahead around the faulting address (1) or around the swap slot (0)",
-    },
-    /// mmsim's name for the cgroup hierarchy the memory controller is on: v2 (memory.swap.*,
-    /// memory.high/low/min) or v1 (memory.memsw.*, failcnt, per-cgroup swappiness).
-    cgroup_memory: CgroupMemory = CgroupMemory::V2 => {
-        name: "cgroup/memory",
-        boot_only: true,
-        codec: CgroupMemory::CODEC,
-        help: "the memory controller's hierarchy: v2 (the default), or v1 as older distributions mount it",
-    },
-}
-
-sysfs_enum! {
-    /// `cgroup/memory` (mmsim's name): which cgroup hierarchy the memory controller is on.
-    #[derive(Serialize)]
-    #[serde(rename_all = "lowercase")]
-    pub enum CgroupMemory {
-        /// cgroup v2: swap is its own counter (memory.swap.max), charged when a slot is taken.
-        V2 => "v2",
-        /// cgroup v1: memory+swap is one counter (memory.memsw.limit_in_bytes = memory.max +
-        /// memory.swap.max), swap charged when a folio leaves the swap cache; no
-        /// memory.high/low/min.
-        V1 => "v1",
-    }
 }
 
 /// A knob's public description: name, default value (as sysfs would print it) and meaning.

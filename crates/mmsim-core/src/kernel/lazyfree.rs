@@ -204,24 +204,16 @@ impl Kernel {
                 a += ps;
                 continue;
             }
-            let page = e.pfn();
-            let head = self.head_of(page);
+            let head = self.head_of(e.pfn());
             let folio_nr = self.folio_nr_pages(head);
-            let mut nr = 1;
-            if folio_nr > 1 {
-                nr = self.folio_pte_batch(table, idx, page, head, (end - a) / ps);
-                if nr < folio_nr {
-                    // Not mapped here whole: split it, unless others map it (or it is mlocked,
-                    // which mmsim does not split); either way its ptes here are skipped.
-                    if self.folio_maybe_mapped_shared(head) || self.mem.pages[head.idx()].test(pg::MLOCKED) {
-                        a += nr * ps;
-                        continue;
-                    }
-                    let index = v.linear_page_index(a, self.geo) - (page.0 - head.0) as u64;
-                    self.split_anon_folio(mm, head, index);
+            let nr = match self.pte_batch_or_split(mm, v, table, a, end) {
+                None => continue,
+                Some((nr, false)) => {
+                    a += nr * ps;
                     continue;
                 }
-            }
+                Some((nr, true)) => nr,
+            };
             if self.mem.pages[head.idx()].test(pg::DIRTY) {
                 // A large folio here is mapped whole: mapped as many times as it has pages
                 // means by this mapping only (a small one: mapped once).
@@ -241,6 +233,39 @@ impl Kernel {
             self.folio_mark_lazyfree(head);
             a += nr * ps;
         }
+    }
+
+    /// The ptes of `table` from `a` (below `end`) that map the folio the one at `a` maps, and
+    /// whether they map it whole (a small folio: 1, true), as MADV_FREE's and MADV_COLD's
+    /// walks take a large folio: one mapped here only in part is split (`split_folio`) and
+    /// None is returned (the caller looks at the pte again); one others map, mlocked (which
+    /// mmsim does not split) or not anonymous is left whole, its ptes here to be skipped.
+    pub(super) fn pte_batch_or_split(
+        &mut self,
+        mm: MmId,
+        v: &Vma,
+        table: Pfn,
+        a: u64,
+        end: u64,
+    ) -> Option<(u64, bool)> {
+        let idx = self.geo.table_index(a, 0);
+        let page = self.entry(table, idx).pfn();
+        let head = self.head_of(page);
+        let folio_nr = self.folio_nr_pages(head);
+        if folio_nr == 1 {
+            return Some((1, true));
+        }
+        let nr = self.folio_pte_batch(table, idx, page, head, (end - a) / self.geo.page_size());
+        if nr == folio_nr {
+            return Some((nr, true));
+        }
+        let p = self.mem.pages[head.idx()];
+        if self.folio_maybe_mapped_shared(head) || !p.test(pg::ANON) || p.test(pg::MLOCKED) {
+            return Some((nr, false));
+        }
+        let index = v.linear_page_index(a, self.geo) - (page.0 - head.0) as u64;
+        self.split_anon_folio(mm, head, index);
+        None
     }
 
     /// `folio_pte_batch`: the ptes from `idx` on (at most `max`, within the table) that map

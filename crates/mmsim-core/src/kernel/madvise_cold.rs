@@ -122,25 +122,17 @@ impl Kernel {
                 a += ps;
                 continue;
             }
-            let page = e.pfn();
-            let head = self.head_of(page);
+            let head = self.head_of(e.pfn());
             let folio_nr = self.folio_nr_pages(head);
-            let mut nr = 1;
-            if folio_nr > 1 {
-                nr = self.folio_pte_batch(table, idx, page, head, (end - a) / ps);
-                if nr < folio_nr {
-                    // Not mapped here whole: split it, unless others map it (or it is not
-                    // anonymous, or mlocked, which mmsim does not split).
-                    let p = self.mem.pages[head.idx()];
-                    if self.folio_maybe_mapped_shared(head) || !p.test(pg::ANON) || p.test(pg::MLOCKED) {
-                        a += nr * ps;
-                        continue;
-                    }
-                    let index = v.linear_page_index(a, self.geo) - (page.0 - head.0) as u64;
-                    self.split_anon_folio(mm, head, index);
+            // A large folio mapped here in part is split first (`split_folio`).
+            let nr = match self.pte_batch_or_split(mm, v, table, a, end) {
+                None => continue,
+                Some((nr, false)) => {
+                    a += nr * ps;
                     continue;
                 }
-            }
+                Some((nr, true)) => nr,
+            };
             // Only a folio on the LRU that this mapping alone maps (whole).
             if !self.mem.pages[head.idx()].test(pg::LRU) || self.folio_mapcount(head) != folio_nr as i64 {
                 a += nr * ps;

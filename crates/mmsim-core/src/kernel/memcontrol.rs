@@ -13,7 +13,6 @@
 use super::knobs::CgroupMemory;
 use super::lruvec::Lruvec;
 use super::page_alloc::gfp;
-use super::pgtable::SwpEntry;
 use super::vmstat::{VmEvent, VmItem, VmStat};
 use super::{Kernel, MmId};
 use crate::fasthash::FastMap;
@@ -28,13 +27,13 @@ pub const NO_MEMCG: u16 = u16::MAX;
 /// `MEMCG_CHARGE_BATCH`.
 pub const MEMCG_CHARGE_BATCH: u64 = 64;
 /// `NR_MEMCG_STOCK`: memcgs a CPU's charge stock caches.
-const NR_MEMCG_STOCK: usize = 7;
+pub(super) const NR_MEMCG_STOCK: usize = 7;
 /// `PAGE_COUNTER_MAX`.
 pub const PAGE_COUNTER_MAX: u64 = i64::MAX as u64 / 4096;
 /// `FLUSH_TIME`: the periodic stats flush, 2 s.
-const FLUSH_TIME_NS: u64 = 2_000_000_000;
+pub(super) const FLUSH_TIME_NS: u64 = 2_000_000_000;
 /// `MEMCG_MAX_HIGH_DELAY_JIFFIES`: memory.high's longest sleep, 2 s.
-const MEMCG_MAX_HIGH_DELAY_NS: u64 = 2_000_000_000;
+pub(super) const MEMCG_MAX_HIGH_DELAY_NS: u64 = 2_000_000_000;
 
 /// `memory.events` (enum memcg_memory_event), in the file's order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,7 +203,7 @@ impl MemCgroups {
         self.groups.iter().position(|g| g.name == name).map(|i| i as u16)
     }
 
-    fn counter(&mut self, memcg: u16, c: Counter) -> &mut PageCounter {
+    pub(super) fn counter(&mut self, memcg: u16, c: Counter) -> &mut PageCounter {
         let g = &mut self.groups[memcg as usize];
         match c {
             Counter::Memory => &mut g.memory,
@@ -219,7 +218,7 @@ impl Kernel {
     /// Whether cgroup v1's semantics are modelled (`cgroup/memory=v1`).
     #[inline]
     pub fn memcg_v1(&self) -> bool {
-        self.knobs.cgroup_memory == CgroupMemory::V1
+        self.knobs.reclaim.cgroup_memory == CgroupMemory::V1
     }
 
     // ---- the hierarchy -------------------------------------------------------------------
@@ -245,7 +244,7 @@ impl Kernel {
     }
 
     /// Set a new cgroup's files from its declaration.
-    fn memcg_apply_spec(&mut self, id: u16, s: &CgroupSpec) {
+    pub(super) fn memcg_apply_spec(&mut self, id: u16, s: &CgroupSpec) {
         let ps = self.geo.page_size();
         let pages = |l: Limit| l.pages(ps).min(PAGE_COUNTER_MAX);
         let g = &mut self.memcg.groups[id as usize];
@@ -296,7 +295,7 @@ impl Kernel {
 
     /// `memcg_rstat_updated`: `val` pages of updates on this CPU; each level's share moves to
     /// its total every MEMCG_CHARGE_BATCH, up to the first level that already needs a flush.
-    fn memcg_rstat_updated(&mut self, memcg: u16, val: u64) {
+    pub(super) fn memcg_rstat_updated(&mut self, memcg: u16, val: u64) {
         if val == 0 {
             return;
         }
@@ -335,7 +334,7 @@ impl Kernel {
     }
 
     /// A memcg-only item or v1 charge event (`MemCgroup::extra`).
-    fn mod_memcg_extra(&mut self, memcg: u16, which: usize, delta: i64) {
+    pub(super) fn mod_memcg_extra(&mut self, memcg: u16, which: usize, delta: i64) {
         if memcg == NO_MEMCG || delta == 0 {
             return;
         }
@@ -443,7 +442,7 @@ impl Kernel {
         self.memcg_swap_event_of(memcg, e);
     }
 
-    fn memcg_swap_event_of(&mut self, memcg: u16, e: SwapEventKind) {
+    pub(super) fn memcg_swap_event_of(&mut self, memcg: u16, e: SwapEventKind) {
         if memcg == NO_MEMCG || self.memcg_v1() {
             return;
         }
@@ -462,7 +461,7 @@ impl Kernel {
 
     /// `page_counter_try_charge` from `memcg` up: Err(the level that would pass its max),
     /// after undoing the levels below it. v1's memory counter counts the failure.
-    fn page_counter_try_charge(&mut self, memcg: u16, c: Counter, nr: u64) -> Result<(), u16> {
+    pub(super) fn page_counter_try_charge(&mut self, memcg: u16, c: Counter, nr: u64) -> Result<(), u16> {
         let track = c == Counter::Memory && self.memcg_v1();
         let levels: Vec<u16> = self.memcg.ancestors(memcg).collect();
         for (i, &m) in levels.iter().enumerate() {
@@ -488,7 +487,7 @@ impl Kernel {
     }
 
     /// `page_counter_charge`: over the limit if need be.
-    fn page_counter_charge(&mut self, memcg: u16, c: Counter, nr: u64) {
+    pub(super) fn page_counter_charge(&mut self, memcg: u16, c: Counter, nr: u64) {
         let levels: Vec<u16> = self.memcg.ancestors(memcg).collect();
         for m in levels {
             let pc = self.memcg.counter(m, c);
@@ -502,7 +501,7 @@ impl Kernel {
     }
 
     /// `page_counter_uncharge`.
-    fn page_counter_uncharge(&mut self, memcg: u16, c: Counter, nr: u64) {
+    pub(super) fn page_counter_uncharge(&mut self, memcg: u16, c: Counter, nr: u64) {
         let levels: Vec<u16> = self.memcg.ancestors(memcg).collect();
         for m in levels {
             let pc = self.memcg.counter(m, c);
@@ -521,7 +520,7 @@ impl Kernel {
 
     /// `propagate_protected_usage` up from `memcg`: each level's protected usage and its
     /// parent's children sums.
-    fn propagate_protected_usage(&mut self, memcg: u16) {
+    pub(super) fn propagate_protected_usage(&mut self, memcg: u16) {
         let levels: Vec<u16> = self.memcg.ancestors(memcg).collect();
         for &m in &levels {
             let Some(parent) = self.memcg.groups[m as usize].parent else { break };
@@ -538,7 +537,7 @@ impl Kernel {
     }
 
     /// `mem_cgroup_margin`: pages the memcg may still charge (v1: within memsw too).
-    fn mem_cgroup_margin(&self, memcg: u16) -> u64 {
+    pub(super) fn mem_cgroup_margin(&self, memcg: u16) -> u64 {
         let g = &self.memcg.groups[memcg as usize];
         let mut m = g.memory.max.saturating_sub(g.memory.usage);
         if self.memcg_v1() {
@@ -549,7 +548,7 @@ impl Kernel {
 
     // ---- the charge stock ----------------------------------------------------------------
 
-    fn stock_cpu(&mut self) -> usize {
+    pub(super) fn stock_cpu(&mut self) -> usize {
         let cpu = self.cur_cpu;
         if self.memcg.stock.len() <= cpu {
             self.memcg.stock.resize(cpu + 1, [(NO_MEMCG, 0); NR_MEMCG_STOCK]);
@@ -558,7 +557,7 @@ impl Kernel {
     }
 
     /// `consume_stock`: take `nr` pages from this CPU's stock of `memcg`.
-    fn consume_stock(&mut self, memcg: u16, nr: u64) -> bool {
+    pub(super) fn consume_stock(&mut self, memcg: u16, nr: u64) -> bool {
         if nr > MEMCG_CHARGE_BATCH {
             return false;
         }
@@ -573,7 +572,7 @@ impl Kernel {
     }
 
     /// Give a stock slot's pages back to its memcg's counters.
-    fn drain_stock_slot(&mut self, cpu: usize, i: usize) {
+    pub(super) fn drain_stock_slot(&mut self, cpu: usize, i: usize) {
         let (m, n) = self.memcg.stock[cpu][i];
         self.memcg.stock[cpu][i] = (NO_MEMCG, 0);
         if m != NO_MEMCG && n > 0 {
@@ -586,7 +585,7 @@ impl Kernel {
 
     /// `refill_stock`: `nr` pages charged ahead go to this CPU's stock (a slot over 64 pages,
     /// or an evicted one, is drained).
-    fn refill_stock(&mut self, memcg: u16, nr: u64) {
+    pub(super) fn refill_stock(&mut self, memcg: u16, nr: u64) {
         if nr > MEMCG_CHARGE_BATCH {
             self.page_counter_uncharge(memcg, Counter::Memory, nr);
             if self.memcg_v1() {
@@ -619,7 +618,7 @@ impl Kernel {
     }
 
     /// `drain_all_stock`: every CPU's stock of `root`'s subtree goes back.
-    fn drain_all_stock(&mut self, root: u16) {
+    pub(super) fn drain_all_stock(&mut self, root: u16) {
         for cpu in 0..self.memcg.stock.len() {
             for i in 0..NR_MEMCG_STOCK {
                 let m = self.memcg.stock[cpu][i].0;
@@ -748,7 +747,7 @@ impl Kernel {
     }
 
     /// The level whose memsw counter is over (v1), found again for the event.
-    fn memsw_failing_level(&self, memcg: u16, nr: u64) -> u16 {
+    pub(super) fn memsw_failing_level(&self, memcg: u16, nr: u64) -> u16 {
         for m in self.memcg.ancestors(memcg) {
             let c = &self.memcg.groups[m as usize].memsw;
             if c.usage + nr > c.max {
@@ -759,7 +758,14 @@ impl Kernel {
     }
 
     /// try_charge_memcg's `nomem`: -ENOMEM unless the allocation may not fail (then forced).
-    fn charge_nomem(&mut self, memcg: u16, over: u16, nr: u64, gfp_flags: u32, raised_max: bool) -> Result<(), ()> {
+    pub(super) fn charge_nomem(
+        &mut self,
+        memcg: u16,
+        over: u16,
+        nr: u64,
+        gfp_flags: u32,
+        raised_max: bool,
+    ) -> Result<(), ()> {
         if gfp_flags & (gfp::NOFAIL | gfp::HIGH) == 0 {
             return Err(());
         }
@@ -776,7 +782,7 @@ impl Kernel {
     /// `mem_cgroup_oom` -> `mem_cgroup_out_of_memory`: for a charge of up to 8 pages, the
     /// memcg's OOM killer picks the task of its subtree with the highest badness (rss, swap
     /// entries and page tables). Returns whether a victim was chosen (or one is exiting).
-    fn mem_cgroup_oom(&mut self, memcg: u16, nr: u64) -> bool {
+    pub(super) fn mem_cgroup_oom(&mut self, memcg: u16, nr: u64) -> bool {
         if nr > 1 << super::vmscan::PAGE_ALLOC_COSTLY_ORDER {
             return false;
         }
@@ -889,368 +895,4 @@ impl Kernel {
         }
         self.refill_stock(memcg, 1);
     }
-
-    // ---- swap accounting -----------------------------------------------------------------
-
-    /// `__mem_cgroup_try_charge_swap` (cgroup v2): the folio's slots charged to its memcg's
-    /// swap counter and recorded (`swap_cgroup_record`); false (with the max and fail events)
-    /// when that would pass memory.swap.max somewhere. On v1 the charge moves at
-    /// `memcg1_swapout`.
-    pub fn mem_cgroup_try_charge_swap(&mut self, head: Pfn, e: SwpEntry, nr: u32) -> bool {
-        let memcg = self.mem.pages[head.idx()].memcg;
-        if self.memcg_v1() || memcg == NO_MEMCG {
-            return true;
-        }
-        if memcg != ROOT_MEMCG && self.page_counter_try_charge(memcg, Counter::Swap, nr as u64).is_err() {
-            self.memcg_swap_event_of(memcg, SwapEventKind::Max);
-            self.memcg_swap_event_of(memcg, SwapEventKind::Fail);
-            return false;
-        }
-        self.mod_memcg_extra(memcg, EXTRA_SWAP, nr as i64);
-        for i in 0..nr {
-            self.swap.si[e.ty()].memcg[(e.offset() + i) as usize] = memcg;
-        }
-        true
-    }
-
-    /// `memcg1_swapout` (cgroup v1): a folio leaving the swap cache hands its memsw charge to
-    /// its swap entries; its memory charge goes (pgpgout), the folio is no longer charged.
-    pub fn memcg1_swapout(&mut self, head: Pfn, e: SwpEntry) {
-        if !self.memcg_v1() {
-            return;
-        }
-        let memcg = self.mem.pages[head.idx()].memcg;
-        if memcg == NO_MEMCG {
-            return;
-        }
-        let nr = self.folio_nr_pages(head);
-        self.mod_memcg_extra(memcg, EXTRA_SWAP, nr as i64);
-        for i in 0..nr as u32 {
-            self.swap.si[e.ty()].memcg[(e.offset() + i) as usize] = memcg;
-        }
-        self.mem.pages[head.idx()].memcg = NO_MEMCG;
-        if memcg != ROOT_MEMCG {
-            self.page_counter_uncharge(memcg, Counter::Memory, nr);
-        }
-        self.mod_memcg_extra(memcg, EXTRA_PGPGOUT, 1);
-    }
-
-    /// `memcg1_swapin` (cgroup v1): a swapped-in folio is charged again, so its slots' memsw
-    /// charge goes at once (their record cleared).
-    pub fn memcg1_swapin(&mut self, e: SwpEntry, nr: u32) {
-        if !self.memcg_v1() {
-            return;
-        }
-        self.mem_cgroup_uncharge_swap(e, nr);
-    }
-
-    /// `__mem_cgroup_uncharge_swap`: slots freed (or swapped in, v1) leave the swap charge of
-    /// the memcg recorded for them.
-    pub fn mem_cgroup_uncharge_swap(&mut self, e: SwpEntry, nr: u32) {
-        for i in 0..nr {
-            let off = (e.offset() + i) as usize;
-            let memcg = std::mem::replace(&mut self.swap.si[e.ty()].memcg[off], NO_MEMCG);
-            if memcg == NO_MEMCG {
-                continue;
-            }
-            if memcg != ROOT_MEMCG {
-                let c = if self.memcg_v1() { Counter::Memsw } else { Counter::Swap };
-                self.page_counter_uncharge(memcg, c, 1);
-            }
-            self.mod_memcg_extra(memcg, EXTRA_SWAP, -1);
-        }
-    }
-
-    /// The memcg a swap-in of `e` charges: the one recorded for the slot, else the mm's.
-    pub fn swap_memcg_or_mm(&self, e: SwpEntry, mm: MmId) -> u16 {
-        match self.swap.si[e.ty()].memcg[e.offset() as usize] {
-            NO_MEMCG => self.mm_memcg(mm),
-            m => m,
-        }
-    }
-
-    /// `mem_cgroup_get_nr_swap_pages`: free swap, within every ancestor's memory.swap.max
-    /// (v2).
-    pub fn mem_cgroup_get_nr_swap_pages(&self, memcg: u16) -> i64 {
-        let mut n = self.swap.nr_swap_pages;
-        if self.memcg_v1() {
-            return n;
-        }
-        for m in self.memcg.ancestors(memcg) {
-            if m == ROOT_MEMCG {
-                break;
-            }
-            let c = &self.memcg.groups[m as usize].swap;
-            n = n.min(c.max.saturating_sub(c.usage) as i64);
-        }
-        n
-    }
-
-    /// `mem_cgroup_swap_full`: swap half used, or (v2) some ancestor's swap half of its
-    /// swap.high or swap.max.
-    pub fn mem_cgroup_swap_full(&self, head: Pfn) -> bool {
-        if self.vm_swap_full() {
-            return true;
-        }
-        let memcg = self.mem.pages[head.idx()].memcg;
-        if self.memcg_v1() || memcg == NO_MEMCG {
-            return false;
-        }
-        for m in self.memcg.ancestors(memcg) {
-            if m == ROOT_MEMCG {
-                break;
-            }
-            let c = &self.memcg.groups[m as usize].swap;
-            if c.usage * 2 >= c.high || c.usage * 2 >= c.max {
-                return true;
-            }
-        }
-        false
-    }
-
-    /// `mem_cgroup_swappiness`: vm/swappiness (cgroup v1's per-cgroup file is not modelled:
-    /// it starts as vm/swappiness).
-    pub fn mem_cgroup_swappiness(&self, _memcg: u16) -> u32 {
-        self.knobs.swappiness
-    }
-
-    // ---- protection ----------------------------------------------------------------------
-
-    /// `mem_cgroup_calculate_protection`: `memcg`'s effective memory.min and memory.low for a
-    /// reclaim of `root`'s subtree (cgroup v2; v1 has none).
-    pub fn mem_cgroup_calculate_protection(&mut self, root: u16, memcg: u16) {
-        if self.memcg_v1() || memcg == root {
-            return;
-        }
-        let usage = self.memcg.groups[memcg as usize].memory.usage;
-        if usage == 0 {
-            return;
-        }
-        let Some(parent) = self.memcg.groups[memcg as usize].parent else { return };
-        let (min, low) = (self.memcg.groups[memcg as usize].memory.min, self.memcg.groups[memcg as usize].memory.low);
-        if parent == root {
-            let c = &mut self.memcg.groups[memcg as usize].memory;
-            c.emin = min;
-            c.elow = low;
-            return;
-        }
-        let p = &self.memcg.groups[parent as usize].memory;
-        let (pu, pemin, pelow, cmin, clow) = (p.usage, p.emin, p.elow, p.children_min_usage, p.children_low_usage);
-        let emin = effective_protection(usage, pu, min, pemin, cmin);
-        let elow = effective_protection(usage, pu, low, pelow, clow);
-        let c = &mut self.memcg.groups[memcg as usize].memory;
-        c.emin = emin;
-        c.elow = elow;
-    }
-
-    // ---- memory.high ---------------------------------------------------------------------
-
-    /// `__mem_cgroup_handle_over_high` (on the way back to user space): reclaim from each
-    /// level over memory.high, and the throttle delay (ns) its overage calls for (none under
-    /// two jiffies).
-    pub fn mem_cgroup_handle_over_high(&mut self) -> u64 {
-        let nr = std::mem::take(&mut self.memcg.over_high);
-        if nr == 0 {
-            return 0;
-        }
-        let memcg = self.memcg.over_high_memcg;
-        let mut retries = super::vmscan::MAX_RECLAIM_RETRIES;
-        let mut in_retry = false;
-        let jiffy = 1_000_000_000 / self.knobs.hz as u64;
-        loop {
-            if self.oom_victim.is_some_and(|v| Some(v) == self.cur_mm) {
-                return 0;
-            }
-            let reclaimed = self.reclaim_high(memcg, if in_retry { super::vmscan::SWAP_CLUSTER_MAX } else { nr });
-            let mut pen = self.calculate_high_delay(memcg, nr, false) + self.calculate_high_delay(memcg, nr, true);
-            pen = pen.min(MEMCG_MAX_HIGH_DELAY_NS / jiffy);
-            if pen <= self.knobs.hz as u64 / 100 {
-                return 0;
-            }
-            if reclaimed > 0 || retries > 0 {
-                if reclaimed == 0 {
-                    retries -= 1;
-                }
-                in_retry = true;
-                continue;
-            }
-            return pen * jiffy;
-        }
-    }
-
-    /// `reclaim_high`: reclaim `nr` pages from `memcg` and each ancestor over its
-    /// memory.high (the high event on each).
-    fn reclaim_high(&mut self, memcg: u16, nr: u64) -> u64 {
-        let mut total = 0;
-        for m in self.memcg.ancestors(memcg).collect::<Vec<_>>() {
-            if m == ROOT_MEMCG {
-                break;
-            }
-            let c = &self.memcg.groups[m as usize].memory;
-            if c.usage <= c.high {
-                continue;
-            }
-            self.memcg_memory_event(m, MemcgEvent::High);
-            total += self.try_to_free_mem_cgroup_pages(m, nr, gfp::KERNEL, true, false, None);
-        }
-        total
-    }
-
-    /// `calculate_high_delay` in jiffies: the largest overage of memory (or swap) over its
-    /// high among `memcg` and its ancestors, squared and scaled, times `nr` / 64.
-    fn calculate_high_delay(&mut self, memcg: u16, nr: u64, swap: bool) -> u64 {
-        let mut max_overage = 0u64;
-        for m in self.memcg.ancestors(memcg).collect::<Vec<_>>() {
-            if m == ROOT_MEMCG {
-                break;
-            }
-            let g = &self.memcg.groups[m as usize];
-            let c = if swap { &g.swap } else { &g.memory };
-            if swap && self.memcg_v1() {
-                break;
-            }
-            if c.usage > c.high {
-                let o = ((c.usage - c.high) << 20) / c.high.max(1);
-                max_overage = max_overage.max(o);
-                if swap {
-                    self.memcg_swap_event_of(m, SwapEventKind::High);
-                }
-            }
-        }
-        if max_overage == 0 {
-            return 0;
-        }
-        let hz = self.knobs.hz as u128;
-        let p = (max_overage as u128 * max_overage as u128 * hz) >> 20 >> 14;
-        (p * nr as u128 / MEMCG_CHARGE_BATCH as u128) as u64
-    }
-
-    // ---- interface files -----------------------------------------------------------------
-
-    /// A write to one of a cgroup's memory files mid-run (`cgroup_write`, `memory_reclaim`):
-    /// Err is the errno's name.
-    pub fn memcg_write(&mut self, memcg: u16, file: &str, value: &str) -> Result<(), &'static str> {
-        let ps = self.geo.page_size();
-        let limit = |v: &str| Limit::parse(v).map(|l| l.pages(ps).min(PAGE_COUNTER_MAX)).map_err(|_| "EINVAL");
-        match file {
-            "memory.max" => {
-                let max = limit(value)?;
-                self.memcg.groups[memcg as usize].memory.max = max;
-                if self.memcg_v1() {
-                    let g = &mut self.memcg.groups[memcg as usize];
-                    g.memsw.max = g.memsw.max.max(max);
-                }
-                // memory_max_write: reclaim down to the limit, then OOM-kill.
-                self.drain_all_stock(memcg);
-                let mut retries = super::vmscan::MAX_RECLAIM_RETRIES;
-                loop {
-                    let usage = self.memcg.groups[memcg as usize].memory.usage;
-                    if usage <= max {
-                        break;
-                    }
-                    if retries > 0 {
-                        let r = self.try_to_free_mem_cgroup_pages(memcg, usage - max, gfp::KERNEL, true, false, None);
-                        if r == 0 {
-                            retries -= 1;
-                        }
-                        continue;
-                    }
-                    self.memcg_memory_event(memcg, MemcgEvent::Oom);
-                    if self.oom_victim.is_some() || !self.mem_cgroup_oom_kill_any(memcg) {
-                        break;
-                    }
-                    break;
-                }
-            }
-            "memory.high" => {
-                let high = limit(value)?;
-                self.memcg.groups[memcg as usize].memory.high = high;
-                self.drain_all_stock(memcg);
-                let mut retries = super::vmscan::MAX_RECLAIM_RETRIES;
-                loop {
-                    let usage = self.memcg.groups[memcg as usize].memory.usage;
-                    if usage <= high {
-                        break;
-                    }
-                    let r = self.try_to_free_mem_cgroup_pages(memcg, usage - high, gfp::KERNEL, true, false, None);
-                    if r == 0 {
-                        if retries == 0 {
-                            break;
-                        }
-                        retries -= 1;
-                    }
-                }
-            }
-            "memory.low" => {
-                self.memcg.groups[memcg as usize].memory.low = limit(value)?;
-                self.propagate_protected_usage(memcg);
-            }
-            "memory.min" => {
-                self.memcg.groups[memcg as usize].memory.min = limit(value)?;
-                self.propagate_protected_usage(memcg);
-            }
-            "memory.swap.max" => {
-                let v = limit(value)?;
-                let g = &mut self.memcg.groups[memcg as usize];
-                g.swap.max = v;
-                g.memsw.max = g.memory.max.saturating_add(v).min(PAGE_COUNTER_MAX);
-            }
-            "memory.swap.high" => self.memcg.groups[memcg as usize].swap.high = limit(value)?,
-            "memory.oom.group" => self.memcg.groups[memcg as usize].oom_group = value.trim() == "1",
-            "memory.peak" => {
-                let g = &mut self.memcg.groups[memcg as usize];
-                g.memory.local_watermark = g.memory.usage;
-            }
-            "memory.reclaim" => {
-                let (bytes, swappiness) =
-                    crate::workload::spec_memcg::parse_reclaim_request(value).map_err(|_| "EINVAL")?;
-                return self.user_proactive_reclaim(memcg, bytes / ps, swappiness);
-            }
-            _ => return Err("EINVAL"),
-        }
-        Ok(())
-    }
-
-    /// A memory.max write's OOM kill of any task of the cgroup: whether one was chosen.
-    fn mem_cgroup_oom_kill_any(&mut self, memcg: u16) -> bool {
-        self.mem_cgroup_oom(memcg, 1)
-    }
-
-    /// `user_proactive_reclaim` (memory.reclaim): reclaim in rounds of a quarter of what is
-    /// left (at least 32 pages each), 16 rounds without progress at most (-EAGAIN), the last
-    /// after draining every CPU's LRU batches.
-    pub fn user_proactive_reclaim(
-        &mut self,
-        memcg: u16,
-        pages: u64,
-        swappiness: Option<u32>,
-    ) -> Result<(), &'static str> {
-        let mut retries = super::vmscan::MAX_RECLAIM_RETRIES;
-        let mut done = 0;
-        while done < pages {
-            let batch = (pages - done) / 4;
-            if retries == 0 {
-                self.lru_add_drain_all();
-            }
-            let r = self.try_to_free_mem_cgroup_pages(memcg, batch, gfp::KERNEL, true, true, swappiness);
-            if r == 0 {
-                if retries == 0 {
-                    return Err("EAGAIN");
-                }
-                retries -= 1;
-            }
-            done += r;
-        }
-        Ok(())
-    }
-}
-
-/// `effective_protection` (without memory_recursiveprot): a child's protection, scaled down
-/// when its siblings' protected usage overcommits the parent's effective protection.
-fn effective_protection(usage: u64, _parent_usage: u64, setting: u64, parent_effective: u64, siblings: u64) -> u64 {
-    let protected = usage.min(setting);
-    if siblings > parent_effective && siblings > 0 {
-        return (protected as u128 * parent_effective as u128 / siblings as u128) as u64;
-    }
-    protected
 }

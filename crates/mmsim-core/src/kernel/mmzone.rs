@@ -81,7 +81,7 @@ impl Kernel {
         let pages_min = self.zone.min_free_kbytes / (self.geo.page_size() / 1024);
         let managed = self.zone.managed;
         let tmp = pages_min;
-        let step = (tmp / 4).max(managed * self.knobs.watermark_scale_factor as u64 / 10000);
+        let step = (tmp / 4).max(managed * self.knobs.reclaim.watermark_scale_factor as u64 / 10000);
         self.zone.wmark = [tmp, tmp + step, tmp + 2 * step];
     }
 

@@ -205,22 +205,21 @@ impl Kernel {
     /// Wait until a folio under I/O (a read, `pg::LOCKED`) is unlocked: the time is the
     /// current task's (`folio_lock`).
     pub fn folio_wait_locked(&mut self, head: Pfn) {
-        while self.mem.pages[head.idx()].test(pg::LOCKED) {
-            let Some(t) = self.blk.next_completion() else {
-                self.report_bug(format!("folio {:#x} locked with no I/O pending", head.0));
-                self.mem.pages[head.idx()].clear(pg::LOCKED);
-                return;
-            };
-            self.io_wait_until(t);
-        }
+        self.folio_wait_bit(head, pg::LOCKED, "locked");
     }
 
     /// Wait until a folio's writeback ends (`folio_wait_writeback`).
     pub fn folio_wait_writeback(&mut self, head: Pfn) {
-        while self.mem.pages[head.idx()].test(pg::WRITEBACK) {
+        self.folio_wait_bit(head, pg::WRITEBACK, "under writeback");
+    }
+
+    /// `folio_wait_bit`: I/O completes until the folio's `bit` is clear (a bug, reported
+    /// and cleared, if no I/O is pending that would clear it).
+    fn folio_wait_bit(&mut self, head: Pfn, bit: u32, what: &str) {
+        while self.mem.pages[head.idx()].test(bit) {
             let Some(t) = self.blk.next_completion() else {
-                self.report_bug(format!("folio {:#x} under writeback with no I/O pending", head.0));
-                self.mem.pages[head.idx()].clear(pg::WRITEBACK);
+                self.report_bug(format!("folio {:#x} {what} with no I/O pending", head.0));
+                self.mem.pages[head.idx()].clear(bit);
                 return;
             };
             self.io_wait_until(t);
@@ -260,7 +259,7 @@ impl Kernel {
 
     /// `swap_use_vma_readahead`: `swap/vma_ra_enabled` and no rotational swap area.
     pub fn swap_use_vma_readahead(&self) -> bool {
-        self.knobs.swap_vma_ra && self.swap.nr_rotate_swap == 0
+        self.knobs.reclaim.swap_vma_ra && self.swap.nr_rotate_swap == 0
     }
 
     /// `swap_update_readahead`: a fault found the folio in the swap cache; a page read ahead
@@ -315,7 +314,7 @@ impl Kernel {
     /// `swap_cluster_readahead`: the aligned block of `win` slots around `e` (global state:
     /// the last offset, window and hits).
     pub fn swap_cluster_readahead(&mut self, e: SwpEntry, mm: MmId) -> Option<Pfn> {
-        let max_pages = 1u32 << self.knobs.page_cluster;
+        let max_pages = 1u32 << self.knobs.reclaim.page_cluster;
         let off = e.offset();
         let win = if max_pages <= 1 {
             1
@@ -361,7 +360,7 @@ impl Kernel {
     pub fn swap_vma_readahead(&mut self, e: SwpEntry, mm: MmId, vma: &Vma, addr: u64) -> Option<Pfn> {
         let ps = self.geo.page_size();
         let addr = self.geo.page_align_down(addr);
-        let pc = self.knobs.page_cluster.min(SWAP_RA_ORDER_CEILING);
+        let pc = self.knobs.reclaim.page_cluster.min(SWAP_RA_ORDER_CEILING);
         let max_win = 1u32 << pc;
         let key = (mm, vma.start);
         let info = self

@@ -40,7 +40,7 @@ pub enum Reclaimer {
 }
 
 impl Reclaimer {
-    fn pgscan(self) -> VmEvent {
+    pub(super) fn pgscan(self) -> VmEvent {
         match self {
             Reclaimer::Kswapd => VmEvent::PgscanKswapd,
             Reclaimer::Direct => VmEvent::PgscanDirect,
@@ -48,7 +48,7 @@ impl Reclaimer {
             Reclaimer::Proactive => VmEvent::PgscanProactive,
         }
     }
-    fn pgsteal(self) -> VmEvent {
+    pub(super) fn pgsteal(self) -> VmEvent {
         match self {
             Reclaimer::Kswapd => VmEvent::PgstealKswapd,
             Reclaimer::Direct => VmEvent::PgstealDirect,
@@ -59,8 +59,8 @@ impl Reclaimer {
 }
 
 /// `sc->may_deactivate` bits.
-const DEACTIVATE_ANON: u8 = 1;
-const DEACTIVATE_FILE: u8 = 2;
+pub(super) const DEACTIVATE_ANON: u8 = 1;
+pub(super) const DEACTIVATE_FILE: u8 = 2;
 
 /// `struct scan_control`.
 #[derive(Clone, Debug, Default)]
@@ -80,25 +80,25 @@ pub struct ScanControl {
     /// memory.reclaim's `swappiness=` (201: anonymous memory only).
     pub swappiness: Option<u32>,
     pub reclaimer: Reclaimer,
-    may_deactivate: u8,
-    force_deactivate: bool,
-    skipped_deactivate: bool,
+    pub(super) may_deactivate: u8,
+    pub(super) force_deactivate: bool,
+    pub(super) skipped_deactivate: bool,
     pub memcg_low_reclaim: bool,
     pub memcg_low_skipped: bool,
-    memcg_full_walk: bool,
-    cache_trim_mode: bool,
-    cache_trim_mode_failed: bool,
-    no_cache_trim_mode: bool,
-    file_is_tiny: bool,
-    anon_cost: u64,
-    file_cost: u64,
+    pub(super) memcg_full_walk: bool,
+    pub(super) cache_trim_mode: bool,
+    pub(super) cache_trim_mode_failed: bool,
+    pub(super) no_cache_trim_mode: bool,
+    pub(super) file_is_tiny: bool,
+    pub(super) anon_cost: u64,
+    pub(super) file_cost: u64,
     /// This `shrink_node` pass's totals (`sc->nr`).
-    nr: NodeStat,
+    pub(super) nr: NodeStat,
 }
 
 /// `sc->nr`: what the inactive lists' folios were found in, this pass.
 #[derive(Clone, Copy, Debug, Default)]
-struct NodeStat {
+pub(super) struct NodeStat {
     dirty: u64,
     unqueued_dirty: u64,
     congested: u64,
@@ -123,9 +123,27 @@ pub struct ReclaimStat {
     pub nr_lazyfree_fail: u64,
 }
 
+impl ReclaimStat {
+    /// The fields the vmscan tracepoints print after nr_scanned and nr_reclaimed.
+    fn trace_fields(&self) -> String {
+        format!(
+            "nr_dirty={} nr_writeback={} nr_congested={} nr_immediate={} nr_activate_anon={} nr_activate_file={} \
+             nr_ref_keep={} nr_unmap_fail={}",
+            self.nr_dirty,
+            self.nr_writeback,
+            self.nr_congested,
+            self.nr_immediate,
+            self.nr_activate[0],
+            self.nr_activate[1],
+            self.nr_ref_keep,
+            self.nr_unmap_fail
+        )
+    }
+}
+
 /// `enum folio_references`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum FolioRef {
+pub(super) enum FolioRef {
     Reclaim,
     ReclaimClean,
     Keep,
@@ -134,7 +152,7 @@ enum FolioRef {
 
 /// What becomes of a folio in `shrink_folio_list`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Outcome {
+pub(super) enum Outcome {
     Free,
     Keep,
     Activate,
@@ -143,47 +161,20 @@ enum Outcome {
     Retry,
 }
 
-/// kswapd's state between its steps (`pgdat->kswapd_*`, `balance_pgdat`'s locals).
-#[derive(Clone, Debug, Default)]
-pub struct KswapdState {
-    /// `kswapd_order`: the largest order a waker asked for.
-    pub wake_order: u32,
-    /// A waker asked (`wakeup_kswapd` found it sleeping).
-    pub wake: bool,
-    /// `kswapd_failures`: balance_pgdat runs that reclaimed nothing.
-    pub failures: u32,
-    /// The balance_pgdat in progress: its order, priority, reclaimed total and scan control.
-    pub running: Option<BalanceState>,
-}
-
-/// One `balance_pgdat` call, between its priority levels.
-#[derive(Clone, Debug)]
-pub struct BalanceState {
-    pub order: u32,
-    pub sc: ScanControl,
-    pub restarted_no_trim: bool,
-}
-
-/// What a kswapd step asks of its thread.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KswapdStep {
-    /// Run the next priority level.
-    Continue,
-    /// balance_pgdat is done: try to sleep (`kswapd_try_to_sleep`).
-    Done,
-}
+pub use super::kswapd::{BalanceState, KswapdState, KswapdStep};
+pub use super::vmscan_folio::PageoutResult;
 
 impl Kernel {
     // ---- the lruvec's sizes as reclaim reads them -------------------------------------
 
     /// `lruvec_page_state` of an LRU list for the memcg's lruvec: the statistics as last
     /// flushed (rstat), hierarchical.
-    fn lruvec_lru_state(&self, memcg: u16, lru: Lru) -> u64 {
+    pub(super) fn lruvec_lru_state(&self, memcg: u16, lru: Lru) -> u64 {
         self.memcg.groups[memcg as usize].flushed.items[lru.item()].max(0) as u64
     }
 
     /// `lruvec_lru_size`: the pages on one list of this memcg's own lruvec (exact).
-    fn lruvec_lru_size(&self, memcg: u16, lru: Lru) -> u64 {
+    pub(super) fn lruvec_lru_size(&self, memcg: u16, lru: Lru) -> u64 {
         self.memcg.groups[memcg as usize].lruvec.size[lru as usize]
     }
 
@@ -200,7 +191,7 @@ impl Kernel {
 
     /// `can_reclaim_anon_pages` / `can_age_anon_pages`: there is swap to put anonymous
     /// memory in (for a memcg: within its and its ancestors' memory.swap.max).
-    fn can_reclaim_anon_pages(&self, memcg: Option<u16>) -> bool {
+    pub(super) fn can_reclaim_anon_pages(&self, memcg: Option<u16>) -> bool {
         match memcg {
             None => self.swap.nr_swap_pages > 0,
             Some(m) => self.mem_cgroup_get_nr_swap_pages(m) > 0,
@@ -208,7 +199,7 @@ impl Kernel {
     }
 
     /// The swappiness reclaim of `memcg` uses (`mem_cgroup_swappiness`, or memory.reclaim's).
-    fn sc_swappiness(&self, sc: &ScanControl, memcg: u16) -> u32 {
+    pub(super) fn sc_swappiness(&self, sc: &ScanControl, memcg: u16) -> u32 {
         if sc.proactive {
             if let Some(s) = sc.swappiness {
                 return s;
@@ -242,7 +233,7 @@ impl Kernel {
     }
 
     /// The reclaimer the current context is (kswapd and khugepaged set it).
-    fn current_reclaimer(&self) -> Reclaimer {
+    pub(super) fn current_reclaimer(&self) -> Reclaimer {
         self.reclaimer
     }
 
@@ -282,7 +273,7 @@ impl Kernel {
 
     /// `do_try_to_free_pages`: priority 12 down to 0 until enough is reclaimed; if nothing
     /// was, again with a full memcg walk, with forced deactivation, then below memory.low.
-    fn do_try_to_free_pages(&mut self, sc: &mut ScanControl) -> u64 {
+    pub(super) fn do_try_to_free_pages(&mut self, sc: &mut ScanControl) -> u64 {
         let initial = sc.priority;
         let saved = std::mem::replace(&mut self.in_reclaim, true);
         loop {
@@ -333,7 +324,7 @@ impl Kernel {
     }
 
     /// `snapshot_refaults`: the refault counts reclaim's next run compares against.
-    fn snapshot_refaults(&mut self, target: u16) {
+    pub(super) fn snapshot_refaults(&mut self, target: u16) {
         let g = &self.memcg.groups[target as usize];
         let a = g.stat.items[VmItem::WorkingsetActivateAnon];
         let f = g.stat.items[VmItem::WorkingsetActivateFile];
@@ -346,7 +337,7 @@ impl Kernel {
     /// `prepare_scan_control`: this pass's costs, whether the active lists may be
     /// deactivated (refaults since the last run, or an inactive list too small), the cache
     /// trim mode and whether the file cache is tiny.
-    fn prepare_scan_control(&mut self, sc: &mut ScanControl) {
+    pub(super) fn prepare_scan_control(&mut self, sc: &mut ScanControl) {
         let target = sc.target.unwrap_or(super::memcontrol::ROOT_MEMCG);
         self.mem_cgroup_flush_stats_ratelimited();
         let lv = &self.memcg.groups[target as usize].lruvec;
@@ -411,7 +402,7 @@ impl Kernel {
     /// `shrink_node_memcgs`: the target's subtree in pre-order (a direct reclaimer's walk
     /// resumes where the last one stopped and ends once enough is reclaimed); memcgs under
     /// memory.min are skipped, under memory.low skipped unless nothing else was reclaimable.
-    fn shrink_node_memcgs(&mut self, sc: &mut ScanControl) {
+    pub(super) fn shrink_node_memcgs(&mut self, sc: &mut ScanControl) {
         let target = sc.target.unwrap_or(super::memcontrol::ROOT_MEMCG);
         let order = self.memcg_subtree(target);
         let partial = sc.reclaimer != Reclaimer::Kswapd && !sc.memcg_full_walk;
@@ -447,7 +438,7 @@ impl Kernel {
     }
 
     /// `get_scan_count`: how many pages of each evictable list to scan at this priority.
-    fn get_scan_count(&mut self, memcg: u16, sc: &mut ScanControl) -> [u64; 4] {
+    pub(super) fn get_scan_count(&mut self, memcg: u16, sc: &mut ScanControl) -> [u64; 4] {
         #[derive(PartialEq)]
         enum Balance {
             Equal,
@@ -510,7 +501,7 @@ impl Kernel {
 
     /// `apply_proportional_protection`: a memcg protected by memory.min/low is scanned less,
     /// in proportion to how much of its usage is protected.
-    fn apply_proportional_protection(&mut self, memcg: u16, sc: &mut ScanControl, scan: u64) -> u64 {
+    pub(super) fn apply_proportional_protection(&mut self, memcg: u16, sc: &mut ScanControl, scan: u64) -> u64 {
         let target = sc.target.unwrap_or(super::memcontrol::ROOT_MEMCG);
         if memcg == target {
             return scan;
@@ -534,7 +525,7 @@ impl Kernel {
     /// `shrink_lruvec`: scan the lists in batches of 32 until the counts are done, or (for
     /// kswapd and memcg reclaim, and below the first priority) enough was reclaimed; then
     /// age the active anonymous list if its inactive one is low.
-    fn shrink_lruvec(&mut self, memcg: u16, sc: &mut ScanControl) {
+    pub(super) fn shrink_lruvec(&mut self, memcg: u16, sc: &mut ScanControl) {
         let mut nr = self.get_scan_count(memcg, sc);
         let targets = nr;
         let proportional = sc.target.is_none() && sc.reclaimer != Reclaimer::Kswapd && sc.priority == DEF_PRIORITY;
@@ -578,7 +569,7 @@ impl Kernel {
     }
 
     /// `shrink_list`.
-    fn shrink_list(&mut self, lru: Lru, nr: u64, memcg: u16, sc: &mut ScanControl) -> u64 {
+    pub(super) fn shrink_list(&mut self, lru: Lru, nr: u64, memcg: u16, sc: &mut ScanControl) -> u64 {
         if lru.is_active() {
             let bit = if lru.is_file() { DEACTIVATE_FILE } else { DEACTIVATE_ANON };
             if sc.may_deactivate & bit != 0 {
@@ -593,7 +584,7 @@ impl Kernel {
 
     /// `isolate_lru_folios`: up to `nr` pages off the tail of a list (each a reference, off
     /// the LRU); returns the folios, oldest first, and the pages scanned.
-    fn isolate_lru_folios(&mut self, nr: u64, memcg: u16, lru: Lru, sc: &ScanControl) -> (Vec<Pfn>, u64) {
+    pub(super) fn isolate_lru_folios(&mut self, nr: u64, memcg: u16, lru: Lru, sc: &ScanControl) -> (Vec<Pfn>, u64) {
         let mut out = Vec::new();
         let mut scan = 0;
         let mut total = 0;
@@ -630,14 +621,14 @@ impl Kernel {
     }
 
     /// The isolated pages of a type (NR_ISOLATED_ANON/FILE) change by `n`.
-    fn mod_isolated(&mut self, memcg: u16, file: bool, n: i64) {
+    pub(super) fn mod_isolated(&mut self, memcg: u16, file: bool, n: i64) {
         let item = if file { VmItem::NrIsolatedFile } else { VmItem::NrIsolatedAnon };
         self.stat.mod_item(item, n);
         self.mod_memcg_item(memcg, item, n);
     }
 
     /// Count a reclaim event: globally unless this is memcg reclaim, and in the memcg.
-    fn count_reclaim(&mut self, memcg: u16, sc: &ScanControl, e: VmEvent, n: u64) {
+    pub(super) fn count_reclaim(&mut self, memcg: u16, sc: &ScanControl, e: VmEvent, n: u64) {
         if n == 0 {
             return;
         }
@@ -649,7 +640,7 @@ impl Kernel {
 
     /// `shrink_inactive_list`: isolate a batch, `shrink_folio_list` it, put back what
     /// stays; count pgscan/pgsteal and the costs.
-    fn shrink_inactive_list(&mut self, nr: u64, memcg: u16, sc: &mut ScanControl, lru: Lru) -> u64 {
+    pub(super) fn shrink_inactive_list(&mut self, nr: u64, memcg: u16, sc: &mut ScanControl, lru: Lru) -> u64 {
         self.lru_add_drain();
         let file = lru.is_file();
         let (list, scanned) = self.isolate_lru_folios(nr, memcg, lru, sc);
@@ -682,17 +673,8 @@ impl Kernel {
         let prio = sc.priority;
         self.trace(crate::tracepoints::ev::VMSCAN_LRU_SHRINK_INACTIVE, || {
             format!(
-                "nid=0 nr_scanned={scanned} nr_reclaimed={reclaimed} nr_dirty={} nr_writeback={} nr_congested={} \
-                 nr_immediate={} nr_activate_anon={} nr_activate_file={} nr_ref_keep={} nr_unmap_fail={} priority={prio} \
-                 flags={}",
-                stat.nr_dirty,
-                stat.nr_writeback,
-                stat.nr_congested,
-                stat.nr_immediate,
-                stat.nr_activate[0],
-                stat.nr_activate[1],
-                stat.nr_ref_keep,
-                stat.nr_unmap_fail,
+                "nid=0 nr_scanned={scanned} nr_reclaimed={reclaimed} {} priority={prio} flags={}",
+                stat.trace_fields(),
                 if file { "RECLAIM_WB_FILE|RECLAIM_WB_ASYNC" } else { "RECLAIM_WB_ANON|RECLAIM_WB_ASYNC" }
             )
         });
@@ -773,295 +755,6 @@ impl Kernel {
         moved
     }
 
-    /// `folio_check_references`.
-    fn folio_check_references(&mut self, f: Pfn, sc: &ScanControl) -> FolioRef {
-        let (refs, flags) = self.folio_referenced(f, sc.target);
-        if flags & vm::LOCKED != 0 {
-            return FolioRef::Activate;
-        }
-        let was_ref = self.mem.pages[f.idx()].test(pg::REFERENCED);
-        self.mem.pages[f.idx()].clear(pg::REFERENCED);
-        if refs > 0 {
-            self.mem.pages[f.idx()].set(pg::REFERENCED);
-            if was_ref || refs > 1 {
-                return FolioRef::Activate;
-            }
-            if flags & vm::EXEC != 0 && self.folio_is_file_lru(f) {
-                return FolioRef::Activate;
-            }
-            return FolioRef::Keep;
-        }
-        if was_ref && self.folio_is_file_lru(f) {
-            return FolioRef::ReclaimClean;
-        }
-        FolioRef::Reclaim
-    }
-
-    /// `shrink_folio_list`: decide each isolated folio's fate, oldest first: free it (clean
-    /// page cache, a swap-cache folio written before, a clean lazyfree folio), start its
-    /// write to swap and keep it, keep it, or activate it. Returns the pages reclaimed and
-    /// the folios that stay (to go back to the LRU).
-    pub(super) fn shrink_folio_list(
-        &mut self,
-        mut list: Vec<Pfn>,
-        sc: &mut ScanControl,
-        stat: &mut ReclaimStat,
-        ignore_references: bool,
-        memcg: u16,
-    ) -> (u64, Vec<Pfn>) {
-        let mut ret = Vec::new();
-        let mut reclaimed = 0;
-        // Oldest first: the list holds them in isolation order.
-        list.reverse();
-        while let Some(f) = list.pop() {
-            let mut n = self.folio_nr_pages(f);
-            sc.nr_scanned += n;
-            let outcome = self.shrink_one_folio(f, &mut n, sc, stat, ignore_references, &mut list);
-            match outcome {
-                Outcome::Free => {
-                    reclaimed += n;
-                }
-                Outcome::Keep => ret.push(f),
-                Outcome::Retry => {}
-                Outcome::Activate => {
-                    if self.mem.pages[f.idx()].test(pg::SWAPCACHE)
-                        && (self.mem_cgroup_swap_full(f) || self.mem.pages[f.idx()].test(pg::MLOCKED))
-                    {
-                        self.folio_free_swap(f);
-                    }
-                    if !self.mem.pages[f.idx()].test(pg::MLOCKED) {
-                        self.mem.pages[f.idx()].set(pg::ACTIVE);
-                        let file = self.folio_is_file_lru(f) as usize;
-                        let nn = self.folio_nr_pages(f);
-                        stat.nr_activate[file] += nn;
-                        let m = self.mem.pages[f.idx()].memcg;
-                        self.count_memcg_events(m, VmEvent::PgActivate, nn as i64);
-                    }
-                    ret.push(f);
-                }
-            }
-        }
-        let act = stat.nr_activate[0] + stat.nr_activate[1];
-        if act > 0 {
-            self.stat.count_n(VmEvent::PgActivate, act as i64);
-        }
-        let _ = memcg;
-        (reclaimed, ret)
-    }
-
-    /// One folio of `shrink_folio_list`; `n` its pages (a split makes it 1); a split's other
-    /// pieces join `list`.
-    #[allow(clippy::too_many_arguments)]
-    fn shrink_one_folio(
-        &mut self,
-        f: Pfn,
-        n: &mut u64,
-        sc: &mut ScanControl,
-        stat: &mut ReclaimStat,
-        ignore_references: bool,
-        list: &mut Vec<Pfn>,
-    ) -> Outcome {
-        if !self.folio_evictable(f) {
-            return Outcome::Activate;
-        }
-        let mapped = self.folio_mapcount(f) > 0;
-        if !sc.may_unmap && mapped {
-            return Outcome::Keep;
-        }
-        let p = self.mem.pages[f.idx()];
-        let file_lru = self.folio_is_file_lru(f);
-        let anon = p.test(pg::ANON);
-        // folio_check_dirty_writeback: anonymous (and lazyfree) folios count as neither.
-        let (dirty, wb) = if anon || !file_lru { (false, false) } else { (p.test(pg::DIRTY), p.test(pg::WRITEBACK)) };
-        if dirty || wb {
-            stat.nr_dirty += *n;
-        }
-        if dirty && !wb {
-            stat.nr_unqueued_dirty += *n;
-        }
-        if wb && p.test(pg::RECLAIM) {
-            stat.nr_congested += *n;
-        }
-        if p.test(pg::WRITEBACK) {
-            let kswapd = sc.reclaimer == Reclaimer::Kswapd;
-            let sane = self.writeback_throttling_sane(sc);
-            if kswapd && p.test(pg::RECLAIM) && self.pgdat_writeback {
-                stat.nr_immediate += *n;
-                return Outcome::Activate;
-            }
-            if sane || !p.test(pg::RECLAIM) {
-                self.mem.pages[f.idx()].set(pg::RECLAIM);
-                stat.nr_writeback += *n;
-                return Outcome::Activate;
-            }
-            // cgroup v1's memcg reclaim waits for the write, then looks at the folio again.
-            self.folio_wait_writeback(f);
-            list.push(f);
-            sc.nr_scanned -= *n;
-            return Outcome::Retry;
-        }
-        let refs = if ignore_references { FolioRef::Reclaim } else { self.folio_check_references(f, sc) };
-        match refs {
-            FolioRef::Activate => return Outcome::Activate,
-            FolioRef::Keep => {
-                stat.nr_ref_keep += *n;
-                return Outcome::Keep;
-            }
-            _ => {}
-        }
-        // Anonymous folios without a swap slot get one (a large one whole, or split).
-        if anon && self.folio_test_swapbacked(f) && !self.mem.pages[f.idx()].test(pg::SWAPCACHE) {
-            if sc.gfp & gfp::IO == 0 {
-                return Outcome::Keep;
-            }
-            if self.folio_alloc_swap(f).is_err() {
-                if *n == 1 {
-                    return Outcome::Activate;
-                }
-                let pmd = *n >= self.geo.hpage_pmd_nr();
-                if !self.split_folio_to_list(f, Some(list)) {
-                    return Outcome::Activate;
-                }
-                if pmd {
-                    self.count_vm_events_folio(f, VmEvent::ThpSwpoutFallback, 1);
-                }
-                sc.nr_scanned -= *n - 1;
-                *n = 1;
-                if self.folio_alloc_swap(f).is_err() {
-                    return Outcome::Activate;
-                }
-            }
-            // folio_mark_dirty: the write happens even if no pte was dirty.
-            self.mem.pages[f.idx()].set(pg::DIRTY);
-        }
-        if self.folio_mapcount(f) > 0 {
-            let lazy_before = self.mem.pages[f.idx()].test(pg::LAZYFREE);
-            if !self.try_to_unmap(f) {
-                stat.nr_unmap_fail += *n;
-                if lazy_before && !self.mem.pages[f.idx()].test(pg::LAZYFREE) {
-                    stat.nr_lazyfree_fail += *n;
-                }
-                return Outcome::Activate;
-            }
-        }
-        let p = self.mem.pages[f.idx()];
-        if p.test(pg::DIRTY) && !(anon && p.test(pg::LAZYFREE)) {
-            if file_lru && (sc.reclaimer != Reclaimer::Kswapd || !p.test(pg::RECLAIM) || !self.pgdat_dirty) {
-                self.stat.mod_item(VmItem::NrVmscanImmediateReclaim, *n as i64);
-                self.mem.pages[f.idx()].set(pg::RECLAIM);
-                return Outcome::Activate;
-            }
-            if refs == FolioRef::ReclaimClean || !sc.may_writepage {
-                return Outcome::Keep;
-            }
-            match self.pageout(f, stat) {
-                PageoutResult::Keep => return Outcome::Keep,
-                PageoutResult::Activate => return Outcome::Activate,
-                PageoutResult::Success => {
-                    stat.nr_pageout += *n;
-                    if self.mem.pages[f.idx()].test(pg::WRITEBACK) || self.mem.pages[f.idx()].test(pg::DIRTY) {
-                        return Outcome::Keep;
-                    }
-                }
-                PageoutResult::Clean => {}
-            }
-        }
-        if anon && self.mem.pages[f.idx()].test(pg::LAZYFREE) {
-            // Discarded by try_to_unmap if clean and unused; freeze the reference.
-            if self.mem.pages[f.idx()].refcount != 1 || self.folio_mapcount(f) > 0 {
-                return Outcome::Keep;
-            }
-            self.count_vm_events_folio(f, VmEvent::PgLazyFreed, *n as i64);
-            self.lazyfree_forget(f);
-            self.folio_put(f);
-            return Outcome::Free;
-        }
-        if self.remove_mapping(f, true, sc.target) {
-            return Outcome::Free;
-        }
-        Outcome::Keep
-    }
-
-    /// `writeback_throttling_sane`: global reclaim, or memcg reclaim on cgroup v2.
-    fn writeback_throttling_sane(&self, sc: &ScanControl) -> bool {
-        sc.target.is_none() || self.knobs.cgroup_memory == super::knobs::CgroupMemory::V2
-    }
-
-    /// `pageout`: write a dirty swap-backed folio (anonymous to swap; shmem to swap through
-    /// `shmem_writeout`); page-cache folios of regular files are never written here.
-    fn pageout(&mut self, f: Pfn, _stat: &mut ReclaimStat) -> PageoutResult {
-        let nr = self.folio_nr_pages(f) as i64;
-        let expected = 1
-            + if self.mem.pages[f.idx()].test(pg::SWAPCACHE) { nr } else { 0 }
-            + if self.mem.pages[f.idx()].mapping != super::mm_types::NIL { nr } else { 0 };
-        if self.mem.pages[f.idx()].refcount as i64 != expected {
-            return PageoutResult::Keep;
-        }
-        let p = self.mem.pages[f.idx()];
-        if p.test(pg::SHMEM) {
-            // shmem_writeout: swapping shmem and tmpfs pages is not modelled yet: the folio
-            // is redirtied and activated, as with no swap.
-            return PageoutResult::Activate;
-        }
-        if !p.test(pg::ANON) {
-            return PageoutResult::Activate;
-        }
-        if !p.test(pg::DIRTY) {
-            return PageoutResult::Clean;
-        }
-        self.mem.pages[f.idx()].set(pg::RECLAIM);
-        let started = self.swap_writeout(f);
-        if !self.mem.pages[f.idx()].test(pg::WRITEBACK) {
-            self.mem.pages[f.idx()].clear(pg::RECLAIM);
-        }
-        self.stat.mod_item(VmItem::NrVmscanWrite, nr);
-        self.kernel_cycles(self.cost.reclaim_pageout * nr as f64, "pageout");
-        let _ = started;
-        self.trace(crate::tracepoints::ev::VMSCAN_WRITE_FOLIO, || {
-            format!("pfn={:#x} flags=RECLAIM_WB_ANON|RECLAIM_WB_ASYNC", f.0)
-        });
-        PageoutResult::Success
-    }
-
-    /// `__remove_mapping`: an isolated, clean, unmapped folio leaves the page cache or the
-    /// swap cache (a workingset shadow in its place when reclaim evicted it) and is freed.
-    pub(super) fn remove_mapping(&mut self, f: Pfn, reclaimed: bool, target: Option<u16>) -> bool {
-        let p = self.mem.pages[f.idx()];
-        let nr = self.folio_nr_pages(f) as i32;
-        if p.test(pg::DIRTY) || p.test(pg::WRITEBACK) || p.test(pg::LOCKED) || self.folio_mapcount(f) > 0 {
-            return false;
-        }
-        if p.test(pg::SWAPCACHE) {
-            if p.refcount != 1 + nr {
-                return false;
-            }
-            let shadow = reclaimed.then(|| self.workingset_eviction(f, target));
-            let e = super::pgtable::SwpEntry(p.private);
-            self.memcg1_swapout(f, e);
-            self.__swap_cache_del_folio(f, shadow);
-            self.put_swap_entries(e, nr as u32);
-            self.mem.pages[f.idx()].refcount -= nr;
-            self.folio_put(f);
-            return true;
-        }
-        if p.mapping == super::mm_types::NIL || p.test(pg::ANON) {
-            // An anonymous folio nothing references but the isolation (its last pte gone).
-            if p.refcount == 1 {
-                self.folio_put(f);
-                return true;
-            }
-            return false;
-        }
-        if p.refcount != 1 + nr {
-            return false;
-        }
-        let obj = p.mapping;
-        let shadow = (reclaimed && self.folio_is_file_lru(f)).then(|| self.workingset_eviction(f, target));
-        self.filemap_remove_folio_shadow(obj, f, shadow);
-        self.folio_put(f);
-        true
-    }
-
     /// `reclaim_pages` (MADV_PAGEOUT): reclaim these isolated folios now, whatever their
     /// references (no pgscan/pgsteal); what stays goes back to the LRU.
     pub fn reclaim_pages(&mut self, list: Vec<Pfn>) -> u64 {
@@ -1088,19 +781,7 @@ impl Kernel {
             self.folio_putback_lru(f);
         }
         self.trace(crate::tracepoints::ev::VMSCAN_RECLAIM_PAGES, || {
-            format!(
-                "nid=0 nr_scanned={} nr_reclaimed={reclaimed} nr_dirty={} nr_writeback={} nr_congested={} \
-                 nr_immediate={} nr_activate_anon={} nr_activate_file={} nr_ref_keep={} nr_unmap_fail={}",
-                sc.nr_scanned,
-                stat.nr_dirty,
-                stat.nr_writeback,
-                stat.nr_congested,
-                stat.nr_immediate,
-                stat.nr_activate[0],
-                stat.nr_activate[1],
-                stat.nr_ref_keep,
-                stat.nr_unmap_fail
-            )
+            format!("nid=0 nr_scanned={} nr_reclaimed={reclaimed} {}", sc.nr_scanned, stat.trace_fields())
         });
         reclaimed
     }
@@ -1133,126 +814,4 @@ impl Kernel {
             }
         }
     }
-
-    // ---- kswapd ------------------------------------------------------------------------
-
-    /// `pgdat_balanced`: free pages above the high watermark for `order`.
-    pub fn pgdat_balanced(&self, order: u32) -> bool {
-        self.zone_watermark_ok(order, super::mmzone::Wmark::High)
-    }
-
-    /// `wakeup_kswapd`: an allocation found free memory below the low watermark; kswapd
-    /// (if asleep and not hopeless, and the node not balanced) is woken for `order`.
-    pub fn wakeup_kswapd(&mut self, order: u32, gfp_flags: u32) {
-        self.kswapd.wake_order = self.kswapd.wake_order.max(order);
-        if self.kswapd.running.is_some() || self.kswapd.wake {
-            return;
-        }
-        if self.kswapd.failures >= MAX_RECLAIM_RETRIES || self.pgdat_balanced(order) {
-            return;
-        }
-        self.trace(crate::tracepoints::ev::VMSCAN_WAKEUP_KSWAPD, || {
-            format!("nid=0 order={order} gfp_flags={}", gfp::name(gfp_flags))
-        });
-        self.kswapd.wake = true;
-    }
-
-    /// Start a `balance_pgdat` for `order` (pageoutrun).
-    pub fn balance_pgdat_begin(&mut self, order: u32) {
-        self.stat.count(VmEvent::PageOutRun);
-        let sc = ScanControl {
-            priority: DEF_PRIORITY,
-            order,
-            gfp: gfp::KERNEL,
-            may_writepage: true,
-            may_unmap: true,
-            may_swap: true,
-            reclaimer: Reclaimer::Kswapd,
-            ..Default::default()
-        };
-        self.kswapd.running = Some(BalanceState { order, sc, restarted_no_trim: false });
-    }
-
-    /// One priority level of `balance_pgdat` (`kswapd_shrink_node`): done when the node is
-    /// balanced, or after priority 1 (kswapd never scans at 0).
-    pub fn balance_pgdat_step(&mut self) -> KswapdStep {
-        let Some(mut b) = self.kswapd.running.take() else { return KswapdStep::Done };
-        let saved = std::mem::replace(&mut self.reclaimer, Reclaimer::Kswapd);
-        let saved_in = std::mem::replace(&mut self.in_reclaim, true);
-        let done = 'step: {
-            if self.pgdat_balanced(b.sc.order) {
-                break 'step true;
-            }
-            let sc = &mut b.sc;
-            // kswapd_age_node: age the active anonymous lists if there is swap.
-            if self.swap.total_swap_pages > 0 && self.inactive_is_low(super::memcontrol::ROOT_MEMCG, Lru::InactiveAnon)
-            {
-                for memcg in self.memcg_subtree(super::memcontrol::ROOT_MEMCG) {
-                    self.shrink_active_list(SWAP_CLUSTER_MAX, memcg, sc, Lru::ActiveAnon);
-                }
-            }
-            if sc.priority < DEF_PRIORITY - 2 {
-                sc.may_writepage = true;
-            }
-            sc.nr_scanned = 0;
-            let before = sc.nr_reclaimed;
-            // kswapd_shrink_node: reclaim the whole high watermark.
-            sc.nr_to_reclaim = self.wmark_pages(super::mmzone::Wmark::High).max(SWAP_CLUSTER_MAX);
-            self.shrink_node(sc);
-            let mut raise = true;
-            if sc.order > 0 && sc.nr_reclaimed >= 2 << sc.order {
-                sc.order = 0;
-            }
-            if sc.nr_scanned.max(sc.nr_reclaimed - before) >= sc.nr_to_reclaim {
-                raise = false;
-            }
-            if raise || sc.nr_reclaimed == before {
-                sc.priority -= 1;
-            }
-            if sc.priority >= 1 {
-                break 'step false;
-            }
-            if sc.nr_reclaimed == 0 && sc.cache_trim_mode_failed && !sc.no_cache_trim_mode && !b.restarted_no_trim {
-                sc.no_cache_trim_mode = true;
-                sc.priority = DEF_PRIORITY;
-                b.restarted_no_trim = true;
-                break 'step false;
-            }
-            if sc.nr_reclaimed == 0 {
-                self.kswapd.failures += 1;
-            }
-            true
-        };
-        self.reclaimer = saved;
-        self.in_reclaim = saved_in;
-        if done {
-            self.snapshot_refaults(super::memcontrol::ROOT_MEMCG);
-            KswapdStep::Done
-        } else {
-            self.kswapd.running = Some(b);
-            KswapdStep::Continue
-        }
-    }
-
-    /// `prepare_kswapd_sleep`: hopeless, or balanced for `order`.
-    pub fn prepare_kswapd_sleep(&mut self, order: u32) -> bool {
-        if self.kswapd.failures >= MAX_RECLAIM_RETRIES {
-            return true;
-        }
-        if self.pgdat_balanced(order) {
-            self.pgdat_writeback = false;
-            self.pgdat_dirty = false;
-            return true;
-        }
-        false
-    }
-}
-
-/// `pageout`'s result (`pageout_t`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PageoutResult {
-    Keep,
-    Activate,
-    Success,
-    Clean,
 }
