@@ -224,6 +224,11 @@ def workload_tables(schema: dict) -> str:
     """The workload format's fields and vocabularies, from the engine's declaration."""
     w = schema["workload"]
     out = ["### Top level\n\n", _fields_table(w["top"]), "\n### `machine`\n\n", _fields_table(w["machine"])]
+    out.append("\n`machine.swap`'s devices, each an object:\n\n" + _fields_table(w["swap"]))
+    out.append(
+        "\n### `cgroups`\n\nEach cgroup (a path: `box`, `box/a`) maps its memory controller's files"
+        " (cgroup v2's names; a limit is a size or `max`):\n\n" + _fields_table(w["cgroup"])
+    )
     out.append(f"\n### Ops\n\n{len(w['op_fields'])} ops, each an object with an `op` field:\n\n")
     out.append("| op | what it does | fields |\n|---|---|---|\n")
     for o in w["op_fields"]:

@@ -762,7 +762,7 @@ def test_prezero_cachelines_on_16k_pages_at_small_scale() -> None:
 def test_schema_lists_every_op_with_its_fields():
     decl = run_mmsim("schema", "--json").json()["workload"]
     ops = [o["op"] for o in decl["op_fields"]]
-    assert len(ops) == 32 and {"mmap", "read", "replay", "fork"} <= set(ops)
+    assert len(ops) == 34 and {"mmap", "read", "replay", "fork", "memory_reclaim", "cgroup_write"} <= set(ops)
     text = run_mmsim("schema")
     assert text.returncode == 0, text.stderr
     for o in ops:

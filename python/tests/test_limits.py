@@ -206,7 +206,7 @@ def test_pid_max_and_max_host_memory_are_checked(write_workload, hzp_rss):
     r = run_mmsim("run", hzp_rss, "--set", "engine.max_host_memory=64M")
     assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
     assert r.stderr == (
-        "mmsim: error: limit: machine.memory: 16.0 GiB of simulated memory takes 224 MiB of frame metadata,"
+        "mmsim: error: limit: machine.memory: 16.0 GiB of simulated memory takes 256 MiB of frame metadata,"
         " over engine.max_host_memory (64M); raise it with --set engine.max_host_memory=SIZE\n"
     )
     # A fork storm of a parent with 64 MiB written stops when its page tables pass the limit.
