@@ -237,6 +237,14 @@ static void do_cgroup_write(const struct op *o)
 {
 	int i = (int)o->c, err = 0;
 	const char *file = o->name2;
+	if (!strcmp(file, "cgroup.procs")) {
+		/* "0": this process moves to cgroup i; its ops from here on are charged there. */
+		if (in_cgroup == i || write(cgroups[i].procs_fd, "0", 1) == 1)
+			task_cgroup = in_cgroup = i;
+		else
+			event_fail("cgroup_write", cgroups[i].name, file, errno);
+		return;
+	}
 	if (memcg_mode == MEMCG_V2) {
 		if (!strcmp(file, "memory.peak")) {
 			if (cgroups[i].peak_fd < 0 || write(cgroups[i].peak_fd, "reset", 5) != 5)

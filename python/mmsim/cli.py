@@ -271,6 +271,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     va.add_argument("--json", action="store_true", help="print host settings and cases as JSON")
     va.add_argument(
+        "--native-runs",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="native runs of a case under memory pressure (cgroups, swap, reclaim), whose counters pass "
+        "inside the runs' spread (default 5; other cases run once)",
+    )
+    va.add_argument(
         "--repeat",
         type=_positive,
         default=1,
@@ -347,11 +355,11 @@ def _validate(args: argparse.Namespace) -> int:
             if host_reason:
                 cases.append({"name": c.name, "status": "skip", "reason": host_reason, "pins": c.pins, "counters": []})
             else:
-                cases.append(_repeated(args.repeat, lambda c=c: validate_case(c, host)))
+                cases.append(_repeated(args.repeat, lambda c=c: validate_case(c, host, native_runs=args.native_runs)))
             if not args.json:
                 _print_case(cases[-1])
         for w in workloads:
-            cases.append(_repeated(args.repeat, lambda w=w: validate_workload(w, host)))
+            cases.append(_repeated(args.repeat, lambda w=w: validate_workload(w, host, native_runs=args.native_runs)))
             if not args.json:
                 _print_case(cases[-1])
     if args.json:

@@ -267,9 +267,14 @@ class Program:
         """Run ``body`` ``count`` times."""
         self.append({"op": "loop", "count": count, "body": _program(body)})
 
-    def fork(self, count: int = 1, program: ProgramLike | None = None, *, cpu: int | None = None) -> None:
-        """Fork ``count`` children that run ``program`` (then exit)."""
-        self.append({"op": "fork", "count": count, **_opt(cpu=cpu), "program": _program(program or [])})
+    def fork(
+        self, count: int = 1, program: ProgramLike | None = None, *, cpu: int | None = None, cgroup: str | None = None
+    ) -> None:
+        """Fork ``count`` children that run ``program`` (then exit); ``cgroup`` moves them to
+        another of the workload's memory cgroups."""
+        self.append(
+            {"op": "fork", "count": count, **_opt(cpu=cpu), "program": _program(program or []), **_opt(cgroup=cgroup)}
+        )
 
     def thread(self, count: int = 1, program: ProgramLike | None = None, *, cpu: int | None = None) -> None:
         """Start ``count`` threads (clone with CLONE_VM) that run ``program``."""
@@ -292,6 +297,16 @@ class Program:
     def set(self, knob: str, value: Any) -> None:
         """Change a knob mid-run (as writing to sysfs would)."""
         self.append({"op": "set", "knob": knob, "value": value})
+
+    def memory_reclaim(self, bytes: Size, *, cgroup: str | None = None, swappiness: int | None = None) -> None:
+        """Proactive reclaim: write ``bytes`` to a cgroup's memory.reclaim (the process's own
+        cgroup unless ``cgroup`` names one), optionally with ``swappiness=N``."""
+        self.append({"op": "memory_reclaim", **_opt(cgroup=cgroup), "bytes": bytes, **_opt(swappiness=swappiness)})
+
+    def cgroup_write(self, cgroup: str, file: str, value: Any) -> None:
+        """Write one of a cgroup's files mid-run (``memory.max``, ``memory.high``, ...,
+        ``cgroup.procs`` with 0 to move this process there)."""
+        self.append({"op": "cgroup_write", "cgroup": cgroup, "file": file, "value": value})
 
 
 ProgramLike = Program | list[Mapping[str, Any]] | Callable[[Program], Any]
@@ -321,11 +336,16 @@ class Machine:
     ``--set hw.PATH=VALUE`` does). Fields left ``None`` take the workload format's defaults
     (``default``, 16G, 1 CPU).
 
+    ``swap`` lists the swap devices enabled at boot, each ``{"size": "1G", "kind": "file",
+    "priority": -2}`` (kind ``file`` or ``partition``; priority optional).
+
     ```python
     >>> Machine(profile="westmere-ex", cpus=4).to_dict()
     {'profile': 'westmere-ex', 'cpus': 4}
     >>> Machine(overrides={"cache.llc.size": "8M"}).sets()
     [('hw.cache.llc.size', '8M')]
+    >>> Machine(memory="1G", swap=[{"size": "2G"}]).to_dict()
+    {'memory': '1G', 'swap': [{'size': '2G'}]}
 
     ```
     """
@@ -334,10 +354,12 @@ class Machine:
     memory: Size | None = None
     cpus: int | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
+    swap: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The workload format's ``machine`` object (overrides are not part of it)."""
-        return _opt(profile=self.profile, memory=self.memory, cpus=self.cpus)
+        swap = copy.deepcopy(self.swap) if self.swap is not None else None
+        return _opt(profile=self.profile, memory=self.memory, cpus=self.cpus, swap=swap)
 
     def sets(self) -> list[tuple[str, str]]:
         """The overrides as ``--set`` pairs."""
@@ -345,7 +367,13 @@ class Machine:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Machine:
-        return cls(profile=d.get("profile"), memory=d.get("memory"), cpus=d.get("cpus"))
+        swap = d.get("swap")
+        return cls(
+            profile=d.get("profile"),
+            memory=d.get("memory"),
+            cpus=d.get("cpus"),
+            swap=copy.deepcopy(swap) if swap is not None else None,
+        )
 
 
 def _text(v: Any) -> str:
@@ -355,7 +383,20 @@ def _text(v: Any) -> str:
 
 
 class Workload(Program):
-    """A whole workload: the first process's program, its name, machine, knobs and CPU.
+    """A whole workload: the first process's program, its name, machine, knobs and CPU, and
+    its memory cgroups (``cgroups``: path -> files, cgroup v2's names) with the one the first
+    process runs in (``cgroup``).
+
+    ```python
+    >>> w = Workload("box", machine=Machine(swap=[{"size": "1G"}]),
+    ...              cgroups={"box": {"memory.max": "128M"}}, cgroup="box")
+    >>> p = w.mmap("p", "256M")
+    >>> w.write(p, value=7)
+    >>> w.memory_reclaim("64M")
+    >>> d = w.to_dict(); d["cgroups"], d["cgroup"], d["program"][-1]
+    ({'box': {'memory.max': '128M'}}, 'box', {'op': 'memory_reclaim', 'bytes': '64M'})
+
+    ```
 
     ``Workload.from_file`` reads ``.json``/``.yaml``/``.yml``; ``to_dict`` gives back
     exactly the dict the file held (``from_dict(d).to_dict() == d``).
@@ -369,9 +410,15 @@ class Workload(Program):
         knobs: Mapping[str, Any] | None = None,
         cpu: int | None = None,
         program: ProgramLike | None = None,
+        cgroups: Mapping[str, Mapping[str, Any]] | None = None,
+        cgroup: str | None = None,
     ) -> None:
         super().__init__()
         self.name = name
+        self.cgroups: dict[str, dict[str, Any]] | None = (
+            {k: dict(v) for k, v in cgroups.items()} if cgroups is not None else None
+        )
+        self.cgroup = cgroup
         self.machine = machine if isinstance(machine, Machine) or machine is None else Machine.from_dict(machine)
         self.knobs: dict[str, Any] | None = dict(knobs) if knobs is not None else None
         self.cpu = cpu
@@ -391,6 +438,15 @@ class Workload(Program):
             knobs=d.get("knobs"),
             cpu=d.get("cpu"),
         )
+        # cgroups and cgroup stay as the dict held them (the engine checks them) unless
+        # they are what the constructor takes.
+        cgroups = d.get("cgroups")
+        if isinstance(cgroups, Mapping) and all(isinstance(v, Mapping) for v in cgroups.values()):
+            w.cgroups = copy.deepcopy({k: dict(v) for k, v in cgroups.items()})
+            known = known | {"cgroups"}
+        if isinstance(d.get("cgroup"), str):
+            w.cgroup = d["cgroup"]
+            known = known | {"cgroup"}
         if "machine" in d and not isinstance(d["machine"], Mapping):
             w._extra["machine"] = d["machine"]  # the engine reports the error
         w._order = list(d.keys())
@@ -422,6 +478,10 @@ class Workload(Program):
             d["knobs"] = dict(self.knobs)
         if self.cpu is not None:
             d["cpu"] = self.cpu
+        if self.cgroups is not None:
+            d["cgroups"] = copy.deepcopy(self.cgroups)
+        if self.cgroup is not None:
+            d["cgroup"] = self.cgroup
         d["program"] = self.to_list("program")
         d.update(copy.deepcopy(self._extra))
         order = getattr(self, "_order", None)

@@ -70,6 +70,7 @@ from mmsim.native_compare import (
     compare_snapshots,
     compare_syscalls,
     differs,
+    forked_children,
     merge_runs,
     not_cold,
     reads_cold_files,
@@ -379,7 +380,11 @@ def run_runs(
     rows = natives[0]
     maps_row = next((r for r in rows if r["label"] == "__maps"), {})
     maps, brk = maps_row.get("maps", []), maps_row.get("brk")
-    w = _host_workload(name, host_layout(maps, brk) + list(program), host, setup)
+    # The runner's address space is charged where the runner was (its HOME: the root for
+    # mmsim); its first process joins the workload's cgroup just before the program.
+    own = setup.pop("cgroup", None)
+    join = [{"op": "cgroup_write", "cgroup": own, "file": "cgroup.procs", "value": 0}] if own else []
+    w = _host_workload(name, host_layout(maps, brk) + join + list(program), host, setup)
     if brk and brk[0]:
         w["start_brk"] = brk[0]
     try:
@@ -601,6 +606,7 @@ def _validate_runs(
             io_timing=reads_cold_files(program),
             pressure=pressure,
             swaps=sim.get("swaps"),
+            forks=forked_children(program),
         )
         if isinstance(counters, str):
             return _result(name, "fail", f"native run {k + 1} of {runs}: {counters}", "", [])

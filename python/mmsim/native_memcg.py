@@ -226,6 +226,7 @@ def memcg_unsupported(workload: Mapping[str, Any], host: MemcgHost, knob: str | 
             if op.get("op") == "memory_reclaim" and not (op.get("cgroup") or own):
                 return "not checkable: memory_reclaim of the root cgroup would reclaim the whole host's memory"
         joined = [own] + [op.get("cgroup") for op in all_ops(program) if op.get("op") == "fork"]
+        joined += [cg for cg, f, _ in _written(workload) if f == "cgroup.procs"]
         for cg in joined:
             if cg is not None and any(n.startswith(f"{cg}/") for n in cgroups):
                 return (

@@ -63,6 +63,12 @@ class Snapshot:
         self.meminfo = Counters(d.get("meminfo", {}))
         self.profile = Counters(d.get("profile", {}))
         self.processes: list[dict[str, Any]] = list(d.get("processes", []))
+        #: The workload's memory cgroups by name: their files (``memory.current``,
+        #: ``memory.peak``, ``memory.stat`` and ``memory.events`` as mappings, ...).
+        self.cgroups: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (d.get("cgroups") or {}).items()}
+        #: The swap areas, as /proc/swaps lists them (``Filename``, ``Type``, ``Size``, ``Used``,
+        #: ``Priority``; sizes in kB).
+        self.swaps: list[dict[str, Any]] = list(d.get("swaps") or [])
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self._d)
@@ -125,9 +131,16 @@ class Result(Snapshot):
 
 def flatten(report: Mapping[str, Any]) -> dict[str, float]:
     """Every counter of a report or snapshot as ``{"perf.<name>": v, "vmstat.<name>": v,
-    "meminfo.<name>": v}``."""
+    "meminfo.<name>": v}``, and each memory cgroup's files as ``cgroups.<cgroup>.<file>``
+    (``cgroups.box.memory.peak``; a keyed file's keys ``cgroups.box.memory.stat.pgscan``)."""
     out: dict[str, float] = {}
     for section in ("perf", "vmstat", "meminfo"):
         for k, v in (report.get(section) or {}).items():
             out[f"{section}.{k}"] = v
+    for name, files in (report.get("cgroups") or {}).items():
+        for f, v in files.items():
+            if isinstance(v, Mapping):
+                out.update({f"cgroups.{name}.{f}.{k}": x for k, x in v.items()})
+            else:
+                out[f"cgroups.{name}.{f}"] = v
     return out

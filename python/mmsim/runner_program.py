@@ -139,8 +139,8 @@ def sets_drop_caches(program: list[Any]) -> bool:
 
 
 #: cgroup_write's files (cgroup v2's names) and what each takes: a limit ("max" or a size),
-#: memory.oom.group's 0 or 1, anything for memory.peak (a write resets it); a write to
-#: memory.reclaim is the memory_reclaim op's.
+#: memory.oom.group's 0 or 1, anything for memory.peak (a write resets it), 0 for cgroup.procs
+#: (the writing process moves there); a write to memory.reclaim is the memory_reclaim op's.
 CGROUP_FILES = (
     "memory.max",
     "memory.high",
@@ -151,6 +151,7 @@ CGROUP_FILES = (
     "memory.oom.group",
     "memory.reclaim",
     "memory.peak",
+    "cgroup.procs",
 )
 
 #: memory.reclaim's swappiness=max (SWAPPINESS_ANON_ONLY), as the runner takes it.
@@ -393,6 +394,10 @@ def _compile(ops: list[Mapping[str, Any]], hugetlbfs: AbstractSet[Any] = frozens
                     raise MmsimError(f"validate: {what}: expected 0 or 1, got {v!r}")
                 value = int(text in ("1", "true"))
             elif f == "memory.peak":
+                value = 0
+            elif f == "cgroup.procs":
+                if str(v).strip() != "0":
+                    raise MmsimError(f"validate: {what}: expected 0 (the writing process), got {v!r}")
                 value = 0
             else:
                 value = _limit_value(v, what)

@@ -585,9 +585,8 @@ V2_USAGE = ("memory.current", "memory.peak", "memory.swap.current", "memory.even
 V1_ANON = ("memory.stat rss", "memory.stat swap", "memory.stat swapcached", "memory.stat pgpgin", "memory.stat pgpgout")
 V2_ANON = ("memory.stat anon", "memory.stat swapcached", "memory.stat pswpout", "memory.stat pswpin")
 
-#: The cases of memory under pressure. They pass once mmsim models memory cgroups, the LRU,
-#: reclaim and swap (issue 57); until then `mmsim validate` runs them and reports each
-#: difference. Each is run PRESSURE_RUNS times natively (the host's reclaim varies a little)
+#: The cases of memory under pressure (memory cgroups, the LRU, reclaim and swap). Those not
+#: in PRESSURE_OPEN are part of SUITE. Each is run PRESSURE_RUNS times natively (the host's reclaim varies a little)
 #: and a counter passes inside the runs' spread. Swap is the whole host's: a case with swap
 #: runs only where no other swap device is on. On a host whose memory controller is on cgroup
 #: v1 (this one), mmsim runs with cgroup/memory=v1 and the v2-only cases are skipped, saying so.
@@ -720,7 +719,8 @@ PRESSURE_CASES = [
     ),
     # (d) A fork after MADV_PAGEOUT: the child inherits the swap entries (its VmSwap); its reads
     # find the folios in the swap cache (minor faults, no swap I/O), and the parent's swap PTEs
-    # keep the slots.
+    # keep the slots. The kernel's rss is 3 pages above mmsim's: the runner's own pages its
+    # fork copies in the cgroup (native_compare.RUNNER_FORK_PAGES, allowed for).
     Case(
         "swap-fork-after-pageout",
         (
@@ -791,5 +791,51 @@ PRESSURE_CASES = [
 ]
 
 
-#: Per-process counters compared between consecutive snapshots, and system-wide THP events
-#: compared between pid 1's.
+#: The pressure cases mmsim does not yet agree on with this machine's kernel, and what differs
+#: (measured with 5 native runs each, Linux 6.18.44, cgroup v1; docs/validation.md). They stay
+#: out of SUITE, which must pass; `python -m mmsim.validate_suite --open` runs them.
+PRESSURE_OPEN = {
+    "memcg-swap-256m-in-128m": (
+        "faults, swap-ins, swap-outs, pgsteal, rss/swap/swapcached agree within a few pages of the runs' spread; "
+        "pgscan_anon is 2.4% above the kernel's (its runs spread 0.25%), v1 memory.failcnt 7% below, and "
+        "memory.memsw.usage one page below: mmsim does not charge slab objects (vm_area_struct, anon_vma) "
+        "to a memcg"
+    ),
+    "memcg-file-512m-in-256m": (
+        "the kernel's cgroup holds 447 fewer page-cache pages at its limit (usage 65089 pages, cache 65024): "
+        "its usage also counts the page cache's xarray nodes (radix_tree_node, SLAB_ACCOUNT), which mmsim "
+        "does not charge; pgscan_file/pgsteal_file differ by those 512 pages"
+    ),
+}
+
+SUITE += [c for c in PRESSURE_CASES if c.name not in PRESSURE_OPEN]
+
+
+def _main() -> None:
+    """``python -m mmsim.validate_suite [--open] [NAME ...]``: run pressure cases (all of
+    PRESSURE_CASES, or with --open those of PRESSURE_OPEN) on this host and in mmsim, and print
+    each counter, kernel (its runs' range) beside mmsim."""
+    import sys
+
+    from mmsim.native import validate_case
+    from mmsim.native_compare import differs
+    from mmsim.native_host import host_lock, host_settings
+
+    args = sys.argv[1:]
+    names = [a for a in args if a != "--open"]
+    cases = [c for c in PRESSURE_CASES if (c.name in PRESSURE_OPEN or "--open" not in args)]
+    with host_lock():
+        host = host_settings()
+        for c in cases:
+            if names and c.name not in names:
+                continue
+            r = validate_case(c, host)
+            print(f"{r['status'].upper():5} {c.name}  {r.get('reason', '')}")
+            for x in r["counters"]:
+                runs = f"{x.get('kernel_min', x['kernel'])}..{x.get('kernel_max', x['kernel'])}"
+                mark = "  <-- differs" if differs(x) else ""
+                print(f"      {x['name']:45} kernel {runs:>24}  mmsim {x['simulated']:>12}{mark}")
+
+
+if __name__ == "__main__":
+    _main()

@@ -150,3 +150,35 @@ def test_builder_has_every_op_and_runs_them():
     s = r.snapshot("end")
     assert s.meminfo["HugePages_Total"] == 4 and s.meminfo["HugePages_Free"] < 4
     assert r.processes[0]["HugetlbPages"] > 0
+
+
+def test_builder_declares_cgroups_and_swap_and_reports_them():
+    """A machine with swap, a cgroup the first process runs in, a child forked into a second
+    one, memory.reclaim and a cgroup_write from the builder; the result's cgroups, swaps and
+    flattened columns (cgroups.NAME.memory.stat.KEY)."""
+    w = mmsim.Workload(
+        "builder-memcg",
+        machine=mmsim.Machine(memory="512M", swap=[{"size": "256M", "kind": "partition"}]),
+        knobs={"transparent_hugepage/enabled": "never"},
+        cgroups={"box": {"memory.max": "64M"}, "other": {}},
+        cgroup="box",
+    )
+    p = w.mmap("p", "96M")
+    w.write(p, value=5)
+    w.fork(program=[{"op": "read", "region": "p", "expect": 5}], cgroup="other")
+    w.wait()
+    w.memory_reclaim("8M", swappiness=200)
+    w.cgroup_write("box", "memory.max", "max")
+    w.snapshot("end")
+    d = w.to_dict()
+    assert mmsim.Workload.from_dict(d).to_dict() == d
+    assert d["machine"]["swap"] == [{"size": "256M", "kind": "partition"}]
+    assert d["program"][2]["cgroup"] == "other"
+    r = mmsim.run(w)
+    box = r.snapshot("end").cgroups["box"]
+    assert box["memory.peak"] <= 64 << 20
+    assert box["memory.max"] == -1, "the cgroup_write lifted the limit"
+    assert box["memory.stat"]["pgsteal_proactive"] >= 2048
+    assert r.vmstat["pswpout"] >= (96 - 64) << 8
+    assert r.swaps[0]["Type"] == "partition"
+    assert "cgroups.box.memory.stat.pgscan" in r.to_pandas().columns

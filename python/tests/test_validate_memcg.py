@@ -714,3 +714,37 @@ def test_a_shrink_keeps_the_workloads_cgroups_and_swap():
     s = vr.shrink(program, {}, run, frozenset({"VmSwap"}), parse=False, setup=setup)
     assert all({k: w[k] for k in setup} == setup for w in seen)
     assert [op["op"] for op in s.program] == ["mmap", "madvise"], s.program
+
+
+def test_validate_a_pageout_workload_in_a_cgroup_over_native_runs(tmp_path: Path):
+    """`mmsim validate --native-runs 2` of a workload that pages 8 MiB out in a cgroup with a
+    swap file: it passes, each counter carries both runs, and pswpout is exact (2048)."""
+    from conftest import run_mmsim
+
+    host = _needs_root_memcg_and_no_swap()
+    w = {
+        "name": "pageout-e2e",
+        "cgroups": {"box": {}},
+        "cgroup": "box",
+        "machine": {"swap": [{"size": "64M"}]},
+        "program": [
+            {"op": "mmap", "name": "p", "size": "8M", "align": "2M"},
+            {"op": "madvise", "region": "p", "advice": "nohugepage"},
+            {"op": "write", "region": "p", "value": 7},
+            {"op": "snapshot", "label": "before"},
+            {"op": "madvise", "region": "p", "advice": "pageout"},
+            {"op": "snapshot", "label": "after"},
+            {"op": "read", "region": "p", "expect": 7},
+        ],
+    }
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(w))
+    r = run_mmsim("validate", "--native-runs", "2", "--json", str(path))
+    report = r.json()
+    (case,) = report["cases"]
+    assert case["status"] == "pass", case["reason"]
+    by_name = {c["name"]: c for c in case["counters"]}
+    pswpout = by_name["before->after pswpout"]
+    assert pswpout["kernel_runs"] == [2048, 2048] and pswpout["simulated"] == 2048
+    assert any(n.startswith("before->after cgroup box memory.stat") for n in by_name)
+    _host_clean(host)

@@ -160,6 +160,8 @@ pub struct CgroupStatus {
     /// `memory.max` in bytes (-1: max).
     #[serde(rename = "memory.max")]
     pub max: i64,
+    /// v2's memory.stat (`memory_stat_format`); under `cgroup/memory=v1`, v1's
+    /// (`memcg1_stat_format`: local keys, then the hierarchical `total_*` ones).
     #[serde(rename = "memory.stat")]
     pub stat: Counters,
     #[serde(rename = "memory.events")]
@@ -168,6 +170,33 @@ pub struct CgroupStatus {
     pub events_local: Counters,
     #[serde(rename = "memory.swap.events")]
     pub swap_events: Counters,
+    /// Under `cgroup/memory=v1`, the files only cgroup v1's memory controller has (the v2
+    /// files above stay: mmsim's view of the same counters).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub v1: Option<CgroupV1Status>,
+}
+
+/// One memory cgroup's files as cgroup v1 shows them (mm/memcontrol-v1.c; sizes in bytes,
+/// an unlimited limit as PAGE_COUNTER_MAX's bytes, 9223372036854771712).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CgroupV1Status {
+    #[serde(rename = "memory.usage_in_bytes")]
+    pub usage_in_bytes: i64,
+    #[serde(rename = "memory.max_usage_in_bytes")]
+    pub max_usage_in_bytes: i64,
+    #[serde(rename = "memory.limit_in_bytes")]
+    pub limit_in_bytes: i64,
+    #[serde(rename = "memory.failcnt")]
+    pub failcnt: i64,
+    #[serde(rename = "memory.memsw.usage_in_bytes")]
+    pub memsw_usage_in_bytes: i64,
+    #[serde(rename = "memory.memsw.max_usage_in_bytes")]
+    pub memsw_max_usage_in_bytes: i64,
+    #[serde(rename = "memory.memsw.limit_in_bytes")]
+    pub memsw_limit_in_bytes: i64,
+    /// `oom_kill_disable`, `under_oom` and `oom_kill` (`memcg1_oom_control_read`).
+    #[serde(rename = "memory.oom_control")]
+    pub oom_control: Counters,
 }
 
 /// A row of /proc/swaps (sizes in kB).

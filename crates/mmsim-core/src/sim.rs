@@ -803,6 +803,7 @@ fn cgroup_status(k: &Kernel) -> std::collections::BTreeMap<String, crate::report
         }
         let max =
             if g.memory.max >= crate::kernel::memcontrol::PAGE_COUNTER_MAX { -1 } else { g.memory.max as i64 * ps };
+        let v1 = k.memcg_v1().then(|| memcg1_status(k, i));
         out.insert(
             g.name.clone(),
             crate::report::CgroupStatus {
@@ -811,14 +812,90 @@ fn cgroup_status(k: &Kernel) -> std::collections::BTreeMap<String, crate::report
                 swap_current: g.swap.usage as i64 * ps,
                 swap_peak: g.swap.local_watermark as i64 * ps,
                 max,
-                stat,
+                stat: if k.memcg_v1() { memcg1_stat_format(k, i) } else { stat },
                 events: named(&g.events),
                 events_local: named(&g.events_local),
                 swap_events,
+                v1,
             },
         );
     }
     out
+}
+
+/// cgroup v1's memory.stat (`memcg1_stat_format`): the local statistics, the limits of the
+/// hierarchy, then the hierarchical `total_*` ones. Sizes in bytes, workingset in pages.
+fn memcg1_stat_format(k: &Kernel, i: usize) -> crate::report::Counters {
+    use crate::kernel::memcontrol::{EXTRA_PGPGIN, EXTRA_PGPGOUT, EXTRA_SWAP, PAGE_COUNTER_MAX};
+    use crate::kernel::vmstat::VmEvent as E;
+    let ps = k.geo.page_size() as i64;
+    let thp = ps * k.geo.hpage_pmd_nr() as i64;
+    let g = &k.memcg.groups[i];
+    let mut out = crate::report::Counters::default();
+    for total in [false, true] {
+        let (st, extra) = if total { (&g.stat, &g.extra) } else { (&g.stat_local, &g.extra_local) };
+        let p = if total { "total_" } else { "" };
+        let it = &st.items;
+        for (name, v) in [
+            ("cache", it[VmItem::NrFilePages] * ps),
+            ("rss", it[VmItem::NrAnonPages] * ps),
+            ("rss_huge", it[VmItem::NrAnonThps] * thp),
+            ("shmem", it[VmItem::NrShmem] * ps),
+            ("mapped_file", it[VmItem::NrMapped] * ps),
+            ("dirty", it[VmItem::NrDirty] * ps),
+            ("writeback", it[VmItem::NrWriteback] * ps),
+            ("workingset_refault_anon", it[VmItem::WorkingsetRefaultAnon]),
+            ("workingset_refault_file", it[VmItem::WorkingsetRefaultFile]),
+            ("swap", extra[EXTRA_SWAP] * ps),
+            ("swapcached", it[VmItem::NrSwapcached] * ps),
+            ("pgpgin", extra[EXTRA_PGPGIN]),
+            ("pgpgout", extra[EXTRA_PGPGOUT]),
+            ("pgfault", st.events[E::PgFault]),
+            ("pgmajfault", st.events[E::PgMajFault]),
+            ("inactive_anon", it[VmItem::NrInactiveAnon] * ps),
+            ("active_anon", it[VmItem::NrActiveAnon] * ps),
+            ("inactive_file", it[VmItem::NrInactiveFile] * ps),
+            ("active_file", it[VmItem::NrActiveFile] * ps),
+            ("unevictable", it[VmItem::NrUnevictable] * ps),
+        ] {
+            out.push(&format!("{p}{name}"), v);
+        }
+        if !total {
+            let (mut memory, mut memsw) = (PAGE_COUNTER_MAX, PAGE_COUNTER_MAX);
+            let mut cur = Some(i as u16);
+            while let Some(c) = cur {
+                let m = &k.memcg.groups[c as usize];
+                memory = memory.min(m.memory.max);
+                memsw = memsw.min(m.memsw.max);
+                cur = m.parent;
+            }
+            out.push("hierarchical_memory_limit", memory as i64 * ps);
+            out.push("hierarchical_memsw_limit", memsw as i64 * ps);
+        }
+    }
+    out
+}
+
+/// The files only cgroup v1's memory controller has (mm/memcontrol-v1.c's cftypes).
+fn memcg1_status(k: &Kernel, i: usize) -> crate::report::CgroupV1Status {
+    use crate::kernel::memcontrol::MemcgEvent;
+    let ps = k.geo.page_size() as i64;
+    let g = &k.memcg.groups[i];
+    let mut oom_control = crate::report::Counters::default();
+    // oom_kill_disable is not modelled: 0, and so no task ever waits under_oom.
+    oom_control.push("oom_kill_disable", 0);
+    oom_control.push("under_oom", 0);
+    oom_control.push("oom_kill", g.events_local[MemcgEvent::OomKill as usize] as i64);
+    crate::report::CgroupV1Status {
+        usage_in_bytes: g.memory.usage as i64 * ps,
+        max_usage_in_bytes: g.memory.watermark as i64 * ps,
+        limit_in_bytes: g.memory.max as i64 * ps,
+        failcnt: g.memory.failcnt as i64,
+        memsw_usage_in_bytes: g.memsw.usage as i64 * ps,
+        memsw_max_usage_in_bytes: g.memsw.watermark as i64 * ps,
+        memsw_limit_in_bytes: g.memsw.max as i64 * ps,
+        oom_control,
+    }
 }
 
 /// The perf-stat view of a set of counts (`seconds` only for the whole run).

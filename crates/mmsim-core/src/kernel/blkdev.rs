@@ -73,6 +73,13 @@ pub struct Plug {
     events: Vec<IoEvent>,
 }
 
+impl Plug {
+    /// Whether a request is being built (bios not yet submitted).
+    pub fn holds_io(&self) -> bool {
+        self.cur.is_some()
+    }
+}
+
 impl BlockQueue {
     /// Submit one request of `bytes` at `now`; when it completes, in ns.
     pub fn submit(&mut self, write: bool, bytes: u64, now: f64) -> f64 {
@@ -128,8 +135,9 @@ impl Kernel {
         }
     }
 
-    /// Submit the plug's request now.
-    fn blk_flush_plug(&mut self) {
+    /// Submit the plug's request now (also when the task sleeps with a plug held:
+    /// `sched_submit_work` flushes it, so that a wait for the plug's own I/O ends).
+    pub(super) fn blk_flush_plug(&mut self) {
         let Some((_, _, pages, write)) = self.plug.cur.take() else { return };
         let bytes = pages as u64 * self.geo.page_size();
         let done = self.blk.submit(write, bytes, self.now_ns as f64);

@@ -62,6 +62,8 @@ pub struct CheckScratch {
     /// Per memcg: pages of folios charged to it (local), and page tables charged to it.
     pub(super) memcg_folio_pages: Vec<u64>,
     pub(super) memcg_tables: Vec<u64>,
+    /// Per memcg: pages of its folios in the swap cache (its local NR_SWAPCACHE).
+    pub(super) memcg_swapcache: Vec<u64>,
     /// Folios flagged PG_lru, and of those, the pages flagged PG_unevictable.
     pub(super) lru_flagged: u64,
     pub(super) unevictable_pages: u64,
@@ -124,6 +126,7 @@ impl CheckScratch {
         self.swap_refs.clear();
         self.memcg_folio_pages.clear();
         self.memcg_tables.clear();
+        self.memcg_swapcache.clear();
         self.lru_flagged = 0;
         self.unevictable_pages = 0;
         self.unevictable_folios = 0;
@@ -562,6 +565,12 @@ impl Kernel {
                         c.memcg_folio_pages.resize(p.memcg as usize + 1, 0);
                     }
                     c.memcg_folio_pages[p.memcg as usize] += nr;
+                    if p.test(pg::SWAPCACHE) {
+                        if c.memcg_swapcache.len() <= p.memcg as usize {
+                            c.memcg_swapcache.resize(p.memcg as usize + 1, 0);
+                        }
+                        c.memcg_swapcache[p.memcg as usize] += nr;
+                    }
                 }
                 if p.test(pg::LRU) {
                     c.lru_flagged += 1;

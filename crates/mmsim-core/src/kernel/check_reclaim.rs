@@ -10,6 +10,7 @@ use super::memcontrol::{Counter, EXTRA_SWAP, NO_MEMCG, ROOT_MEMCG};
 use super::mm::{vm, Vma};
 use super::mm_types::{pg, NIL};
 use super::swapfile::{SWAP_HAS_CACHE, SWAP_MAP_BAD, TABLE_FOLIO};
+use super::vmstat::VmItem;
 use super::{Kernel, MmId};
 use crate::units::Pfn;
 
@@ -208,6 +209,11 @@ impl Kernel {
             }
             if g.extra[EXTRA_SWAP] as u64 != swapped {
                 return Err(violation!("memcg {:?}: MEMCG_SWAP {}, {swapped} slots", g.name, g.extra[EXTRA_SWAP]));
+            }
+            let cached = c.memcg_swapcache.get(m as usize).copied().unwrap_or(0);
+            let stat = g.stat_local.items[VmItem::NrSwapcached];
+            if stat != cached as i64 {
+                return Err(violation!("memcg {:?}: NR_SWAPCACHE {stat}, {cached} pages in the swap cache", g.name));
             }
         }
         Ok(())

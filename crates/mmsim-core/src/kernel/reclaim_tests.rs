@@ -130,6 +130,47 @@ fn a_cgroup_over_its_limit_swaps_and_keeps_the_data() {
     assert!(b.cgroups["box"].stat.get("pgmajfault").unwrap() > 0);
 }
 
+/// The same under cgroup v1 (`cgroup/memory=v1`, as this machine's kernel mounts it): the
+/// report has v1's files. memsw counts memory and swap together; a folio's swap is counted
+/// (memory.stat swap) only once it left the swap cache, and v1's swapcached is the cgroup's
+/// share of the swap cache; the limit and the peak are v1's limit_in_bytes and
+/// max_usage_in_bytes; each charge is a pgpgin event.
+#[test]
+fn a_v1_cgroup_over_its_limit_reports_v1_files() {
+    let r = run(json!({
+        "machine": {"memory": "1G", "cpus": 2, "swap": [{"size": "1G", "kind": "file"}]},
+        "knobs": {"transparent_hugepage/enabled": "never", "cgroup/memory": "v1"},
+        "cgroups": {"box": {"memory.max": "128M"}},
+        "cgroup": "box",
+        "program": [
+            {"op": "mmap", "name": "p", "size": "256M"},
+            {"op": "write", "region": "p", "value": 3},
+            {"op": "snapshot", "label": "a"},
+            {"op": "read", "region": "p", "expect": 3},
+            {"op": "snapshot", "label": "b"}]}));
+    for label in ["a", "b"] {
+        let s = snap(&r, label);
+        let cg = &s.cgroups["box"];
+        let v1 = cg.v1.as_ref().expect("v1 files");
+        let stat = |k: &str| cg.stat.get(k).unwrap_or_else(|| panic!("memory.stat {k}"));
+        assert_eq!(v1.limit_in_bytes, 128 << 20);
+        assert!(v1.max_usage_in_bytes <= 128 << 20 && v1.max_usage_in_bytes > 120 << 20);
+        assert!(v1.failcnt > 0);
+        assert_eq!(v1.usage_in_bytes, cg.current);
+        assert_eq!(v1.memsw_usage_in_bytes, v1.usage_in_bytes + stat("swap"), "{label}: memsw is memory + swap");
+        // Every swap-cache folio is the cgroup's.
+        assert_eq!(stat("swapcached"), s.meminfo.get("SwapCached").unwrap() * 1024, "{label}");
+        assert_eq!(stat("total_swapcached"), stat("swapcached"));
+        assert_eq!(stat("hierarchical_memory_limit"), 128 << 20);
+        assert_eq!(v1.oom_control.get("oom_kill"), Some(0));
+        // Swap slots are the cgroup's swap, or held by the swap cache.
+        let used = (s.meminfo.get("SwapTotal").unwrap() - s.meminfo.get("SwapFree").unwrap()) * 1024;
+        assert!(stat("swap") <= used && used <= stat("swap") + stat("swapcached"), "{label}");
+    }
+    let a = snap(&r, "a");
+    assert!(a.cgroups["box"].stat.get("pgpgin").unwrap() >= 65536, "a charge per page written");
+}
+
 /// Without swap, the same cgroup meets its OOM killer: the process is killed (oom_kill in
 /// memory.events and in /proc/vmstat).
 #[test]

@@ -217,6 +217,10 @@ impl Kernel {
     /// and cleared, if no I/O is pending that would clear it).
     fn folio_wait_bit(&mut self, head: Pfn, bit: u32, what: &str) {
         while self.mem.pages[head.idx()].test(bit) {
+            if self.plug.holds_io() {
+                // The task sleeps: its plug goes to the device first (sched_submit_work).
+                self.blk_flush_plug();
+            }
             let Some(t) = self.blk.next_completion() else {
                 self.report_bug(format!("folio {:#x} {what} with no I/O pending", head.0));
                 self.mem.pages[head.idx()].clear(bit);

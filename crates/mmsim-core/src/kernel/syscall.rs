@@ -194,6 +194,20 @@ impl Kernel {
         self.sysret(r)
     }
 
+    /// A write of "0" to a cgroup's cgroup.procs (`cgroup_procs_write`): the writing
+    /// process moves there; its charges stay where they are (`mm_move_memcg`). On v2, EBUSY
+    /// for a cgroup with children (the no-internal-process rule, as the memory controller is
+    /// on in their subtree_control).
+    pub fn sys_cgroup_procs_write(&mut self, mm: MmId, memcg: u16) -> SysRet<()> {
+        let r = if !self.memcg_v1() && !self.memcg.groups[memcg as usize].children.is_empty() {
+            Err(Errno::EBUSY)
+        } else {
+            self.mm_move_memcg(mm, memcg);
+            Ok(())
+        };
+        self.sysret(r)
+    }
+
     /// brk(2): the break after the call (the old one when it could not move).
     pub fn sys_brk(&mut self, mm: MmId, addr: VirtAddr) -> SysRet<u64> {
         let b = self.sys_brk_inner(mm, addr.0);

@@ -276,8 +276,10 @@ impl Kernel {
             }
             let shadow = reclaimed.then(|| self.workingset_eviction(f, target));
             let e = super::pgtable::SwpEntry(p.private);
-            self.memcg1_swapout(f, e);
+            // Linux's order: the swap cache's statistics leave the folio's memcg before v1's
+            // swapout clears the folio's memcg.
             self.__swap_cache_del_folio(f, shadow);
+            self.memcg1_swapout(f, e);
             self.put_swap_entries(e, nr as u32);
             self.mem.pages[f.idx()].refcount -= nr;
             self.folio_put(f);

@@ -358,8 +358,18 @@ pub const OP_DECLS: &[OpDecl] = &[
         summary: "write one of a cgroup's memory files mid-run (memory.max, memory.high, ..., memory.reclaim)",
         fields: &[
             f("cgroup", "cgroup", REQUIRED, "the cgroup"),
-            f("file", "string", REQUIRED, "memory.max|high|low|min|swap.max|swap.high|oom.group|reclaim|peak"),
-            f("value", "knob value", REQUIRED, "what is written (memory.peak: anything, resets it)"),
+            f(
+                "file",
+                "string",
+                REQUIRED,
+                "memory.max|high|low|min|swap.max|swap.high|oom.group|reclaim|peak, or cgroup.procs",
+            ),
+            f(
+                "value",
+                "knob value",
+                REQUIRED,
+                "what is written (memory.peak: anything, resets it; cgroup.procs: 0, this process)",
+            ),
         ],
     },
 ];

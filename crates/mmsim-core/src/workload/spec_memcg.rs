@@ -167,6 +167,7 @@ pub const CGROUP_FILES: &[&str] = &[
     "memory.oom.group",
     "memory.reclaim",
     "memory.peak",
+    "cgroup.procs",
 ];
 
 /// The largest swap device mmsim takes (a swap entry's offset is 27 bits wide here).
@@ -240,6 +241,11 @@ pub fn check_cgroup_write(op: &CgroupWriteOp) -> Result<(), (&'static str, Strin
         },
         "memory.reclaim" => parse_reclaim_request(v).map(|_| ()).map_err(|e| ("value", e)),
         "memory.peak" => Ok(()),
+        // echo 0 > cgroup.procs: the writing process moves (cgroup_procs_write's pid 0).
+        "cgroup.procs" => match v {
+            "0" => Ok(()),
+            _ => Err(("value", "expected 0 (the writing process: mmsim moves no other)".into())),
+        },
         f => Err(("file", format!("{f:?} is not one of {}", CGROUP_FILES.join(", ")))),
     }
 }

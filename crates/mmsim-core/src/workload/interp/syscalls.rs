@@ -379,7 +379,11 @@ impl Interp {
             Some(c) => self.kernel.memcg.lookup(c).expect("validated: the cgroup is declared"),
             None => self.kernel.mm_memcg(mm),
         };
-        let r = self.kernel.sys_cgroup_write(memcg, file, value);
+        let r = if file == "cgroup.procs" {
+            self.kernel.sys_cgroup_procs_write(mm, memcg)
+        } else {
+            self.kernel.sys_cgroup_write(memcg, file, value)
+        };
         if let Err(e) = r.ret {
             let name = cgroup.unwrap_or("(own cgroup)");
             self.syscall_failed(t, format_args!("write {name}/{file} {value:?}"), e);
