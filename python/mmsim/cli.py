@@ -100,6 +100,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--memory", metavar="SIZE", help="with --trace: the machine's memory (default: 16G)")
     run.add_argument("--cpus", type=int, metavar="N", help="with --trace: the machine's CPUs (default: 1)")
     run.add_argument(
+        "--memory-max",
+        metavar="SIZE",
+        help="with --trace: run the program in a memory cgroup 'trace' with this memory.max (and a swap "
+        "partition, 4G unless --swap says otherwise); its files are in the report under cgroups.trace",
+    )
+    run.add_argument("--swap", metavar="SIZE", help="with --trace: a swap partition of SIZE")
+    run.add_argument(
         "--set",
         dest="sets",
         action="append",
@@ -754,11 +761,18 @@ def format_events(events: list[dict]) -> str:
 
 def _run_workload(args: argparse.Namespace) -> str | dict:
     """What ``mmsim run`` runs: the workload file, or with ``--trace`` a replay of the trace."""
-    machine_opts = {"profile": args.profile, "memory": args.memory, "cpus": args.cpus}
+    machine_opts = {
+        "profile": args.profile,
+        "memory": args.memory,
+        "cpus": args.cpus,
+        "memory_max": args.memory_max,
+        "swap": args.swap,
+    }
     if args.trace is None:
         if args.workload is None:
             raise MmsimError("run: give a WORKLOAD file or --trace FILE")
-        given = [f"--{k}" for k, v in machine_opts.items() if v is not None] + (["--cold"] if args.cold else [])
+        given = [f"--{k.replace('_', '-')}" for k, v in machine_opts.items() if v is not None]
+        given += ["--cold"] if args.cold else []
         given += ["--place"] if args.place else []
         given += ["--hugepage-text"] if args.hugepage_text else []
         if given:

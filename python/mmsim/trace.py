@@ -204,6 +204,8 @@ def replay_workload(
     hugepage_text: bool = False,
     memory: str | None = None,
     cpus: int | None = None,
+    memory_max: str | None = None,
+    swap: str | None = None,
 ) -> dict[str, Any]:
     """The workload ``mmsim run --trace`` runs: a ``replay`` op of the trace (an mmsim trace's
     header is read first, so a file that is no trace is an error before the run). Several
@@ -211,7 +213,9 @@ def replay_workload(
     core): the machine has as many CPUs unless ``cpus`` says otherwise. ``place``: where the
     mappings the program did not fix go, ``kernel`` (where the simulated kernel puts them, as
     Linux would have) or ``recorded`` (where Valgrind put them). ``hugepage_text``: each private
-    executable file mapping is madvised MADV_HUGEPAGE as it is mapped."""
+    executable file mapping is madvised MADV_HUGEPAGE as it is mapped. ``memory_max``: the
+    program runs in a memory cgroup ``trace`` with that memory.max; ``swap``: a swap partition
+    of that size (:data:`DEFAULT_SWAP` under ``memory_max``)."""
     paths = [Path(path)] if isinstance(path, (str, os.PathLike)) else [Path(x) for x in path]
     if not paths:
         raise MmsimError("replay: no trace")
@@ -239,7 +243,19 @@ def replay_workload(
     program.append(ops[0])
     if len(ops) > 1:
         program.append({"op": "wait"})
-    return {"name": f"replay of {', '.join(names)}", "machine": machine, "program": program}
+    if memory_max is not None and swap is None:
+        swap = DEFAULT_SWAP
+    if swap is not None:
+        machine["swap"] = [{"size": swap, "kind": "partition"}]
+    w: dict[str, Any] = {"name": f"replay of {', '.join(names)}", "machine": machine, "program": program}
+    if memory_max is not None:
+        w["cgroups"] = {"trace": {"memory.max": memory_max}}
+        w["cgroup"] = "trace"
+    return w
+
+
+#: The swap partition a replay under ``--memory-max`` gets unless ``--swap`` says otherwise.
+DEFAULT_SWAP = "4G"
 
 
 def dump(path: str | os.PathLike[str], limit: int | None = None) -> int:

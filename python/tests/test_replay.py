@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import HZP_RSS
 from test_trace import needs_valgrind, prog, recorded  # noqa: F401 (fixtures)
 
 from mmsim.cli import main
@@ -160,3 +161,28 @@ def test_under_thp_always_the_kernel_places_what_valgrind_placed(tmp_path, capfd
     assert kernel["replay"]["place"] == "kernel" and kernel["replay"]["relocated"] > 0
     r = {x["name"]: x for x in at_valgrinds["counters"]}
     assert r["minflt"]["simulated"] < 0.8 * r["minflt"]["kernel"], r
+
+
+@needs_valgrind
+def test_run_trace_under_a_memory_limit_swaps(recorded, capfd):  # noqa: F811
+    """`--memory-max` puts the replay in a cgroup `trace` with that limit and a swap partition
+    (`--swap`): the program's 1 MiB of writes goes through a 512 KiB limit by swapping, the
+    report has the cgroup's files, and no task is killed."""
+    path, _ = recorded
+    base = ["--trace", str(path), "--set", "transparent_hugepage/enabled=never"]
+    free = _run_json(capfd, *base)
+    assert "cgroups" not in free and free["vmstat"]["pswpout"] == 0
+    r = _run_json(capfd, *base, "--memory-max", "512K", "--swap", "64M")
+    cg = r["cgroups"]["trace"]
+    assert cg["memory.max"] == 512 << 10 and cg["memory.peak"] <= 512 << 10
+    # A replay's stores carry no data (the trace has addresses, not values): its anonymous
+    # pages are zero-filled to the swap code, which records them without I/O (swpout_zero).
+    assert r["vmstat"]["swpout_zero"] > 0 and r["vmstat"]["oom_kill"] == 0
+    assert cg["memory.stat"]["workingset_refault_file"] > 0, "the program's own text thrashes at 512K"
+    assert [(s["Type"], s["Size"]) for s in r["swaps"]] == [("partition", (64 << 10) - 4)]
+    assert sorted(s for _, s in r["replay"][0]["exit_status"]) == [3, 5], "both processes exit as recorded"
+
+
+def test_memory_max_and_swap_are_for_trace_replays(capsys):
+    assert main(["run", str(HZP_RSS), "--memory-max", "64M"]) == 2
+    assert "--memory-max apply to --trace only" in capsys.readouterr().err

@@ -22,10 +22,13 @@ pub fn mmap_base(geo: crate::units::Geometry) -> u64 {
 }
 
 impl Kernel {
-    /// `mm_alloc` + `pgd_alloc`: an empty mm. None if the PGD cannot be allocated.
-    fn mm_alloc(&mut self) -> Option<MmId> {
-        let pgd = self.pte_alloc_one(None)?;
-        let m = MmStruct::new(pgd, mmap_base(self.geo));
+    /// `mm_alloc` + `pgd_alloc`: an empty mm of the current task, in its memory cgroup
+    /// `memcg` (the pgd is charged there, as GFP_PGTABLE_USER charges the current task's).
+    /// None if the PGD cannot be allocated.
+    fn mm_alloc(&mut self, memcg: u16) -> Option<MmId> {
+        let pgd = self.pgd_alloc(memcg)?;
+        let mut m = MmStruct::new(pgd, mmap_base(self.geo));
+        m.memcg = memcg;
         if let Some(i) = self.free_mm_ids.pop_first() {
             self.mms[i as usize] = Some(m);
             return Some(i);
@@ -42,12 +45,13 @@ impl Kernel {
 
     /// `bprm_mm_init`: the empty mm an execve builds the new image in (no stack yet, no break:
     /// a trace's replay maps the image its records describe). None when memory runs out.
-    pub fn bprm_mm_init(&mut self) -> Option<MmId> {
-        self.mm_alloc()
+    /// The task stays in its memory cgroup `memcg` (the old mm's): the new mm is charged there.
+    pub fn bprm_mm_init(&mut self, memcg: u16) -> Option<MmId> {
+        self.mm_alloc(memcg)
     }
 
     fn exec_mm_inner(&mut self) -> Option<MmId> {
-        let mm = self.mm_alloc()?;
+        let mm = self.mm_alloc(super::memcontrol::ROOT_MEMCG)?;
         // The ELF loader's set_brk: the heap begins after the program's bss.
         let m = self.mm_mut(mm);
         (m.start_brk, m.brk) = (START_BRK, START_BRK);
@@ -74,7 +78,7 @@ impl Kernel {
     /// anon_vma gets its own child anon_vma) and its page tables. None on ENOMEM, with the
     /// partial child torn down.
     pub fn dup_mm(&mut self, parent: MmId) -> Option<MmId> {
-        let child = self.mm_alloc()?;
+        let child = self.mm_alloc(self.mm(parent).memcg)?;
         let vmas: Vec<Vma> = self.mm(parent).vmas.values().cloned().collect();
         {
             let pm = self.mm(parent);

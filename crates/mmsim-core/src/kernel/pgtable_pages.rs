@@ -151,9 +151,19 @@ impl Kernel {
     /// `pagetable_alloc` + the level's ctor: a zeroed table page, counted in NR_PAGETABLE and,
     /// below the PGD, in the mm's pgtables_bytes (mm_inc_nr_ptes/pmds/puds).
     pub fn pte_alloc_one(&mut self, mm: Option<MmId>) -> Option<Pfn> {
-        let a = self.alloc_pages(0, gfp::ZERO | gfp::KERNEL | gfp::TABLE)?;
-        // GFP_PGTABLE_USER's __GFP_ACCOUNT: charged to the mm's memcg as kernel memory.
         let memcg = mm.map_or(super::memcontrol::ROOT_MEMCG, |m| self.mm(m).memcg);
+        self.pt_alloc_charged(mm, memcg)
+    }
+
+    /// `pgd_alloc`: a new mm's top table, charged to `memcg` (the current task's).
+    pub fn pgd_alloc(&mut self, memcg: u16) -> Option<Pfn> {
+        self.pt_alloc_charged(None, memcg)
+    }
+
+    /// A zeroed page-table page charged to `memcg` (and counted in `mm`'s page tables).
+    fn pt_alloc_charged(&mut self, mm: Option<MmId>, memcg: u16) -> Option<Pfn> {
+        let a = self.alloc_pages(0, gfp::ZERO | gfp::KERNEL | gfp::TABLE)?;
+        // GFP_PGTABLE_USER's __GFP_ACCOUNT: charged to the memcg as kernel memory.
         self.mem.pages[a.pfn.idx()].memcg = super::memcontrol::NO_MEMCG;
         if self.memcg_kmem_charge_page(a.pfn, memcg, gfp::KERNEL).is_err() {
             self.mem.pages[a.pfn.idx()].refcount = 0;

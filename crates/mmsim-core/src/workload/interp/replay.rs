@@ -490,7 +490,8 @@ impl Interp {
                 self.exit_task(v, TaskState::Killed);
             }
         }
-        let Some(mm) = self.kernel.bprm_mm_init() else {
+        let memcg = self.kernel.mm_memcg(old);
+        let Some(mm) = self.kernel.bprm_mm_init(memcg) else {
             let pid = self.tasks[t].pid;
             self.event(pid, "syscall", "execve: ENOMEM".into());
             self.exit_task(t, TaskState::Killed);
