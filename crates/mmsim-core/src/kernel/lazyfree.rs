@@ -195,6 +195,39 @@ impl Kernel {
 
     /// `madvise_free_pte_range` over the ptes of [addr, end) in `table`.
     fn madvise_free_pte_range(&mut self, mm: MmId, v: &Vma, table: Pfn, addr: u64, end: u64, changed: &mut bool) {
+        self.for_each_pte_folio(mm, v, table, addr, end, |k, idx, head, nr| {
+            if k.mem.pages[head.idx()].test(pg::DIRTY) {
+                // A large folio here is mapped whole: mapped as many times as it has pages
+                // means by this mapping only (a small one: mapped once).
+                if k.folio_mapcount(head) != k.folio_nr_pages(head) as i64 {
+                    return;
+                }
+                k.mem.pages[head.idx()].clear(pg::DIRTY);
+            }
+            for i in 0..nr as usize {
+                let pe = k.entry(table, idx + i);
+                if pe.has(pgtable::ACCESSED) || pe.has(pgtable::DIRTY) {
+                    k.set_entry(table, idx + i, pe.without(pgtable::ACCESSED | pgtable::DIRTY));
+                    *changed = true;
+                }
+            }
+            k.folio_mark_lazyfree(head);
+        });
+    }
+
+    /// The walk MADV_FREE and MADV_COLD share: over the present ptes of [addr, end) in
+    /// `table`, `f(kernel, pte index, folio head, ptes)` for each folio this mapping maps
+    /// whole (`pte_batch_or_split`: one mapped here in part is split first; one left whole
+    /// but mapped in part is skipped).
+    pub(super) fn for_each_pte_folio(
+        &mut self,
+        mm: MmId,
+        v: &Vma,
+        table: Pfn,
+        addr: u64,
+        end: u64,
+        mut f: impl FnMut(&mut Self, usize, Pfn, u64),
+    ) {
         let ps = self.geo.page_size();
         let mut a = addr;
         while a < end {
@@ -205,7 +238,6 @@ impl Kernel {
                 continue;
             }
             let head = self.head_of(e.pfn());
-            let folio_nr = self.folio_nr_pages(head);
             let nr = match self.pte_batch_or_split(mm, v, table, a, end) {
                 None => continue,
                 Some((nr, false)) => {
@@ -214,23 +246,7 @@ impl Kernel {
                 }
                 Some((nr, true)) => nr,
             };
-            if self.mem.pages[head.idx()].test(pg::DIRTY) {
-                // A large folio here is mapped whole: mapped as many times as it has pages
-                // means by this mapping only (a small one: mapped once).
-                if self.folio_mapcount(head) != folio_nr as i64 {
-                    a += nr * ps;
-                    continue;
-                }
-                self.mem.pages[head.idx()].clear(pg::DIRTY);
-            }
-            for k in 0..nr as usize {
-                let pe = self.entry(table, idx + k);
-                if pe.has(pgtable::ACCESSED) || pe.has(pgtable::DIRTY) {
-                    self.set_entry(table, idx + k, pe.without(pgtable::ACCESSED | pgtable::DIRTY));
-                    *changed = true;
-                }
-            }
-            self.folio_mark_lazyfree(head);
+            f(self, idx, head, nr);
             a += nr * ps;
         }
     }

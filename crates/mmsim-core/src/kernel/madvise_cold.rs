@@ -113,43 +113,23 @@ impl Kernel {
         list: &mut Vec<Pfn>,
         young: &mut bool,
     ) {
-        let ps = self.geo.page_size();
-        let mut a = addr;
-        while a < end {
-            let idx = self.geo.table_index(a, 0);
-            let e = self.entry(table, idx);
-            if !e.present() || e.special() {
-                a += ps;
-                continue;
-            }
-            let head = self.head_of(e.pfn());
-            let folio_nr = self.folio_nr_pages(head);
-            // A large folio mapped here in part is split first (`split_folio`).
-            let nr = match self.pte_batch_or_split(mm, v, table, a, end) {
-                None => continue,
-                Some((nr, false)) => {
-                    a += nr * ps;
-                    continue;
-                }
-                Some((nr, true)) => nr,
-            };
+        // A large folio mapped here in part is split first (`split_folio`).
+        self.for_each_pte_folio(mm, v, table, addr, end, |k, idx, head, nr| {
             // Only a folio on the LRU that this mapping alone maps (whole).
-            if !self.mem.pages[head.idx()].test(pg::LRU) || self.folio_mapcount(head) != folio_nr as i64 {
-                a += nr * ps;
-                continue;
+            if !k.mem.pages[head.idx()].test(pg::LRU) || k.folio_mapcount(head) != k.folio_nr_pages(head) as i64 {
+                return;
             }
             if !pageout {
-                for k in 0..nr as usize {
-                    let pe = self.entry(table, idx + k);
+                for i in 0..nr as usize {
+                    let pe = k.entry(table, idx + i);
                     if pe.has(pgtable::ACCESSED) {
-                        self.set_entry(table, idx + k, pe.without(pgtable::ACCESSED));
+                        k.set_entry(table, idx + i, pe.without(pgtable::ACCESSED));
                         *young = true;
                     }
                 }
             }
-            self.cold_folio(head, pageout, list);
-            a += nr * ps;
-        }
+            k.cold_folio(head, pageout, list);
+        });
     }
 
     /// A folio of the range: old now; deactivated (MADV_COLD) or isolated for reclaim
