@@ -394,14 +394,18 @@ static void do_fork(int at)
 	int first = reserve_pids(o->a);
 	for (long long i = 0; i < o->a; i++) {
 		long before = task_minflt(), before_maj = task_majflt();
+		/* Fork from the runner's own cgroup: the copy-on-write faults of the runner's own
+		 * pages either side takes around fork(2) (stacks, the thread pointer's page) are
+		 * charged there, not to the workload's cgroup. */
+		own_cgroup();
 		pid_t p = fork_task();
 		if (p < 0)
 			die("fork");
 		if (p == 0) {
 			/* The child: its counters start at fork (getrusage's do); the faults up to
 			 * here and of breaking copy-on-write on the runner's pages are its own, and
-			 * their pages are charged to the runner's own cgroup (runner_memcg.h). */
-			own_cgroup();
+			 * their pages are charged to the runner's own cgroup (runner_memcg.h), where
+			 * it was forked. */
 			cur.pid = first + (int)i;
 			cur.nchildren = 0;
 			drain_locked = 0; /* dup_mmap: the child's vmas are not locked */
@@ -420,18 +424,22 @@ static void do_fork(int at)
 			run(at + 1, o->end);
 			_exit(0);
 		}
-		own_cgroup();
+		/* Wait for it to end (its mm torn down), leaving it a zombie for `wait` to reap. */
+		siginfo_t si;
+		memset(&si, 0, sizeof si);
+		while (waitid(P_PID, p, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR)
+			;
+		/* Only now make the runner's pages writable again: with the child gone they are
+		 * the parent's alone and reused in place. Written while the child lived, each would
+		 * be copied or not as the two raced, and under mlockall(MCL_CURRENT) each copy
+		 * mlocks the new page and munlocks the old (unevictable_pgs_*), which mmsim's
+		 * stand-ins, never written, do not. */
 		touch_own();
 		task_cgroup_again();
 		cur.own_faults += task_minflt() - before;
 		cur.own_majflt += task_majflt() - before_maj;
 		if (cur.nchildren < MAX_CHILDREN)
 			cur.children[cur.nchildren++] = p;
-		/* Wait for it to end (its mm torn down), leaving it a zombie for `wait` to reap. */
-		siginfo_t si;
-		memset(&si, 0, sizeof si);
-		while (waitid(P_PID, p, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR)
-			;
 		/* A child killed by a signal its handler does not catch (SIGKILL: the OOM killer). */
 		if ((si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED) && si.si_status != SIGSEGV &&
 		    si.si_status != SIGBUS) {

@@ -70,7 +70,7 @@ from mmsim.native_compare import (
     compare_snapshots,
     compare_syscalls,
     differs,
-    forked_children,
+    locked_forks,
     merge_runs,
     not_cold,
     reads_cold_files,
@@ -550,7 +550,13 @@ def validate_workload(
             return _result(name, "skip", not_cold(native_events), pins, [])
         if "error" in sim:
             return _result(name, "fail", f"mmsim cannot run it: {sim['error']}", "", [])
-        counters = compare_snapshots(native, sim["snapshots"], events, io_timing=reads_cold_files(program))
+        counters = compare_snapshots(
+            native,
+            sim["snapshots"],
+            events,
+            io_timing=reads_cold_files(program),
+            locked=locked_forks(program),
+        )
         if isinstance(counters, str):
             return _result(name, "fail", counters, "", [])
         counters += compare_events(native_events, sim.get("events", []))
@@ -606,7 +612,7 @@ def _validate_runs(
             io_timing=reads_cold_files(program),
             pressure=pressure,
             swaps=sim.get("swaps"),
-            forks=forked_children(program),
+            locked=locked_forks(program),
         )
         if isinstance(counters, str):
             return _result(name, "fail", f"native run {k + 1} of {runs}: {counters}", "", [])

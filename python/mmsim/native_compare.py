@@ -42,6 +42,7 @@ __all__ = [
     "failed_syscall",
     "forked_children",
     "format_counter",
+    "locked_forks",
     "merge_runs",
     "not_cold",
     "reads_cold_files",
@@ -338,7 +339,7 @@ def compare_case(
                 )
             # The case's cgroup files (`cgroup`: "memory.usage_in_bytes", "memory.stat rss"),
             # events as changes, sizes as the value after (compare_cgroups).
-            for c in compare_cgroups(nb, na, sb, sa, "", forked_children(case.program)):
+            for c in compare_cgroups(nb, na, sb, sa, ""):
                 what = c["name"].split(" ", 2)[2]
                 if what in case.cgroup:
                     counters.append({**c, "tolerance": tol.get(what, 0)})
@@ -502,7 +503,7 @@ V2_STAT_SIZES = frozenset(
 )  # fmt: skip
 #: What the runner reports of a cgroup but validate does not compare: the kernel memory in a
 #: v1 cgroup's usage (mmsim's v1 report has no such file; it shows in the usage).
-CGROUP_NOT_COMPARED = frozenset({"memory.kmem.usage_in_bytes"})
+CGROUP_NOT_COMPARED = frozenset({"memory.kmem.usage_in_bytes", "memory.stat.live"})
 #: memory.stat keys not compared (IO_TIMED's reason), v1's and v2's.
 CGROUP_STAT_IO_TIMED = frozenset({"writeback", "total_writeback", "file_writeback"})
 
@@ -535,20 +536,41 @@ def _cgroup_numbers(snap: Mapping[str, Any], name: str) -> dict[tuple[str, str |
     return out
 
 
+def _stat_range(snap: Mapping[str, Any], name: str, key: str) -> tuple[int, int]:
+    """The values a memory.stat key of mmsim's snapshot may show on the kernel: from what a
+    read shows (the statistics rstat last flushed) to the live value (`memory.stat.live`), as
+    the kernel's periodic flush (every 2 s of its time) may or may not have run before it."""
+    files = (snap.get("cgroups") or {}).get(name) or {}
+    read = _number((files.get("memory.stat") or {}).get(key, 0))
+    live = _number((files.get("memory.stat.live") or {}).get(key, read))
+    return min(read, live), max(read, live)
+
+
+def _with_unflushed(
+    c: dict[str, Any], s0: Mapping[str, Any] | None, s1: Mapping[str, Any], name: str, key: str, event: bool
+) -> None:
+    """Widen a memory.stat counter by the statistics mmsim has not flushed at its snapshots
+    (:func:`_stat_range`): an event's change may be any from the first snapshot's range to the
+    second's, a size any value of the second's; the kernel's periodic flush decides, at times
+    of its own. Exact where mmsim has nothing pending."""
+    lo, hi = _stat_range(s1, name, key)
+    if event and s0 is not None:
+        lo0, hi0 = _stat_range(s0, name, key)
+        lo, hi = lo - hi0, hi - lo0
+    if hi > c["simulated"]:
+        c["kernel_excess"] = c.get("kernel_excess", 0) + hi - c["simulated"]
+    if lo < c["simulated"]:
+        c["kernel_deficit"] = c.get("kernel_deficit", 0) + c["simulated"] - lo
+
+
 def _number(v: Any) -> int:
     """A cgroup file's number ("max": -1)."""
     return -1 if v == "max" else int(v)
 
 
-#: Pages of the runner's own that a fork copies in the workload's cgroup (native/runner.c's
-#: fork_task): between fork(2) and the move to the runner's own cgroup, the child writes its
-#: stack page and its thread pointer's page, the parent its stack page, each a copy-on-write
-#: fault charged to the cgroup the task is in (measured: memory.stat pgpgin +3 per child on
-#: this host; `swap-fork-after-pageout`). mmsim has no runner: a cgroup's usage on the kernel
-#: may exceed mmsim's by these pages, never fall below it.
-RUNNER_FORK_PAGES = 3
-#: A cgroup's files that hold those pages (sizes, at a snapshot), v1's and v2's.
-RUNNER_CHARGED = frozenset(
+#: A cgroup's page counters (v1's and v2's files): the pages charged to it, with each CPU's
+#: stock of pages charged ahead (`consume_stock` / `refill_stock`, up to MEMCG_CHARGE_BATCH).
+PAGE_COUNTERS = frozenset(
     {
         ("memory.usage_in_bytes", None),
         ("memory.max_usage_in_bytes", None),
@@ -556,15 +578,43 @@ RUNNER_CHARGED = frozenset(
         ("memory.memsw.max_usage_in_bytes", None),
         ("memory.current", None),
         ("memory.peak", None),
-        ("memory.stat", "rss"),
-        ("memory.stat", "total_rss"),
-        ("memory.stat", "anon"),
-        ("memory.stat", "active_anon"),
-        ("memory.stat", "inactive_anon"),
-        ("memory.stat", "total_active_anon"),
-        ("memory.stat", "total_inactive_anon"),
     }
 )
+#: MEMCG_CHARGE_BATCH (include/linux/memcontrol.h): the pages a charge takes ahead into its
+#: CPU's stock. The kernel also charges kernel memory to a cgroup (slab objects its tasks
+#: allocate: vm_area_struct, anon_vma, the runner's own files), which mmsim does not model;
+#: its first object charges a batch and leaves the stock full. So a page counter on the
+#: kernel may be up to a batch a CPU off mmsim's either way, and above it by the kernel
+#: memory the workload's tasks hold (KMEM_PAGES: the slab of a few hundred vmas).
+MEMCG_CHARGE_BATCH = 64
+KMEM_PAGES = 16
+
+
+def stock_allowance(cpus: int | None = None) -> tuple[int, int]:
+    """The bytes a page counter may be above (kernel_excess) and below (kernel_deficit) mmsim's
+    on a host of `cpus` CPUs (default: this one's): :data:`MEMCG_CHARGE_BATCH` a CPU either
+    way, and :data:`KMEM_PAGES` above."""
+    n = cpus or os.cpu_count() or 1
+    return (n * MEMCG_CHARGE_BATCH + KMEM_PAGES) * 4096, n * MEMCG_CHARGE_BATCH * 4096
+
+
+#: Pages of its own the runner's parent writes between fork(2) and the wait for the child
+#: (native/runner.c do_fork: its stack, the cgroup path it writes, its task record), each a
+#: copy-on-write copy while the child lives. Where an mlockall(MCL_CURRENT) locked the
+#: runner's memory, each copy mlocks the new page and munlocks the old: measured up to 4 of
+#: each a fork on this host (unevictable_pgs_mlocked and _munlocked of an
+#: mlockall(MCL_CURRENT) then forks whose children exit at once: 4 for the first, 1 for each
+#: after). mmsim's stand-ins are never written: its counts may be that much below the
+#: kernel's, never above.
+RUNNER_FORK_LOCKED_PAGES = 4
+
+
+def locked_forks(program: list[Mapping[str, Any]]) -> int:
+    """The children :func:`forked_children` counts, where the program locks the runner's own
+    memory with an mlockall(MCL_CURRENT) (else 0): the forks
+    :data:`RUNNER_FORK_LOCKED_PAGES` allows for."""
+    current = any(op.get("op") == "mlockall" and "current" in (op.get("flags") or []) for op in all_ops(program))
+    return forked_children(program) if current else 0
 
 
 def forked_children(program: list[Mapping[str, Any]]) -> int:
@@ -579,15 +629,15 @@ def compare_cgroups(
     s0: Mapping[str, Any] | None,
     s1: Mapping[str, Any],
     span: str,
-    forks: int = 0,
 ) -> list[dict[str, Any]]:
     """Each cgroup's files between two snapshots, kernel (`n0`, `n1`) beside mmsim (`s0`, `s1`):
     an event count as its change (None for `n0` and `s0`: the first snapshot, whose events are
     not compared), a size or a setting as its value at the second. The kernel's files decide
-    what is compared (v1's or v2's, as the host has them); one mmsim lacks counts as 0. With
-    `forks` (the children the workload forks), the sizes that hold the runner's own pages may
-    be larger on the kernel by :data:`RUNNER_FORK_PAGES` a child (`kernel_excess`: mmsim's
-    value may be that much below); v1's pgpgin by as many charges.
+    what is compared (v1's or v2's, as the host has them); one mmsim lacks counts as 0. (The
+    runner forks from a cgroup of its own, so the pages it copies at a fork are not the
+    workload's: native/runner.c do_fork.) The page counters carry
+    the per-CPU stock's and kernel memory's allowance (:func:`stock_allowance`), memory.stat's
+    keys what mmsim has not flushed (:func:`_with_unflushed`).
     Named ``SPAN cgroup NAME FILE`` (``SPAN cgroup NAME memory.stat KEY``)."""
     out = []
     for name in n1.get("cgroups") or {}:
@@ -604,10 +654,12 @@ def compare_cgroups(
             else:
                 kernel, simulated = v, m1.get((f, key), 0)
             c = {"name": what, "kernel": kernel, "simulated": simulated, "tolerance": 0}
-            if forks and (f, key) in RUNNER_CHARGED:
-                c["kernel_excess"] = forks * RUNNER_FORK_PAGES * 4096
-            elif forks and (f, key) in (("memory.stat", "pgpgin"), ("memory.stat", "total_pgpgin")):
-                c["kernel_excess"] = forks * RUNNER_FORK_PAGES
+            if (f, key) in PAGE_COUNTERS:
+                up, down = stock_allowance()
+                c["kernel_excess"] = c.get("kernel_excess", 0) + up
+                c["kernel_deficit"] = c.get("kernel_deficit", 0) + down
+            if f == "memory.stat" and key is not None:
+                _with_unflushed(c, s0 if n0 is not None else None, s1, name, key, _is_event(f, key, v1))
             out.append(c)
     return out
 
@@ -678,7 +730,7 @@ def compare_snapshots(
     io_timing: bool = False,
     pressure: bool = False,
     swaps: list[Mapping[str, Any]] | None = None,
-    forks: int = 0,
+    locked: int = 0,
 ) -> list[dict[str, Any]] | str:
     """Every counter of consecutive snapshots of each process, kernel beside mmsim, and the
     system-wide `events` and `system` counters between pid 1's (a counter mmsim's snapshot
@@ -689,8 +741,8 @@ def compare_snapshots(
     :data:`PRESSURE_VMSTAT` and :data:`PRESSURE_MEMINFO` between pid 1's snapshots, each
     cgroup's files at each of pid 1's snapshots (:func:`compare_cgroups`) and the workload's
     swap devices (:func:`compare_swaps`: mmsim's snapshot's rows, else `swaps`, its report's,
-    whose Used is the end's and is not compared), the sizes with the allowance of `forks`
-    children (:func:`compare_cgroups`)."""
+    whose Used is the end's and is not compared). With `locked` (:func:`locked_forks`), the mlock events
+    may be larger on the kernel by :data:`RUNNER_FORK_LOCKED_PAGES` a child."""
     if pressure:
         system = (*system, *PRESSURE_VMSTAT, *PRESSURE_MEMINFO)
     counters = []
@@ -700,7 +752,7 @@ def compare_snapshots(
         if [r["label"] for r in ns] != [s["label"] for s in ss]:
             return f"pid {pid}: snapshots differ (kernel {[r['label'] for r in ns]}, mmsim {[s['label'] for s in ss]})"
         if pressure and pid == 1 and ns:
-            counters += compare_cgroups(None, ns[0], None, ss[0], ns[0]["label"], forks)
+            counters += compare_cgroups(None, ns[0], None, ss[0], ns[0]["label"])
             counters += _swap_counters(ns[0], ss[0], swaps, ns[0]["label"])
         for (n0, n1), (s0, s1) in zip(pairwise(ns), pairwise(ss), strict=True):
             p0 = {p["pid"]: p for p in s0["processes"]}[pid]
@@ -716,16 +768,17 @@ def compare_snapshots(
                 counters.append(with_io_timing(c, f) if io_timing else c)
             if pid == 1:
                 for v in (*events, *system):
-                    counters.append(
-                        {
-                            "name": f"{span} {v}",
-                            "kernel": _system(n1, v) - _system(n0, v),
-                            "simulated": _system(s1, v) - _system(s0, v),
-                            "tolerance": 0,
-                        }
-                    )
+                    c = {
+                        "name": f"{span} {v}",
+                        "kernel": _system(n1, v) - _system(n0, v),
+                        "simulated": _system(s1, v) - _system(s0, v),
+                        "tolerance": 0,
+                    }
+                    if locked and v in MLOCK_EVENTS:
+                        c["kernel_excess"] = locked * RUNNER_FORK_LOCKED_PAGES
+                    counters.append(c)
                 if pressure:
-                    counters += compare_cgroups(n0, n1, s0, s1, span, forks)
+                    counters += compare_cgroups(n0, n1, s0, s1, span)
                     counters += _swap_counters(n1, s1, swaps, n1["label"])
     return counters
 

@@ -719,8 +719,7 @@ PRESSURE_CASES = [
     ),
     # (d) A fork after MADV_PAGEOUT: the child inherits the swap entries (its VmSwap); its reads
     # find the folios in the swap cache (minor faults, no swap I/O), and the parent's swap PTEs
-    # keep the slots. The kernel's rss is 3 pages above mmsim's: the runner's own pages its
-    # fork copies in the cgroup (native_compare.RUNNER_FORK_PAGES, allowed for).
+    # keep the slots.
     Case(
         "swap-fork-after-pageout",
         (

@@ -161,9 +161,15 @@ pub struct CgroupStatus {
     #[serde(rename = "memory.max")]
     pub max: i64,
     /// v2's memory.stat (`memory_stat_format`); under `cgroup/memory=v1`, v1's
-    /// (`memcg1_stat_format`: local keys, then the hierarchical `total_*` ones).
+    /// (`memcg1_stat_format`: local keys, then the hierarchical `total_*` ones), as a read
+    /// shows it: the statistics rstat last flushed.
     #[serde(rename = "memory.stat")]
     pub stat: Counters,
+    /// memory.stat from the statistics as they stand: what the file shows once rstat flushes
+    /// them (a read flushes only past MEMCG_CHARGE_BATCH updates a CPU pending; the periodic
+    /// flush every 2 s flushes all).
+    #[serde(rename = "memory.stat.live")]
+    pub stat_live: Counters,
     #[serde(rename = "memory.events")]
     pub events: Counters,
     #[serde(rename = "memory.events.local")]

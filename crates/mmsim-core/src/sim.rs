@@ -550,6 +550,11 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
     // that pglazyfree and LazyFree count what MADV_FREE has queued.
     it.kernel.lru_add_drain();
     it.kernel.sync_items();
+    // Each cgroup's memory.stat read (memcg1_stat_format / memory_stat_format) flushes its
+    // subtree's statistics, if enough updates are pending (mem_cgroup_flush_stats).
+    for m in 1..it.kernel.memcg.groups.len() as u16 {
+        it.kernel.mem_cgroup_flush_stats(m);
+    }
     let k = &it.kernel;
     let mut total = PerfCounters::default();
     for t in &it.tasks {
@@ -713,82 +718,16 @@ fn snapshot(it: &mut Interp, label: &str, pid: u32) -> Snapshot {
 }
 
 /// The declared memory cgroups' files, as cgroup v2 shows them: the page counters in bytes,
-/// `memory.stat` (its sizes in bytes, its events counted) from the live statistics (what a
-/// read after rstat's flush shows), `memory.events` and `memory.swap.events`.
+/// `memory.stat` as a read shows it (the statistics rstat last flushed: `memcg_stat`), the live
+/// statistics beside it (`memory.stat.live`), `memory.events` and `memory.swap.events`.
 fn cgroup_status(k: &Kernel) -> std::collections::BTreeMap<String, crate::report::CgroupStatus> {
     use crate::kernel::memcontrol::{MEMCG_EVENT_NAMES, ROOT_MEMCG};
-    use crate::kernel::vmstat::VmEvent as E;
     use crate::report::Counters;
     let ps = k.geo.page_size() as i64;
-    let thp = ps * k.geo.hpage_pmd_nr() as i64;
     let mut out = std::collections::BTreeMap::new();
     for (i, g) in k.memcg.groups.iter().enumerate() {
         if i as u16 == ROOT_MEMCG {
             continue;
-        }
-        let it = &g.stat.items;
-        let ev = &g.stat.events;
-        let mut stat = Counters::default();
-        for (name, item) in [
-            ("anon", VmItem::NrAnonPages),
-            ("file", VmItem::NrFilePages),
-            ("pagetables", VmItem::NrPageTablePages),
-            ("shmem", VmItem::NrShmem),
-            ("file_mapped", VmItem::NrMapped),
-            ("file_dirty", VmItem::NrDirty),
-            ("file_writeback", VmItem::NrWriteback),
-            ("swapcached", VmItem::NrSwapcached),
-        ] {
-            stat.push(name, it[item] * ps);
-        }
-        stat.push("anon_thp", it[VmItem::NrAnonThps] * thp);
-        for (name, item) in [
-            ("inactive_anon", VmItem::NrInactiveAnon),
-            ("active_anon", VmItem::NrActiveAnon),
-            ("inactive_file", VmItem::NrInactiveFile),
-            ("active_file", VmItem::NrActiveFile),
-            ("unevictable", VmItem::NrUnevictable),
-        ] {
-            stat.push(name, it[item] * ps);
-        }
-        stat.push(
-            "pgscan",
-            ev[E::PgscanKswapd] + ev[E::PgscanDirect] + ev[E::PgscanKhugepaged] + ev[E::PgscanProactive],
-        );
-        stat.push(
-            "pgsteal",
-            ev[E::PgstealKswapd] + ev[E::PgstealDirect] + ev[E::PgstealKhugepaged] + ev[E::PgstealProactive],
-        );
-        for (name, e) in [
-            ("pgscan_kswapd", E::PgscanKswapd),
-            ("pgscan_direct", E::PgscanDirect),
-            ("pgscan_khugepaged", E::PgscanKhugepaged),
-            ("pgscan_proactive", E::PgscanProactive),
-            ("pgsteal_kswapd", E::PgstealKswapd),
-            ("pgsteal_direct", E::PgstealDirect),
-            ("pgsteal_khugepaged", E::PgstealKhugepaged),
-            ("pgsteal_proactive", E::PgstealProactive),
-            ("pgfault", E::PgFault),
-            ("pgmajfault", E::PgMajFault),
-            ("pgrefill", E::PgRefill),
-            ("pgactivate", E::PgActivate),
-            ("pgdeactivate", E::PgDeactivate),
-            ("pglazyfree", E::PgLazyFree),
-            ("pglazyfreed", E::PgLazyFreed),
-            ("thp_swpout", E::ThpSwpout),
-            ("thp_swpout_fallback", E::ThpSwpoutFallback),
-        ] {
-            stat.push(name, ev[e]);
-        }
-        for (name, item) in [
-            ("workingset_refault_anon", VmItem::WorkingsetRefaultAnon),
-            ("workingset_refault_file", VmItem::WorkingsetRefaultFile),
-            ("workingset_activate_anon", VmItem::WorkingsetActivateAnon),
-            ("workingset_activate_file", VmItem::WorkingsetActivateFile),
-            ("workingset_restore_anon", VmItem::WorkingsetRestoreAnon),
-            ("workingset_restore_file", VmItem::WorkingsetRestoreFile),
-        ] {
-            stat.push(name, it[item]);
         }
         let named = |v: &[u64]| {
             let mut c = Counters::default();
@@ -812,7 +751,8 @@ fn cgroup_status(k: &Kernel) -> std::collections::BTreeMap<String, crate::report
                 swap_current: g.swap.usage as i64 * ps,
                 swap_peak: g.swap.local_watermark as i64 * ps,
                 max,
-                stat: if k.memcg_v1() { memcg1_stat_format(k, i) } else { stat },
+                stat: memcg_stat(k, i, true),
+                stat_live: memcg_stat(k, i, false),
                 events: named(&g.events),
                 events_local: named(&g.events_local),
                 swap_events,
@@ -823,9 +763,86 @@ fn cgroup_status(k: &Kernel) -> std::collections::BTreeMap<String, crate::report
     out
 }
 
+/// A cgroup's memory.stat: v2's (`memory_stat_format`) or, under `cgroup/memory=v1`, v1's
+/// (`memcg1_stat_format`), from the statistics as rstat last flushed them (`flushed`: what a
+/// read of the file shows) or as they stand.
+fn memcg_stat(k: &Kernel, i: usize, flushed: bool) -> crate::report::Counters {
+    use crate::kernel::vmstat::VmEvent as E;
+    use crate::report::Counters;
+    if k.memcg_v1() {
+        return memcg1_stat_format(k, i, flushed);
+    }
+    let ps = k.geo.page_size() as i64;
+    let thp = ps * k.geo.hpage_pmd_nr() as i64;
+    let g = &k.memcg.groups[i];
+    let st = if flushed { &g.flushed } else { &g.stat };
+    let it = &st.items;
+    let ev = &st.events;
+    let mut stat = Counters::default();
+    for (name, item) in [
+        ("anon", VmItem::NrAnonPages),
+        ("file", VmItem::NrFilePages),
+        ("pagetables", VmItem::NrPageTablePages),
+        ("shmem", VmItem::NrShmem),
+        ("file_mapped", VmItem::NrMapped),
+        ("file_dirty", VmItem::NrDirty),
+        ("file_writeback", VmItem::NrWriteback),
+        ("swapcached", VmItem::NrSwapcached),
+    ] {
+        stat.push(name, it[item] * ps);
+    }
+    stat.push("anon_thp", it[VmItem::NrAnonThps] * thp);
+    for (name, item) in [
+        ("inactive_anon", VmItem::NrInactiveAnon),
+        ("active_anon", VmItem::NrActiveAnon),
+        ("inactive_file", VmItem::NrInactiveFile),
+        ("active_file", VmItem::NrActiveFile),
+        ("unevictable", VmItem::NrUnevictable),
+    ] {
+        stat.push(name, it[item] * ps);
+    }
+    stat.push("pgscan", ev[E::PgscanKswapd] + ev[E::PgscanDirect] + ev[E::PgscanKhugepaged] + ev[E::PgscanProactive]);
+    stat.push(
+        "pgsteal",
+        ev[E::PgstealKswapd] + ev[E::PgstealDirect] + ev[E::PgstealKhugepaged] + ev[E::PgstealProactive],
+    );
+    for (name, e) in [
+        ("pgscan_kswapd", E::PgscanKswapd),
+        ("pgscan_direct", E::PgscanDirect),
+        ("pgscan_khugepaged", E::PgscanKhugepaged),
+        ("pgscan_proactive", E::PgscanProactive),
+        ("pgsteal_kswapd", E::PgstealKswapd),
+        ("pgsteal_direct", E::PgstealDirect),
+        ("pgsteal_khugepaged", E::PgstealKhugepaged),
+        ("pgsteal_proactive", E::PgstealProactive),
+        ("pgfault", E::PgFault),
+        ("pgmajfault", E::PgMajFault),
+        ("pgrefill", E::PgRefill),
+        ("pgactivate", E::PgActivate),
+        ("pgdeactivate", E::PgDeactivate),
+        ("pglazyfree", E::PgLazyFree),
+        ("pglazyfreed", E::PgLazyFreed),
+        ("thp_swpout", E::ThpSwpout),
+        ("thp_swpout_fallback", E::ThpSwpoutFallback),
+    ] {
+        stat.push(name, ev[e]);
+    }
+    for (name, item) in [
+        ("workingset_refault_anon", VmItem::WorkingsetRefaultAnon),
+        ("workingset_refault_file", VmItem::WorkingsetRefaultFile),
+        ("workingset_activate_anon", VmItem::WorkingsetActivateAnon),
+        ("workingset_activate_file", VmItem::WorkingsetActivateFile),
+        ("workingset_restore_anon", VmItem::WorkingsetRestoreAnon),
+        ("workingset_restore_file", VmItem::WorkingsetRestoreFile),
+    ] {
+        stat.push(name, it[item]);
+    }
+    stat
+}
+
 /// cgroup v1's memory.stat (`memcg1_stat_format`): the local statistics, the limits of the
 /// hierarchy, then the hierarchical `total_*` ones. Sizes in bytes, workingset in pages.
-fn memcg1_stat_format(k: &Kernel, i: usize) -> crate::report::Counters {
+fn memcg1_stat_format(k: &Kernel, i: usize, flushed: bool) -> crate::report::Counters {
     use crate::kernel::memcontrol::{EXTRA_PGPGIN, EXTRA_PGPGOUT, EXTRA_SWAP, PAGE_COUNTER_MAX};
     use crate::kernel::vmstat::VmEvent as E;
     let ps = k.geo.page_size() as i64;
@@ -833,7 +850,12 @@ fn memcg1_stat_format(k: &Kernel, i: usize) -> crate::report::Counters {
     let g = &k.memcg.groups[i];
     let mut out = crate::report::Counters::default();
     for total in [false, true] {
-        let (st, extra) = if total { (&g.stat, &g.extra) } else { (&g.stat_local, &g.extra_local) };
+        let (st, extra) = match (total, flushed) {
+            (true, true) => (&g.flushed, &g.extra_flushed),
+            (true, false) => (&g.stat, &g.extra),
+            (false, true) => (&g.flushed_local, &g.extra_flushed_local),
+            (false, false) => (&g.stat_local, &g.extra_local),
+        };
         let p = if total { "total_" } else { "" };
         let it = &st.items;
         for (name, v) in [

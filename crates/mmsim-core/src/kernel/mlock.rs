@@ -7,14 +7,18 @@
 //! whose pages are mlocked as they are faulted in). mlockall's MCL_FUTURE puts VM_LOCKED in
 //! mm->def_flags, which every later mmap takes (and populates, `vm_mmap_pgoff`). A folio is PG_mlocked while it has mlocks outstanding:
 //! NR_MLOCK (Mlocked) and unevictable_pgs_mlocked / unevictable_pgs_munlocked count the
-//! changes. Differs from Linux: mmsim has no LRU, so the per-CPU mlock batches are not
-//! modelled; `mlock_count` is the exact count of a folio's mlocks, where Linux's can
-//! undercount while a batch is pending, and unevictable_pgs_culled/rescued/stranded are not
-//! counted.
+//! changes. Each mlock and munlock then goes through the CPU's mlock batch (`mlock_fbatch`,
+//! drained when full, for a large folio, and by `lru_add_drain`), whose drain moves the folio
+//! to the unevictable list (unevictable_pgs_culled) or back (unevictable_pgs_rescued).
+//! Differs from Linux: `mlock_count` is the exact count of a folio's mlocks, kept beside the
+//! folio and changed at the call, where Linux's lives in the folio's LRU link, is changed when
+//! the batch drains and can undercount (a folio off the LRU then misses an mlock); so PG_mlocked
+//! clears at the last munlock itself, and unevictable_pgs_stranded is never counted.
 
 use super::mm::{vm, Vma};
 use super::mm_types::pg;
 use super::mmap::Errno;
+use super::swap::{MlockTag, PAGEVEC_SIZE};
 use super::vmstat::{VmEvent, VmItem};
 use super::{Kernel, MmId};
 use crate::units::Pfn;
@@ -105,9 +109,10 @@ impl Kernel {
             (true, false) => pages,
         };
         if !(lock && was) {
-            // mlock_vma_pages_range's lru_add_drain.
+            // mlock_vma_pages_range: lru_add_drain before and after the walk.
             self.lru_add_drain();
             self.mlock_range(mm, start, end, lock, true);
+            self.lru_add_drain();
         }
         self.vma_merge_around(mm, start);
     }
@@ -165,9 +170,21 @@ impl Kernel {
         }
     }
 
-    /// `mlock_folio` / `mlock_new_folio`: one more mlock; the first sets PG_mlocked and counts
-    /// the folio's pages.
+    /// `mlock_folio`: one more mlock; the first sets PG_mlocked and counts the folio's pages.
+    /// The folio goes through the mlock batch to the unevictable list (`mlock_lru`).
     pub(super) fn mlock_folio(&mut self, head: Pfn) {
+        self.mlock_count_inc(head);
+        self.mlock_batch_add(head, MlockTag::Lru);
+    }
+
+    /// `mlock_new_folio`: a new folio of a VM_LOCKED vma, mlocked and, through the mlock batch,
+    /// added to the unevictable list (in place of `folio_add_lru`).
+    pub(super) fn mlock_new_folio(&mut self, head: Pfn) {
+        self.mlock_count_inc(head);
+        self.mlock_batch_add(head, MlockTag::New);
+    }
+
+    fn mlock_count_inc(&mut self, head: Pfn) {
         let c = self.mlock_count.entry(head.0).or_insert(0);
         *c += 1;
         if *c == 1 {
@@ -178,7 +195,8 @@ impl Kernel {
         }
     }
 
-    /// `munlock_folio`: one mlock less; the last clears PG_mlocked.
+    /// `munlock_folio`: one mlock less; the last clears PG_mlocked. The folio goes through the
+    /// mlock batch, whose drain puts an evictable one back on its list.
     pub(super) fn munlock_folio(&mut self, head: Pfn) {
         let Some(c) = self.mlock_count.get_mut(&head.0) else { return };
         *c -= 1;
@@ -189,6 +207,99 @@ impl Kernel {
             self.stat.mod_item(VmItem::NrMlock, -nr);
             self.stat.count_n(VmEvent::UnevictablePgMunlocked, nr);
         }
+        self.mlock_batch_add(head, MlockTag::Munlock);
+    }
+
+    /// Queue `head` on this CPU's mlock batch with a reference; a full batch, a large folio
+    /// (or the batch's own `lru_cache_disabled`, never here) drains it at once.
+    fn mlock_batch_add(&mut self, head: Pfn, tag: MlockTag) {
+        self.folio_get(head);
+        let cpu = self.cur_cpu;
+        if self.fbatches.len() <= cpu {
+            self.fbatches.resize_with(cpu + 1, Default::default);
+        }
+        self.fbatches[cpu].mlock.push((head, tag));
+        if self.fbatches[cpu].mlock.len() >= PAGEVEC_SIZE || self.folio_nr_pages(head) > 1 {
+            self.mlock_drain_cpu(cpu);
+        }
+    }
+
+    /// `mlock_folio_batch` (`mlock_drain_local` / `mlock_drain_remote`): each entry's move in
+    /// the order queued, then the batch's references dropped.
+    pub(super) fn mlock_drain_cpu(&mut self, cpu: usize) {
+        if self.fbatches.get(cpu).is_none_or(|b| b.mlock.is_empty()) {
+            return;
+        }
+        let batch = std::mem::take(&mut self.fbatches[cpu].mlock);
+        for &(head, tag) in &batch {
+            match tag {
+                MlockTag::Lru => self.__mlock_folio(head),
+                MlockTag::New => self.__mlock_new_folio(head),
+                MlockTag::Munlock => self.__munlock_folio(head),
+            }
+        }
+        for &(head, _) in &batch {
+            self.folio_put(head);
+        }
+    }
+
+    /// `__mlock_folio`: an mlocked folio on an LRU list moves to the unevictable one (culled);
+    /// one off the LRU (in a batch, isolated) is left to whoever puts it back.
+    #[allow(non_snake_case)]
+    fn __mlock_folio(&mut self, head: Pfn) {
+        if !self.mem.pages[head.idx()].test(pg::LRU) {
+            return;
+        }
+        let nr = self.folio_nr_pages(head) as i64;
+        let unevictable = self.mem.pages[head.idx()].test(pg::UNEVICTABLE);
+        if self.folio_evictable(head) {
+            // Munlocked since it was queued: back where it belongs if it moved.
+            if unevictable {
+                self.lruvec_del_folio(head);
+                self.mem.pages[head.idx()].clear(pg::UNEVICTABLE);
+                self.lruvec_add_folio(head);
+                self.stat.count_n(VmEvent::UnevictablePgsRescued, nr);
+            }
+            return;
+        }
+        if unevictable {
+            return;
+        }
+        self.lruvec_del_folio(head);
+        let p = &mut self.mem.pages[head.idx()];
+        p.clear(pg::ACTIVE);
+        p.set(pg::UNEVICTABLE);
+        self.lruvec_add_folio(head);
+        self.stat.count_n(VmEvent::UnevictablePgsCulled, nr);
+    }
+
+    /// `__mlock_new_folio`: a new folio onto the unevictable list (culled), or, munlocked
+    /// since, onto its own.
+    #[allow(non_snake_case)]
+    fn __mlock_new_folio(&mut self, head: Pfn) {
+        debug_assert!(!self.mem.pages[head.idx()].test(pg::LRU), "new folio {:#x} on the LRU", head.0);
+        if !self.folio_evictable(head) {
+            self.mem.pages[head.idx()].set(pg::UNEVICTABLE);
+            let nr = self.folio_nr_pages(head) as i64;
+            self.stat.count_n(VmEvent::UnevictablePgsCulled, nr);
+        }
+        self.lruvec_add_folio(head);
+        self.mem.pages[head.idx()].set(pg::LRU);
+    }
+
+    /// `__munlock_folio`: a folio on the unevictable list that is evictable again goes back to
+    /// its list (rescued).
+    #[allow(non_snake_case)]
+    fn __munlock_folio(&mut self, head: Pfn) {
+        let p = &self.mem.pages[head.idx()];
+        if !p.test(pg::LRU) || !p.test(pg::UNEVICTABLE) || !self.folio_evictable(head) {
+            return;
+        }
+        self.lruvec_del_folio(head);
+        self.mem.pages[head.idx()].clear(pg::UNEVICTABLE);
+        self.lruvec_add_folio(head);
+        let nr = self.folio_nr_pages(head) as i64;
+        self.stat.count_n(VmEvent::UnevictablePgsRescued, nr);
     }
 
     /// `mlock_vma_folio` (an existing folio mapped whole) / `munlock_vma_folio` (an rmap

@@ -277,3 +277,56 @@ fn brk_after_mcl_future_locks_and_populates_the_heap() {
     assert_eq!(counts(&k, mm), [6, 2, 8, 6]);
     check(&k);
 }
+
+/// (nr_inactive_anon, nr_active_anon, nr_unevictable, unevictable_pgs_culled,
+/// unevictable_pgs_rescued).
+fn lru_counts(k: &Kernel) -> [i64; 5] {
+    [
+        k.stat.items[VmItem::NrInactiveAnon],
+        k.stat.items[VmItem::NrActiveAnon],
+        k.stat.items[VmItem::NrUnevictable],
+        k.stat.events[VmEvent::UnevictablePgsCulled],
+        k.stat.events[VmEvent::UnevictablePgsRescued],
+    ]
+}
+
+/// mm/mlock.c's mlock folio batch: mlock moves 1024 faulted pages from the inactive anon list
+/// to the unevictable one (culled), munlock puts them back (rescued); pages faulted into a
+/// VM_LOCKONFAULT vma wait in the CPU's batch (`mlock_new_folio`) until it fills (31 folios)
+/// or `lru_add_drain` empties it, and then go straight to the unevictable list.
+#[test]
+fn mlock_moves_folios_to_the_unevictable_list_through_the_batch() {
+    let (mut k, mm) = kernel();
+    let a = map(&mut k, mm, 1024, Prot::READ | Prot::WRITE);
+    touch(&mut k, mm, a, 1024, Access::Write);
+    k.lru_add_drain();
+    let before = lru_counts(&k);
+    k.do_mlock(mm, VirtAddr(a), 1024 * P, MlockFlags::empty()).ret.unwrap();
+    let locked = lru_counts(&k);
+    assert_eq!(locked[0] - before[0], -1024, "off the inactive list");
+    assert_eq!(locked[2] - before[2], 1024, "onto the unevictable list");
+    assert_eq!(locked[3] - before[3], 1024, "culled");
+    check(&k);
+
+    k.sys_munlock(mm, VirtAddr(a), 1024 * P).ret.unwrap();
+    let unlocked = lru_counts(&k);
+    assert_eq!(unlocked[0] - locked[0], 1024, "back on the inactive list");
+    assert_eq!(unlocked[2] - locked[2], -1024);
+    assert_eq!(unlocked[4] - locked[4], 1024, "rescued");
+    check(&k);
+
+    // Faults into a VM_LOCKONFAULT vma: 10 folios wait in the batch, the 31st fills it.
+    let b = map(&mut k, mm, 64, Prot::READ | Prot::WRITE);
+    k.do_mlock(mm, VirtAddr(b), 64 * P, MlockFlags::ONFAULT).ret.unwrap();
+    let start = lru_counts(&k);
+    touch(&mut k, mm, b, 10, Access::Write);
+    assert_eq!(lru_counts(&k), start, "in the mlock batch, on no list");
+    touch(&mut k, mm, b + 10 * P, 21, Access::Write);
+    let full = lru_counts(&k);
+    assert_eq!(full[2] - start[2], 31, "the full batch drained to the unevictable list");
+    assert_eq!(full[0], start[0], "never on the inactive list");
+    touch(&mut k, mm, b + 31 * P, 5, Access::Write);
+    k.lru_add_drain();
+    assert_eq!(lru_counts(&k)[2] - start[2], 36);
+    check(&k);
+}

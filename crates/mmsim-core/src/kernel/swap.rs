@@ -7,8 +7,9 @@
 //! Each batch holds a reference on each folio it queued, as Linux's do; a batch drains when it
 //! holds PAGEVEC_SIZE folios, when a large folio joins it, and at the `lru_add_drain` points
 //! Linux has (reclaim, zap, mlock, madvise, khugepaged, fadvise, drop_caches, a write fault on
-//! a folio not yet on the LRU). The mlock batch is not modelled: mlock moves a folio to the
-//! unevictable list at once (kernel/mlock.rs).
+//! a folio not yet on the LRU). The mlock batch (`mlock_fbatch`) is kernel/mlock.rs's; it
+//! drains with `lru_add_drain` and `lru_add_drain_all`, after this file's batches, as Linux's
+//! `mlock_drain_local` does.
 
 use super::lruvec::Lru;
 use super::mm::{vm, Vma};
@@ -42,10 +43,24 @@ impl Fbatch {
     ];
 }
 
-/// `struct cpu_fbatches`: one CPU's folio batches (head pages, each holding a reference).
+/// What `mlock_folio_batch` does with an entry of the mlock batch (mm/mlock.c's tag bits in
+/// the folio pointer: LRU_FOLIO, NEW_FOLIO, none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MlockTag {
+    /// `mlock_lru`: an mlocked folio that may be on an LRU list (`__mlock_folio`).
+    Lru,
+    /// `mlock_new`: a new folio of a VM_LOCKED vma, on no list yet (`__mlock_new_folio`).
+    New,
+    /// A munlocked folio (`__munlock_folio`).
+    Munlock,
+}
+
+/// `struct cpu_fbatches`: one CPU's folio batches (head pages, each holding a reference), and
+/// its `mlock_fbatch`.
 #[derive(Clone, Debug, Default)]
 pub struct CpuFbatches {
     pub batches: [Vec<Pfn>; 6],
+    pub mlock: Vec<(Pfn, MlockTag)>,
 }
 
 impl Kernel {
@@ -193,12 +208,13 @@ impl Kernel {
     }
 
     /// `folio_add_lru_vma`: a new folio of a VM_LOCKED vma is mlocked (`mlock_new_folio`:
-    /// onto the unevictable list); any other joins the LRU.
+    /// through the mlock batch onto the unevictable list); any other joins the LRU.
     pub(super) fn folio_add_lru_vma(&mut self, head: Pfn, vma: &Vma) {
         if vma.flags & vm::LOCKED != 0 {
-            self.mlock_folio(head);
+            self.mlock_new_folio(head);
+        } else {
+            self.folio_add_lru(head);
         }
-        self.folio_add_lru(head);
     }
 
     /// `folio_putback_lru`: a folio isolated from the LRU goes back (through the batch) and
@@ -280,9 +296,10 @@ impl Kernel {
         }
     }
 
-    /// `lru_add_drain`: this CPU's batches.
+    /// `lru_add_drain`: this CPU's batches, then its mlock batch (`mlock_drain_local`).
     pub fn lru_add_drain(&mut self) {
         self.lru_add_drain_cpu(self.cur_cpu);
+        self.mlock_drain_cpu(self.cur_cpu);
     }
 
     /// `lru_add_drain_cpu`.
@@ -297,16 +314,18 @@ impl Kernel {
         }
     }
 
-    /// `lru_add_drain_all`: every CPU's batches.
+    /// `lru_add_drain_all`: every CPU's batches (`lru_add_and_bh_lrus_drain` on each: its
+    /// mlock batch too).
     pub fn lru_add_drain_all(&mut self) {
         for cpu in 0..self.fbatches.len() {
             self.lru_add_drain_cpu(cpu);
+            self.mlock_drain_cpu(cpu);
         }
     }
 
     /// The folios the batches hold a reference on (a folio once per queueing).
     pub(super) fn fbatch_folios(&self) -> impl Iterator<Item = Pfn> + '_ {
-        self.fbatches.iter().flat_map(|c| c.batches.iter().flatten().copied())
+        self.fbatches.iter().flat_map(|c| c.batches.iter().flatten().copied().chain(c.mlock.iter().map(|e| e.0)))
     }
 
     /// Whether a folio waits in a batch of `which` (tests).
