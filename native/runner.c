@@ -536,7 +536,12 @@ static void run(int from, int to)
 			do_madvise(o);
 			break;
 		case CREATE:
+			/* The file is written and made cold from the runner's own cgroup: its page
+			 * cache, charged while it is written, is not the workload's (mmsim's file
+			 * starts cold, never charged). */
+			own_cgroup();
 			do_create(o);
+			task_cgroup_again();
 			break;
 		case PWRITE:
 		case PREAD:

@@ -339,6 +339,13 @@ impl Kernel {
             while p < end {
                 let next = ((p / ps) + 1) * ps;
                 let stop = next.min(end);
+                // "Mark the folio accessed if we read the beginning."
+                if let Some(page) = self.shmem_find_folio(obj, p / ps) {
+                    let head = self.head_of(page);
+                    if p == self.folio_span(head).0 * ps {
+                        self.folio_mark_accessed(head);
+                    }
+                }
                 if let Some(v) = expect {
                     let page = self.shmem_find_folio(obj, p / ps);
                     if bad.is_none() {
@@ -352,14 +359,26 @@ impl Kernel {
             return (end - pos, bad);
         }
         let mut batch = Vec::new();
+        // The end of what was read last (`ra->prev_pos`; None: -1, nothing yet).
+        let mut last_pos = self.filp(filp).ra.prev_pos;
         while p < end {
             let waited = self.filemap_get_pages(filp, p, end - p, &mut batch);
             self.current.effects.io_wait_pages += waited;
             if batch.is_empty() {
                 break;
             }
-            for &head in &batch {
+            for (i, &head) in batch.iter().enumerate() {
                 let (fi, nr) = self.folio_span(head);
+                // A read that goes on in the folio the last one ended in marks it accessed
+                // only the first time (`pos_same_folio`); every other folio of the batch is.
+                if i > 0 {
+                    if end < fi * ps {
+                        break;
+                    }
+                    self.folio_mark_accessed(head);
+                } else if !last_pos.is_some_and(|l| l > 0 && (l - 1) / (nr * ps) == p / (nr * ps)) {
+                    self.folio_mark_accessed(head);
+                }
                 let fend = ((fi + nr) * ps).min(end);
                 while p < fend {
                     let stop = ((p / ps) + 1) * ps;
@@ -374,12 +393,13 @@ impl Kernel {
                     }
                     p = stop;
                 }
+                last_pos = Some(p);
                 if p >= end {
                     break;
                 }
             }
         }
-        self.filps[filp as usize].as_mut().expect("file").ra.prev_pos = Some(p);
+        self.filps[filp as usize].as_mut().expect("file").ra.prev_pos = last_pos.or(Some(p));
         (p - pos, bad)
     }
 
@@ -412,7 +432,7 @@ impl Kernel {
             let index = p >> shift;
             let page = if shmem {
                 self.page_cache_extend(obj, index + 1);
-                self.shmem_get_folio(obj, index)
+                self.shmem_get_folio_write(obj, index)
             } else {
                 // fgf_set_order: ilog2(len) - PAGE_SHIFT for writes larger than a page.
                 let order = if bytes > ps { bytes.ilog2() - shift } else { 0 };

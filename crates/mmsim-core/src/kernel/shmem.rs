@@ -244,6 +244,20 @@ impl Kernel {
         Some(a.pfn)
     }
 
+    /// `shmem_get_folio_gfp(SGP_WRITE)` (`shmem_write_begin`): as `shmem_get_folio`, and a
+    /// folio found in the cache is marked accessed, a new one referenced.
+    pub fn shmem_get_folio_write(&mut self, obj: u32, index: u64) -> Option<Pfn> {
+        let found = self.shmem_find_folio(obj, index).is_some();
+        let page = self.shmem_get_folio(obj, index)?;
+        let head = self.head_of(page);
+        if found {
+            self.folio_mark_accessed(head);
+        } else {
+            self.mem.pages[head.idx()].set(pg::REFERENCED);
+        }
+        Some(page)
+    }
+
     /// `filemap_add_folio`: the folio of `1 << order` pages at `head` (just allocated, one
     /// reference) is charged to the current memcg (false, and nothing added, when that
     /// fails) and enters the page cache at `index`: the cache holds a reference per page
