@@ -657,6 +657,11 @@ int main(int argc, char **argv)
 	if (pid_counter == MAP_FAILED)
 		die("mmap counter");
 	*pid_counter = 1;
+	/* No recency for the counter's shared page (VM_RAND_READ: vma_has_recency): each child's
+	 * exit would otherwise mark it accessed as it zaps the young pte it read it through, and
+	 * the second fork of a run activate it (pgactivate, nr_active_anon), a page mmsim does not
+	 * have. */
+	madvise((void *)pid_counter, 4096, MADV_RANDOM);
 	for (int i = 0; i < thread_depth_needed; i++) {
 		thread_stacks[i] = mmap(NULL, THREAD_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (thread_stacks[i] == MAP_FAILED)

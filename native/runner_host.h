@@ -169,6 +169,8 @@ static void setup_tlb_flush(void)
 	flush_pages = mmap(NULL, FLUSH_PAGES * 4096UL, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (flush_pages == MAP_FAILED)
 		flush_pages = NULL;
+	else
+		madvise(flush_pages, FLUSH_PAGES * 4096UL, MADV_RANDOM); /* as the pid counter's */
 	touch_flush_pages();
 }
 
