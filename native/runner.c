@@ -609,17 +609,27 @@ static void run(int from, int to)
 
 /* `runner --spawn OUT CMD [ARGS...]` (mmsim validate --trace): run CMD as a child of this
  * small process (vfork: the child's peak RSS starts from this process's, not from Python's)
- * and write what wait4 says of its whole tree to OUT: "minflt majflt maxrss_kb status". */
+ * and write what wait4 says of its whole tree to OUT: "minflt majflt maxrss_kb status". With
+ * MMSIM_SPAWN_CGROUP (a cgroup.procs path) in the environment, the child joins that cgroup
+ * before it execs CMD (validate --trace --memory-max): CMD's memory is charged there, this
+ * process's is not; exit 126 if it cannot. */
 static int spawn_measure(int argc, char **argv)
 {
 	if (argc < 4) {
 		fprintf(stderr, "usage: runner --spawn OUT CMD [ARGS...]\n");
 		return 2;
 	}
+	const char *procs = getenv("MMSIM_SPAWN_CGROUP");
 	pid_t pid = vfork();
 	if (pid < 0)
 		die("vfork");
 	if (pid == 0) {
+		if (procs != NULL && procs[0]) {
+			int fd = open(procs, O_WRONLY | O_CLOEXEC);
+			if (fd < 0 || write(fd, "0", 1) != 1)
+				_exit(126);
+			close(fd);
+		}
 		execvp(argv[3], argv + 3);
 		_exit(127);
 	}

@@ -412,8 +412,8 @@ impl Kernel {
     /// returns VM_FAULT_RETRY (it dropped the lock to wait for I/O) is not counted, and the
     /// caller faults the page in again as a fresh fault, as `__mm_populate` and
     /// `faultin_page_range` do after -EBUSY (not FAULT_FLAG_TRIED: minor once the I/O is
-    /// done). A completed fault counts in pgfault and in `gup_faults` or, when major,
-    /// `gup_major_faults`. After three retries of one page the fault is taken as done.
+    /// done). A completed fault counts in pgfault (the memcg's too) and in `gup_faults` or,
+    /// when major, `gup_major_faults`. After three retries of one page the fault is taken as done.
     pub(super) fn faultin_page(&mut self, mm: MmId, addr: u64, write: bool) -> u32 {
         let mut ret = self.handle_mm_fault(mm, addr, write);
         let mut tries = 0;
@@ -422,6 +422,10 @@ impl Kernel {
             tries += 1;
         }
         self.stat.count(VmEvent::PgFault);
+        // count_memcg_event_mm, as for a user fault.
+        if let Some(m) = self.mms.get(mm as usize).and_then(|m| m.as_ref()) {
+            self.count_memcg_events(m.memcg, VmEvent::PgFault, 1);
+        }
         if ret & super::vm_fault::MAJOR != 0 {
             self.current.effects.maj_flt += 1;
         } else {

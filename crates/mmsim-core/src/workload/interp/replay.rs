@@ -567,13 +567,17 @@ impl Interp {
         let obj = self.kernel.file_create(&name, file.size, fs).ok()?;
         self.replays[r].report.files += 1;
         if fs == Fs::Ext4 && file.size > 0 && !self.replays[r].report.cold {
-            // Warm: the file was cached before the program ran (not the program's time).
+            // Warm: the file was cached before the program ran (not the program's time), by
+            // someone else: its page cache is charged to the root memory cgroup, as a host's
+            // libraries and binaries are, not to a cgroup the program runs in.
+            let saved = self.kernel.cur_mm.take();
             if let Ok(filp) = self.kernel.file_open(obj, FMode::Read) {
                 let got = self.kernel.ksys_pread64(filp, 0, file.size, None);
                 self.replays[r].report.warmed_bytes += got.ret.map_or(0, |x| x.0);
                 self.kernel.fput(filp);
                 self.kernel.work.clear();
             }
+            self.kernel.cur_mm = saved;
         }
         Some((name, FileRef::Inode(obj)))
     }
