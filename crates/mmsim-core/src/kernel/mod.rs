@@ -99,6 +99,10 @@ use crate::units::{Geometry, Pfn};
 /// Index of an mm in `Kernel::mms`.
 pub type MmId = u32;
 
+/// The byte a replayed store leaves in every byte of a page it is the first to write
+/// (`Kernel::mark_page_written`): any value but 0.
+pub const REPLAY_STORE_BYTE: u8 = 0x5a;
+
 /// The kernel's memory-management state.
 pub struct Kernel {
     /// The architecture's page geometry (PAGE_SHIFT and the table fan-out it implies).
@@ -791,6 +795,25 @@ impl Kernel {
         c.write(start, end, stride, value, self.geo.page_size() as usize);
         let after = c.heap_bytes();
         self.mem.content_bytes = self.mem.content_bytes + after - before;
+    }
+
+    /// A store whose bytes are unknown (a replayed program's: a trace has addresses, not
+    /// values) to a page that holds none yet: from now on it holds data (REPLAY_STORE_BYTE in
+    /// every byte), so that swap writes it out as the kernel writes a real program's page,
+    /// where before it went as a zero-filled page (`swpout_zero`, no I/O). A program that
+    /// stores zeroes is the exception this misses. One load of the frame's slot when the page
+    /// has data already.
+    #[inline]
+    pub fn mark_page_written(&mut self, pfn: Pfn) {
+        let zero = match &self.mem.data[pfn.idx()] {
+            FrameData::Zero => true,
+            FrameData::Data(c) => c.is_zero(),
+            _ => false,
+        };
+        if zero && pfn != self.zero_pfn {
+            let ps = self.geo.page_size() as usize;
+            self.write_page_content(pfn, 0, ps, 1, REPLAY_STORE_BYTE);
+        }
     }
 
     /// Copy the data of one base page to another (copy_user_highpage).

@@ -837,3 +837,37 @@ fn random_accesses_fault_once_per_distinct_page() {
     assert_eq!(vm(end, "pgfault") - vm(written, "pgfault"), (pages - touched.len() as u64) as i64);
     assert_eq!(p1(end).perf.get("dTLB-loads"), Some((count + pages) as f64));
 }
+
+/// A replayed store (no bytes known) makes a zero page hold data, so that swap writes it
+/// out; a page that holds data keeps it; the shared zero page is never written.
+#[test]
+fn a_replayed_store_makes_a_page_hold_data() {
+    use super::fault::Access;
+    use super::syscall::MmapReq;
+    use super::uapi::{MapFlags, Prot};
+    use super::Kernel;
+    const P: u64 = crate::units::x86::PAGE_SIZE;
+    let mut k = Kernel::new(64 << 20, super::knobs::Knobs::default(), crate::units::Geometry::X86_64);
+    let mm = k.exec_mm().unwrap();
+    let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    let req = MmapReq { len: 2 * P, prot: Prot::READ | Prot::WRITE, flags, ..Default::default() };
+    let a = k.vm_mmap_pgoff(mm, req).ret.unwrap();
+    for i in 0..2 {
+        k.handle_user_fault(mm, a + i * P, Access::Write);
+    }
+    let pfn = |k: &Kernel, va: u64| {
+        let s = k.pte_slot(mm, va).expect("a pte table");
+        k.entry(s.table, s.idx).pfn()
+    };
+    let (p0, p1) = (pfn(&k, a), pfn(&k, a + P));
+    assert!(k.folio_zero_filled(p0), "written by a fault only: zero-filled");
+    k.mark_page_written(p0);
+    assert!(!k.folio_zero_filled(p0));
+    assert_eq!(k.page_content(p0).and_then(|c| c.uniform()), Some(super::REPLAY_STORE_BYTE));
+    k.write_page_content(p1, 0, 1, 1, 7);
+    k.mark_page_written(p1);
+    assert_eq!(k.page_content(p1).map(|c| c.get(0)), Some(7), "data kept");
+    let zero = k.zero_pfn;
+    k.mark_page_written(zero);
+    assert!(k.page_content(zero).is_none(), "the zero page stays zero");
+}

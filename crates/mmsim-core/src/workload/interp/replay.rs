@@ -472,6 +472,9 @@ impl Interp {
             let page = g.page_align_down(next);
             let pe = (page + g.page_size()).min(end) - page;
             let Ok(pfn) = self.access_page(t, self.replay_addr(t, next), kind) else { return Flow::Stop };
+            if write {
+                self.kernel.mark_page_written(pfn);
+            }
             let cpu = self.tasks[t].cpu;
             f(&mut self.machine, cpu, pfn, next - page, pe, &mut self.tasks[t].perf);
             next = page + pe;
