@@ -72,6 +72,11 @@ COUNTERS = (
     "dTLB-load-misses",
     "L1-dcache-load-misses",
     "LLC-load-misses",
+    # memory-limit: what the limit costs.
+    "simulated time",
+    "major faults",
+    "pswpout",
+    "workingset refaults (anon)",
 )
 
 

@@ -40,6 +40,8 @@ THP_EVENTS = (
 PRESSURE_EVENTS = (
     "pswpin",
     "pswpout",
+    "swpout_zero",
+    "swpin_zero",
     "pgmajfault",
     "workingset_refault_anon",
     "workingset_refault_file",
@@ -89,18 +91,18 @@ def run_native(cmd: Sequence[str], quiet: bool = False, cgroup_procs: str | None
     }
 
 
-def run_native_limited(cmd: Sequence[str], workload: dict[str, Any]) -> dict[str, Any]:
+def run_native_limited(cmd: Sequence[str], workload: dict[str, Any], quiet: bool = False) -> dict[str, Any]:
     """:func:`run_native` in the memory cgroup ``trace`` and with the swap device the replay's
     workload declares (made for the run, removed after: :func:`mmsim.native.pressure_host`),
     with the cgroup's peak usage (``peak``, bytes: v2's memory.peak, v1's
-    memory.max_usage_in_bytes) read before it goes."""
+    memory.max_usage_in_bytes) read before it goes. ``quiet``: its output goes nowhere."""
     from mmsim.native import pressure_host
 
     with pressure_host(workload) as (extra, _swaps):
         memcg = next(a for a in extra if a.startswith("memcg="))
         version, _, parent = memcg.removeprefix("memcg=").partition(":")
         d = Path(parent) / "trace"
-        native = run_native(cmd, cgroup_procs=str(d / "cgroup.procs"))
+        native = run_native(cmd, quiet=quiet, cgroup_procs=str(d / "cgroup.procs"))
         peak = d / ("memory.peak" if version == "v2" else "memory.max_usage_in_bytes")
         native["peak"] = int(peak.read_text().split()[0])
     return native

@@ -139,3 +139,27 @@ def test_pgbench_ptshare_records_the_server_and_every_backend(tmp_path, monkeypa
     for c in ("4 KiB pages", "huge pages"):
         r = got[(c, "page faults (the server)")]
         assert abs(r["simulated"] - r["kernel"]) <= 0.05 * r["kernel"], r
+
+
+@needs_valgrind
+def test_memory_limit_swaps_more_as_the_limit_falls(tmp_path, monkeypatch):
+    """real_programs' python3 at its tiny size under memory.max from its peak RSS to a third:
+    nothing swaps at the peak, the program swaps and refaults at a third (pswpout, major
+    faults, anonymous refaults, more simulated time), and nobody is OOM-killed; where the host
+    runs it (root), the kernel swaps at a third too, and reads back what mmsim does to 25 %."""
+    from mmsim.experiments.study_memlimit import FRACTIONS, memlimit_rows, memlimit_runs
+
+    monkeypatch.setenv("MMSIM_CACHE", str(tmp_path))
+    got = _rows((memlimit_runs("quick"), memlimit_rows))
+    configs = list(dict.fromkeys(c for c, _ in got))
+    assert len(configs) == len(FRACTIONS)
+    v = lambda c, m: got[(c, m)]["simulated"]  # noqa: E731
+    top, bottom = configs[0], configs[-1]
+    assert v(top, "pswpout") == v(top, "major faults") == 0
+    assert v(bottom, "pswpout") > 0 and v(bottom, "major faults") > 0
+    assert v(bottom, "workingset refaults (anon)") > 0
+    assert v(bottom, "simulated time") > v(top, "simulated time")
+    assert all(v(c, "OOM kills") == 0 for c in configs)
+    k = got[(bottom, "pswpin")]
+    if "kernel" in k:
+        assert k["kernel"] > 0 and abs(k["simulated"] - k["kernel"]) <= 0.25 * k["kernel"], k

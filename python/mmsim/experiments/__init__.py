@@ -40,6 +40,7 @@ from mmsim.experiments.prezero import (
 )
 from mmsim.experiments.ptshare import PTSHARE_EXPERIMENTS
 from mmsim.experiments.studies import ZERO_PAGE_REAL
+from mmsim.experiments.study_memlimit import MEMORY_LIMIT
 from mmsim.experiments.study_pgbench import PGBENCH_PTSHARE
 from mmsim.experiments.study_prezero import PREZERO_REAL
 from mmsim.experiments.study_text import GCC_TEXT_THP
@@ -298,7 +299,9 @@ EXPERIMENTS: dict[str, Experiment] = {
 #: The seeds' own experiments: what `mmsim reproduce` runs when no name is given.
 SEED_EXPERIMENTS = list(EXPERIMENTS)
 #: Studies of real programs (recorded, cached, replayed; issue 39): run by name.
-STUDIES: dict[str, Experiment] = {e.name: e for e in [ZERO_PAGE_REAL, GCC_TEXT_THP, PREZERO_REAL, PGBENCH_PTSHARE]}
+STUDIES: dict[str, Experiment] = {
+    e.name: e for e in [ZERO_PAGE_REAL, GCC_TEXT_THP, PREZERO_REAL, PGBENCH_PTSHARE, MEMORY_LIMIT]
+}
 EXPERIMENTS.update(STUDIES)
 
 
