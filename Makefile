@@ -105,7 +105,7 @@ FUZZ_RELEASE ?= --release
 fuzz: ## differential fuzzing campaigns against the reference model (FUZZ_SEED, FUZZ_CASES, PTSHARE_FUZZ_CASES, MADVISE_FUZZ_CASES, FUZZ_RELEASE)
 	MMSIM_FUZZ_SEED=$(FUZZ_SEED) MMSIM_FUZZ_CASES=$(FUZZ_CASES) MMSIM_PTSHARE_FUZZ_CASES=$(PTSHARE_FUZZ_CASES) \
 		MMSIM_MADVISE_FUZZ_CASES=$(MADVISE_FUZZ_CASES) \
-		cargo test $(FUZZ_RELEASE) -p mmsim-core --lib fuzz_campaign -- --ignored --nocapture
+		cargo test $(FUZZ_RELEASE) --workspace --exclude mmsim-py --lib fuzz_campaign -- --ignored --nocapture
 
 clean: ## remove the virtualenv and build outputs
 	rm -rf $(VENV) target $(REPORT) python/mmsim/_mmsim*.so

@@ -564,6 +564,7 @@ def test_reproduce_lists_and_runs_hzp_rss() -> None:
         "gcc-text-thp",
         "prezero-real",
         "pgbench-ptshare",
+        "memory-limit",
     ]
     out = run_mmsim("reproduce", "hzp-rss", "--json").json()
     (e,) = out["experiments"]
