@@ -739,6 +739,64 @@ PRESSURE_CASES = [
         setup={"cgroups": {"box": {}}, "cgroup": "box", **SWAP_1G},
         cgroup=V1_ANON + V2_ANON,
     ),
+    # (g) shmem through swap: MADV_PAGEOUT of 64 MiB of shared anonymous memory written. Each
+    # folio is written by shmem_writeout (pswpout 16384) and leaves the shmem page cache for
+    # the swap cache (nr_shmem -16384, SwapCached +65536 kB, RssShmem -65536 kB; VmSwap stays:
+    # shmem's swap is no process's MM_SWAPENTS).
+    Case(
+        "shmem-pageout-64m",
+        (
+            "MADV_PAGEOUT of 64 MiB of shared anonymous memory written: shmem_writeout writes every page "
+            "(pswpout 16384), nr_shmem -16384, SwapCached +65536 kB, RssShmem -65536 kB, VmSwap 0"
+        ),
+        _w(
+            {"op": "mmap", "name": "p", "size": "64M", "flags": SHARED},
+            W,
+            B,
+            {"op": "madvise", "region": "p", "advice": "pageout"},
+            A,
+        ),
+        counters=("minflt", "majflt", "RssShmem", "VmSwap"),
+        vmstat=("pswpout", "pswpin", "swpout_zero", "nr_shmem", "SwapCached", "SwapFree", "nr_swapcached"),
+        setup={"cgroups": {"box": {}}, "cgroup": "box", **SWAP_1G},
+        cgroup=("memory.stat shmem", "memory.stat swapcached", "memory.stat swap", "memory.stat pswpout"),
+    ),
+    # (g) ... read back: swap-cache hits, minor faults only; each page goes back to the page cache
+    # and gives up its slot (shmem_swapin_folio: SwapFree back, SwapCached 0).
+    Case(
+        "shmem-pageout-64m-read-back",
+        (
+            "the 64 MiB of shared anonymous memory read back after MADV_PAGEOUT: swap-cache hits, 16384 "
+            "minor faults, no major fault, pswpin 0; nr_shmem +16384, the slots freed (SwapFree +65536 kB)"
+        ),
+        _w(
+            {"op": "mmap", "name": "p", "size": "64M", "flags": SHARED},
+            W,
+            {"op": "madvise", "region": "p", "advice": "pageout"},
+            B,
+            R,
+            A,
+        ),
+        counters=("minflt", "majflt", "RssShmem", "VmSwap"),
+        vmstat=("pswpin", "pgmajfault", "swap_ra", "nr_shmem", "SwapCached", "SwapFree"),
+        setup={"cgroups": {"box": {}}, "cgroup": "box", **SWAP_1G},
+        cgroup=("memory.stat shmem", "memory.stat swapcached", "memory.stat swap"),
+    ),
+    # (g) A tmpfs-backed shared mapping larger than its cgroup: 128 MiB of shared anonymous
+    # memory written through memory.max 64M, then read back: reclaim swaps shmem out while
+    # writing and back in while reading (cluster readahead by slot: shmem_swapin_cluster).
+    Case(
+        "memcg-shmem-128m-in-64m",
+        (
+            "128 MiB of shared anonymous memory written in a cgroup of memory.max 64M with a 1 GiB swap file, "
+            "then read: shmem swapped out while writing, in while reading (majflt about 1 in 8)"
+        ),
+        _w({"op": "mmap", "name": "p", "size": "128M", "flags": SHARED}, B, W, R, A),
+        counters=("minflt", "majflt", "RssShmem"),
+        vmstat=SWAP_EVENTS + RECLAIM_EVENTS + ("nr_shmem", "SwapFree", "SwapCached"),
+        setup={"cgroups": {"box": {"memory.max": "64M"}}, "cgroup": "box", **SWAP_1G},
+        cgroup=(*V1_USAGE, "memory.stat shmem", "memory.stat swap", "memory.stat swapcached", *V2_USAGE),
+    ),
     # (e) memory.high (v2 only): 128 MiB written through a memory.high of 64M with memory.max
     # unlimited: the task reclaims and is throttled on its way back to user space (memory.events
     # high), never OOM-killed. v1 has no memory.high: skipped on this host.
@@ -799,6 +857,13 @@ PRESSURE_OPEN = {
         "pgscan_anon is 2.4% above the kernel's (its runs spread 0.25%), v1 memory.failcnt 7% below, and "
         "memory.memsw.usage one page below: mmsim does not charge slab objects (vm_area_struct, anon_vma) "
         "to a memcg"
+    ),
+    "memcg-shmem-128m-in-64m": (
+        "writing agrees within 7% (pswpout 17905 vs 16807, pgsteal_anon 16466 vs 16551); reading agrees on "
+        "pswpin (32782 vs 32774), majflt (4102 vs 4098), swap_ra and pgsteal_anon (32776 vs 32778), but the "
+        "kernel writes 8000 more pages while reading (pswpout 39567 vs 31486, every one rotated: pgrotated "
+        "39564) and ends with 6800 of them still in the swap cache (SwapCached +27180 kB vs -5104 kB, shmem "
+        "and RssShmem that much lower). Not the I/O scheduler: the same with vda's scheduler set to none"
     ),
     "memcg-file-512m-in-256m": (
         "the kernel's cgroup holds 447 fewer page-cache pages at its limit (usage 65089 pages, cache 65024): "

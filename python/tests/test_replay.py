@@ -211,7 +211,8 @@ def test_validate_trace_under_a_memory_limit(recorded, prog, capfd):  # noqa: F8
     assert all(len(x.get("kernel_runs", [])) == 3 for x in case["counters"]), "three native runs"
     peak = c["cgroup trace peak"]
     assert 0 < peak["kernel"] <= (512 << 10) + peak["kernel_excess"] and peak["simulated"] == 512 << 10
-    assert c["workingset_refault_file"]["kernel_max"] == c["workingset_refault_file"]["simulated"] == 0
+    # System-wide: another process's file refault can land in a run (seen once: 0..1).
+    assert c["workingset_refault_file"]["kernel_min"] == c["workingset_refault_file"]["simulated"] == 0
     assert c["pswpout"]["kernel_min"] > 0, "the program's 1 MiB of writes goes through 512K by swapping"
     # Within 10 % of the host's (250..280 against mmsim's 284 on this machine).
     assert c["pswpout"]["simulated"] > 0.9 * c["pswpout"]["kernel_min"]

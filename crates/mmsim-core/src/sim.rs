@@ -807,6 +807,8 @@ fn memcg_stat(k: &Kernel, i: usize, flushed: bool) -> crate::report::Counters {
         ev[E::PgstealKswapd] + ev[E::PgstealDirect] + ev[E::PgstealKhugepaged] + ev[E::PgstealProactive],
     );
     for (name, e) in [
+        ("pswpin", E::Pswpin),
+        ("pswpout", E::Pswpout),
         ("pgscan_kswapd", E::PgscanKswapd),
         ("pgscan_direct", E::PgscanDirect),
         ("pgscan_khugepaged", E::PgscanKhugepaged),
@@ -822,6 +824,9 @@ fn memcg_stat(k: &Kernel, i: usize, flushed: bool) -> crate::report::Counters {
         ("pgdeactivate", E::PgDeactivate),
         ("pglazyfree", E::PgLazyFree),
         ("pglazyfreed", E::PgLazyFreed),
+        ("swpin_zero", E::SwpinZero),
+        ("swpout_zero", E::SwpoutZero),
+        ("thp_fault_alloc", E::ThpFaultAlloc),
         ("thp_swpout", E::ThpSwpout),
         ("thp_swpout_fallback", E::ThpSwpoutFallback),
     ] {

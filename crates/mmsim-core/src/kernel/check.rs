@@ -430,6 +430,19 @@ impl Kernel {
             if o.is_shmem() {
                 shmem_refs += c.cache_refs.len() - before;
             }
+            // A shmem page in swap: its index holds no page, its entry a slot's reference.
+            for (&i, &e) in &o.swapped {
+                if !o.is_shmem() || o.pages.load(i) != NIL {
+                    return Err(violation!("page cache of inode {obj}, index {i}: a page and swap entry {e:#x}"));
+                }
+                let se = super::pgtable::SwpEntry(e);
+                if se.ty() >= self.swap.si.len() || se.offset() == 0 || se.offset() >= self.swap.si[se.ty()].max {
+                    return Err(violation!(
+                        "page cache of inode {obj}, index {i}: swap entry {e:#x} refers to no slot"
+                    ));
+                }
+                c.swap_refs.push(e);
+            }
         }
         // The swap cache holds a reference per page too, and counts in NR_FILE_PAGES.
         let cluster = self.swap_cluster();

@@ -339,8 +339,9 @@ impl Kernel {
             while p < end {
                 let next = ((p / ps) + 1) * ps;
                 let stop = next.min(end);
-                // "Mark the folio accessed if we read the beginning."
-                if let Some(page) = self.shmem_find_folio(obj, p / ps) {
+                // shmem_get_folio(SGP_READ) swaps a page in swap back in; "Mark the folio
+                // accessed if we read the beginning."
+                if let Some(page) = self.shmem_get_folio_read(obj, p / ps) {
                     let head = self.head_of(page);
                     if p == self.folio_span(head).0 * ps {
                         self.folio_mark_accessed(head);
@@ -504,11 +505,16 @@ impl Kernel {
         self.io_read_pages += nr;
     }
 
-    /// `folio_mark_dirty` (NR_FILE_DIRTY) of an ext4 folio; shmem folios are not counted
-    /// (they are swap-backed and never written back).
+    /// `folio_mark_dirty`: an ext4 folio counts in NR_FILE_DIRTY; a shmem folio is only
+    /// flagged (`noop_dirty_folio`: reclaim then writes it to swap, where a clean one is
+    /// dropped).
     pub(super) fn folio_mark_dirty(&mut self, head: Pfn) {
         let p = self.mem.pages[head.idx()];
-        if p.test(pg::SHMEM) || p.test(pg::DIRTY) {
+        if p.test(pg::DIRTY) {
+            return;
+        }
+        if p.test(pg::SHMEM) {
+            self.mem.pages[head.idx()].set(pg::DIRTY);
             return;
         }
         self.mem.pages[head.idx()].set(pg::DIRTY);

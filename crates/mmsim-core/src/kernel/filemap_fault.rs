@@ -70,7 +70,7 @@ impl Kernel {
             if !self.charge_new_anon(a.pfn, mm) {
                 return vm_fault::OOM;
             }
-            let (page, ret) = match self.vm_ops_fault(vma, addr, filp, obj) {
+            let (page, ret) = match self.vm_ops_fault(mm, vma, addr, filp, obj) {
                 Ok(x) => x,
                 Err(r) => {
                     self.folio_put(a.pfn);
@@ -103,7 +103,7 @@ impl Kernel {
     /// shared write dirties it first (`->page_mkwrite`, `fault_dirty_shared_page`).
     #[allow(clippy::too_many_arguments)]
     fn fault_and_finish(&mut self, mm: MmId, vma: &Vma, addr: u64, pmd: Slot, filp: u32, obj: u32, write: bool) -> u32 {
-        let (page, ret) = match self.vm_ops_fault(vma, addr, filp, obj) {
+        let (page, ret) = match self.vm_ops_fault(mm, vma, addr, filp, obj) {
             Ok(x) => x,
             Err(r) => return r,
         };
@@ -122,13 +122,13 @@ impl Kernel {
 
     /// `vma->vm_ops->fault`: `shmem_fault` for tmpfs (the page, allocated on first use),
     /// `filemap_fault` for ext4. Ok with the page and VM_FAULT_MAJOR / VM_FAULT_RETRY bits.
-    fn vm_ops_fault(&mut self, vma: &Vma, addr: u64, filp: u32, obj: u32) -> Result<(Pfn, u32), u32> {
+    fn vm_ops_fault(&mut self, mm: MmId, vma: &Vma, addr: u64, filp: u32, obj: u32) -> Result<(Pfn, u32), u32> {
         let index = vma.linear_page_index(addr, self.geo);
         if self.inode(obj).is_shmem() {
             if index >= self.inode(obj).i_size.div_ceil(self.geo.page_size()) {
                 return Err(vm_fault::SIGBUS);
             }
-            return self.shmem_get_folio(obj, index).map(|p| (p, 0)).ok_or(vm_fault::OOM);
+            return self.shmem_fault_folio(obj, index, mm).ok_or(vm_fault::OOM);
         }
         self.filemap_fault(vma, index, filp, obj)
     }

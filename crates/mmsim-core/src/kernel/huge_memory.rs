@@ -92,7 +92,8 @@ impl Kernel {
         self.pte_free(Some(mm), t);
     }
 
-    /// `map_anon_folio_pmd`: map a new THP by a pmd, counting THP_FAULT_ALLOC.
+    /// `map_anon_folio_pmd`: map a new THP by a pmd, counting THP_FAULT_ALLOC (and in the
+    /// mm's memcg).
     fn map_anon_folio_pmd(&mut self, mm: MmId, vma: &Vma, folio: Pfn, pmd: Slot, addr: u64) {
         let e = maybe_mkwrite(
             Entry::new(folio, vm_page_prot(vma) | pgtable::PSE | pgtable::DIRTY | pgtable::ACCESSED),
@@ -105,6 +106,8 @@ impl Kernel {
         self.add_rss_at(pmd.table, mm, MmCounter::AnonPages, nr);
         self.set_entry(pmd.table, pmd.idx, e);
         self.stat.count(VmEvent::ThpFaultAlloc);
+        // count_memcg_event_mm.
+        self.count_memcg_events(self.mm_memcg(mm), VmEvent::ThpFaultAlloc, 1);
     }
 
     /// `do_huge_pmd_anonymous_page`: a read fault maps the huge zero folio (when

@@ -145,6 +145,11 @@ impl Kernel {
         let order = self.geo.hpage_pmd_order();
         // MADV_COLLAPSE's: with direct reclaim.
         let new = self.alloc_charge_folio(false).ok()?;
+        // A page in swap is read back (SGP_NOALLOC); if one cannot be, SCAN_FAIL.
+        if !self.shmem_swapin_range(obj, index, index + nr) {
+            self.folio_put(new);
+            return None;
+        }
         for i in 0..nr {
             match self.shmem_find_folio(obj, index + i) {
                 Some(p) => {
@@ -161,6 +166,8 @@ impl Kernel {
         // khugepaged charges the new folio first (SCAN_CGROUP_CHARGE_FAIL on failure);
         // mmsim's collapse charges it here, forced, once the old pages are gone.
         self.filemap_add_folio(obj, index, new, order, gfp::HIGHUSER_MOVABLE | gfp::NOFAIL);
+        // "if (is_shmem) folio_mark_dirty(new_folio)".
+        self.folio_mark_dirty(new);
         self.retract_page_tables(obj, index);
         Some(new)
     }

@@ -5,7 +5,7 @@
 
 use super::memcontrol::*;
 use super::pgtable::SwpEntry;
-use super::{Kernel, MmId};
+use super::Kernel;
 use crate::units::Pfn;
 
 impl Kernel {
@@ -80,10 +80,11 @@ impl Kernel {
         }
     }
 
-    /// The memcg a swap-in of `e` charges: the one recorded for the slot, else the mm's.
-    pub fn swap_memcg_or_mm(&self, e: SwpEntry, mm: MmId) -> u16 {
+    /// The memcg a swap-in of `e` charges (`mem_cgroup_swapin_charge_folio`): the one recorded
+    /// for the slot, else `memcg` (the faulting mm's).
+    pub fn swap_memcg_or(&self, e: SwpEntry, memcg: u16) -> u16 {
         match self.swap.si[e.ty()].memcg[e.offset() as usize] {
-            NO_MEMCG => self.mm_memcg(mm),
+            NO_MEMCG => memcg,
             m => m,
         }
     }

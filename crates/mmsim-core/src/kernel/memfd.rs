@@ -193,6 +193,11 @@ impl Kernel {
         self.shmem[obj as usize].as_mut().expect("inode").pages.extend_to(end);
         let mut added: Vec<Pfn> = Vec::new();
         for index in start..end {
+            if self.shmem_swap_entry(obj, index).is_some() && !self.shmem_swapin_range(obj, index, index + 1) {
+                // SGP_FALLOC reads a page in swap back; memory ran out.
+                self.shmem_fallocate_undo(obj, added);
+                return Err(Errno::ENOMEM);
+            }
             if let Some(p) = self.shmem_find_folio(obj, index) {
                 if self.mem.pages[p.idx()].test(pg::FALLOC) {
                     // SGP_FALLOC on a folio an earlier fallocate left !uptodate: cleared now
@@ -201,6 +206,10 @@ impl Kernel {
                     self.mem.pages[p.idx()].clear(pg::FALLOC);
                     self.clear_pages(p, 1, 1, super::page_alloc::ClearPath::User);
                 }
+                // "mark it dirty so that memory pressure will swap rather than free the
+                // folios we are allocating (and SGP_CACHE folios might still be clean)".
+                let head = self.head_of(p);
+                self.folio_mark_dirty(head);
                 continue;
             }
             let got = self.alloc_pages(0, gfp::HIGHUSER_MOVABLE).and_then(|a| {
@@ -216,15 +225,11 @@ impl Kernel {
                     // Not cleared now: the frame reads as zeroes once the first use clears it.
                     self.mem.set_data(a.pfn.idx(), super::mm_types::FrameData::Zero);
                     self.mem.pages[a.pfn.idx()].set(pg::FALLOC);
+                    self.folio_mark_dirty(a.pfn);
                     added.push(a.pfn);
                 }
                 None => {
-                    for p in added {
-                        if self.mem.pages[p.idx()].test(pg::FALLOC) {
-                            self.mem.pages[p.idx()].clear(pg::FALLOC);
-                            self.filemap_remove_folio(obj, p);
-                        }
-                    }
+                    self.shmem_fallocate_undo(obj, added);
                     return Err(Errno::ENOMEM);
                 }
             }
@@ -235,14 +240,33 @@ impl Kernel {
         Ok(())
     }
 
+    /// `shmem_undo_range` of a failed fallocate: the folios it added and nobody used go.
+    fn shmem_fallocate_undo(&mut self, obj: u32, added: Vec<Pfn>) {
+        for p in added {
+            if self.mem.pages[p.idx()].test(pg::FALLOC) {
+                self.mem.pages[p.idx()].clear(pg::FALLOC);
+                self.filemap_remove_folio(obj, p);
+            }
+        }
+    }
+
     /// `shmem_fallocate(PUNCH_HOLE)` (and a truncation, `to_end`: everything from `offset`):
     /// `unmap_mapping_range` of the whole pages inside (page-cache pages only), then
     /// `shmem_truncate_range`: whole folios inside leave the page cache (unmapped again where
-    /// a fault raced), the bytes of partial ones are zeroed.
+    /// a fault raced), the bytes of partial ones are zeroed (a partial page in swap is read
+    /// back first: `shmem_get_partial_folio`), and the swap entries of the whole pages go
+    /// (`shmem_free_swap`).
     fn shmem_punch(&mut self, obj: u32, offset: u64, len: u64, to_end: bool) {
         let ps = self.geo.page_size();
         let end = offset.saturating_add(len);
         let last = self.shmem_size(obj);
+        if !offset.is_multiple_of(ps) {
+            self.shmem_swapin_range(obj, offset / ps, offset / ps + 1);
+        }
+        if !to_end && !end.is_multiple_of(ps) {
+            self.shmem_swapin_range(obj, end / ps, end / ps + 1);
+        }
+        self.shmem_free_swap_range(obj, offset.div_ceil(ps), if to_end { u64::MAX } else { end / ps });
         let mut i = offset / ps;
         while i < last && i * ps < end {
             let Some(p) = self.shmem_find_folio(obj, i) else {

@@ -412,11 +412,16 @@ impl Kernel {
             // object) is -EINVAL, which the fault turns into SIGBUS.
             return vm_fault::SIGBUS;
         }
-        let Some(page) = self.shmem_get_folio(obj, index) else {
+        let Some((page, ret)) = self.shmem_fault_folio(obj, index, mm) else {
             return vm_fault::OOM;
         };
+        if write {
+            // do_shared_fault's fault_dirty_shared_page.
+            let head = self.head_of(page);
+            self.folio_mark_dirty(head);
+        }
         self.map_shmem_pte(mm, vma, page, table, idx, write);
-        0
+        ret
     }
 
     /// Map a shmem page at `table[idx]` (set_pte_range via finish_fault/filemap_map_pages).
@@ -557,7 +562,7 @@ impl Kernel {
                 let pfn = e.pfn();
                 if !e.special() {
                     let c = self.mm_counter(pfn);
-                    if e.has(pgtable::DIRTY) && c == MmCounter::FilePages {
+                    if e.has(pgtable::DIRTY) && c != MmCounter::AnonPages {
                         // zap_present_folio_ptes: a dirty pte dirties its page-cache folio.
                         let h = self.head_of(pfn);
                         self.folio_mark_dirty(h);

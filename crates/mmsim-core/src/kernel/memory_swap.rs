@@ -26,7 +26,7 @@ impl Kernel {
         let mut ret = 0;
         let folio = match self.swap_cache_get_folio(e) {
             Some(f) => {
-                self.swap_update_readahead(f, mm, vma, addr);
+                self.swap_update_readahead(f, Some((mm, vma, addr)));
                 f
             }
             None => {

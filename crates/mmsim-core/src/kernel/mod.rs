@@ -46,6 +46,7 @@ pub mod ptshare;
 pub mod readahead;
 pub mod rmap;
 pub mod shmem;
+pub mod shmem_swap;
 pub mod swap;
 pub mod swap_state;
 pub mod swapfile;
@@ -79,6 +80,8 @@ mod mremap_tests;
 mod ptshare_tests;
 #[cfg(test)]
 mod reclaim_tests;
+#[cfg(test)]
+mod shmem_swap_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -2,8 +2,9 @@
 //! object whose page cache holds the pages; every process that inherits the mapping sees the
 //! same pages. A tmpfs file is the same object with a name (kernel/filemap.rs). The object is
 //! the `address_space` of every file mmsim has (`AddressSpace`): shmem's, tmpfs's and ext4's.
-//! Differs from Linux: no swap; shmem allocates order-0 folios (shmem_enabled and huge= are
-//! `never`: only MADV_COLLAPSE makes a PMD folio).
+//! Reclaim swaps shmem out and faults, reads and writes swap it back in
+//! (kernel/shmem_swap.rs). Differs from Linux: shmem allocates order-0 folios (shmem_enabled
+//! and huge= are `never`: only MADV_COLLAPSE makes a PMD folio).
 
 use crate::fasthash::FastMap;
 
@@ -52,6 +53,9 @@ pub struct AddressSpace {
     pub i_writecount: i32,
     /// Workingset shadows reclaim left at evicted indices (`i_pages`' value entries).
     pub shadows: FastMap<u64, u64>,
+    /// shmem: the swap entry (`SwpEntry`'s value) of each page reclaim wrote to swap
+    /// (`i_pages`' swap value entries; `info->swapped` is their number).
+    pub swapped: FastMap<u64, u32>,
 }
 
 impl AddressSpace {
@@ -66,6 +70,7 @@ impl AddressSpace {
             disk: FastMap::default(),
             i_writecount: 0,
             shadows: FastMap::default(),
+            swapped: FastMap::default(),
         }
     }
 
@@ -222,16 +227,30 @@ impl Kernel {
         }
     }
 
-    /// `shmem_get_folio_gfp(SGP_CACHE)`: the page at `index`, allocated and cleared on first
-    /// use (shmem_alloc_and_add_folio; NR_SHMEM). None on allocation failure.
+    /// `shmem_get_folio_gfp(SGP_CACHE)`: the page at `index`, swapped in if it is in swap, or
+    /// allocated and cleared on first use (shmem_alloc_and_add_folio; NR_SHMEM). None on
+    /// allocation failure.
     pub fn shmem_get_folio(&mut self, obj: u32, index: u64) -> Option<Pfn> {
+        self.shmem_get_folio_gfp(obj, index, None).map(|(p, _)| p)
+    }
+
+    /// `shmem_fault`'s `shmem_get_folio_gfp`: as `shmem_get_folio` for a fault of `mm`; a
+    /// swap-in that reads from the device is a major fault (VM_FAULT_MAJOR in the bits).
+    pub fn shmem_fault_folio(&mut self, obj: u32, index: u64, mm: MmId) -> Option<(Pfn, u32)> {
+        self.shmem_get_folio_gfp(obj, index, Some(mm))
+    }
+
+    fn shmem_get_folio_gfp(&mut self, obj: u32, index: u64, fault_mm: Option<MmId>) -> Option<(Pfn, u32)> {
+        if self.shmem_swap_entry(obj, index).is_some() {
+            return self.shmem_swapin_folio(obj, index, fault_mm);
+        }
         if let Some(p) = self.shmem_find_folio(obj, index) {
             if self.mem.pages[p.idx()].test(pg::FALLOC) {
                 // A fallocated folio's first use clears it and marks it uptodate.
                 self.mem.pages[p.idx()].clear(pg::FALLOC);
                 self.clear_pages(p, 1, 1, ClearPath::User);
             }
-            return Some(p);
+            return Some((p, 0));
         }
         // shmem_alloc_folio takes the mapping's gfp (no __GFP_ZERO) and shmem_get_folio_gfp
         // clears the new folio itself (so twice under init_on_alloc, as Linux does).
@@ -241,13 +260,13 @@ impl Kernel {
             self.folio_put(a.pfn);
             return None;
         }
-        Some(a.pfn)
+        Some((a.pfn, 0))
     }
 
     /// `shmem_get_folio_gfp(SGP_WRITE)` (`shmem_write_begin`): as `shmem_get_folio`, and a
-    /// folio found in the cache is marked accessed, a new one referenced.
+    /// folio found in the cache (or in swap) is marked accessed, a new one referenced.
     pub fn shmem_get_folio_write(&mut self, obj: u32, index: u64) -> Option<Pfn> {
-        let found = self.shmem_find_folio(obj, index).is_some();
+        let found = self.shmem_find_folio(obj, index).is_some() || self.shmem_swap_entry(obj, index).is_some();
         let page = self.shmem_get_folio(obj, index)?;
         let head = self.head_of(page);
         if found {
@@ -379,9 +398,11 @@ impl Kernel {
         self.folio_put(head);
     }
 
-    /// `truncate_inode_pages`: every folio leaves the page cache (the inode is evicted).
+    /// `truncate_inode_pages` (with `shmem_undo_range`'s `shmem_free_swap`): every folio
+    /// leaves the page cache and every swap entry its slot (the inode is evicted).
     pub fn truncate_inode_pages(&mut self, obj: u32) {
         let n = self.shmem_size(obj);
+        self.shmem_free_swap_range(obj, 0, u64::MAX);
         let mut i = 0;
         while i < n {
             match self.shmem_find_folio(obj, i) {

@@ -121,9 +121,10 @@ impl Kernel {
 
     /// `__read_swap_cache_async`: the swap cache's folio for the slot, or a new order-0 folio
     /// added for it (charged to the memcg the slot was charged to, the workingset told of
-    /// any shadow, onto the LRU) that the caller reads into; None when the slot has no
-    /// reference, or memory or the charge ran out. The bool: newly added.
-    pub fn read_swap_cache_async(&mut self, e: SwpEntry, mm: MmId) -> Option<(Pfn, bool)> {
+    /// any shadow, onto the LRU; `memcg`, the faulting mm's, if the slot's is unknown) that
+    /// the caller reads into; None when the slot has no reference, or memory or the charge
+    /// ran out. The bool: newly added.
+    pub fn read_swap_cache_async(&mut self, e: SwpEntry, memcg: u16) -> Option<(Pfn, bool)> {
         if let Some(f) = self.swap_cache_get_folio(e) {
             return Some((f, false));
         }
@@ -136,7 +137,7 @@ impl Kernel {
             self.free_new_folio(page);
             return None;
         }
-        let memcg = self.swap_memcg_or_mm(e, mm);
+        let memcg = self.swap_memcg_or(e, memcg);
         if self.mem_cgroup_charge(page, memcg, gfp::HIGHUSER_MOVABLE).is_err() {
             self.put_swap_entries(e, 1);
             self.free_new_folio(page);
@@ -267,15 +268,16 @@ impl Kernel {
     }
 
     /// `swap_update_readahead`: a fault found the folio in the swap cache; a page read ahead
-    /// is a hit (its mark cleared, swap_ra_hit), which widens the next window.
-    pub fn swap_update_readahead(&mut self, head: Pfn, mm: MmId, vma: &Vma, addr: u64) {
+    /// is a hit (its mark cleared, swap_ra_hit), which widens the next window. `at`: the
+    /// faulting mm, vma and address (None for shmem's swap-in, which has no vma).
+    pub fn swap_update_readahead(&mut self, head: Pfn, at: Option<(MmId, &Vma, u64)>) {
         if self.folio_nr_pages(head) > 1 {
             return;
         }
         let ra = self.mem.pages[head.idx()].test(pg::SWAP_READAHEAD);
         self.mem.pages[head.idx()].clear(pg::SWAP_READAHEAD);
         let vma_ra = self.swap_use_vma_readahead();
-        if vma_ra {
+        if let (Some((mm, vma, addr)), true) = (at, vma_ra) {
             let key = (mm, vma.start);
             let mut info = self
                 .swap_ra_info
@@ -288,7 +290,7 @@ impl Kernel {
         }
         if ra {
             self.count_vm_events_folio(head, VmEvent::SwapRaHit, 1);
-            if !vma_ra {
+            if at.is_none() || !vma_ra {
                 self.swap.ra_hits += 1;
             }
         }
@@ -296,8 +298,8 @@ impl Kernel {
 
     /// Start reading slot `e` ahead (a readahead page): newly added folios are read and
     /// marked, counting swap_ra.
-    fn swap_ra_one(&mut self, e: SwpEntry, mm: MmId) {
-        if let Some((f, true)) = self.read_swap_cache_async(e, mm) {
+    fn swap_ra_one(&mut self, e: SwpEntry, memcg: u16) {
+        if let Some((f, true)) = self.read_swap_cache_async(e, memcg) {
             self.swap_read_folio(f);
             self.mem.pages[f.idx()].set(pg::SWAP_READAHEAD);
             self.count_vm_events_folio(f, VmEvent::SwapRa, 1);
@@ -311,13 +313,14 @@ impl Kernel {
         if self.swap_use_vma_readahead() {
             self.swap_vma_readahead(e, mm, vma, addr)
         } else {
-            self.swap_cluster_readahead(e, mm)
+            self.swap_cluster_readahead(e, self.mm_memcg(mm))
         }
     }
 
     /// `swap_cluster_readahead`: the aligned block of `win` slots around `e` (global state:
-    /// the last offset, window and hits).
-    pub fn swap_cluster_readahead(&mut self, e: SwpEntry, mm: MmId) -> Option<Pfn> {
+    /// the last offset, window and hits); new folios are charged to `memcg` where a slot's
+    /// memcg is unknown.
+    pub fn swap_cluster_readahead(&mut self, e: SwpEntry, memcg: u16) -> Option<Pfn> {
         let max_pages = 1u32 << self.knobs.reclaim.page_cluster;
         let off = e.offset();
         let win = if max_pages <= 1 {
@@ -342,17 +345,17 @@ impl Kernel {
             self.blk_start_plug();
             for o in start..=end {
                 if o == off {
-                    if let Some((f, true)) = self.read_swap_cache_async(e, mm) {
+                    if let Some((f, true)) = self.read_swap_cache_async(e, memcg) {
                         self.swap_read_folio(f);
                     }
                 } else {
-                    self.swap_ra_one(SwpEntry::new(e.ty() as u32, o), mm);
+                    self.swap_ra_one(SwpEntry::new(e.ty() as u32, o), memcg);
                 }
             }
             self.blk_finish_plug();
             self.lru_add_drain();
         }
-        let (f, new) = self.read_swap_cache_async(e, mm)?;
+        let (f, new) = self.read_swap_cache_async(e, memcg)?;
         if new {
             self.swap_read_folio(f);
         }
@@ -363,6 +366,7 @@ impl Kernel {
     /// after a sequential fault, else centred), within its PMD range and the vma.
     pub fn swap_vma_readahead(&mut self, e: SwpEntry, mm: MmId, vma: &Vma, addr: u64) -> Option<Pfn> {
         let ps = self.geo.page_size();
+        let memcg = self.mm_memcg(mm);
         let addr = self.geo.page_align_down(addr);
         let pc = self.knobs.reclaim.page_cluster.min(SWAP_RA_ORDER_CEILING);
         let max_win = 1u32 << pc;
@@ -399,11 +403,11 @@ impl Kernel {
                     if pe.is_swap() {
                         let se = pe.swp_entry();
                         if a == addr {
-                            if let Some((f, true)) = self.read_swap_cache_async(se, mm) {
+                            if let Some((f, true)) = self.read_swap_cache_async(se, memcg) {
                                 self.swap_read_folio(f);
                             }
                         } else {
-                            self.swap_ra_one(se, mm);
+                            self.swap_ra_one(se, memcg);
                         }
                     }
                 }
@@ -412,7 +416,7 @@ impl Kernel {
             self.blk_finish_plug();
             self.lru_add_drain();
         }
-        let (f, new) = self.read_swap_cache_async(e, mm)?;
+        let (f, new) = self.read_swap_cache_async(e, memcg)?;
         if new {
             self.swap_read_folio(f);
         }

@@ -35,6 +35,9 @@ impl Kernel {
             return;
         }
         self.unmap_mapping_pages(obj, start, end);
+        if !ext4 {
+            self.shmem_free_swap_range(obj, start, end);
+        }
         let mut i = start;
         while i < end {
             let Some(p) = self.shmem_find_folio(obj, i) else {

@@ -237,25 +237,29 @@ impl Kernel {
             return PageoutResult::Keep;
         }
         let p = self.mem.pages[f.idx()];
-        if p.test(pg::SHMEM) {
-            // shmem_writeout: swapping shmem and tmpfs pages is not modelled yet: the folio
-            // is redirtied and activated, as with no swap.
+        let shmem = p.test(pg::SHMEM) && p.mapping != super::mm_types::NIL;
+        if !shmem && !p.test(pg::ANON) {
             return PageoutResult::Activate;
         }
-        if !p.test(pg::ANON) {
-            return PageoutResult::Activate;
-        }
+        // folio_clear_dirty_for_io.
         if !p.test(pg::DIRTY) {
             return PageoutResult::Clean;
         }
         self.mem.pages[f.idx()].set(pg::RECLAIM);
-        let started = self.swap_writeout(f);
+        if shmem {
+            self.mem.pages[f.idx()].clear(pg::DIRTY);
+            if self.shmem_writeout(f) == PageoutResult::Activate {
+                self.mem.pages[f.idx()].clear(pg::RECLAIM);
+                return PageoutResult::Activate;
+            }
+        } else {
+            self.swap_writeout(f);
+        }
         if !self.mem.pages[f.idx()].test(pg::WRITEBACK) {
             self.mem.pages[f.idx()].clear(pg::RECLAIM);
         }
         self.stat.mod_item(VmItem::NrVmscanWrite, nr);
         self.kernel_cycles(self.cost.reclaim_pageout * nr as f64, "pageout");
-        let _ = started;
         self.trace(crate::tracepoints::ev::VMSCAN_WRITE_FOLIO, || {
             format!("pfn={:#x} flags=RECLAIM_WB_ANON|RECLAIM_WB_ASYNC", f.0)
         });
