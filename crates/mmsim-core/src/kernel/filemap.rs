@@ -273,8 +273,9 @@ impl Kernel {
     }
 
     /// `filemap_get_read_batch`: the cached folios from `index` to `last` (inclusive), at most
-    /// a folio batch, stopping at a hole and after a folio marked PG_readahead.
-    fn filemap_get_read_batch(&self, obj: u32, index: u64, last: u64, batch: &mut Vec<Pfn>) {
+    /// a folio batch, stopping at a hole and after a folio marked PG_readahead, each with a
+    /// reference the caller puts.
+    fn filemap_get_read_batch(&mut self, obj: u32, index: u64, last: u64, batch: &mut Vec<Pfn>) {
         batch.clear();
         let mut i = index;
         while i <= last && batch.len() < FOLIO_BATCH {
@@ -286,6 +287,11 @@ impl Kernel {
             }
             let (start, nr) = self.folio_span(head);
             i = start + nr;
+        }
+        // folio_try_get: the batch holds each folio while the read copies it (reclaim in
+        // the readahead it starts must not free it from under the copy).
+        for &h in batch.iter() {
+            self.folio_get(h);
         }
     }
 
@@ -308,6 +314,7 @@ impl Kernel {
                 Some(h) => {
                     self.count_read_io(1);
                     waited += 1;
+                    self.folio_get(h);
                     batch.push(h);
                 }
                 None => return waited,
@@ -398,6 +405,9 @@ impl Kernel {
                 if p >= end {
                     break;
                 }
+            }
+            for &h in &batch {
+                self.folio_put(h);
             }
         }
         self.filps[filp as usize].as_mut().expect("file").ra.prev_pos = last_pos.or(Some(p));
@@ -524,7 +534,7 @@ impl Kernel {
 
     /// Write back the dirty folios of `obj` in [start, end) (indices): the device gets their
     /// data (pgpgout), they are clean.
-    fn filemap_write_range(&mut self, obj: u32, start: u64, end: u64, written: &mut Vec<Pfn>) -> u64 {
+    pub(super) fn filemap_write_range(&mut self, obj: u32, start: u64, end: u64, written: &mut Vec<Pfn>) -> u64 {
         let mut pages = 0;
         let mut i = start;
         let end = end.min(self.shmem_size(obj));

@@ -256,7 +256,9 @@ impl Kernel {
             let (fi, nr) = (self.mem.pages[head.idx()].index, self.folio_nr_pages(head));
             // A fallocated shmem folio is not uptodate until its first use.
             if self.mem.pages[head.idx()].test(pg::READAHEAD) || self.mem.pages[head.idx()].test(pg::FALLOC) {
-                *index = fi + nr;
+                // (Never backwards: a slot holding a frame of another index, a bug the
+                // invariants report, must not hang the fault.)
+                *index = (fi + nr).max(*index + 1);
                 continue;
             }
             return Some(head);

@@ -145,10 +145,27 @@ impl Kernel {
         let order = self.geo.hpage_pmd_order();
         // MADV_COLLAPSE's: with direct reclaim.
         let new = self.alloc_charge_folio(false).ok()?;
-        // A page in swap is read back (SGP_NOALLOC); if one cannot be, SCAN_FAIL.
-        if !self.shmem_swapin_range(obj, index, index + nr) {
-            self.folio_put(new);
-            return None;
+        // Each page in turn: one in swap is read back (SGP_NOALLOC; if one cannot be,
+        // SCAN_FAIL), and each is held (locked and isolated in Linux) so that the reclaim a
+        // later swap-in's charge runs cannot write it out again before the copy.
+        let mut held: Vec<Pfn> = Vec::new();
+        for i in 0..nr {
+            if self.shmem_swap_entry(obj, index + i).is_some()
+                && self.shmem_swapin_folio(obj, index + i, None).is_none()
+            {
+                for h in held {
+                    self.folio_put(h);
+                }
+                self.folio_put(new);
+                return None;
+            }
+            if let Some(p) = self.shmem_find_folio(obj, index + i) {
+                let h = self.head_of(p);
+                if held.last() != Some(&h) {
+                    self.folio_get(h);
+                    held.push(h);
+                }
+            }
         }
         for i in 0..nr {
             match self.shmem_find_folio(obj, index + i) {
@@ -162,6 +179,9 @@ impl Kernel {
                 }
                 None => self.clear_pages(Pfn(new.0 + i as u32), 1, 1, super::page_alloc::ClearPath::User),
             }
+        }
+        for h in held {
+            self.folio_put(h);
         }
         // khugepaged charges the new folio first (SCAN_CGROUP_CHARGE_FAIL on failure);
         // mmsim's collapse charges it here, forced, once the old pages are gone.

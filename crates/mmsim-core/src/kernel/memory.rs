@@ -341,25 +341,30 @@ impl Kernel {
     /// `wp_page_copy`: allocate a new page (zeroed when the old one is the zero page, else a
     /// copy of it), map it writable, and drop the old mapping.
     fn wp_page_copy(&mut self, mm: MmId, vma: &Vma, addr: u64, slot: Slot) -> u32 {
-        let old = self.entry(slot.table, slot.idx).pfn();
+        let orig_pte = self.entry(slot.table, slot.idx);
+        let old = orig_pte.pfn();
         let zero = self.is_zero_pfn(old);
         self.anon_vma_prepare(mm, vma.start);
         let flags = gfp::HIGHUSER_MOVABLE;
-        // do_wp_page's folio_get: the old folio is held while the new one is allocated (the
-        // allocation's reclaim must not discard it from under the copy).
+        // do_wp_page's folio_get: the old folio is held while the new one is allocated and
+        // charged (reclaim in either may unmap it, but cannot free it from under the copy).
         let old_head = self.head_of(old);
         if !zero {
             self.folio_get(old_head);
         }
         let a = if zero { self.alloc_user_zeroed(0, flags, addr) } else { self.alloc_pages(0, flags) };
+        let charged = a.is_some_and(|a| self.charge_new_anon(a.pfn, mm));
         if !zero {
             self.folio_put(old_head);
         }
-        let Some(a) = a else {
+        let Some(a) = a.filter(|_| charged) else {
             return vm_fault::OOM;
         };
-        if !self.charge_new_anon(a.pfn, mm) {
-            return vm_fault::OOM;
+        if self.entry(slot.table, slot.idx) != orig_pte {
+            // pte_same failed: the allocation's reclaim unmapped the old page (or aged its
+            // pte). The new folio goes and the access faults again.
+            self.folio_put(a.pfn);
+            return 0;
         }
         if !zero {
             self.copy_page(a.pfn, old);

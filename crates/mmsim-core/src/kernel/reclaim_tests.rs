@@ -283,3 +283,33 @@ fn memory_stat_shows_what_rstat_flushed() {
     assert_eq!((stat("many", "pgfault"), live("many", "pgfault")), (110, 110));
     assert_eq!(stat("many", "anon"), 110 * 4096);
 }
+
+/// A COW of a private file page whose new page's charge reclaims in a tight cgroup: reclaim
+/// may unmap the very page being copied (wp_page_copy holds a reference, so it is not freed
+/// from under the copy; pte_same fails, the new page goes and the write faults again). The
+/// child reads a 4 MiB file under memory.max 1M, then writes the last MiB it has cached, the
+/// inactive list's tail: every page written holds what was written, and the page cache
+/// never keeps a freed frame.
+#[test]
+fn cow_of_a_file_page_survives_reclaim_in_its_own_charge() {
+    let w = json!({
+        "machine": {"memory": "64M", "cpus": 1, "swap": [{"size": "64M", "kind": "file"}]},
+        "knobs": {"transparent_hugepage/enabled": "never"},
+        "cgroups": {"box": {"memory.max": "1M"}},
+        "program": [
+            {"op": "create", "file": "f", "fs": "ext4", "size": "4M"},
+            {"op": "pwrite", "file": "f", "length": "4M", "value": 9},
+            {"op": "fsync", "file": "f"},
+            {"op": "fadvise", "file": "f", "advice": "dontneed"},
+            {"op": "fork", "cgroup": "box", "program": [
+                {"op": "mmap", "name": "m", "file": "f", "flags": ["private"], "size": "4M"},
+                {"op": "read", "region": "m", "stride": 4096, "expect": 9},
+                {"op": "write", "region": "m", "offset": "3M", "length": "1M", "stride": 4096, "value": 4},
+                {"op": "read", "region": "m", "offset": "3M", "length": "1M", "stride": 4096, "expect": 4},
+                {"op": "read", "region": "m", "length": "3M", "stride": 4096, "expect": 9}]}]});
+    let r = run(w);
+    let cg = &r.cgroups["box"];
+    assert_eq!(cg.events.get("oom_kill"), Some(0));
+    assert!(cg.stat.get("pgsteal").unwrap() > 0, "the cgroup reclaimed");
+    assert!(r.vmstat.get("pswpout").unwrap() > 0, "the copies went to swap");
+}

@@ -187,3 +187,25 @@ fn a_hole_punched_in_swapped_shmem_frees_the_slots() {
     assert_eq!(swap_used_kb(snap(&r, "a")), 2048);
     assert_eq!(swap_used_kb(snap(&r, "b")), 1024);
 }
+
+/// MADV_COLLAPSE of a tmpfs range partly in swap, in a cgroup too small to hold it all:
+/// collapse_file reads each page back and holds it (Linux locks and isolates it), so the
+/// reclaim a later page's swap-in charges cannot write an earlier one out again; the huge
+/// folio gets every page's data and no index keeps a swap entry beside it.
+#[test]
+fn collapse_of_a_range_in_swap_keeps_every_page() {
+    let r = run(json!({
+        "machine": {"memory": "20M", "cpus": 2, "swap": [{"size": "64M", "kind": "file"}]},
+        "knobs": {"transparent_hugepage/enabled": "always", "block/read_ahead_kb": 0},
+        "cgroups": {"box": {"memory.max": "8M"}},
+        "cgroup": "box",
+        "program": [
+            {"op": "create", "file": "ft", "fs": "tmpfs", "size": 10846208},
+            {"op": "pwrite", "file": "ft", "length": 10846208, "value": 7, "chunk": 65536},
+            {"op": "snapshot", "label": "written"},
+            {"op": "mmap", "name": "m", "file": "ft", "file_offset": "2M", "flags": ["shared"], "size": "6M", "align": "2M"},
+            {"op": "madvise", "region": "m", "advice": "collapse"},
+            {"op": "read", "region": "m", "stride": 4096, "expect": 7}]}));
+    assert!(vmstat(snap(&r, "written"), "pswpout") > 0, "the file went partly to swap");
+    assert!(r.vmstat.get("thp_collapse_alloc").unwrap() > 0, "a range was collapsed");
+}
