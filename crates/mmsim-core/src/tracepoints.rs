@@ -40,6 +40,7 @@ pub const EVENTS: &[(&str, bool, &str)] = &[
     ("vmscan:mm_vmscan_lru_shrink_inactive", false, "nid nr_scanned nr_reclaimed nr_dirty nr_writeback nr_congested nr_immediate nr_activate_anon nr_activate_file nr_ref_keep nr_unmap_fail priority flags"),
     ("vmscan:mm_vmscan_lru_shrink_active", false, "nid nr_taken nr_active nr_deactivated nr_referenced priority flags"),
     ("vmscan:mm_vmscan_throttled", false, "nid usec_timeout usect_delayed reason"),
+    ("writeback:writeback_written", false, "bdi sb_dev nr_pages sync_mode kupdate range_cyclic background reason"),
 ];
 
 /// An event's index in `EVENTS`.
@@ -74,6 +75,7 @@ pub mod ev {
     pub const VMSCAN_LRU_SHRINK_INACTIVE: u8 = 24;
     pub const VMSCAN_LRU_SHRINK_ACTIVE: u8 = 25;
     pub const VMSCAN_THROTTLED: u8 = 26;
+    pub const WRITEBACK_WRITTEN: u8 = 27;
 }
 
 /// One event of a run, as `perf script` prints it: the task, its CPU, the time, the event

@@ -12,6 +12,7 @@ pub mod fault;
 pub mod filemap;
 pub mod filemap_fault;
 pub mod fork;
+pub mod fs_writeback;
 pub mod huge_memory;
 pub mod huge_zero;
 pub mod hugetlb;

@@ -313,3 +313,36 @@ fn cow_of_a_file_page_survives_reclaim_in_its_own_charge() {
     assert!(cg.stat.get("pgsteal").unwrap() > 0, "the cgroup reclaimed");
     assert!(r.vmstat.get("pswpout").unwrap() > 0, "the copies went to swap");
 }
+
+/// A file written past its cgroup's memory.max (`dd` in a container): reclaim finds dirty
+/// page cache at the LRU's end, wakes the flusher threads, and takes the pages once written
+/// (reclaim marked them PG_reclaim and activated them; writeback's end rotates them to the
+/// inactive tail, pgrotated). No OOM, every page is written once (pgpgout 64 MiB), and the
+/// read back under the limit (its batch holds its folios while the readahead it starts
+/// reclaims) finds the data. The same under cgroup v1, whose reclaim sleeps on the flusher.
+#[test]
+fn a_file_written_past_the_limit_is_flushed_not_oom_killed() {
+    for v in ["v2", "v1"] {
+        for (max, size) in [("16M", "64M"), ("1M", "4M")] {
+            let w = json!({
+                "machine": {"memory": "256M", "cpus": 1},
+                "knobs": {"transparent_hugepage/enabled": "never", "cgroup/memory": v},
+                "cgroups": {"box": {"memory.max": max}},
+                "cgroup": "box",
+                "program": [
+                    {"op": "create", "file": "f", "fs": "ext4", "size": 0},
+                    {"op": "pwrite", "file": "f", "length": size, "value": 9, "chunk": "1M"},
+                    {"op": "snapshot", "label": "written"},
+                    {"op": "pread", "file": "f", "length": size, "chunk": "1M", "expect": 9}]});
+            let r = run(w);
+            let cg = &r.cgroups["box"];
+            let pages = crate::units::parse_size(size).unwrap() / 4096;
+            assert_eq!(cg.events.get("oom_kill"), Some(0), "{v} {max}");
+            assert_eq!(r.vmstat.get("pgpgout"), Some(pages as i64 * 4), "{v} {max}: each page written once");
+            assert!(r.vmstat.get("pgrotated").unwrap() > 0, "{v} {max}");
+            assert!(cg.peak as u64 <= crate::units::parse_size(max).unwrap(), "{v} {max}");
+            let written = snap(&r, "written");
+            assert!(vmstat(written, "nr_dirty") <= pages as i64 / 4, "{v} {max}: the flusher ran");
+        }
+    }
+}

@@ -8,9 +8,9 @@
 //!
 //! Differs from Linux: one node with one zone; no compaction (`compaction_ready` is never
 //! true); no slab shrinkers but the deferred split queue and the huge zero folio
-//! (`shrink_slab`); regular files' dirty folios are never written by reclaim, as in Linux,
-//! and mmsim has no flusher threads (they stay dirty until fsync or fadvise); races that a
-//! concurrent kernel loses (trylocks, speculative references) never happen.
+//! (`shrink_slab`); regular files' dirty folios are never written by reclaim, as in Linux:
+//! it wakes the flusher threads (kernel/fs_writeback.rs), whose writeback ends at once;
+//! races that a concurrent kernel loses (trylocks, speculative references) never happen.
 
 use super::lruvec::Lru;
 use super::mm::vm;
@@ -661,6 +661,15 @@ impl Kernel {
             self.stat.count_n(if file { VmEvent::PgstealFile } else { VmEvent::PgstealAnon }, reclaimed as i64);
         }
         self.lru_note_cost(memcg, file, stat.nr_pageout, scanned - reclaimed.min(scanned));
+        // Dirty folios not queued for I/O at the LRU's end: the flushers are asleep (or
+        // behind); wake them. cgroup v1's reclaim then sleeps until writeback progresses, its
+        // only dirty throttling.
+        if stat.nr_unqueued_dirty == taken {
+            let (_, wake_at) = self.wakeup_flusher_threads();
+            if !self.writeback_throttling_sane(sc) {
+                self.reclaim_throttle_writeback(wake_at);
+            }
+        }
         sc.nr.dirty += stat.nr_dirty;
         sc.nr.congested += stat.nr_congested;
         sc.nr.unqueued_dirty += stat.nr_unqueued_dirty;
