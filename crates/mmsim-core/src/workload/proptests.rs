@@ -94,12 +94,15 @@ fn syscall_op(sizes: &[u64]) -> impl Strategy<Value = Value> {
         3 => (range(sizes), prop_oneof![4 => Just("hugepage"), 2 => Just("nohugepage"), 4 => Just("dontneed"),
                 1 => Just("willneed"), 1 => Just("sequential"), 1 => Just("random"), 1 => Just("normal"),
                 1 => Just("collapse"), 2 => Just("free"), 1 => Just("remove"), 1 => Just("dontfork"),
-                1 => Just("dofork")])
+                1 => Just("dofork"), 1 => Just("pageout"), 1 => Just("cold")])
             .prop_map(|((r, o, l), a)| json!({"op":"madvise","region":r,"offset":o*4096,"length":l*4096,"advice":a})),
         2 => (range(sizes), range(sizes))
             .prop_map(|((a, o, l), (b, p, _))| json!({"op":"compare","a":{"region":a,"offset":o*4096},"b":{"region":b,"offset":p*4096},"length":l*4096})),
         1 => prop_oneof![Just("always"), Just("madvise"), Just("never")]
             .prop_map(|v| json!({"op":"set","knob":"transparent_hugepage/enabled","value":v})),
+        // Proactive reclaim of the workload's cgroup (memory.reclaim).
+        1 => prop_oneof![Just("256K"), Just("4M"), Just("64M")]
+            .prop_map(|b| json!({"op":"memory_reclaim","cgroup":"box","bytes":b})),
     ]
 }
 
@@ -210,13 +213,22 @@ fn workload() -> impl Strategy<Value = Value> {
     );
     let io =
         (prop_oneof![Just(128u64), Just(8192), Just(0), Just(16)], prop_oneof![3 => Just(65536u64), 1 => Just(4096)]);
-    (mmaps, knobs, hzp, zero, (share, fmaps, io)).prop_flat_map(
+    // Memory under pressure: a swap file or none, the workload's cgroup "box" with a limit or
+    // none, swappiness and page-cluster.
+    let pressure = (
+        any::<bool>(),
+        prop_oneof![2 => Just(None), 1 => Just(Some("8M")), 1 => Just(Some("24M"))],
+        prop_oneof![3 => Just(60u32), 1 => Just(0), 1 => Just(200)],
+        prop_oneof![Just(3u32), Just(0)],
+    );
+    (mmaps, knobs, hzp, zero, (share, fmaps, io), pressure).prop_flat_map(
         |(
             mm,
             (en, zp, fmo, every, mem, cpus),
             (kind, alloc, rc, wp),
             (start, stop, merge, engine, ioa, iof, locks),
             (share, fm, (ra, fab)),
+            (swap, limit, swappiness, cluster),
         )| {
             let sizes: Vec<u64> = mm.iter().map(|m| m.0).chain(fm.iter().map(|m| m.0)).collect();
             prop::collection::vec(op(&sizes), 1..30).prop_map(move |body| {
@@ -258,7 +270,12 @@ fn workload() -> impl Strategy<Value = Value> {
                 }
                 prog.extend(body);
                 prog.extend(verify(mm.len() + fm.len()));
-                json!({"name":"random","machine":{"memory":mem,"cpus":cpus},
+                let mut machine = json!({"memory":mem,"cpus":cpus});
+                if swap {
+                    machine["swap"] = json!([{"size":"64M","kind":"file"}]);
+                }
+                let cgroup = limit.map_or(json!({}), |l| json!({"memory.max":l}));
+                json!({"name":"random","machine":machine,"cgroups":{"box":cgroup},"cgroup":"box",
                    "knobs":{"transparent_hugepage/enabled":en,"transparent_hugepage/use_zero_page":zp,
                             "fail_page_alloc/min_order":fmo,"fail_page_alloc/every":every,
                             "transparent_hugepage/huge_zero_page":kind,
@@ -268,7 +285,8 @@ fn workload() -> impl Strategy<Value = Value> {
                             "vm/scrub_start":start,"vm/scrub_stop":stop,"vm/scrub_merge":merge,
                             "vm/scrub_engine":engine,"init_on_alloc":ioa,"init_on_free":iof,
                             "kernel/fault_locking":locks,"vm/ptshare":share,
-                            "block/read_ahead_kb":ra,"fault_around_bytes":fab},
+                            "block/read_ahead_kb":ra,"fault_around_bytes":fab,
+                            "vm/swappiness":swappiness,"vm/page-cluster":cluster},
                    "program":prog})
             })
         },
@@ -303,6 +321,10 @@ static COLLAPSES: AtomicU64 = AtomicU64::new(0);
 /// MADV_FREE's pages made lazyfree and those reclaim discarded.
 static LAZYFREE: AtomicU64 = AtomicU64::new(0);
 static LAZYFREED: AtomicU64 = AtomicU64::new(0);
+/// Swap: pages written and read back, and memcg OOM kills.
+static PSWPOUT: AtomicU64 = AtomicU64::new(0);
+static PSWPIN: AtomicU64 = AtomicU64::new(0);
+static OOM_KILLS: AtomicU64 = AtomicU64::new(0);
 static COMBOS: std::sync::Mutex<std::collections::BTreeSet<String>> =
     std::sync::Mutex::new(std::collections::BTreeSet::new());
 
@@ -325,6 +347,9 @@ pub fn check_workload(w: &Value, sabotage: Sabotage) -> Result<(), String> {
         (&COLLAPSES, "thp_collapse_alloc"),
         (&LAZYFREE, "pglazyfree"),
         (&LAZYFREED, "pglazyfreed"),
+        (&PSWPOUT, "pswpout"),
+        (&PSWPIN, "pswpin"),
+        (&OOM_KILLS, "oom_kill"),
     ] {
         counter.fetch_add(r.vmstat.get(name).unwrap_or(0).max(0) as u64, Ordering::Relaxed);
     }
@@ -344,7 +369,7 @@ proptest! {
 }
 
 #[test]
-fn the_generator_exercises_reads_and_forks() {
+fn the_generator_exercises_reads_forks_and_swap() {
     let mut runner = proptest::test_runner::TestRunner::deterministic();
     let strat = workload();
     for _ in 0..50 {
@@ -354,6 +379,7 @@ fn the_generator_exercises_reads_and_forks() {
     assert!(READS.load(Ordering::Relaxed) > 10_000, "reads checked: {}", READS.load(Ordering::Relaxed));
     assert!(FORKS.load(Ordering::Relaxed) > 20, "forks: {}", FORKS.load(Ordering::Relaxed));
     assert!(MAJOR.load(Ordering::Relaxed) > 20, "major faults: {}", MAJOR.load(Ordering::Relaxed));
+    assert!(PSWPOUT.load(Ordering::Relaxed) > 100, "pages swapped out: {}", PSWPOUT.load(Ordering::Relaxed));
 }
 
 /// The checkers catch a broken kernel: each sabotage is found within a bounded number of
@@ -387,7 +413,8 @@ fn fuzz_campaign() {
         format!(
             "fuzz campaign (seed {}): {} workloads, {} operations, {} reads checked, {} invariant checks, {} \
              processes forked, {} major faults, {} kB read from the device, {} file PMD mappings, {} collapses, {} \
-             pages lazyfreed and {} discarded, {} policy combinations, {} failures",
+             pages lazyfreed and {} discarded, {} pages swapped out and {} in, {} OOM kills, {} policy \
+             combinations, {} failures",
             fuzz_seed(),
             fuzz_cases(),
             STEPS.load(Ordering::Relaxed),
@@ -400,6 +427,9 @@ fn fuzz_campaign() {
             COLLAPSES.load(Ordering::Relaxed),
             LAZYFREE.load(Ordering::Relaxed),
             LAZYFREED.load(Ordering::Relaxed),
+            PSWPOUT.load(Ordering::Relaxed),
+            PSWPIN.load(Ordering::Relaxed),
+            OOM_KILLS.load(Ordering::Relaxed),
             COMBOS.lock().expect("combos").len(),
             failures
         )
