@@ -10,7 +10,7 @@
                     [--results PATH] [--timelines]
     mmsim sweep SPEC [--processes N] [--json | --csv PATH | --parquet PATH]
     mmsim validate [WORKLOAD ...] [--suite] [--host-set KNOB=VALUE ...] [--dir FS=PATH ...] [--json]
-    mmsim validate --random N [--seed S] [--save-dir DIR] [--shrink-runs N] [--json]
+    mmsim validate --random N [--seed S] [--pressure SHARE] [--save-dir DIR] [--shrink-runs N] [--json]
     mmsim record [-o FILE] -- CMD [ARGS...]
     mmsim trace info FILE [--json]
     mmsim trace dump FILE [--limit N]
@@ -310,6 +310,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     va.add_argument("--seed", type=int, default=None, metavar="S", help="with --random: the seed (default: the clock)")
     va.add_argument(
+        "--pressure",
+        type=float,
+        default=None,
+        metavar="SHARE",
+        help="with --random: the share of cases (0 to 1) under memory pressure: swap, memory cgroups with "
+        "limits, MADV_PAGEOUT and MADV_COLD, memory.reclaim (default: mmsim.random_checker.PRESSURE)",
+    )
+    va.add_argument(
         "--save-dir",
         default=None,
         metavar="DIR",
@@ -348,8 +356,8 @@ def _validate(args: argparse.Namespace) -> int:
         return _validate_trace(args)
     if args.memory_max is not None or args.swap is not None:
         raise MmsimError("validate: --memory-max and --swap go with --trace")
-    if args.seed is not None or args.save_dir is not None or args.shrink_runs is not None:
-        raise MmsimError("validate: --seed, --save-dir and --shrink-runs go with --random")
+    if args.seed is not None or args.save_dir is not None or args.shrink_runs is not None or args.pressure is not None:
+        raise MmsimError("validate: --seed, --pressure, --save-dir and --shrink-runs go with --random")
     if not args.suite and not args.workloads:
         raise MmsimError("validate: give workload files or --suite")
     changes = _host_changes(args)
@@ -481,6 +489,8 @@ def _validate_random(args: argparse.Namespace) -> int:
         raise MmsimError(f"validate: --random expects a number of cases of at least 1, got {args.random}")
     if args.shrink_runs is not None and args.shrink_runs < 0:
         raise MmsimError(f"validate: --shrink-runs expects 0 or more, got {args.shrink_runs}")
+    if args.pressure is not None and not 0.0 <= args.pressure <= 1.0:
+        raise MmsimError(f"validate: --pressure expects a share from 0 to 1, got {args.pressure}")
     changes = _host_changes(args)
     for k in changes:
         if k in KNOBS:
@@ -503,6 +513,7 @@ def _validate_random(args: argparse.Namespace) -> int:
                 shrink_runs=SHRINK_RUNS if args.shrink_runs is None else args.shrink_runs,
                 progress=sys.stderr.isatty(),
                 on_seed=announce,
+                pressure=args.pressure,
             )
     finally:
         signal.signal(signal.SIGTERM, old)

@@ -288,13 +288,15 @@ def campaign(
     threads: bool | None = None,
     progress: bool = False,
     on_seed: Callable[[int], None] | None = None,
+    pressure: float | None = None,
 ) -> dict[str, Any]:
     """Generate `n` cases from `seed` (default: from the clock), run each natively and in
     mmsim under its host THP knobs (cases grouped by knobs, so that sysfs is written once per
     group), shrink each failure and save it to `save_dir`; returns the figures
     (see :func:`format_figures`). `validate`, `host_settings` and `host_set` default to
     :func:`mmsim.native.validate_workload`, :func:`mmsim.native_host.host_settings` and
-    :class:`mmsim.native_knobs.HostSettings` (tests put fakes in their place)."""
+    :class:`mmsim.native_knobs.HostSettings` (tests put fakes in their place). `pressure` is
+    the share of cases under memory pressure (default :data:`mmsim.random_checker.PRESSURE`)."""
     from mmsim import native, native_compare, native_host, native_knobs
 
     if seed is None:
@@ -314,6 +316,7 @@ def campaign(
                 host_set=native_knobs.HostSettings,
                 threads=threads,
                 progress=progress,
+                pressure=pressure,
             )
     # The random campaign compares every exact counter but the mlock events (see
     # native_compare.MLOCK_EVENTS: Linux's per-CPU mlock batches, a known difference).
@@ -323,7 +326,7 @@ def campaign(
     t0 = time.monotonic()
     start = read_host()
     v2 = start.get("cgroup/memory") == "v2"
-    cases = [generate_case(seed, i, threads, memcg_v2=v2) for i in range(n)]
+    cases = [generate_case(seed, i, threads, pressure=pressure, memcg_v2=v2) for i in range(n)]
     base = {k: str(start.get(k)) for k in KNOBS}
 
     # The host's own setting first (no sysfs write), then the others in a fixed order.

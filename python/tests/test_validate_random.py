@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -402,6 +403,39 @@ def test_validate_random_refuses_suite_and_files(tmp_path: Path):
     assert e.returncode == 2 and "at least 1" in e.stderr
     e = run_mmsim("validate", "--random", "2", "--host-set", "transparent_hugepage/enabled=never")
     assert e.returncode == 2 and "sets it for each case" in e.stderr
+    e = run_mmsim("validate", "--random", "2", "--pressure", "1.5")
+    assert e.returncode == 2 and "--pressure expects a share from 0 to 1" in e.stderr
+    e = run_mmsim("validate", "--suite", "--pressure", "0.5")
+    assert e.returncode == 2 and "go with --random" in e.stderr
+
+
+def test_a_campaign_draws_its_share_of_cases_under_pressure():
+    """`campaign(pressure=1)` validates only cases under memory pressure (swap, cgroups); the
+    default share draws the workloads drawn before pressure was added."""
+    seen: list[Mapping[str, Any]] = []
+    host = {vr.ENABLED: "madvise", vr.ZERO_PAGE: "1", vr.DEFRAG: "madvise", "kernel": "test"}
+
+    class FakeSettings:
+        def __init__(self, changes):
+            self.changes = dict(changes)
+
+        def __enter__(self):
+            self.saved = {k: host[k] for k in self.changes}
+            host.update(self.changes)
+
+        def __exit__(self, *exc):
+            host.update(self.saved)
+
+    def validate(w, h):
+        seen.append(w)
+        return {"status": "pass", "counters": []}
+
+    for share, want in ((1.0, True), (None, vr_files.PRESSURE > 0)):
+        seen.clear()
+        vr.campaign(6, 11, validate=validate, host_settings=lambda: dict(host), host_set=FakeSettings, pressure=share)
+        assert len(seen) == 6
+        under = ["cgroups" in w or "swap" in w.get("machine", {}) for w in seen]
+        assert all(under) if want else not any(under), (share, under)
 
 
 @pytest.mark.parametrize("threads", [True, False])
