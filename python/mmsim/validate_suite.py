@@ -717,6 +717,44 @@ PRESSURE_CASES = [
             "memory.stat file",
         ),
     ),
+    # (c2) `dd` in a container: a 64 MiB file written by write() in a cgroup of memory.max
+    # 16M, then read back. Reclaim meets dirty page cache at the LRU's end, wakes the flusher
+    # and (v1) sleeps on it; the cgroup stays at its limit and nobody is OOM-killed.
+    Case(
+        "memcg-file-write-64m-in-16m",
+        (
+            "a 64 MiB ext4 file written by write() in a cgroup of memory.max 16M, then read: reclaim wakes the "
+            "flusher for the dirty page cache instead of OOM-killing (oom_kill 0, max usage the limit)"
+        ),
+        _w(
+            B,
+            {
+                "op": "fork",
+                "cgroup": "box",
+                "program": [
+                    B,
+                    {"op": "create", "file": "f", "size": 0},
+                    {"op": "pwrite", "file": "f", "length": "64M", "chunk": "1M", "value": 5},
+                    {"op": "pread", "file": "f", "chunk": "1M", "expect": 5},
+                    A,
+                ],
+            },
+            {"op": "wait"},
+            A,
+        ),
+        pids=(1, 2),
+        counters=("minflt", "majflt"),
+        vmstat=("oom_kill", "pgscan_anon", "pgsteal_file", "pgscan_file"),
+        setup={"cgroups": {"box": {"memory.max": "16M"}}},
+        cgroup=(
+            "memory.max_usage_in_bytes",
+            "memory.stat cache",
+            "memory.stat pgpgin",
+            "memory.stat pgpgout",
+            "memory.events oom_kill",
+            "memory.peak",
+        ),
+    ),
     # (d) A fork after MADV_PAGEOUT: the child inherits the swap entries (its VmSwap); its reads
     # find the folios in the swap cache (minor faults, no swap I/O), and the parent's swap PTEs
     # keep the slots.
@@ -864,6 +902,14 @@ PRESSURE_OPEN = {
         "kernel writes 8000 more pages while reading (pswpout 39567 vs 31486, every one rotated: pgrotated "
         "39564) and ends with 6800 of them still in the swap cache (SwapCached +27180 kB vs -5104 kB, shmem "
         "and RssShmem that much lower). Not the I/O scheduler: the same with vda's scheduler set to none"
+    ),
+    "memcg-file-write-64m-in-16m": (
+        "neither side OOM-kills and both hold the limit (max usage 16M); writing alone agrees within one 1 MiB "
+        "folio (pgsteal_file 12288 vs 12544, pgscan_file 13056 vs 13568, failcnt 48 vs 49, pgpgin 64 = 64, every "
+        "kernel run alike) but the kernel's reclaim finds the folios already under writeback "
+        "(nr_vmscan_immediate_reclaim 0 vs 768) and it ends with 4 MiB dirty, mmsim 16 MiB: its flusher keeps "
+        "writing what the writer dirties after the wake-up, mmsim's writes what is dirty at the wake-up at once; "
+        "reading back then thrashes readahead on both, the kernel's pgsteal_file 25% higher"
     ),
     "memcg-file-512m-in-256m": (
         "the kernel's cgroup holds 447 fewer page-cache pages at its limit (usage 65089 pages, cache 65024): "
