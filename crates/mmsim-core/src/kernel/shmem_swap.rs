@@ -30,6 +30,13 @@ impl Kernel {
         o.swapped.get(&index).map(|&v| SwpEntry(v))
     }
 
+    /// What the swap slot holding page `index` of `obj` has (None: not in swap, or a
+    /// zero-filled slot).
+    pub fn shmem_swapped_content(&self, obj: u32, index: u64) -> Option<&super::content::PageContent> {
+        let e = self.shmem_swap_entry(obj, index)?;
+        self.swap.si[e.ty()].data.get(&e.offset())
+    }
+
     /// `info->swapped`: the object's pages in swap.
     pub fn shmem_nr_swapped(&self, obj: u32) -> u64 {
         self.shmem[obj as usize].as_ref().map_or(0, |o| o.swapped.len() as u64)

@@ -588,6 +588,7 @@ fn fuzz_regressions_stay_fixed() {
         ("ptshare_mlocked_fork", include_str!("fuzz_regressions/ptshare_mlocked_fork.json")),
         ("mlock_breaks_file_cow", include_str!("fuzz_regressions/mlock_breaks_file_cow.json")),
         ("mlock_fault_around_large_folio", include_str!("fuzz_regressions/mlock_fault_around_large_folio.json")),
+        ("tmpfs_read_swapped_again", include_str!("fuzz_regressions/tmpfs_read_swapped_again.json")),
     ] {
         let w: Value = serde_json::from_str(text).expect("JSON");
         check_workload(&w, Sabotage::default()).unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -202,8 +202,15 @@ impl Interp {
             let have = self.kernel.shmem_find_folio(obj, index).and_then(|f| self.kernel.page_content(f));
             let disk = self.kernel.inode(obj).disk.get(&index);
             // A hole of a tmpfs file, or an ext4 page the read left uncached, reads as the
-            // device has it.
-            let have = if self.kernel.shmem_find_folio(obj, index).is_some() { have } else { disk };
+            // device has it; a tmpfs page the read's own allocations sent back to swap after
+            // it was copied, as its slot has it.
+            let have = if self.kernel.shmem_find_folio(obj, index).is_some() {
+                have
+            } else if self.kernel.shmem_swap_entry(obj, index).is_some() {
+                self.kernel.shmem_swapped_content(obj, index)
+            } else {
+                disk
+            };
             for i in self.kernel.geo.offset_in_page(p) as usize..self.kernel.geo.offset_in_page(stop - 1) as usize + 1 {
                 let (w, h) = (want.map_or(0, |c| c.get(i)), have.map_or(0, |c| c.get(i)));
                 if w != h {
