@@ -301,6 +301,10 @@ impl Kernel {
         }
         let cpu = self.cur_cpu;
         let limit = MEMCG_CHARGE_BATCH * self.nr_cpus.max(1) as u64;
+        if self.memcg.groups[memcg as usize].stats_updates > limit {
+            // Already due a flush (the root between periodic flushes, mostly): nothing to add.
+            return;
+        }
         let mut cur = Some(memcg);
         while let Some(c) = cur {
             let g = &mut self.memcg.groups[c as usize];
