@@ -132,8 +132,10 @@ impl Kernel {
                 let max = limit(value)?;
                 self.memcg.groups[memcg as usize].memory.max = max;
                 if self.memcg_v1() {
+                    // v1 has memory.limit_in_bytes and memory.memsw.limit_in_bytes: a write of
+                    // memory.max keeps memory.swap.max, as the native runner writes them.
                     let g = &mut self.memcg.groups[memcg as usize];
-                    g.memsw.max = g.memsw.max.max(max);
+                    g.memsw.max = max.saturating_add(g.swap.max).min(PAGE_COUNTER_MAX);
                 }
                 // memory_max_write: reclaim down to the limit, then OOM-kill.
                 self.drain_all_stock(memcg);

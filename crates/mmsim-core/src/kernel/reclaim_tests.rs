@@ -171,6 +171,28 @@ fn a_v1_cgroup_over_its_limit_reports_v1_files() {
     assert!(a.cgroups["box"].stat.get("pgpgin").unwrap() >= 65536, "a charge per page written");
 }
 
+/// v1 keeps memory.swap.max when memory.max is written: with swap.max 0 the memsw limit
+/// follows the limit down (the native runner writes memory.memsw.limit_in_bytes so; a
+/// random validate case found mmsim keeping the old 256M).
+#[test]
+fn a_v1_memory_max_write_keeps_swap_max() {
+    let r = run(json!({
+        "machine": {"memory": "1G", "cpus": 1, "swap": [{"size": "64M", "kind": "file"}]},
+        "knobs": {"cgroup/memory": "v1"},
+        "cgroups": {"box": {"memory.max": "256M", "memory.swap.max": 0}},
+        "cgroup": "box",
+        "program": [
+            {"op": "snapshot", "label": "a"},
+            {"op": "cgroup_write", "cgroup": "box", "file": "memory.max", "value": "128M"},
+            {"op": "snapshot", "label": "b"},
+            {"op": "cgroup_write", "cgroup": "box", "file": "memory.swap.max", "value": "16M"},
+            {"op": "snapshot", "label": "c"}]}));
+    let memsw = |l: &str| snap(&r, l).cgroups["box"].v1.as_ref().expect("v1 files").memsw_limit_in_bytes;
+    assert_eq!(memsw("a"), 256 << 20);
+    assert_eq!(memsw("b"), 128 << 20);
+    assert_eq!(memsw("c"), 144 << 20);
+}
+
 /// Without swap, the same cgroup meets its OOM killer: the process is killed (oom_kill in
 /// memory.events and in /proc/vmstat).
 #[test]
