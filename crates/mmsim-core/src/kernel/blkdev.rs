@@ -170,10 +170,20 @@ impl Kernel {
 
     /// The kernel's clock moves to `now_ns` (a task enters the kernel, or waits in it): the
     /// completions due by then run, in order.
+    #[inline]
     pub fn advance_time(&mut self, now_ns: u64) {
         if now_ns > self.now_ns {
             self.now_ns = now_ns;
         }
+        // Nothing in flight and no flush due: the common case, inline.
+        if self.blk.pending.is_empty() && self.now_ns < self.memcg.flush_next_ns {
+            return;
+        }
+        self.advance_time_slow();
+    }
+
+    #[inline(never)]
+    fn advance_time_slow(&mut self) {
         while let Some(&(t, seq)) = self.blk.pending.keys().next() {
             if t > self.now_ns {
                 break;

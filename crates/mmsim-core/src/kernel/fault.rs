@@ -62,16 +62,24 @@ impl Kernel {
     /// `do_user_addr_fault`.
     pub fn do_user_addr_fault(&mut self, mm: MmId, addr: u64, access: Access) -> FaultOutcome {
         self.current.fault_path = "bad_area";
-        if self.mm(mm).vma_lookup(addr).is_none() && !self.expand_stack(mm, addr) {
-            return FaultOutcome::Segv;
-        }
-        let Some(v) = self.mm(mm).vma_lookup(addr) else {
-            return FaultOutcome::Segv;
+        let found = self.mm(mm).vma_lookup(addr).cloned();
+        let vma = match found {
+            Some(v) => v,
+            None => {
+                if !self.expand_stack(mm, addr) {
+                    return FaultOutcome::Segv;
+                }
+                let Some(v) = self.mm(mm).vma_lookup(addr) else {
+                    return FaultOutcome::Segv;
+                };
+                v.clone()
+            }
         };
+        let (flags, vma_start) = (vma.flags, vma.start);
         let ok = match access {
-            Access::Write => v.flags & vm::WRITE != 0,
-            Access::Exec => v.flags & vm::EXEC != 0,
-            Access::Read => v.flags & (vm::READ | vm::WRITE | vm::EXEC) != 0,
+            Access::Write => flags & vm::WRITE != 0,
+            Access::Exec => flags & vm::EXEC != 0,
+            Access::Read => flags & (vm::READ | vm::WRITE | vm::EXEC) != 0,
         };
         if !ok {
             return FaultOutcome::Segv;
@@ -81,7 +89,6 @@ impl Kernel {
         // of this process can take them, so they are booked only when it has more than one
         // (alone, their cost is the uncontended one already in `cost.fault_handler`).
         let threaded = self.mm(mm).users > 1;
-        let vma_start = v.start;
         let (enter, leave) = match self.knobs.fault_locking {
             FaultLocking::PerVma => ("lock_vma_under_rcu", "vma_end_read"),
             _ => ("down_read", "up_read"),
@@ -90,7 +97,7 @@ impl Kernel {
         if threaded {
             self.work.push(Work::FaultLock { line: lock, hold: false, func: enter });
         }
-        let mut ret = self.handle_mm_fault(mm, addr, access == Access::Write);
+        let mut ret = self.handle_mm_fault_vma(mm, vma, addr, access == Access::Write);
         let mut major = false;
         let mut tries = 0;
         while ret & vm_fault::RETRY != 0 && tries < 3 {

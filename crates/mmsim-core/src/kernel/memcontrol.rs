@@ -295,16 +295,25 @@ impl Kernel {
 
     /// `memcg_rstat_updated`: `val` pages of updates on this CPU; each level's share moves to
     /// its total every MEMCG_CHARGE_BATCH, up to the first level that already needs a flush.
+    #[inline]
     pub(super) fn memcg_rstat_updated(&mut self, memcg: u16, val: u64) {
-        if val == 0 {
-            return;
+        // Already due a flush (the root between periodic flushes, mostly): nothing to add.
+        // This test is the common case, kept inline; the walk is not.
+        if val != 0 && self.memcg.groups[memcg as usize].stats_updates <= self.memcg_flush_threshold() {
+            self.memcg_rstat_updated_walk(memcg, val);
         }
+    }
+
+    /// `memcg_vmstats_needs_flush`'s threshold: MEMCG_CHARGE_BATCH a CPU.
+    #[inline]
+    fn memcg_flush_threshold(&self) -> u64 {
+        MEMCG_CHARGE_BATCH * self.nr_cpus.max(1) as u64
+    }
+
+    #[inline(never)]
+    fn memcg_rstat_updated_walk(&mut self, memcg: u16, val: u64) {
         let cpu = self.cur_cpu;
-        let limit = MEMCG_CHARGE_BATCH * self.nr_cpus.max(1) as u64;
-        if self.memcg.groups[memcg as usize].stats_updates > limit {
-            // Already due a flush (the root between periodic flushes, mostly): nothing to add.
-            return;
-        }
+        let limit = self.memcg_flush_threshold();
         let mut cur = Some(memcg);
         while let Some(c) = cur {
             let g = &mut self.memcg.groups[c as usize];
@@ -392,8 +401,7 @@ impl Kernel {
 
     /// `mem_cgroup_flush_stats`: a reader's flush, only once enough updates are pending.
     pub fn mem_cgroup_flush_stats(&mut self, memcg: u16) {
-        let limit = MEMCG_CHARGE_BATCH * self.nr_cpus.max(1) as u64;
-        if self.memcg.groups[memcg as usize].stats_updates > limit {
+        if self.memcg.groups[memcg as usize].stats_updates > self.memcg_flush_threshold() {
             self.mem_cgroup_flush_subtree(memcg);
         }
     }

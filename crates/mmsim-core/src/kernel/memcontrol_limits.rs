@@ -43,11 +43,17 @@ impl Kernel {
     /// `__mem_cgroup_handle_over_high` (on the way back to user space): reclaim from each
     /// level over memory.high, and the throttle delay (ns) its overage calls for (none under
     /// two jiffies).
+    #[inline]
     pub fn mem_cgroup_handle_over_high(&mut self) -> u64 {
-        let nr = std::mem::take(&mut self.memcg.over_high);
-        if nr == 0 {
+        if self.memcg.over_high == 0 {
             return 0;
         }
+        self.mem_cgroup_handle_over_high_slow()
+    }
+
+    #[inline(never)]
+    fn mem_cgroup_handle_over_high_slow(&mut self) -> u64 {
+        let nr = std::mem::take(&mut self.memcg.over_high);
         let memcg = self.memcg.over_high_memcg;
         let mut retries = super::vmscan::MAX_RECLAIM_RETRIES;
         let mut in_retry = false;

@@ -132,6 +132,12 @@ impl Kernel {
     /// has found the vma and checked access rights.
     pub fn handle_mm_fault(&mut self, mm: MmId, addr: u64, write: bool) -> u32 {
         let vma = self.mm(mm).vma_lookup(addr).expect("arch handler checked the vma").clone();
+        self.handle_mm_fault_vma(mm, vma, addr, write)
+    }
+
+    /// `handle_mm_fault` as Linux calls it: with the vma the arch handler found (a copy of
+    /// it: the fault paths below may change the mm's vmas).
+    pub fn handle_mm_fault_vma(&mut self, mm: MmId, vma: Vma, addr: u64, write: bool) -> u32 {
         if vma.flags & vm::HUGETLB != 0 {
             return self.hugetlb_fault(mm, &vma, addr, write);
         }
@@ -556,6 +562,8 @@ impl Kernel {
         // The pages each rss counter loses, given back once at the end (add_mm_rss_vec): a
         // decrease never moves the high-water mark, so the counts end the same.
         let mut rss = [0i64; 3];
+        // vma_has_recency of the vma the ptes are in, looked up once per vma ([start, end)).
+        let mut recency: Option<(u64, u64, bool)> = None;
         let mut a = addr;
         while a < end {
             let idx = self.geo.table_index(a, 0);
@@ -575,7 +583,18 @@ impl Kernel {
                     if e.has(pgtable::ACCESSED) && c != MmCounter::AnonPages {
                         // A young pte of a file folio: it was used (vma_has_recency).
                         let h = self.head_of(pfn);
-                        if self.mm(mm).vma_lookup(a).is_none_or(|v| v.flags & (vm::SEQ_READ | vm::RAND_READ) == 0) {
+                        let has_recency = match recency {
+                            Some((s, e, r)) if a >= s && a < e => r,
+                            _ => {
+                                let (s, e, r) = match self.mm(mm).vma_lookup(a) {
+                                    Some(v) => (v.start, v.end, v.flags & (vm::SEQ_READ | vm::RAND_READ) == 0),
+                                    None => (a, a + 1, true),
+                                };
+                                recency = Some((s, e, r));
+                                r
+                            }
+                        };
+                        if has_recency {
                             self.folio_mark_accessed(h);
                         }
                     }

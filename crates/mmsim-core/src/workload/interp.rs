@@ -800,7 +800,21 @@ impl Interp {
     /// that what the task sees next never depends on it. Deliberately different from Linux
     /// only in when the simulator computes a cost; every piece runs on the task's CPU.
     /// Returns true when nothing is left pending.
+    #[inline]
     pub(super) fn charge_work(&mut self, t: usize) -> bool {
+        // Nothing queued, pending or discarded (the common case, inline): nothing to do.
+        if self.kernel.work.is_empty()
+            && self.tasks[t].pending.is_empty()
+            && self.kernel.lazyfree.discards.is_empty()
+            && self.kernel.tp.is_none()
+        {
+            return true;
+        }
+        self.charge_work_queued(t)
+    }
+
+    #[inline(never)]
+    fn charge_work_queued(&mut self, t: usize) -> bool {
         if self.kernel.tp.is_some() {
             self.tp_drain(t);
         }

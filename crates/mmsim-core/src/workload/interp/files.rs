@@ -232,7 +232,18 @@ impl Interp {
     /// Time task `t` spent in the kernel waiting: for the swap device (`io_schedule`, `ns`
     /// of it) and in memory.high's throttle (`throttle` ns), as its cycles. Then, on its way
     /// back to user space, memory.high's throttle of what the call charged over the limit.
+    #[inline]
     pub(super) fn charge_wait_ns(&mut self, t: usize, ns: u64, throttle: u64) {
+        if ns == 0 && throttle == 0 && self.kernel.memcg.over_high == 0 {
+            // No wait and no throttle (the common case, inline): only queued work.
+            self.charge_work(t);
+            return;
+        }
+        self.charge_wait_ns_slow(t, ns, throttle);
+    }
+
+    #[inline(never)]
+    fn charge_wait_ns_slow(&mut self, t: usize, ns: u64, throttle: u64) {
         let cpu = self.tasks[t].cpu;
         let freq = self.machine.p.cpu.freq_ghz;
         if ns > 0 {
