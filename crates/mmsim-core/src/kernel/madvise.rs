@@ -137,6 +137,15 @@ impl Kernel {
         if end == start {
             return Ok(());
         }
+        // The behaviours' I/O (MADV_PAGEOUT's swap writes, WILLNEED's reads) goes out under
+        // one plug: contiguous bios merge into requests of up to max_sectors_kb.
+        self.blk_start_plug();
+        let r = self.madvise_do_behavior_plugged(mm, start, end, advice);
+        self.blk_finish_plug();
+        r
+    }
+
+    fn madvise_do_behavior_plugged(&mut self, mm: MmId, start: u64, end: u64, advice: Advice) -> Result<(), Errno> {
         if matches!(advice, Advice::PopulateRead | Advice::PopulateWrite) {
             return self.madvise_populate(mm, start, end, advice == Advice::PopulateWrite);
         }
