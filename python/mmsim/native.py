@@ -281,7 +281,19 @@ def _host_workload(
     as its knobs (:func:`host_knobs`), so that mmsim starts where the kernel does."""
     setup = dict(setup or {})
     pressure = uses_pressure({**setup, "program": program})
+    if pressure:
+        # The runner pins itself, and so its children, to the CPU it starts on; the kernel's
+        # per-CPU thresholds (memcg's statistics flush: MEMCG_CHARGE_BATCH a CPU online) count
+        # every CPU of the host. mmsim runs on as many, the first process pinned to CPU 0.
+        machine = dict(setup.get("machine") or {})
+        machine.setdefault("cpus", host_cpus())
+        setup = {**setup, "machine": machine, "cpu": 0}
     return {"name": name, **setup, "knobs": host_knobs(program, host, pressure), "program": program}
+
+
+def host_cpus() -> int:
+    """The host's online CPUs (what the kernel's num_online_cpus() counts), 1..4096."""
+    return min(max(os.cpu_count() or 1, 1), 4096)
 
 
 #: How mmsim runs a workload it compares with the kernel: the serial schedule, which the

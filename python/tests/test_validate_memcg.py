@@ -518,6 +518,25 @@ def test_a_workload_under_pressure_gives_mmsim_the_hosts_hierarchy_and_swap_knob
     assert "vm/min_free_kbytes" not in knobs, "the host's watermarks are for its memory, not mmsim's machine's"
 
 
+def test_a_workload_under_pressure_runs_on_the_hosts_cpus_pinned_as_the_runner_is():
+    """The kernel's memcg statistics flush waits for MEMCG_CHARGE_BATCH updates a CPU online:
+    mmsim gets the host's CPUs, the first process pinned to one (its children inherit it, as
+    the runner's do); a declared machine keeps its own count; a workload without pressure is
+    unchanged."""
+    import os
+
+    from mmsim.native import _host_workload
+
+    host = {"transparent_hugepage/enabled": "madvise", "cgroup/memory": "v1"}
+    prog = [{"op": "mmap", "name": "p", "size": "4M"}]
+    w = _host_workload("w", prog, host, {"cgroups": {"box": {}}, "machine": {"swap": [{"size": "64M"}]}})
+    assert w["machine"] == {"swap": [{"size": "64M"}], "cpus": os.cpu_count()} and w["cpu"] == 0
+    w = _host_workload("w", prog, host, {"cgroups": {"box": {}}, "machine": {"cpus": 3}})
+    assert w["machine"]["cpus"] == 3
+    w = _host_workload("w", prog, host, {})
+    assert "machine" not in w and "cpu" not in w
+
+
 # -- the runner on this host ------------------------------------------------------------------------------
 
 

@@ -345,6 +345,8 @@ fn boot(
     kernel.mem_cgroup_create_all(&w.cgroups);
     let first_cpu = w.cpu.unwrap_or(0) as usize % w.machine.cpus as usize;
     let mut it = Interp::new(kernel, machine, w.program.clone(), first_cpu, opts.check)?;
+    // A CPU given pins the first process there (sched_setaffinity), as a fork's `cpu` does.
+    it.tasks[0].pinned = w.cpu.is_some();
     if let (Some(c), Some(mm)) = (&w.cgroup, it.tasks[0].mm) {
         let id = it.kernel.memcg.lookup(c).expect("validated: the cgroup is declared");
         it.kernel.mm_move_memcg(mm, id);

@@ -40,7 +40,7 @@ pub const TOP: &[FieldDecl] = &[
     f("name", "string", "the file's name without its suffix", "shown in the report"),
     f("machine", "machine", "{}", "the simulated machine (below)"),
     f("knobs", "knobs", "{}", "knob name -> value (string, number or boolean), applied before the run (Knobs page)"),
-    f("cpu", "int", "0", "the CPU the first process runs on"),
+    f("cpu", "int", "0, unpinned", "the CPU the first process runs on, pinned there (its children inherit the pin)"),
     f("start_brk", "size", "0x555555600000", "where the first process's heap (its program break) starts"),
     f("cgroups", "cgroups", "{}", "memory cgroups made before the run: path (box, box/a) -> its files (below)"),
     f("cgroup", "cgroup", "the root cgroup", "the memory cgroup the first process runs in"),

@@ -125,10 +125,12 @@ impl Interp {
         self.pid_allocated += 1;
         let ncpus = self.machine.cpus.len();
         let pc = self.tasks[t].cpu;
-        // A CPU given pins the task there.
-        let pinned = cpu.is_some();
+        // A CPU given pins the task there; else a pinned creator's task inherits its one CPU
+        // (sched_fork copies the affinity mask).
+        let pinned = cpu.is_some() || self.tasks[t].pinned;
         let cpu = match cpu {
             Some(c) => c % ncpus,
+            None if self.tasks[t].pinned => pc,
             None if self.kernel.knobs.sched_balance_fork && !self.serial => self.find_idlest_cpu(pc),
             None => (pid as usize - 1) % ncpus,
         };

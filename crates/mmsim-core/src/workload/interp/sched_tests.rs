@@ -92,6 +92,40 @@ fn balance_on_fork_places_children_on_the_idlest_cpu() {
     assert_eq!(placed(0), [2, 2, 3, 0, 1], "by pid: (pid - 1) mod 4");
 }
 
+/// Affinity: a first process the workload pins (top-level `cpu`) keeps its children and
+/// threads on its CPU (sched_fork copies the affinity mask), balanced or not; a fork's own
+/// `cpu` still moves its child. Unpinned, the same children spread by pid.
+#[test]
+fn children_of_a_pinned_task_inherit_its_cpu() {
+    let w = |cpu: Option<u32>| {
+        let mut w = json!({"machine":{"cpus":4},
+            "knobs":{"sched/balance_fork":1},
+            "program":[
+                {"op":"mmap","name":"q","size":"64K"},
+                {"op":"fork","count":3,"program":[{"op":"write","region":"q"},
+                    {"op":"thread","program":[{"op":"read","region":"q"}]},{"op":"wait"}]},
+                {"op":"fork","cpu":3,"program":[{"op":"write","region":"q"}]},
+                {"op":"wait"},
+                {"op":"write","region":"q"}]});
+        if let Some(c) = cpu {
+            w["cpu"] = json!(c);
+        }
+        let w = parse_workload(&w.to_string()).expect("valid workload");
+        let sets = [("engine.events".to_string(), "exceptions:page_fault_user".to_string())];
+        let r = run_with(&w, &sets, &RunOptions::default()).expect("runs");
+        let mut cpus: Vec<(u32, u32)> = r.trace_events.iter().map(|e| (e.pid, e.cpu)).collect();
+        cpus.sort();
+        cpus.dedup();
+        cpus
+    };
+    let pinned = w(Some(1));
+    assert!(pinned.iter().filter(|&&(pid, _)| pid != 5).all(|&(_, c)| c == 1), "{pinned:?}");
+    assert!(pinned.contains(&(5, 3)), "a fork's cpu moves its child: {pinned:?}");
+    let free = w(None);
+    let cpus: std::collections::BTreeSet<u32> = free.iter().map(|&(_, c)| c).collect();
+    assert!(cpus.len() > 1, "unpinned, the children spread: {free:?}");
+}
+
 /// Wakeup preemption: on one CPU, a child that runs first and sleeps 10 ms while its parent
 /// computes runs again at its wake-up when the woken preempt (2.6's O(1) scheduler);
 /// otherwise it waits for the parent's slice to end (the 12 ticks of 4 ms it kept at the fork).
