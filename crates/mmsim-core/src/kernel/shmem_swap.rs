@@ -163,12 +163,14 @@ impl Kernel {
     }
 
     /// `shmem_get_folio(SGP_READ)` for read(2): the cached page at `index`, swapped in if it
-    /// is in swap; None for a hole (or when memory ran out).
+    /// is in swap; None for a hole (or when memory ran out). A page fallocate(2) added and
+    /// nothing wrote yet (!PG_uptodate) is a hole too: SGP_READ lets the caller read zeroes
+    /// and does not mark it accessed.
     pub fn shmem_get_folio_read(&mut self, obj: u32, index: u64) -> Option<Pfn> {
         if self.shmem_swap_entry(obj, index).is_some() {
             return self.shmem_swapin_folio(obj, index, None).map(|(p, _)| p);
         }
-        self.shmem_find_folio(obj, index)
+        self.shmem_find_folio(obj, index).filter(|p| !self.mem.pages[p.idx()].test(pg::FALLOC))
     }
 
     /// The pages of `obj` in swap at [start, end) read back (MADV_COLLAPSE's `collapse_file`
