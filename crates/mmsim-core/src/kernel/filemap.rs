@@ -79,6 +79,8 @@ impl RaMapping for CacheRa<'_> {
     fn add_folio(&mut self, index: u64, order: u32, mark: bool) -> bool {
         let nr = 1u64 << order;
         if (index..index + nr).any(|i| self.cached(i)) {
+            // ra_alloc_folio: allocated and charged, then -EEXIST.
+            self.k.page_cache_alloc_eexist(order, gfp::HIGHUSER_MOVABLE | gfp::NORETRY);
             return false;
         }
         // readahead_gfp_mask: __GFP_NORETRY | __GFP_NOWARN, no OOM kill on failure.
@@ -230,6 +232,20 @@ impl Kernel {
             return None;
         }
         Some(a.pfn)
+    }
+
+    /// A page-cache folio of `order` allocated for a range something cached overlaps:
+    /// `filemap_add_folio` charges it, `__filemap_add_folio` finds the cached folio (-EEXIST),
+    /// and it is uncharged (cgroup v1: a pgpgin and a pgpgout event) and freed. The allocation
+    /// and the charge happen (and may reclaim) as in Linux, which allocates before it looks.
+    pub(super) fn page_cache_alloc_eexist(&mut self, order: u32, flags: u32) {
+        let comp = if order > 0 { gfp::COMP } else { 0 };
+        let Some(a) = self.alloc_pages(order, flags | comp) else { return };
+        let memcg = self.cur_memcg();
+        if self.mem_cgroup_charge(a.pfn, memcg, flags).is_ok() {
+            self.mem_cgroup_uncharge(a.pfn);
+        }
+        self.folio_put(a.pfn);
     }
 
     /// Run a readahead function on `filp`'s page cache and state; the pages it read.
@@ -468,7 +484,8 @@ impl Kernel {
 
     /// `__filemap_get_folio(FGP_CREAT | fgf_set_order)` for a write of `bytes` at `pos`: the
     /// cached folio at `index`, or a new one of the largest order up to `order` that the index's
-    /// alignment allows and whose range nothing cached overlaps (lower orders on failure).
+    /// alignment allows and whose range nothing cached overlaps (lower orders on failure; a
+    /// folio whose range something cached overlaps is allocated, charged and freed first).
     /// `block_write_begin` reads from the device the new folio's pages that lie inside the
     /// file and that the write does not cover whole (the writer waits for them).
     fn write_begin_get_folio(&mut self, obj: u32, index: u64, order: u32, pos: u64, bytes: u64) -> Option<Pfn> {
@@ -495,6 +512,9 @@ impl Kernel {
                     self.current.effects.io_wait_pages += read;
                     return Some(h);
                 }
+            } else {
+                // __filemap_get_folio allocates before it looks.
+                self.page_cache_alloc_eexist(o, flags);
             }
             if o == 0 {
                 return None;

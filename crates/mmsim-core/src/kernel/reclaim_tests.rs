@@ -171,6 +171,30 @@ fn a_v1_cgroup_over_its_limit_reports_v1_files() {
     assert!(a.cgroups["box"].stat.get("pgpgin").unwrap() >= 65536, "a charge per page written");
 }
 
+/// A write(2) whose large folio would overlap folios already cached allocates and charges it
+/// before `__filemap_add_folio` finds them (-EEXIST), then uncharges and frees it and tries a
+/// lower order: on cgroup v1 a pgpgin and a pgpgout event each time. A file written in 4 KiB
+/// pieces at an unaligned offset, then whole in 64 KiB writes from a cgroup: 42 charge events
+/// and 2 uncharges, as Linux 6.18 counts them here (`validate --random` seed 4323 case 17,
+/// shrunk; mmsim had 40 and 0).
+#[test]
+fn a_write_over_cached_folios_charges_and_uncharges_the_folio_it_cannot_add() {
+    let r = run(json!({
+        "machine": {"memory": "1G", "cpus": 2},
+        "knobs": {"cgroup/memory": "v1", "block/read_ahead_kb": "8192", "block/max_sectors_kb": "4096"},
+        "cgroups": {"box": {}},
+        "program": [
+            {"op": "create", "file": "f0", "size": 3219456, "fs": "ext4"},
+            {"op": "fadvise", "file": "f0", "advice": "dontneed"},
+            {"op": "pwrite", "file": "f0", "offset": 1134192, "length": 867247},
+            {"op": "fork", "cgroup": "box", "program": [
+                {"op": "pwrite", "file": "f0", "chunk": 65536, "value": 103},
+                {"op": "snapshot", "label": "a"}]},
+            {"op": "wait"}]}));
+    let stat = &snap(&r, "a").cgroups["box"].stat_live;
+    assert_eq!((stat.get("pgpgin"), stat.get("pgpgout")), (Some(42), Some(2)));
+}
+
 /// v1 keeps memory.swap.max when memory.max is written: with swap.max 0 the memsw limit
 /// follows the limit down (the native runner writes memory.memsw.limit_in_bytes so; a
 /// random validate case found mmsim keeping the old 256M).
