@@ -536,7 +536,7 @@ impl Kernel {
                     // cache one of their translations is flushed.
                     self.work.push(super::Work::FlushShared { table: e.pfn(), start: addr, end: next });
                 }
-                self.zap_pte_range(mm, e.pfn(), addr, next);
+                self.zap_pte_range(mm, e.pfn(), addr, next, vma.has_recency());
                 // reclaim_pt_is_enabled: the zap spans the table's whole PMD range (a table
                 // other mms share stays with them).
                 if reclaim_pt
@@ -554,16 +554,16 @@ impl Kernel {
 
     /// `zap_pte_range` of a table left where no vma is (seed 003's `rfc` exit sweep).
     pub(super) fn zap_pte_range_stale(&mut self, mm: MmId, table: Pfn, addr: u64, end: u64) {
-        self.zap_pte_range(mm, table, addr, end);
+        self.zap_pte_range(mm, table, addr, end, true);
     }
 
     /// `zap_pte_range`: clear the ptes of [addr, end) in one table, dropping rss, rmap and refs.
-    fn zap_pte_range(&mut self, mm: MmId, table: Pfn, addr: u64, end: u64) {
+    /// `recency`: `vma_has_recency` of the vma the ptes are in (a young pte of a file folio
+    /// marks it accessed).
+    fn zap_pte_range(&mut self, mm: MmId, table: Pfn, addr: u64, end: u64, recency: bool) {
         // The pages each rss counter loses, given back once at the end (add_mm_rss_vec): a
         // decrease never moves the high-water mark, so the counts end the same.
         let mut rss = [0i64; 3];
-        // vma_has_recency of the vma the ptes are in, looked up once per vma ([start, end)).
-        let mut recency: Option<(u64, u64, bool)> = None;
         let mut a = addr;
         while a < end {
             let idx = self.geo.table_index(a, 0);
@@ -582,19 +582,8 @@ impl Kernel {
                     }
                     if e.has(pgtable::ACCESSED) && c != MmCounter::AnonPages {
                         // A young pte of a file folio: it was used (vma_has_recency).
-                        let h = self.head_of(pfn);
-                        let has_recency = match recency {
-                            Some((s, e, r)) if a >= s && a < e => r,
-                            _ => {
-                                let (s, e, r) = match self.mm(mm).vma_lookup(a) {
-                                    Some(v) => (v.start, v.end, v.flags & (vm::SEQ_READ | vm::RAND_READ) == 0),
-                                    None => (a, a + 1, true),
-                                };
-                                recency = Some((s, e, r));
-                                r
-                            }
-                        };
-                        if has_recency {
+                        if recency {
+                            let h = self.head_of(pfn);
                             self.folio_mark_accessed(h);
                         }
                     }

@@ -105,6 +105,11 @@ impl Vma {
     pub fn is_empty(&self) -> bool {
         self.start == self.end
     }
+    /// `vma_has_recency`: young ptes count as accesses unless the vma has MADV_SEQUENTIAL or
+    /// MADV_RANDOM advice.
+    pub fn has_recency(&self) -> bool {
+        self.flags & (vm::SEQ_READ | vm::RAND_READ) == 0
+    }
     /// Page offset of `addr` in the backing object (linear_page_index).
     pub fn linear_page_index(&self, addr: u64, geo: crate::units::Geometry) -> u64 {
         ((addr - self.start) >> geo.page_shift) + self.pgoff

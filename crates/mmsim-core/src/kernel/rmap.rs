@@ -151,7 +151,7 @@ impl Kernel {
         let mut counted: Vec<(MmId, u64)> = Vec::new();
         for h in hits {
             let Some(v) = self.mm(h.mm).vma_lookup(h.addr).cloned() else { continue };
-            if v.flags & (vm::SEQ_READ | vm::RAND_READ) != 0 {
+            if !v.has_recency() {
                 continue;
             }
             if let Some(t) = target {
