@@ -707,7 +707,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             q = ratio(r)
             qs = "-" if q is None else f"{q:.2f}"
             ci = f"  (+- {_num(r['ci95'])})" if r.get("ci95") else ""
-            ci += f"  (kernel {_num(r['kernel'])})" if r.get("kernel") is not None else ""
+            ci += f"  (kernel {_kernel(r)})" if r.get("kernel") is not None else ""
             print(
                 f"  {r['config']:<26} {r['metric']:<30} {pub:>18} {_num(r['simulated']):>18} {qs:>8}  {r['unit']}{ci}"
             )
@@ -725,6 +725,12 @@ def _num(v: float) -> str:
     if isinstance(v, float) and not v.is_integer():
         return f"{v:,.3f}" if abs(v) < 1000 else f"{v:,.0f}"
     return f"{int(v):,}"
+
+
+def _kernel(r: dict) -> str:
+    """A row's kernel count: the native runs' median, and their range where they differed."""
+    lo, hi = r.get("kernel_min", r["kernel"]), r.get("kernel_max", r["kernel"])
+    return _num(r["kernel"]) + (f", runs {_num(lo)}..{_num(hi)}" if lo != hi else "")
 
 
 def cmd_run(args: argparse.Namespace) -> int:

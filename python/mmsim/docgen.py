@@ -108,7 +108,9 @@ def seeds_table(doc: dict) -> str:
             q = ratio(r)
             sim = _num(r["simulated"])
             if r.get("kernel") is not None:
-                sim += f" (kernel {_num(r['kernel'])})"
+                lo, hi = r.get("kernel_min", r["kernel"]), r.get("kernel_max", r["kernel"])
+                spread = f", runs {_num(lo)}..{_num(hi)}" if lo != hi else ""
+                sim += f" (kernel {_num(r['kernel'])}{spread})"
             out.append(
                 f"| {_cell(r['config'])} | {_cell(r['metric'])} | {_num(r['published'])} | {sim} | "
                 f"{'-' if q is None else f'{q:.2f}'} | {_cell(r['unit'])} |\n"

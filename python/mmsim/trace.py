@@ -55,13 +55,15 @@ def record(
     quiet: bool = True,
     level: int = 3,
     repeat: bool = True,
+    stdout: int | None = None,
 ) -> dict[str, Any]:
     """Run ``command`` under the recorder, writing its trace to ``out``; returns the trace's
     summary (``exit_status``: the command's exit code, or -N when signal N ended it;
     ``duration_s``; ``trace_bytes``; ``frames``; ``raw_bytes``). A command that fails still
     leaves its trace. ``repeat=False`` writes every iteration of a repeating block instead of
-    repeat records (the same records once read). Raises :class:`MmsimError` when the recorder cannot run (no Valgrind,
-    no such command)."""
+    repeat records (the same records once read). ``stdout``: where the command's output goes (a
+    file descriptor; this process's stdout by default). Raises :class:`MmsimError` when the
+    recorder cannot run (no Valgrind, no such command)."""
     if not command:
         raise MmsimError("record: no command given (mmsim record -o FILE -- CMD [ARGS...])")
     exe = shutil.which(command[0]) if "/" not in command[0] else command[0]
@@ -107,7 +109,7 @@ def record(
         env = dict(os.environ, VALGRIND_LIB=str(lib))
         start = time.monotonic()
         try:
-            proc = subprocess.Popen(argv, env=env)
+            proc = subprocess.Popen(argv, env=env, stdout=stdout)
         except OSError as e:
             os.close(fd)
             raise MmsimError(f"record: cannot run {vg}: {e.strerror}") from None

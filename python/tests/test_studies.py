@@ -146,7 +146,8 @@ def test_memory_limit_swaps_more_as_the_limit_falls(tmp_path, monkeypatch):
     """real_programs' python3 at its tiny size under memory.max from its peak RSS to a third:
     nothing swaps at the peak, the program swaps and refaults at a third (pswpout, major
     faults, anonymous refaults, more simulated time), and nobody is OOM-killed; where the host
-    runs it (root), the kernel swaps at a third too, and reads back what mmsim does to 25 %."""
+    runs it (root), the kernel swaps at a third too, and reads back what mmsim does to 25 % of
+    the range its runs spanned (pswpin varies by a fifth from run to run on the host)."""
     from mmsim.experiments.study_memlimit import FRACTIONS, memlimit_rows, memlimit_runs
 
     monkeypatch.setenv("MMSIM_CACHE", str(tmp_path))
@@ -162,4 +163,4 @@ def test_memory_limit_swaps_more_as_the_limit_falls(tmp_path, monkeypatch):
     assert all(v(c, "OOM kills") == 0 for c in configs)
     k = got[(bottom, "pswpin")]
     if "kernel" in k:
-        assert k["kernel"] > 0 and abs(k["simulated"] - k["kernel"]) <= 0.25 * k["kernel"], k
+        assert k["kernel_min"] > 0 and 0.75 * k["kernel_min"] <= k["simulated"] <= 1.25 * k["kernel_max"], k

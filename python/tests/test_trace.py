@@ -145,6 +145,18 @@ def test_a_program_that_aborts_still_leaves_its_trace(prog, tmp_path):
 
 
 @needs_valgrind
+def test_a_recorded_programs_output_goes_where_the_caller_says(tmp_path, capfd):
+    """A study records with the program's output on stderr: `reproduce --json`'s stdout stays
+    the report's."""
+    s = trace.record(["/bin/echo", "from the program"], tmp_path / "echo.trace", stdout=2)
+    assert s["exit_status"] == 0
+    got = capfd.readouterr()
+    assert "from the program" in got.err and "from the program" not in got.out
+    trace.record(["/bin/echo", "to stdout"], tmp_path / "echo2.trace")
+    assert "to stdout" in capfd.readouterr().out
+
+
+@needs_valgrind
 def test_cli_record_info_and_dump(prog, tmp_path, capfd):
     out = tmp_path / "cli.trace"
     assert main(["record", "-o", str(out), "--", str(prog)]) == 3

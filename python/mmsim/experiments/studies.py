@@ -69,7 +69,8 @@ def recorded(name: str, cmd: list[str]) -> Path:
     out, meta = d / f"{name}.trace", d / f"{name}.json"
     if out.is_file() and meta.is_file() and json.loads(meta.read_text()).get("command") == cmd:
         return out
-    summary = trace.record(cmd, out)
+    # The program's output goes to stderr: stdout is the report's (`reproduce --json`).
+    summary = trace.record(cmd, out, stdout=2)
     if summary.get("exit_status") != 0:
         from mmsim._mmsim import MmsimError
 

@@ -100,21 +100,37 @@ def _memlimit_replay(path: str, limit: int) -> dict[str, Any]:
     return out
 
 
+def _kernel_counters(native: dict[str, Any]) -> dict[str, int]:
+    """One native run's counters under the replay's keys (`_memlimit_replay`'s)."""
+    ev = native["events"]
+    return {
+        **ev,
+        "majflt": native["majflt"],
+        "minflt": native["minflt"],
+        "maxrss": native["maxrss"],
+        "swapped_out": ev["pswpout"] + ev["swpout_zero"],
+    }
+
+
 def _memlimit_native(cmd: list[str], path: str, limits: list[int]) -> dict[str, Any]:
-    """The program natively under each limit, one after another (root: a memory cgroup and a
-    swap partition for each run; THP as `KNOBS`): {limit: run_native's counters}; {} where the
-    host cannot."""
+    """The program natively under each limit, `LIMITED_RUNS` times, one run after another (root:
+    a memory cgroup and a swap partition for each run; THP as `KNOBS`): {limit: {key: [each
+    run's count]}} under the replay's keys; {} where the host cannot. Reclaim varies from run
+    to run on the host (pswpin by a fifth at a third of the peak), so one run is not the
+    kernel's count: the rows give the runs' median and their range."""
     from mmsim.native_knobs import HostSettings
     from mmsim.native_memcg import memcg_host
-    from mmsim.validate_trace import run_native, run_native_limited
+    from mmsim.validate_trace import LIMITED_RUNS, run_native, run_native_limited
 
     if os.geteuid() != 0 or memcg_host().version is None:
         return {}
-    out = {}
+    out: dict[int, dict[str, list[int]]] = {}
     with HostSettings({k: str(v) for k, v in KNOBS.items()}):
         run_native(cmd, quiet=True)  # its files cached, as the replay's are
         for limit in limits:
-            out[limit] = run_native_limited(cmd, _workload(path, limit), quiet=True)
+            w = _workload(path, limit)
+            runs = [_kernel_counters(run_native_limited(cmd, w, quiet=True)) for _ in range(LIMITED_RUNS)]
+            out[limit] = {key: [r.get(key, 0) for r in runs] for key in runs[0]}
     return out
 
 
@@ -150,17 +166,10 @@ def memlimit_rows(results: list[Any]) -> list[dict[str, Any]]:
         ):
             v = m[key]
             row = _row(config, metric, None, round(v, 4) if isinstance(v, float) else v, unit)
-            if k is not None:
-                ev = k["events"]
-                kv = {
-                    "majflt": k["majflt"],
-                    "minflt": k["minflt"],
-                    "maxrss": k["maxrss"],
-                    "swapped_out": ev["pswpout"] + ev["swpout_zero"],
-                    **ev,
-                }.get(key)
-                if kv is not None:
-                    row["kernel"] = kv
+            if k is not None and key in k:
+                ranked = sorted(k[key])
+                # The runs' median, and their range (`mmsim reproduce` prints both).
+                row.update(kernel=ranked[(len(ranked) - 1) // 2], kernel_min=ranked[0], kernel_max=ranked[-1])
             rows.append(row)
     return rows
 
@@ -180,7 +189,9 @@ MEMORY_LIMIT = Experiment(
         "(this VM's virtio disk: 58 us reads). THP never on both sides.",
         "The kernel's count (root): the program natively at 100, 60 and 33 %, in a memory cgroup of that "
         "limit with a swap partition of the same size (validate --trace --memory-max's set-up); major and "
-        "minor faults and peak RSS from wait4, pswpin, pswpout and the refaults system-wide over the run.",
+        "minor faults and peak RSS from wait4, pswpin, pswpout and the refaults system-wide over the run. "
+        "Three runs at each limit: their median, and the range they spanned (reclaim on the host varies "
+        "from run to run).",
         "A replay's stores carry no data: a page the program writes holds data from then on, and reclaim "
         "writes it to swap (pswpout). Python fills its bytearray with zeroes, so on the kernel most of those "
         "pages go out as zero-filled pages, recorded without I/O (swpout_zero): the pages swapped out agree, "
