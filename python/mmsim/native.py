@@ -298,8 +298,11 @@ def host_cpus() -> int:
 
 #: How mmsim runs a workload it compares with the kernel: the serial schedule, which the
 #: runner follows too (a task a fork or thread op creates runs to its end before the next,
-#: and all of them before their creator goes on), so that no count depends on timing.
-SIM_SETS = {"engine.schedule": "serial"}
+#: and all of them before their creator goes on), so that no count depends on timing; and
+#: forks from the root cgroup, as the runner forks from a cgroup of its own (native/runner.c
+#: do_fork), so that the page tables a fork copies are charged to neither side's workload
+#: cgroup.
+SIM_SETS = {"engine.schedule": "serial", "engine.fork_cgroup": "root"}
 
 #: Labels of the implicit snapshots: every process and thread at its start (the first
 #: process before its first op, a child or thread when it is created) and at its end.

@@ -40,6 +40,12 @@ pub struct RunOptions {
     /// interleave tasks in time order). `mmsim validate` runs both sides so, so that no count
     /// depends on the timing of concurrent tasks.
     pub serial: Option<bool>,
+    /// `engine.fork_cgroup=root`: a fork op's fork(2) is made from the root cgroup, the
+    /// process back in its own at once and the child in its parent's (or the op's), as
+    /// `mmsim validate`'s runner forks (native/runner.c do_fork), so that what the fork itself
+    /// charges (the child's copied page tables) is not the workload's cgroup's (None or false:
+    /// from the process's own cgroup).
+    pub fork_from_root: Option<bool>,
     /// Largest estimate of the simulator's own memory (host bytes: frames, page tables,
     /// written data, tasks, mms, snapshots) before the run stops (None =
     /// DEFAULT_MAX_HOST_MEMORY); checked every round and after each forked task.
@@ -240,6 +246,7 @@ fn set_engine_option(opts: &mut RunOptions, k: &str, name: &str, v: &str) -> Res
                 "fast_forward" => "0 or 1",
                 "sample" => "UNITS[:WARMUP] (UNITS at least 2), or 0 for no sampling",
                 "schedule" => "parallel or serial",
+                "fork_cgroup" => "own or root",
                 _ => "a positive integer",
             }
         ))
@@ -264,6 +271,13 @@ fn set_engine_option(opts: &mut RunOptions, k: &str, name: &str, v: &str) -> Res
                 _ => return Err(bad()),
             })
         }
+        "fork_cgroup" => {
+            opts.fork_from_root = Some(match v {
+                "root" => true,
+                "own" => false,
+                _ => return Err(bad()),
+            })
+        }
         "sample" => {
             opts.sample = if v == "0" {
                 None
@@ -284,7 +298,8 @@ fn set_engine_option(opts: &mut RunOptions, k: &str, name: &str, v: &str) -> Res
         _ => {
             return Err(Error::Knob(format!(
                 "--set {k}: unknown engine option (known: engine.fast_forward, engine.sample, \
-                 engine.max_ops, engine.max_memory, engine.max_host_memory, engine.schedule, engine.events)"
+                 engine.max_ops, engine.max_memory, engine.max_host_memory, engine.schedule, engine.events, \
+                 engine.fork_cgroup)"
             )))
         }
     }
@@ -370,6 +385,7 @@ fn boot(
     it.sample = opts.sample;
     it.max_steps = opts.max_steps.unwrap_or(DEFAULT_MAX_OPS);
     it.serial = opts.serial.unwrap_or(false);
+    it.fork_from_root = opts.fork_from_root.unwrap_or(false);
     it.max_host_memory = host_limit;
     if it.check_host_memory() {
         return Err(host_limit_error(&it, host_limit, w));

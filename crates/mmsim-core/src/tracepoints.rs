@@ -6,7 +6,10 @@
 //! mmsim has them (no struct page pointer, no migratetype); the `mmsim:` events are mmsim's
 //! own, for mechanisms Linux has no tracepoint for; events raised inside the kernel (page
 //! allocation, the page cache, khugepaged, TLB flushes) carry the time of the system call or
-//! fault that raised them.
+//! fault that raised them; the `memcg:` events name a statistic (`item`) by its /proc/vmstat
+//! or memory.stat name where Linux prints its enum's number (which depends on the kernel's
+//! configuration), and a memcg (`memcg_id`) by mmsim's index where Linux prints its cgroup's
+//! inode number.
 
 use serde::Serialize;
 
@@ -41,6 +44,10 @@ pub const EVENTS: &[(&str, bool, &str)] = &[
     ("vmscan:mm_vmscan_lru_shrink_active", false, "nid nr_taken nr_active nr_deactivated nr_referenced priority flags"),
     ("vmscan:mm_vmscan_throttled", false, "nid usec_timeout usect_delayed reason"),
     ("writeback:writeback_written", false, "bdi sb_dev nr_pages sync_mode kupdate range_cyclic background reason"),
+    ("memcg:count_memcg_events", false, "memcg_id item val"),
+    ("memcg:mod_memcg_state", false, "memcg_id item val"),
+    ("memcg:mod_memcg_lruvec_state", false, "memcg_id item val"),
+    ("memcg:memcg_flush_stats", false, "memcg_id stats_updates force needs_flush"),
 ];
 
 /// An event's index in `EVENTS`.
@@ -76,6 +83,15 @@ pub mod ev {
     pub const VMSCAN_LRU_SHRINK_ACTIVE: u8 = 25;
     pub const VMSCAN_THROTTLED: u8 = 26;
     pub const WRITEBACK_WRITTEN: u8 = 27;
+    /// A memcg event count (`__count_memcg_events`); `item` by its /proc/vmstat name.
+    pub const MEMCG_COUNT_EVENTS: u8 = 28;
+    /// A memcg-only statistic (`__mod_memcg_state`: MEMCG_SWAP, MEMCG_KMEM).
+    pub const MEMCG_MOD_STATE: u8 = 29;
+    /// A node statistic of a memcg (`__mod_memcg_lruvec_state`).
+    pub const MEMCG_MOD_LRUVEC_STATE: u8 = 30;
+    /// A flush attempt (`__mem_cgroup_flush_stats`): the pending updates and whether they
+    /// were enough.
+    pub const MEMCG_FLUSH_STATS: u8 = 31;
 }
 
 /// One event of a run, as `perf script` prints it: the task, its CPU, the time, the event

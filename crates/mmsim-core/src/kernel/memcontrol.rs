@@ -16,6 +16,7 @@ use super::page_alloc::gfp;
 use super::vmstat::{VmEvent, VmItem, VmStat};
 use super::{Kernel, MmId};
 use crate::fasthash::FastMap;
+use crate::tracepoints::ev;
 use crate::units::Pfn;
 use crate::workload::spec_memcg::{CgroupSpec, Limit};
 
@@ -152,6 +153,8 @@ pub const EXTRA_SWAP: usize = 0;
 pub const EXTRA_KMEM: usize = 1;
 pub const EXTRA_PGPGIN: usize = 2;
 pub const EXTRA_PGPGOUT: usize = 3;
+/// `MemCgroup::extra`'s items as memory.stat names them (the `memcg:` tracepoints' `item`).
+const EXTRA_NAMES: [&str; 4] = ["swap", "kernel", "pgpgin", "pgpgout"];
 
 /// Every memory cgroup, by index (the root first; ids are never reused in a run).
 #[derive(Clone, Debug)]
@@ -336,6 +339,7 @@ impl Kernel {
         if memcg == NO_MEMCG || delta == 0 {
             return;
         }
+        self.trace(ev::MEMCG_MOD_LRUVEC_STATE, || format!("memcg_id={memcg} item={} val={delta}", item.name()));
         self.memcg.groups[memcg as usize].stat_local.mod_item(item, delta);
         let mut cur = Some(memcg);
         while let Some(c) = cur {
@@ -351,6 +355,9 @@ impl Kernel {
         if memcg == NO_MEMCG || delta == 0 {
             return;
         }
+        self.trace(if which >= EXTRA_PGPGIN { ev::MEMCG_COUNT_EVENTS } else { ev::MEMCG_MOD_STATE }, || {
+            format!("memcg_id={memcg} item={} val={delta}", EXTRA_NAMES[which])
+        });
         self.memcg.groups[memcg as usize].extra_local[which] += delta;
         let mut cur = Some(memcg);
         while let Some(c) = cur {
@@ -366,6 +373,7 @@ impl Kernel {
         if memcg == NO_MEMCG || n == 0 {
             return;
         }
+        self.trace(ev::MEMCG_COUNT_EVENTS, || format!("memcg_id={memcg} item={} val={n}", e.name()));
         self.memcg.groups[memcg as usize].stat_local.count_n(e, n);
         let mut cur = Some(memcg);
         while let Some(c) = cur {
@@ -401,7 +409,12 @@ impl Kernel {
 
     /// `mem_cgroup_flush_stats`: a reader's flush, only once enough updates are pending.
     pub fn mem_cgroup_flush_stats(&mut self, memcg: u16) {
-        if self.memcg.groups[memcg as usize].stats_updates > self.memcg_flush_threshold() {
+        let updates = self.memcg.groups[memcg as usize].stats_updates;
+        let needs_flush = updates > self.memcg_flush_threshold();
+        self.trace(ev::MEMCG_FLUSH_STATS, || {
+            format!("memcg_id={memcg} stats_updates={updates} force=0 needs_flush={}", needs_flush as u8)
+        });
+        if needs_flush {
             self.mem_cgroup_flush_subtree(memcg);
         }
     }
@@ -420,6 +433,11 @@ impl Kernel {
             let t = self.memcg.flush_next_ns;
             let saved = self.now_ns;
             self.now_ns = t;
+            let updates = self.memcg.groups[ROOT_MEMCG as usize].stats_updates;
+            let needs_flush = (updates > self.memcg_flush_threshold()) as u8;
+            self.trace(ev::MEMCG_FLUSH_STATS, || {
+                format!("memcg_id={ROOT_MEMCG} stats_updates={updates} force=1 needs_flush={needs_flush}")
+            });
             self.mem_cgroup_flush_subtree(ROOT_MEMCG);
             self.now_ns = saved;
             self.memcg.flush_next_ns = t + FLUSH_TIME_NS;

@@ -339,6 +339,8 @@ pub struct Interp {
     /// `engine.schedule=serial` (mmsim's own): a task created by a fork or thread op runs to
     /// its end before the next task of its batch, and the batch before its creator goes on.
     pub serial: bool,
+    /// `engine.fork_cgroup=root` (mmsim's own): fork ops fork from the root cgroup.
+    pub fork_from_root: bool,
     /// Serial schedule: the batches of tasks that fork and thread ops created and that have
     /// not all finished, innermost last.
     serial_stack: Vec<SerialBatch>,
@@ -474,6 +476,7 @@ impl Interp {
             sampling: SamplingStats::default(),
             max_steps: u64::MAX,
             serial: false,
+            fork_from_root: false,
             serial_stack: Vec::new(),
             rq: Vec::new(),
             sched: Vec::new(),

@@ -135,3 +135,47 @@ fn a_cold_read_raises_its_waits_for_the_device() {
     assert_eq!(with.trace_events.len(), 1);
     assert!(with.trace_events.iter().all(|e| ns(e) > 0.0));
 }
+
+#[test]
+fn memcg_updates_and_flushes_are_events_as_linuxs_memcg_tracepoints() {
+    // 100 pages written in `box` (memcg 1) on one CPU: each fault counts a pgfault and charges
+    // a page (v1's pgpgin with cgroup/memory=v1, the rss and LRU sizes): over 128 updates a
+    // CPU pending, so the read of memory.stat at the snapshot flushes them.
+    let w = json!({"cgroups":{"box":{}},"cgroup":"box","machine":{"cpus":2},"cpu":0,
+        "knobs":{"transparent_hugepage/enabled":"never"},"program":[
+        {"op":"snapshot","label":"before"},
+        {"op":"mmap","name":"p","size":"400K"},
+        {"op":"write","region":"p"},
+        {"op":"snapshot","label":"after"}]});
+    let r = run(w, Some("memcg:*"));
+    let box_ = |e: &&crate::tracepoints::TraceEvent| e.fields.starts_with("memcg_id=1 ");
+    let pgfaults = r
+        .trace_events
+        .iter()
+        .filter(box_)
+        .filter(|e| e.event == "memcg:count_memcg_events" && e.fields.contains(" item=pgfault "))
+        .count();
+    assert_eq!(pgfaults, 100);
+    // Each page mapped adds one to nr_anon_pages, and the exit takes each away.
+    let anon: Vec<i64> = r
+        .trace_events
+        .iter()
+        .filter(box_)
+        .filter(|e| e.event == "memcg:mod_memcg_lruvec_state" && e.fields.contains(" item=nr_anon_pages "))
+        .map(|e| e.fields.rsplit("val=").next().unwrap().parse::<i64>().unwrap())
+        .collect();
+    assert_eq!(anon.iter().filter(|&&v| v == 1).count(), 100);
+    assert_eq!(anon.iter().sum::<i64>(), 0);
+    let flushes: Vec<&str> = r
+        .trace_events
+        .iter()
+        .filter(box_)
+        .filter(|e| e.event == "memcg:memcg_flush_stats")
+        .map(|e| e.fields.as_str())
+        .collect();
+    assert_eq!(flushes.first(), Some(&"memcg_id=1 stats_updates=0 force=0 needs_flush=0"));
+    assert!(flushes.last().unwrap().ends_with("force=0 needs_flush=1"), "{flushes:?}");
+    // What the second read flushed is in its memory.stat.
+    let after = r.snapshots.iter().find(|s| s.label == "after").unwrap();
+    assert_eq!(after.cgroups["box"].stat.get("anon"), Some(100 * 4096));
+}

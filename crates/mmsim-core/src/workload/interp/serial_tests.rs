@@ -67,3 +67,36 @@ fn a_parent_after_its_serial_children_reuses_its_thp() {
     assert_eq!(done.vmstat.get("thp_split_pmd"), Some(4), "the child's four, none of the parent's");
     assert_eq!(done.processes[0].anon_huge_pages, 8192);
 }
+
+#[test]
+fn engine_fork_cgroup_root_charges_the_forks_page_tables_outside_the_workloads_cgroup() {
+    // A process in `box` with 64 MiB of anonymous memory (32 PTE tables) forks. Linux charges
+    // the tables dup_mmap copies to the forking task's cgroup: `box`, or the root where the
+    // fork is made from it (validate's runner). The child's own later tables are box's either
+    // way, and so are its faults.
+    let w = json!({"cgroups":{"box":{}},"cgroup":"box",
+        "knobs":{"transparent_hugepage/enabled":"never"},"program":[
+        {"op":"mmap","name":"p","size":"64M","align":"2M"},
+        {"op":"write","region":"p"},
+        {"op":"snapshot","label":"parent"},
+        {"op":"fork","program":[{"op":"snapshot","label":"child"}]},
+        {"op":"wait"}]});
+    let tables = |root: bool| {
+        let w = parse_workload(&w.to_string()).expect("valid workload");
+        let opts = RunOptions { check: true, serial: Some(true), fork_from_root: Some(root), ..Default::default() };
+        let r = run_with(&w, &[], &opts).expect("runs");
+        let snap = |l: &str| r.snapshots.iter().find(|s| s.label == l).expect("snapshot");
+        let pages = |l: &str| snap(l).cgroups["box"].stat_live.get("pagetables").unwrap_or(0) / 4096;
+        // The child's tables below its PGD (VmPTE, mm_pgtables_bytes), and the PGD.
+        let child = snap("child").processes.iter().find(|p| p.pid == 2).expect("the child").vm_pte / 4 + 1;
+        (pages("parent"), pages("child"), child)
+    };
+    let (parent, own, child) = tables(false);
+    let (parent_root, from_root, child_root) = tables(true);
+    assert_eq!((parent, child), (parent_root, child_root));
+    // The child's 32 PTE tables of `p` and the levels above them, copied by dup_mmap, are
+    // box's only when the fork is made from box.
+    assert!(child > 32, "{child}");
+    assert_eq!(own, parent + child, "{own} {parent} {child}");
+    assert_eq!(from_root, parent);
+}

@@ -7,6 +7,7 @@ use std::rc::Rc;
 
 use super::{Interp, SerialBatch, TaskState};
 use crate::kernel::filemap::FMode;
+use crate::kernel::memcontrol::{NO_MEMCG, ROOT_MEMCG};
 use crate::kernel::mmap::Errno;
 use crate::kernel::syscall::{Effects, MmapReq};
 use crate::kernel::uapi::{Advice, CloneFlags, MapFlag, MapFlags, MclFlag, MlockFlags, MremapFlags, Prot};
@@ -397,11 +398,28 @@ impl Interp {
         let ForkOp { count, program, cpu, cgroup } = op;
         let prog = Rc::new(program.clone());
         let first = self.tasks.len() as u32 + 1;
-        let memcg = cgroup.as_ref().map(|c| self.kernel.memcg.lookup(c).expect("validated: the cgroup is declared"));
+        let mut memcg =
+            cgroup.as_ref().map(|c| self.kernel.memcg.lookup(c).expect("validated: the cgroup is declared"));
+        // engine.fork_cgroup=root: fork(2) from the root cgroup, the child then in its
+        // parent's cgroup (or the op's), as validate's runner forks.
+        let parent_mm = self.tasks[t].mm.expect("running task has an mm");
+        let own = self.kernel.mm_memcg(parent_mm);
+        let from_root = self.fork_from_root && !thread && own != NO_MEMCG;
+        if from_root {
+            memcg = memcg.or(Some(own));
+        }
         for i in 0..*count {
             let flags = if thread { CloneFlags::VM | CloneFlags::THREAD } else { CloneFlags::empty() };
             let before = self.tasks.len();
+            if from_root {
+                self.kernel.mm_move_memcg(parent_mm, ROOT_MEMCG);
+            }
             self.fork(t, prog.clone(), cpu.map(|c| (c + i) as usize), flags);
+            if from_root {
+                if let Some(pm) = self.tasks[t].mm {
+                    self.kernel.mm_move_memcg(pm, own);
+                }
+            }
             // echo CHILD > cgroup.procs before the child runs.
             if let (Some(id), true) = (memcg, self.tasks.len() > before) {
                 if let Some(cm) = self.tasks[before].mm {
