@@ -564,6 +564,11 @@ impl Kernel {
         // The pages each rss counter loses, given back once at the end (add_mm_rss_vec): a
         // decrease never moves the high-water mark, so the counts end the same.
         let mut rss = [0i64; 3];
+        // zap_present_folio_ptes takes the ptes of one folio together (folio_pte_batch: the
+        // next pages of the folio, in a row): a file folio is marked accessed once for the
+        // batch, if any of its ptes was young. (The folio whose batch is open, the pfn and the
+        // address that continue it, and whether it was young.)
+        let mut batch: Option<(Pfn, u32, u64, bool)> = None;
         let mut a = addr;
         while a < end {
             let idx = self.geo.table_index(a, 0);
@@ -580,11 +585,21 @@ impl Kernel {
                         let h = self.head_of(pfn);
                         self.folio_mark_dirty(h);
                     }
-                    if e.has(pgtable::ACCESSED) && c != MmCounter::AnonPages {
+                    if c != MmCounter::AnonPages && recency {
                         // A young pte of a file folio: it was used (vma_has_recency).
-                        if recency {
-                            let h = self.head_of(pfn);
-                            self.folio_mark_accessed(h);
+                        let h = self.head_of(pfn);
+                        let young = e.has(pgtable::ACCESSED);
+                        let ps = self.geo.page_size();
+                        match batch {
+                            Some((bh, next, at, y)) if bh == h && next == pfn.0 && at == a => {
+                                batch = Some((h, pfn.0 + 1, a + ps, y || young))
+                            }
+                            _ => {
+                                if let Some((bh, _, _, true)) = batch {
+                                    self.folio_mark_accessed(bh);
+                                }
+                                batch = Some((h, pfn.0 + 1, a + ps, young));
+                            }
                         }
                     }
                     rss[c as usize] -= 1;
@@ -594,6 +609,9 @@ impl Kernel {
                 }
             }
             a += self.geo.page_size();
+        }
+        if let Some((bh, _, _, true)) = batch {
+            self.folio_mark_accessed(bh);
         }
         if !self.sabotage.skip_rss_dec {
             for c in [MmCounter::FilePages, MmCounter::AnonPages, MmCounter::ShmemPages] {
