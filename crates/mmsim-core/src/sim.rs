@@ -797,9 +797,13 @@ fn memcg_stat(k: &Kernel, i: usize, flushed: bool) -> crate::report::Counters {
     let it = &st.items;
     let ev = &st.events;
     let mut stat = Counters::default();
+    let extra = if flushed { &g.extra_flushed } else { &g.extra };
+    stat.push("anon", it[VmItem::NrAnonPages] * ps);
+    stat.push("file", it[VmItem::NrFilePages] * ps);
+    // MEMCG_KMEM: every page charged as kernel memory (page tables, kernel stacks).
+    stat.push("kernel", extra[crate::kernel::memcontrol::EXTRA_KMEM] * ps);
+    stat.push("kernel_stack", it[VmItem::NrKernelStack] * 1024);
     for (name, item) in [
-        ("anon", VmItem::NrAnonPages),
-        ("file", VmItem::NrFilePages),
         ("pagetables", VmItem::NrPageTablePages),
         ("shmem", VmItem::NrShmem),
         ("file_mapped", VmItem::NrMapped),

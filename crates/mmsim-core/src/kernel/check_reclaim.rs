@@ -169,15 +169,21 @@ impl Kernel {
         Ok(())
     }
 
-    /// Each memcg's page counters: memory the folios and page tables charged to it and its
+    /// Each memcg's page counters: memory the folios, page tables and kernel stacks charged to it and its
     /// descendants plus what the CPUs' charge stocks hold; swap (v2) or memsw (v1) its
     /// slots.
     fn check_memcg(&self, c: &CheckScratch) -> Result<(), Violation> {
         let n = self.memcg.groups.len();
         let mut local = vec![0u64; n];
         let mut swap = vec![0u64; n];
+        // Kernel stacks: their pages are charged, not allocated (alloc_thread_stack), so the
+        // memcg's own NR_KERNEL_STACK_KB counts them.
+        let stack_kb_per_page = (self.geo.page_size() / 1024) as i64;
         for (m, l) in local.iter_mut().enumerate() {
-            *l = c.memcg_folio_pages.get(m).copied().unwrap_or(0) + c.memcg_tables.get(m).copied().unwrap_or(0);
+            let stacks = self.memcg.groups[m].stat_local.items[VmItem::NrKernelStack] / stack_kb_per_page;
+            *l = c.memcg_folio_pages.get(m).copied().unwrap_or(0)
+                + c.memcg_tables.get(m).copied().unwrap_or(0)
+                + stacks as u64;
         }
         for si in &self.swap.si {
             for &m in &si.memcg {
@@ -196,7 +202,7 @@ impl Kernel {
             let g = &self.memcg.groups[m as usize];
             if g.memory.usage != charged {
                 return Err(violation!(
-                    "memcg {:?}: memory usage {} pages, {charged} charged (folios, page tables, stock)",
+                    "memcg {:?}: memory usage {} pages, {charged} charged (folios, page tables, kernel stacks, stock)",
                     g.name,
                     g.memory.usage
                 ));

@@ -153,6 +153,8 @@ pub const EXTRA_SWAP: usize = 0;
 pub const EXTRA_KMEM: usize = 1;
 pub const EXTRA_PGPGIN: usize = 2;
 pub const EXTRA_PGPGOUT: usize = 3;
+/// THREAD_SIZE in pages: x86-64's kernel stack (16 KiB, without KASAN).
+pub const THREAD_SIZE_PAGES: u64 = 4;
 /// `MemCgroup::extra`'s items as memory.stat names them (the `memcg:` tracepoints' `item`).
 const EXTRA_NAMES: [&str; 4] = ["swap", "kernel", "pgpgin", "pgpgout"];
 
@@ -339,7 +341,11 @@ impl Kernel {
         if memcg == NO_MEMCG || delta == 0 {
             return;
         }
-        self.trace(ev::MEMCG_MOD_LRUVEC_STATE, || format!("memcg_id={memcg} item={} val={delta}", item.name()));
+        // Linux traces the update as the flush threshold counts it (memcg_state_val_in_pages).
+        let val = self.memcg_state_val_in_pages(item, delta);
+        self.trace(ev::MEMCG_MOD_LRUVEC_STATE, || {
+            format!("memcg_id={memcg} item={} val={}", item.name(), val as i64 * delta.signum())
+        });
         self.memcg.groups[memcg as usize].stat_local.mod_item(item, delta);
         let mut cur = Some(memcg);
         while let Some(c) = cur {
@@ -347,7 +353,19 @@ impl Kernel {
             g.stat.mod_item(item, delta);
             cur = g.parent;
         }
-        self.memcg_rstat_updated(memcg, delta.unsigned_abs());
+        self.memcg_rstat_updated(memcg, val);
+    }
+
+    /// `memcg_state_val_in_pages`: an update's size for the flush threshold, in pages (at
+    /// least 1) for an item kept in other units (NR_KERNEL_STACK_KB).
+    #[inline]
+    fn memcg_state_val_in_pages(&self, item: VmItem, delta: i64) -> u64 {
+        let v = delta.unsigned_abs();
+        if item == VmItem::NrKernelStack && v != 0 {
+            (v * 1024 / self.geo.page_size()).max(1)
+        } else {
+            v
+        }
     }
 
     /// A memcg-only item or v1 charge event (`MemCgroup::extra`).
@@ -907,6 +925,74 @@ impl Kernel {
             self.page_counter_charge(memcg, Counter::Kmem, 1);
         }
         Ok(())
+    }
+
+    /// `alloc_thread_stack_node`'s `memcg_charge_kernel_stack` and `account_kernel_stack`: a
+    /// new task's kernel stack (THREAD_SIZE, 16 KiB on x86-64), each of its pages charged as
+    /// kernel memory to `memcg` (the creating task's; nothing for the root, which has no
+    /// obj_cgroup) and counted in NR_KERNEL_STACK_KB. Returns the memcg charged, for
+    /// `exit_task_stack_account`; Err (-ENOMEM, the clone fails) when a charge fails, the
+    /// pages charged so far given back. Differs from Linux: the stack's pages are charged,
+    /// not taken from the buddy allocator (mmsim has no kernel virtual memory), and no
+    /// per-CPU cache of freed stacks is kept (the charge is the same either way).
+    #[allow(clippy::result_unit_err)] // -ENOMEM
+    pub fn alloc_thread_stack(&mut self, memcg: u16) -> Result<u16, ()> {
+        let memcg = if memcg == ROOT_MEMCG { NO_MEMCG } else { memcg };
+        if memcg != NO_MEMCG {
+            for i in 0..THREAD_SIZE_PAGES {
+                if self.obj_cgroup_charge_pages(memcg, gfp::KERNEL, 1).is_err() {
+                    for _ in 0..i {
+                        self.obj_cgroup_uncharge_pages(memcg, 1);
+                    }
+                    return Err(());
+                }
+            }
+        }
+        self.account_kernel_stack(memcg, 1);
+        Ok(memcg)
+    }
+
+    /// `exit_task_stack_account` (do_exit): the stack leaves NR_KERNEL_STACK_KB, then each
+    /// page's charge goes back to the memcg it was charged to (through the stock).
+    pub fn exit_task_stack_account(&mut self, memcg: u16) {
+        self.account_kernel_stack(memcg, -1);
+        if memcg != NO_MEMCG {
+            for _ in 0..THREAD_SIZE_PAGES {
+                self.obj_cgroup_uncharge_pages(memcg, 1);
+            }
+        }
+    }
+
+    /// `account_kernel_stack`: each of the stack's pages adds (or takes) its kB to the node's
+    /// NR_KERNEL_STACK_KB and its memcg's (one statistics update a page).
+    fn account_kernel_stack(&mut self, memcg: u16, account: i64) {
+        let kb = (self.geo.page_size() / 1024) as i64 * account;
+        for _ in 0..THREAD_SIZE_PAGES {
+            self.stat.mod_item(VmItem::NrKernelStack, kb);
+            if memcg != NO_MEMCG {
+                self.mod_memcg_item(memcg, VmItem::NrKernelStack, kb);
+            }
+        }
+    }
+
+    /// `obj_cgroup_charge_pages`: `nr` pages of kernel memory charged to `memcg`
+    /// (`try_charge_memcg`, then MEMCG_KMEM and v1's kmem counter).
+    fn obj_cgroup_charge_pages(&mut self, memcg: u16, gfp_flags: u32, nr: u64) -> Result<(), ()> {
+        self.try_charge_memcg(memcg, gfp_flags, nr)?;
+        self.mod_memcg_extra(memcg, EXTRA_KMEM, nr as i64);
+        if self.memcg_v1() {
+            self.page_counter_charge(memcg, Counter::Kmem, nr);
+        }
+        Ok(())
+    }
+
+    /// `obj_cgroup_uncharge_pages`: the charge goes back through the stock.
+    fn obj_cgroup_uncharge_pages(&mut self, memcg: u16, nr: u64) {
+        self.mod_memcg_extra(memcg, EXTRA_KMEM, -(nr as i64));
+        if self.memcg_v1() {
+            self.page_counter_uncharge(memcg, Counter::Kmem, nr);
+        }
+        self.refill_stock(memcg, nr);
     }
 
     /// `__memcg_kmem_uncharge_page`: the page's charge goes back through the stock.

@@ -158,6 +158,8 @@ declare_counters! {
     NrShmemPmdmapped => "nr_shmem_pmdmapped",
     NrMlock => "nr_mlock",
     NrHugetlb => "nr_hugetlb",
+    // Kernel stacks, in kB (NR_KERNEL_STACK_KB).
+    NrKernelStack => "nr_kernel_stack",
     NrPageTablePages => "nr_page_table_pages",
     NrSwapcached => "nr_swapcached",
     NrVmscanWrite => "nr_vmscan_write",

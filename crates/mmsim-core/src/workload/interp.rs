@@ -206,6 +206,12 @@ pub struct Task {
     /// Its CPU was given (the workload's `cpu`): its affinity is that one CPU
     /// (`sched_setaffinity`), so no balancing moves it.
     pub pinned: bool,
+    /// The memcg its kernel stack is charged to (`alloc_thread_stack`: its creator's; NO_MEMCG
+    /// for the first process, made before the workload, and where nothing was charged).
+    pub stack_memcg: u16,
+    /// Serial schedule: the memcg to charge its kernel stack to when it starts (a task of an
+    /// op after the first: the runner makes it only once the one before has ended).
+    pub stack_pending: Option<u16>,
     /// Hardware and software event counts of this task.
     pub perf: PerfCounters,
     /// The CPU clock when the task exited (a parent waiting on it wakes no earlier).
@@ -259,6 +265,8 @@ impl Task {
             last_status: None,
             cpu,
             pinned: false,
+            stack_memcg: crate::kernel::memcontrol::NO_MEMCG,
+            stack_pending: None,
             perf: PerfCounters::default(),
             exit_clock: 0.0,
             pending: VecDeque::new(),
@@ -341,6 +349,9 @@ pub struct Interp {
     pub serial: bool,
     /// `engine.fork_cgroup=root` (mmsim's own): fork ops fork from the root cgroup.
     pub fork_from_root: bool,
+    /// Set by a serial fork or thread op for its tasks after the first: their kernel stacks
+    /// are charged when they start (`Task::stack_pending`).
+    defer_stack: bool,
     /// Serial schedule: the batches of tasks that fork and thread ops created and that have
     /// not all finished, innermost last.
     serial_stack: Vec<SerialBatch>,
@@ -477,6 +488,7 @@ impl Interp {
             max_steps: u64::MAX,
             serial: false,
             fork_from_root: false,
+            defer_stack: false,
             serial_stack: Vec::new(),
             rq: Vec::new(),
             sched: Vec::new(),
@@ -529,6 +541,8 @@ impl Interp {
             .ok_or_else(|| crate::error::Error::Limit("machine too small to start the first process".into()))?;
         (it.kernel.mem.fail_min_order, it.kernel.mem.fail_every) = (fmo, fe);
         it.tasks.push(Task::new(1, 1, 0, mm, Rc::new(program), HashMap::new(), first_cpu));
+        // Its kernel stack, made by whoever started it (charged to no cgroup of the workload).
+        let _ = it.kernel.alloc_thread_stack(crate::kernel::memcontrol::ROOT_MEMCG);
         it.kernel.work.clear();
         it.task_bytes = task_host_bytes(&it.tasks[0]);
         it.set_mm_owner(mm, 0);

@@ -4,6 +4,7 @@
 use std::rc::Rc;
 
 use super::*;
+use crate::kernel::memcontrol::NO_MEMCG;
 use crate::kernel::uapi::CloneFlags;
 
 impl Interp {
@@ -71,7 +72,15 @@ impl Interp {
                 b.next += 1;
             }
             if b.next <= b.last {
-                return Some((b.next - 1) as usize);
+                let t = (b.next - 1) as usize;
+                if let Some(memcg) = self.tasks[t].stack_pending.take() {
+                    // Its kernel stack, charged as the runner's fork would now. Differs from
+                    // Linux: a charge that fails leaves the task without one, where the
+                    // runner's clone would fail.
+                    self.kernel.cur_cpu = self.tasks[t].cpu;
+                    self.tasks[t].stack_memcg = self.kernel.alloc_thread_stack(memcg).unwrap_or(NO_MEMCG);
+                }
+                return Some(t);
             }
             let b = self.serial_stack.pop().expect("top");
             let done = (b.first..=b.last).map(|p| self.tasks[(p - 1) as usize].exit_clock).fold(0.0, f64::max);
@@ -91,7 +100,17 @@ impl Interp {
         let pid = self.tasks.len() as u32 + 1;
         let thread = flags.contains(CloneFlags::THREAD);
         let copy = !flags.contains(CloneFlags::VM);
+        // dup_task_struct's kernel stack, charged to the creating task's memcg (copy_process
+        // fails with -ENOMEM when that charge does).
+        let creator_memcg = self.kernel.mm_memcg(mm);
+        let deferred = self.defer_stack;
+        let stack = if deferred { Ok(NO_MEMCG) } else { self.kernel.alloc_thread_stack(creator_memcg) };
+        let Ok(stack_memcg) = stack else {
+            self.event(parent_pid, "fork-failed", "fork: ENOMEM (the kernel stack's charge)".into());
+            return;
+        };
         let Ok(child_mm) = self.kernel.kernel_clone(mm, flags).ret else {
+            self.kernel.exit_task_stack_account(stack_memcg);
             self.apply_lazyfree_discards(None);
             self.event(parent_pid, "fork-failed", "fork: ENOMEM".into());
             return;
@@ -112,6 +131,7 @@ impl Interp {
         if self.pid_allocated + 1 >= pid_max {
             self.forking = None;
             let _ = self.kernel.do_exit(child_mm);
+            self.kernel.exit_task_stack_account(stack_memcg);
             self.apply_lazyfree_discards(None);
             let call = if copy { "fork" } else { "clone" };
             let used = self.pid_allocated;
@@ -145,6 +165,8 @@ impl Interp {
         self.tasks[t].children.push(pid);
         let child = self.tasks.len() - 1;
         self.tasks[child].pinned = pinned;
+        self.tasks[child].stack_memcg = stack_memcg;
+        self.tasks[child].stack_pending = deferred.then_some(creator_memcg);
         self.sched_entity(child).ready_at = now;
         self.rq_update(child);
         if self.kernel.knobs.sched_child_runs_first && !self.serial {
@@ -201,6 +223,11 @@ impl Interp {
         self.tasks[t].replay = None;
         self.tasks[t].replay_wait = None;
         self.tasks[t].mm = None;
+        let stack = std::mem::replace(&mut self.tasks[t].stack_memcg, NO_MEMCG);
+        // (A serial task killed before it started has no stack yet.)
+        if self.tasks[t].stack_pending.take().is_none() {
+            self.kernel.exit_task_stack_account(stack);
+        }
         // The last task using the mm tears it down (mmput).
         if self.kernel.do_exit(mm).ret == Ok(true) {
             if let Some(o) = self.oracle.as_mut() {

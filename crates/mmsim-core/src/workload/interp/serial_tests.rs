@@ -100,3 +100,46 @@ fn engine_fork_cgroup_root_charges_the_forks_page_tables_outside_the_workloads_c
     assert_eq!(own, parent + child, "{own} {parent} {child}");
     assert_eq!(from_root, parent);
 }
+
+#[test]
+fn each_task_made_in_a_cgroup_charges_it_its_kernel_stack() {
+    // Two threads and a child made by a process in `box`: each new task's 16 KiB kernel stack
+    // is charged to box (the creating task's cgroup) as kernel memory and counted in
+    // kernel_stack while the task lives (Linux: memcg_charge_kernel_stack, account_kernel_stack),
+    // and given back when it exits. The first process's stack is not box's: it was made
+    // before it joined.
+    let snap = |l: &str| json!({"op":"snapshot","label":l});
+    let w = json!({"cgroups":{"box":{}},"cgroup":"box","program":[
+        snap("start"),
+        {"op":"thread","count":2,"program":[snap("thread")]},
+        {"op":"fork","program":[{"op":"thread","program":[snap("grandchild")]}]},
+        {"op":"wait"},
+        snap("end")]});
+    let w = parse_workload(&w.to_string()).expect("valid workload");
+    let opts = RunOptions { check: true, invariants_each_op: true, serial: Some(true), ..Default::default() };
+    let r = run_with(&w, &[], &opts).expect("runs");
+    let at = |l: &str, key: &str| {
+        let s = r.snapshots.iter().rfind(|s| s.label == l).expect("snapshot");
+        s.cgroups["box"].stat_live.get(key).unwrap_or(0)
+    };
+    assert_eq!(at("start", "kernel_stack"), 0);
+    // Each thread's snapshot: one thread's stack, as the runner's (serial: each task of an op
+    // is made once the one before has ended, its stack charged as it starts).
+    let threads: Vec<i64> = r
+        .snapshots
+        .iter()
+        .filter(|s| s.label == "thread")
+        .map(|s| s.cgroups["box"].stat_live.get("kernel_stack").unwrap_or(0))
+        .collect();
+    assert_eq!(threads, [16384, 16384]);
+    // The child and its thread.
+    assert_eq!(at("grandchild", "kernel_stack"), 2 * 16384);
+    assert_eq!(at("end", "kernel_stack"), 0);
+    assert_eq!(at("end", "kernel"), at("end", "pagetables"));
+    let vm = |l: &str| {
+        let s = r.snapshots.iter().rfind(|s| s.label == l).expect("snapshot");
+        s.vmstat.get("nr_kernel_stack").unwrap()
+    };
+    assert_eq!(vm("grandchild") - vm("start"), 2 * 16);
+    assert_eq!(vm("end"), vm("start"));
+}

@@ -414,7 +414,11 @@ impl Interp {
             if from_root {
                 self.kernel.mm_move_memcg(parent_mm, ROOT_MEMCG);
             }
+            // Serial: the runner makes each task of the op once the one before has ended;
+            // mmsim makes them all now, and charges each later one's kernel stack as it starts.
+            self.defer_stack = self.serial && i > 0;
             self.fork(t, prog.clone(), cpu.map(|c| (c + i) as usize), flags);
+            self.defer_stack = false;
             if from_root {
                 if let Some(pm) = self.tasks[t].mm {
                     self.kernel.mm_move_memcg(pm, own);
