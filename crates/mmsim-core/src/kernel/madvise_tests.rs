@@ -13,7 +13,7 @@ use super::pgtable;
 use super::vmstat::VmEvent;
 use super::{Kernel, MmId};
 use crate::report::{ProcessStatus, Report, Snapshot};
-use crate::test_support::{run, snap};
+use crate::test_support::{run, run_checked, snap};
 use crate::units::x86::{HPAGE_PMD_SIZE, PAGE_SIZE};
 use crate::units::Geometry;
 
@@ -551,4 +551,29 @@ fn reclaim_under_pressure_discards_lazyfree_pages_and_the_reference_model_follow
     // Every byte read of p (the pages discarded, zeroes; those kept, 3) was checked against
     // the reference model, which agrees (`run`).
     assert!(r.check.reads_checked >= 2 * 4096, "{}", r.check.reads_checked);
+}
+
+/// GUP's FOLL_TOUCH marks each page it follows accessed (follow_page_pte's
+/// folio_mark_accessed): MADV_POPULATE_WRITE of pages an earlier populate left referenced
+/// activates them. experiments/validate/madvise-populate.json's last step on Linux 6.18 here:
+/// pgactivate 512 and nr_active_anon 512 (the 1 MiB made read-only fails the populate of its
+/// range, so 2 MiB from offset 2M and the 3 MiB after it: 512 pages already referenced at
+/// 2M..4M, the rest new).
+#[test]
+fn populate_touches_what_it_follows_and_activates_a_page_followed_twice() {
+    let s = |l: &str| json!({"op": "snapshot", "label": l});
+    let r = run_checked(json!({"knobs": {"fault_around_bytes": 4096}, "program": [
+        {"op": "mmap", "name": "p", "size": "4M", "align": "2M"},
+        {"op": "madvise", "region": "p", "advice": "nohugepage"},
+        {"op": "madvise", "region": "p", "advice": "populate_read"},
+        {"op": "madvise", "region": "p", "advice": "populate_write"},
+        s("e"),
+        {"op": "mprotect", "region": "p", "prot": "r", "length": "1M"},
+        {"op": "madvise", "region": "p", "advice": "populate_write", "offset": "2M"},
+        {"op": "madvise", "region": "p", "advice": "populate_write"},
+        s("f")]}));
+    let d = |n: &str| vmstat(snap(&r, "f"), n) - vmstat(snap(&r, "e"), n);
+    assert_eq!(vmstat(snap(&r, "e"), "pgactivate"), 0);
+    assert_eq!(d("pgactivate"), 512);
+    assert_eq!(d("nr_active_anon"), 512);
 }

@@ -508,10 +508,9 @@ impl Kernel {
             self.unmap_hugepage_range(mm, vma, start, end);
             return;
         }
-        // munlock_vma_folio with each rmap removal of a VM_LOCKED vma.
-        if vma.flags & vm::LOCKED != 0 {
-            self.mlock_range(mm, start, end, false, false);
-        }
+        // munlock_vma_folio with each rmap removal of a VM_LOCKED vma (zap_huge_pmd's, and
+        // zap_pte_range's once a batch).
+        let locked = vma.flags & vm::LOCKED != 0;
         // tlb_finish_mmu: one flush of the whole range once the entries are cleared.
         self.flush_tlb_range(mm, start, end);
         let mut addr = start;
@@ -519,6 +518,9 @@ impl Kernel {
             let e = self.entry(pmd.table, pmd.idx);
             if e.present() && e.huge() {
                 if next - addr == self.geo.hpage_pmd_size() {
+                    if locked && !self.is_huge_zero_pmd(e) {
+                        self.munlock_folio(e.pfn());
+                    }
                     self.zap_huge_pmd(mm, pmd);
                     addr = next;
                     continue;
@@ -536,7 +538,7 @@ impl Kernel {
                     // cache one of their translations is flushed.
                     self.work.push(super::Work::FlushShared { table: e.pfn(), start: addr, end: next });
                 }
-                self.zap_pte_range(mm, e.pfn(), addr, next, vma.has_recency());
+                self.zap_pte_range(mm, e.pfn(), addr, next, vma.has_recency(), locked);
                 // reclaim_pt_is_enabled: the zap spans the table's whole PMD range (a table
                 // other mms share stays with them).
                 if reclaim_pt
@@ -554,21 +556,44 @@ impl Kernel {
 
     /// `zap_pte_range` of a table left where no vma is (seed 003's `rfc` exit sweep).
     pub(super) fn zap_pte_range_stale(&mut self, mm: MmId, table: Pfn, addr: u64, end: u64) {
-        self.zap_pte_range(mm, table, addr, end, true);
+        self.zap_pte_range(mm, table, addr, end, true, false);
+    }
+
+    /// `folio_pte_batch` as zap_present_ptes uses it: whether any pte of the batch that
+    /// starts at `a` (pte `first`, of folio `head`: the ptes up to `end` that map its next
+    /// pages in a row) is young.
+    fn folio_pte_batch_young(&self, table: Pfn, mut a: u64, end: u64, head: Pfn, first: Entry) -> bool {
+        let (mut e, mut pfn) = (first, first.pfn());
+        loop {
+            if e.has(pgtable::ACCESSED) {
+                return true;
+            }
+            a += self.geo.page_size();
+            pfn = Pfn(pfn.0 + 1);
+            if a >= end {
+                return false;
+            }
+            e = self.entry(table, self.geo.table_index(a, 0));
+            if !e.present() || e.special() || e.pfn() != pfn || self.head_of(pfn) != head {
+                return false;
+            }
+        }
     }
 
     /// `zap_pte_range`: clear the ptes of [addr, end) in one table, dropping rss, rmap and refs.
     /// `recency`: `vma_has_recency` of the vma the ptes are in (a young pte of a file folio
     /// marks it accessed).
-    fn zap_pte_range(&mut self, mm: MmId, table: Pfn, addr: u64, end: u64, recency: bool) {
+    fn zap_pte_range(&mut self, mm: MmId, table: Pfn, addr: u64, end: u64, recency: bool, locked: bool) {
         // The pages each rss counter loses, given back once at the end (add_mm_rss_vec): a
         // decrease never moves the high-water mark, so the counts end the same.
         let mut rss = [0i64; 3];
         // zap_present_folio_ptes takes the ptes of one folio together (folio_pte_batch: the
-        // next pages of the folio, in a row): a file folio is marked accessed once for the
-        // batch, if any of its ptes was young. (The folio whose batch is open, the pfn and the
-        // address that continue it, and whether it was young.)
-        let mut batch: Option<(Pfn, u32, u64, bool)> = None;
+        // next pages of the folio, in a row): a file folio is marked accessed once, before its
+        // rmap goes, if any of them was young; then the batch's rmap removal munlocks the folio
+        // where the vma is VM_LOCKED (munlock_vma_folio). (The folio of the batch open, and
+        // the pfn and the address that continue it.)
+        let mut batch: Option<(Pfn, u32, u64)> = None;
+        let ps = self.geo.page_size();
         let mut a = addr;
         while a < end {
             let idx = self.geo.table_index(a, 0);
@@ -580,38 +605,27 @@ impl Kernel {
                 let pfn = e.pfn();
                 if !e.special() {
                     let c = self.mm_counter(pfn);
+                    let h = self.head_of(pfn);
                     if e.has(pgtable::DIRTY) && c != MmCounter::AnonPages {
                         // zap_present_folio_ptes: a dirty pte dirties its page-cache folio.
-                        let h = self.head_of(pfn);
                         self.folio_mark_dirty(h);
                     }
-                    if c != MmCounter::AnonPages && recency {
-                        // A young pte of a file folio: it was used (vma_has_recency).
-                        let h = self.head_of(pfn);
-                        let young = e.has(pgtable::ACCESSED);
-                        let ps = self.geo.page_size();
-                        match batch {
-                            Some((bh, next, at, y)) if bh == h && next == pfn.0 && at == a => {
-                                batch = Some((h, pfn.0 + 1, a + ps, y || young))
-                            }
-                            _ => {
-                                if let Some((bh, _, _, true)) = batch {
-                                    self.folio_mark_accessed(bh);
-                                }
-                                batch = Some((h, pfn.0 + 1, a + ps, young));
-                            }
-                        }
+                    let first = !batch.is_some_and(|(bh, next, at)| bh == h && next == pfn.0 && at == a);
+                    // A young pte of a file folio: it was used (vma_has_recency).
+                    if first && c != MmCounter::AnonPages && recency && self.folio_pte_batch_young(table, a, end, h, e)
+                    {
+                        self.folio_mark_accessed(h);
                     }
+                    batch = Some((h, pfn.0 + 1, a + ps));
                     rss[c as usize] -= 1;
                     self.remove_rmap_pte(pfn, mm);
-                    let h = self.head_of(pfn);
+                    if first && locked {
+                        self.munlock_folio(h);
+                    }
                     self.folio_put(h);
                 }
             }
-            a += self.geo.page_size();
-        }
-        if let Some((bh, _, _, true)) = batch {
-            self.folio_mark_accessed(bh);
+            a += ps;
         }
         if !self.sabotage.skip_rss_dec {
             for c in [MmCounter::FilePages, MmCounter::AnonPages, MmCounter::ShmemPages] {

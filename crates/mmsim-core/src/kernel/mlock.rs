@@ -387,9 +387,9 @@ impl Kernel {
             }
             // follow_page_mask's answer for a page of a PTE table (none without one).
             let ok = table.is_some_and(|(_, t)| self.entry_present(t, self.geo.table_index(a, 0), write));
-            if ok && write {
+            if ok {
                 let (_, t) = table.expect("ok");
-                self.gup_touch_pte(t, self.geo.table_index(a, 0));
+                self.gup_touch_pte(t, self.geo.table_index(a, 0), write);
             }
             if !ok {
                 let ret = self.faultin_page(mm, a, write);
@@ -434,18 +434,20 @@ impl Kernel {
         ret
     }
 
-    /// FOLL_TOUCH of a write (`follow_page_pte`): an anonymous folio mapped by a clean pte is
-    /// marked dirty (only a lazyfree folio's writable pte is ever clean: it then is no longer
-    /// discardable).
-    fn gup_touch_pte(&mut self, table: Pfn, idx: usize) {
+    /// FOLL_TOUCH (`follow_page_pte`): the folio a pte maps is marked accessed, each time a
+    /// page of it is followed (a large folio mapped by ptes is activated by its second page);
+    /// on a write, an anonymous folio mapped by a clean pte is marked dirty too (only a
+    /// lazyfree folio's writable pte is ever clean: it then is no longer discardable).
+    fn gup_touch_pte(&mut self, table: Pfn, idx: usize, write: bool) {
         let e = self.entry(table, idx);
-        if e.special() || e.has(super::pgtable::DIRTY) {
+        if e.special() {
             return;
         }
         let h = self.head_of(e.pfn());
-        if self.mem.pages[h.idx()].test(super::mm_types::pg::ANON) {
+        if write && !e.has(super::pgtable::DIRTY) && self.mem.pages[h.idx()].test(super::mm_types::pg::ANON) {
             self.mem.pages[h.idx()].set(super::mm_types::pg::DIRTY);
         }
+        self.folio_mark_accessed(h);
     }
 
     /// FOLL_TOUCH of a write through an anonymous THP's pmd (`touch_pmd`): young and dirty.

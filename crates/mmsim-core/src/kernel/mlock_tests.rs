@@ -330,3 +330,22 @@ fn mlock_moves_folios_to_the_unevictable_list_through_the_batch() {
     assert_eq!(lru_counts(&k)[2] - start[2], 36);
     check(&k);
 }
+
+/// The unmap of a VM_LOCKED vma munlocks each folio as its rmap goes (munlock_vma_folio), after
+/// the young pte marked it accessed: a locked shmem page, referenced by the populate that
+/// faulted it in, is still unevictable then, so nothing is activated (a munlock of the whole
+/// range first made the unmap activate 248 of 256).
+#[test]
+fn an_unmap_munlocks_each_folio_after_marking_it() {
+    let r = crate::test_support::run(serde_json::json!({"program": [
+        {"op": "mmap", "name": "s", "size": "1M", "flags": ["shared", "anonymous"]},
+        {"op": "mlock", "region": "s"},
+        {"op": "snapshot", "label": "a"},
+        {"op": "munmap", "region": "s"},
+        {"op": "snapshot", "label": "b"}]}));
+    let v = |l: &str, n: &str| crate::test_support::snap(&r, l).vmstat.get(n).unwrap();
+    assert_eq!(v("a", "nr_unevictable"), 256);
+    assert_eq!(v("b", "pgactivate"), 0);
+    assert_eq!(v("b", "nr_unevictable"), 0);
+    assert_eq!(v("b", "unevictable_pgs_munlocked") - v("a", "unevictable_pgs_munlocked"), 256);
+}
