@@ -341,11 +341,11 @@ impl Kernel {
         if memcg == NO_MEMCG || delta == 0 {
             return;
         }
-        // Linux traces the update as the flush threshold counts it (memcg_state_val_in_pages).
         let val = self.memcg_state_val_in_pages(item, delta);
-        self.trace(ev::MEMCG_MOD_LRUVEC_STATE, || {
-            format!("memcg_id={memcg} item={} val={}", item.name(), val as i64 * delta.signum())
-        });
+        if self.tp.is_some() {
+            // Linux traces the update as the flush threshold counts it.
+            self.trace_memcg_update(ev::MEMCG_MOD_LRUVEC_STATE, memcg, item.name(), val as i64 * delta.signum());
+        }
         self.memcg.groups[memcg as usize].stat_local.mod_item(item, delta);
         let mut cur = Some(memcg);
         while let Some(c) = cur {
@@ -354,6 +354,13 @@ impl Kernel {
             cur = g.parent;
         }
         self.memcg_rstat_updated(memcg, val);
+    }
+
+    /// One of the `memcg:` update tracepoints (out of the statistics' fast path).
+    #[cold]
+    #[inline(never)]
+    fn trace_memcg_update(&mut self, id: u8, memcg: u16, item: &str, val: i64) {
+        self.trace(id, || format!("memcg_id={memcg} item={item} val={val}"));
     }
 
     /// `memcg_state_val_in_pages`: an update's size for the flush threshold, in pages (at
@@ -373,9 +380,10 @@ impl Kernel {
         if memcg == NO_MEMCG || delta == 0 {
             return;
         }
-        self.trace(if which >= EXTRA_PGPGIN { ev::MEMCG_COUNT_EVENTS } else { ev::MEMCG_MOD_STATE }, || {
-            format!("memcg_id={memcg} item={} val={delta}", EXTRA_NAMES[which])
-        });
+        if self.tp.is_some() {
+            let id = if which >= EXTRA_PGPGIN { ev::MEMCG_COUNT_EVENTS } else { ev::MEMCG_MOD_STATE };
+            self.trace_memcg_update(id, memcg, EXTRA_NAMES[which], delta);
+        }
         self.memcg.groups[memcg as usize].extra_local[which] += delta;
         let mut cur = Some(memcg);
         while let Some(c) = cur {
@@ -391,7 +399,9 @@ impl Kernel {
         if memcg == NO_MEMCG || n == 0 {
             return;
         }
-        self.trace(ev::MEMCG_COUNT_EVENTS, || format!("memcg_id={memcg} item={} val={n}", e.name()));
+        if self.tp.is_some() {
+            self.trace_memcg_update(ev::MEMCG_COUNT_EVENTS, memcg, e.name(), n);
+        }
         self.memcg.groups[memcg as usize].stat_local.count_n(e, n);
         let mut cur = Some(memcg);
         while let Some(c) = cur {

@@ -610,13 +610,17 @@ impl Kernel {
                         // zap_present_folio_ptes: a dirty pte dirties its page-cache folio.
                         self.folio_mark_dirty(h);
                     }
-                    let first = !batch.is_some_and(|(bh, next, at)| bh == h && next == pfn.0 && at == a);
+                    let marks = c != MmCounter::AnonPages && recency;
+                    // Batches matter only to a file folio's mark and a locked vma's munlock.
+                    let first =
+                        (marks || locked) && !batch.is_some_and(|(bh, next, at)| bh == h && next == pfn.0 && at == a);
                     // A young pte of a file folio: it was used (vma_has_recency).
-                    if first && c != MmCounter::AnonPages && recency && self.folio_pte_batch_young(table, a, end, h, e)
-                    {
+                    if first && marks && self.folio_pte_batch_young(table, a, end, h, e) {
                         self.folio_mark_accessed(h);
                     }
-                    batch = Some((h, pfn.0 + 1, a + ps));
+                    if marks || locked {
+                        batch = Some((h, pfn.0 + 1, a + ps));
+                    }
                     rss[c as usize] -= 1;
                     self.remove_rmap_pte(pfn, mm);
                     if first && locked {
