@@ -73,7 +73,8 @@ pub mod pg {
     /// but its data is not there until the read completes (`Kernel::swapin_done`).
     pub const LOCKED: u32 = 1 << 27;
     /// PG_readahead of a swap-cache folio read ahead of its fault (`swap_ra_hit` when a fault
-    /// finds it). mmsim keeps it apart from the page cache's `READAHEAD` mark.
+    /// finds it). mmsim keeps it apart from the page cache's `READAHEAD` mark and from
+    /// `RECLAIM`, whose bit it is in Linux (`swap_update_readahead` takes both).
     pub const SWAP_READAHEAD: u32 = 1 << 28;
 }
 

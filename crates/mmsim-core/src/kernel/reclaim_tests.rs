@@ -414,3 +414,31 @@ fn a_file_written_past_the_limit_is_flushed_not_oom_killed() {
         }
     }
 }
+
+/// PG_readahead is PG_reclaim's bit: a page MADV_PAGEOUT is still writing out (PG_reclaim,
+/// under writeback) that the program writes again is found in the swap cache as if read
+/// ahead, and counts a swap_ra_hit (random campaign seed 4327 case 144, shrunk: swap_ra_hit 1
+/// on Linux 6.18 in every run). Once the writeback has ended, a fault on the next page paged
+/// out counts none.
+#[test]
+fn a_fault_on_a_page_still_being_paged_out_counts_a_swap_readahead_hit() {
+    let r = run(with_swap(
+        "1G",
+        json!({"transparent_hugepage/enabled": "never"}),
+        json!([
+            {"op": "mmap", "name": "p", "size": "8M"},
+            {"op": "write", "region": "p", "value": 5},
+            {"op": "snapshot", "label": "a"},
+            {"op": "madvise", "region": "p", "advice": "pageout", "offset": "4M", "length": 4096},
+            {"op": "write", "region": "p", "offset": "4M", "length": 4096, "value": 6},
+            {"op": "snapshot", "label": "b"},
+            {"op": "madvise", "region": "p", "advice": "pageout", "offset": "5M", "length": 4096},
+            {"op": "sleep", "ms": 100},
+            {"op": "write", "region": "p", "offset": "5M", "length": 4096, "value": 7},
+            {"op": "snapshot", "label": "c"}]),
+    ));
+    assert_eq!(delta(&r, "a", "b", "pswpout"), 1);
+    assert_eq!(delta(&r, "a", "b", "swap_ra_hit"), 1);
+    assert_eq!(delta(&r, "b", "c", "pswpout"), 1);
+    assert_eq!(delta(&r, "b", "c", "swap_ra_hit"), 0);
+}

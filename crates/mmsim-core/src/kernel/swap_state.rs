@@ -268,14 +268,18 @@ impl Kernel {
     }
 
     /// `swap_update_readahead`: a fault found the folio in the swap cache; a page read ahead
-    /// is a hit (its mark cleared, swap_ra_hit), which widens the next window. `at`: the
+    /// (or, by the shared bit, one reclaim is writing out) is a hit (its mark cleared,
+    /// swap_ra_hit), which widens the next window. `at`: the
     /// faulting mm, vma and address (None for shmem's swap-in, which has no vma).
     pub fn swap_update_readahead(&mut self, head: Pfn, at: Option<(MmId, &Vma, u64)>) {
         if self.folio_nr_pages(head) > 1 {
             return;
         }
-        let ra = self.mem.pages[head.idx()].test(pg::SWAP_READAHEAD);
-        self.mem.pages[head.idx()].clear(pg::SWAP_READAHEAD);
+        // folio_test_clear_readahead: PG_readahead is PG_reclaim's bit, so a folio reclaim is
+        // writing out (MADV_PAGEOUT, still under writeback) counts as a hit too, and loses
+        // its PG_reclaim (its writeback's end no longer rotates it).
+        let ra = self.mem.pages[head.idx()].test(pg::SWAP_READAHEAD | pg::RECLAIM);
+        self.mem.pages[head.idx()].clear(pg::SWAP_READAHEAD | pg::RECLAIM);
         let vma_ra = self.swap_use_vma_readahead();
         if let (Some((mm, vma, addr)), true) = (at, vma_ra) {
             let key = (mm, vma.start);
