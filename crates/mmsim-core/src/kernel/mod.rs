@@ -28,6 +28,7 @@ pub mod lruvec;
 pub mod madvise;
 mod madvise_cold;
 pub mod memcontrol;
+mod memcontrol_kmem;
 mod memcontrol_limits;
 mod memcontrol_swap;
 pub mod memfd;
