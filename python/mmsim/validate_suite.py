@@ -911,15 +911,6 @@ PRESSURE_OPEN = {
         "writing what the writer dirties after the wake-up, mmsim's writes what is dirty at the wake-up at once; "
         "reading back then thrashes readahead on both, the kernel's pgsteal_file 25% higher"
     ),
-    "memcg-file-512m-in-256m": (
-        "every kernel run alike: reads, refaults, pgpgin (2354 folios charged) agree exactly, but the kernel "
-        "evicts one 2 MiB folio more (pgsteal_file 197120 vs 196608, memcg pgpgout 2227 vs 2226) and ends 447 "
-        "pages below its limit (usage 65089 pages, cache 65024), mmsim at it (65536, all cache): the kernel's "
-        "usage also holds about 65 pages that are not page cache, kernel memory (memory.kmem.usage_in_bytes 26 "
-        "pages at the end, 135 at its peak: the page cache's xarray nodes, the child's task and stack) and the "
-        "per-CPU charge stock those small charges leave; mmsim charges no slab objects, so its last 2 MiB folio "
-        "still fits"
-    ),
 }
 
 SUITE += [c for c in PRESSURE_CASES if c.name not in PRESSURE_OPEN]

@@ -355,6 +355,7 @@ fn boot(
         reclaim_pageout: machine.p.cost.reclaim_pageout,
         freq_ghz: machine.p.cpu.freq_ghz,
     };
+    kernel.slab_sizes = machine.p.slab.sizes();
     kernel.nr_cpus = w.machine.cpus as usize;
     kernel.swapon_all(&w.machine.swap);
     kernel.mem_cgroup_create_all(&w.cgroups);
@@ -823,6 +824,11 @@ fn memcg_stat(k: &Kernel, i: usize, flushed: bool) -> crate::report::Counters {
     ] {
         stat.push(name, it[item] * ps);
     }
+    // The slab objects charged to it (NR_SLAB_*_B, in bytes), then their sum.
+    use crate::kernel::memcontrol::{EXTRA_SLAB_RECLAIMABLE_B, EXTRA_SLAB_UNRECLAIMABLE_B};
+    stat.push("slab_reclaimable", extra[EXTRA_SLAB_RECLAIMABLE_B]);
+    stat.push("slab_unreclaimable", extra[EXTRA_SLAB_UNRECLAIMABLE_B]);
+    stat.push("slab", extra[EXTRA_SLAB_RECLAIMABLE_B] + extra[EXTRA_SLAB_UNRECLAIMABLE_B]);
     stat.push("pgscan", ev[E::PgscanKswapd] + ev[E::PgscanDirect] + ev[E::PgscanKhugepaged] + ev[E::PgscanProactive]);
     stat.push(
         "pgsteal",

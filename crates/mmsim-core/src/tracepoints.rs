@@ -48,6 +48,8 @@ pub const EVENTS: &[(&str, bool, &str)] = &[
     ("memcg:mod_memcg_state", false, "memcg_id item val"),
     ("memcg:mod_memcg_lruvec_state", false, "memcg_id item val"),
     ("memcg:memcg_flush_stats", false, "memcg_id stats_updates force needs_flush"),
+    ("kmem:kmem_cache_alloc", false, "name bytes_alloc accounted memcg_id"),
+    ("kmem:kmem_cache_free", false, "name memcg_id"),
 ];
 
 /// An event's index in `EVENTS`.
@@ -92,6 +94,11 @@ pub mod ev {
     /// A flush attempt (`__mem_cgroup_flush_stats`): the pending updates and whether they
     /// were enough.
     pub const MEMCG_FLUSH_STATS: u8 = 31;
+    /// A slab object of an accounted cache allocated (`memcg_id`: the memcg charged, none for
+    /// the root's tasks and kernel threads; Linux's event has no such field).
+    pub const KMEM_CACHE_ALLOC: u8 = 32;
+    /// One freed (`memcg_id`: the memcg uncharged).
+    pub const KMEM_CACHE_FREE: u8 = 33;
 }
 
 /// One event of a run, as `perf script` prints it: the task, its CPU, the time, the event

@@ -248,6 +248,30 @@ pub struct SmpSpec {
     pub numa_nodes: u32,
 }
 
+/// The modelled kernel's accounted slab caches: each one's object size (`s->size`, as
+/// /sys/kernel/slab/NAME/slab_size shows it), what a memory cgroup is charged per object
+/// besides the 8-byte obj_ext pointer (kernel/slab.rs). A profile that leaves the table out
+/// gets the default profile's sizes (Linux 6.18, x86-64).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SlabSpec {
+    pub radix_tree_node: u32,
+}
+
+impl Default for SlabSpec {
+    fn default() -> Self {
+        let [radix_tree_node] = crate::kernel::slab::SlabSizes::default().0;
+        SlabSpec { radix_tree_node }
+    }
+}
+
+impl SlabSpec {
+    /// The sizes by `KmemCache`.
+    pub fn sizes(&self) -> crate::kernel::slab::SlabSizes {
+        crate::kernel::slab::SlabSizes([self.radix_tree_node])
+    }
+}
+
 /// A hardware profile.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -261,6 +285,8 @@ pub struct Profile {
     pub cost: CostSpec,
     pub smp: SmpSpec,
     pub block: BlockSpec,
+    #[serde(default)]
+    pub slab: SlabSpec,
 }
 
 impl Profile {
@@ -393,6 +419,11 @@ fn validate(p: &Profile) -> Result<(), Error> {
         }
     };
     pos("cpu.freq_ghz", p.cpu.freq_ghz)?;
+    if p.slab.radix_tree_node == 0 || p.slab.radix_tree_node > 1 << 20 {
+        return Err(Error::Profile(
+            "profile: slab.radix_tree_node: must be an object size from 1 byte to 1 MiB".into(),
+        ));
+    }
     pos("cpu.base_cpi", p.cpu.base_cpi)?;
     pos("cpu.loads_per_cycle", p.cpu.loads_per_cycle)?;
     pos("cpu.stores_per_cycle", p.cpu.stores_per_cycle)?;

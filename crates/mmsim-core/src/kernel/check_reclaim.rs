@@ -6,9 +6,12 @@
 use super::check::{CheckScratch, Violation};
 use super::knobs::PtshareCompat;
 use super::lruvec::Lru;
-use super::memcontrol::{Counter, EXTRA_SWAP, NO_MEMCG, ROOT_MEMCG};
+use super::memcontrol::{
+    Counter, EXTRA_KMEM, EXTRA_SLAB_RECLAIMABLE_B, EXTRA_SLAB_UNRECLAIMABLE_B, EXTRA_SWAP, NO_MEMCG, ROOT_MEMCG,
+};
 use super::mm::{vm, Vma};
 use super::mm_types::{pg, NIL};
+use super::slab::KmemCache;
 use super::swapfile::{SWAP_HAS_CACHE, SWAP_MAP_BAD, TABLE_FOLIO};
 use super::vmstat::VmItem;
 use super::{Kernel, MmId};
@@ -179,11 +182,56 @@ impl Kernel {
         // Kernel stacks: their pages are charged, not allocated (alloc_thread_stack), so the
         // memcg's own NR_KERNEL_STACK_KB counts them.
         let stack_kb_per_page = (self.geo.page_size() / 1024) as i64;
+        // Slab objects: each memcg's live objects and the bytes charged ahead for them (its
+        // object stocks, its nr_charged_bytes) fill whole pages, its MEMCG_KMEM with its
+        // page tables and stacks; its slab statistics, with what the stocks hold back, are
+        // the live objects' bytes.
+        let ps = self.geo.page_size();
+        let mut slab = vec![[0u64; 2]; n];
+        for o in self.shmem.iter().flatten() {
+            for (_, node) in o.xa.nodes() {
+                if node.objcg != NO_MEMCG {
+                    slab[node.objcg as usize][1] += self.slab_sizes.obj_full_size(KmemCache::RadixTreeNode);
+                }
+            }
+        }
         for (m, l) in local.iter_mut().enumerate() {
             let stacks = self.memcg.groups[m].stat_local.items[VmItem::NrKernelStack] / stack_kb_per_page;
-            *l = c.memcg_folio_pages.get(m).copied().unwrap_or(0)
-                + c.memcg_tables.get(m).copied().unwrap_or(0)
-                + stacks as u64;
+            let g = &self.memcg.groups[m];
+            let objects = slab[m][0] + slab[m][1];
+            let bytes = objects + self.memcg_obj_stock_bytes(m as u16);
+            if !bytes.is_multiple_of(ps) {
+                return Err(violation!(
+                    "memcg {:?}: {objects} bytes of slab objects and {} charged ahead are not whole pages",
+                    g.name,
+                    bytes - objects
+                ));
+            }
+            let tables = c.memcg_tables.get(m).copied().unwrap_or(0);
+            let kmem = tables + stacks as u64 + bytes / ps;
+            if m != ROOT_MEMCG as usize && g.extra_local[EXTRA_KMEM] as u64 != kmem {
+                return Err(violation!(
+                    "memcg {:?}: MEMCG_KMEM {}, {kmem} pages of page tables, stacks and slab",
+                    g.name,
+                    g.extra_local[EXTRA_KMEM]
+                ));
+            }
+            let held = self.memcg.obj_stock.iter().filter(|s| s.cached == m as u16);
+            let (held_unrecl, held_recl) =
+                held.fold((0, 0), |(u, r), s| (u + s.nr_slab_unreclaimable_b, r + s.nr_slab_reclaimable_b));
+            for (idx, held, live) in [
+                (EXTRA_SLAB_UNRECLAIMABLE_B, held_unrecl, slab[m][0]),
+                (EXTRA_SLAB_RECLAIMABLE_B, held_recl, slab[m][1]),
+            ] {
+                if g.extra_local[idx] + held != live as i64 {
+                    return Err(violation!(
+                        "memcg {:?}: NR_SLAB_*_B {} and {held} held in stocks, {live} bytes of live objects",
+                        g.name,
+                        g.extra_local[idx]
+                    ));
+                }
+            }
+            *l = c.memcg_folio_pages.get(m).copied().unwrap_or(0) + kmem;
         }
         for si in &self.swap.si {
             for &m in &si.memcg {

@@ -133,12 +133,16 @@ pub struct MemCgroup {
     /// The statistics as last flushed (what memory.stat and reclaim's heuristics read).
     pub flushed: VmStat,
     pub flushed_local: VmStat,
-    /// The memcg-only items (MEMCG_SWAP, MEMCG_KMEM) and v1's charge events (PGPGIN,
-    /// PGPGOUT), hierarchical and local, live and flushed: [swap, kmem, pgpgin, pgpgout].
-    pub extra: [i64; 4],
-    pub extra_local: [i64; 4],
-    pub extra_flushed: [i64; 4],
-    pub extra_flushed_local: [i64; 4],
+    /// The memcg-only items (MEMCG_SWAP, MEMCG_KMEM), v1's charge events (PGPGIN, PGPGOUT)
+    /// and the memcg side of the slab items (NR_SLAB_RECLAIMABLE_B, NR_SLAB_UNRECLAIMABLE_B,
+    /// in bytes), hierarchical and local, live and flushed (indices `EXTRA_*`).
+    pub extra: [i64; NR_EXTRA],
+    pub extra_local: [i64; NR_EXTRA],
+    pub extra_flushed: [i64; NR_EXTRA],
+    pub extra_flushed_local: [i64; NR_EXTRA],
+    /// `objcg->nr_charged_bytes`: bytes charged ahead that a drained object stock left over
+    /// (less than a page), for the next CPU that caches this memcg's objcg.
+    pub nr_charged_bytes: u64,
     /// `vmstats->stats_updates` and each CPU's share not yet added (`memcg_rstat_updated`).
     stats_updates: u64,
     pcpu_updates: Vec<u64>,
@@ -153,10 +157,14 @@ pub const EXTRA_SWAP: usize = 0;
 pub const EXTRA_KMEM: usize = 1;
 pub const EXTRA_PGPGIN: usize = 2;
 pub const EXTRA_PGPGOUT: usize = 3;
+pub const EXTRA_SLAB_RECLAIMABLE_B: usize = 4;
+pub const EXTRA_SLAB_UNRECLAIMABLE_B: usize = 5;
+pub const NR_EXTRA: usize = 6;
 /// THREAD_SIZE in pages: x86-64's kernel stack (16 KiB, without KASAN).
 pub const THREAD_SIZE_PAGES: u64 = 4;
 /// `MemCgroup::extra`'s items as memory.stat names them (the `memcg:` tracepoints' `item`).
-const EXTRA_NAMES: [&str; 4] = ["swap", "kernel", "pgpgin", "pgpgout"];
+const EXTRA_NAMES: [&str; NR_EXTRA] =
+    ["swap", "kernel", "pgpgin", "pgpgout", "nr_slab_reclaimable_b", "nr_slab_unreclaimable_b"];
 
 /// Every memory cgroup, by index (the root first; ids are never reused in a run).
 #[derive(Clone, Debug)]
@@ -168,6 +176,8 @@ pub struct MemCgroups {
     stock: Vec<[(u16, u64); NR_MEMCG_STOCK]>,
     /// The stock's slot-eviction sequence (Linux: get_random_u32_below).
     stock_rand: u64,
+    /// Each CPU's object stock (`obj_stock_pcp`, kernel/memcontrol_kmem.rs).
+    pub(super) obj_stock: Vec<super::memcontrol_kmem::ObjStock>,
     /// When rstat was last flushed (ns) and the next periodic flush is due.
     pub flush_last_ns: u64,
     pub flush_next_ns: u64,
@@ -183,6 +193,7 @@ impl Default for MemCgroups {
             groups: vec![MemCgroup { pcpu_updates: vec![0; 1], ..Default::default() }],
             iter_pos: FastMap::default(),
             stock: Vec::new(),
+            obj_stock: Vec::new(),
             stock_rand: 0x9e37_79b9_7f4a_7c15,
             flush_last_ns: 0,
             flush_next_ns: FLUSH_TIME_NS,
@@ -380,9 +391,27 @@ impl Kernel {
         if memcg == NO_MEMCG || delta == 0 {
             return;
         }
+        // memcg_state_val_in_pages: a byte item's update counts max(bytes / PAGE_SIZE, 1)
+        // pages, and a negative one, by C's unsigned division, the pages it spans rounded up.
+        let val = if which >= EXTRA_SLAB_RECLAIMABLE_B {
+            let ps = self.geo.page_size();
+            let v = delta.unsigned_abs();
+            if delta > 0 {
+                (v / ps).max(1)
+            } else {
+                v.div_ceil(ps)
+            }
+        } else {
+            delta.unsigned_abs()
+        };
         if self.tp.is_some() {
-            let id = if which >= EXTRA_PGPGIN { ev::MEMCG_COUNT_EVENTS } else { ev::MEMCG_MOD_STATE };
-            self.trace_memcg_update(id, memcg, EXTRA_NAMES[which], delta);
+            let id = match which {
+                EXTRA_PGPGIN | EXTRA_PGPGOUT => ev::MEMCG_COUNT_EVENTS,
+                EXTRA_SLAB_RECLAIMABLE_B | EXTRA_SLAB_UNRECLAIMABLE_B => ev::MEMCG_MOD_LRUVEC_STATE,
+                _ => ev::MEMCG_MOD_STATE,
+            };
+            let traced = if which >= EXTRA_SLAB_RECLAIMABLE_B { val as i64 * delta.signum() } else { delta };
+            self.trace_memcg_update(id, memcg, EXTRA_NAMES[which], traced);
         }
         self.memcg.groups[memcg as usize].extra_local[which] += delta;
         let mut cur = Some(memcg);
@@ -391,7 +420,7 @@ impl Kernel {
             g.extra[which] += delta;
             cur = g.parent;
         }
-        self.memcg_rstat_updated(memcg, delta.unsigned_abs());
+        self.memcg_rstat_updated(memcg, val);
     }
 
     /// `count_memcg_events`: `n` events of `memcg` and its ancestors.
@@ -677,13 +706,14 @@ impl Kernel {
 
     /// `drain_all_stock`: every CPU's stock of `root`'s subtree goes back.
     pub(super) fn drain_all_stock(&mut self, root: u16) {
-        for cpu in 0..self.memcg.stock.len() {
+        for cpu in 0..self.memcg.stock.len().max(self.memcg.obj_stock.len()) {
             for i in 0..NR_MEMCG_STOCK {
-                let m = self.memcg.stock[cpu][i].0;
+                let Some(&(m, _)) = self.memcg.stock.get(cpu).map(|s| &s[i]) else { break };
                 if m != NO_MEMCG && self.memcg_is_descendant(m, root) {
                     self.drain_stock_slot(cpu, i);
                 }
             }
+            self.drain_obj_stock_of(cpu, root);
         }
     }
 

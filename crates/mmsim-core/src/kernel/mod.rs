@@ -11,6 +11,7 @@ pub mod content;
 pub mod fault;
 pub mod filemap;
 pub mod filemap_fault;
+mod filemap_xa;
 pub mod fork;
 pub mod fs_writeback;
 pub mod huge_memory;
@@ -28,7 +29,7 @@ pub mod lruvec;
 pub mod madvise;
 mod madvise_cold;
 pub mod memcontrol;
-mod memcontrol_kmem;
+pub mod memcontrol_kmem;
 mod memcontrol_limits;
 mod memcontrol_swap;
 pub mod memfd;
@@ -49,6 +50,7 @@ pub mod readahead;
 pub mod rmap;
 pub mod shmem;
 pub mod shmem_swap;
+pub mod slab;
 pub mod swap;
 pub mod swap_state;
 pub mod swapfile;
@@ -61,6 +63,7 @@ mod vmscan_folio;
 pub mod vmstat;
 pub mod walk;
 pub mod workingset;
+pub mod xarray;
 
 #[cfg(test)]
 mod filemap_tests;
@@ -72,6 +75,8 @@ mod khugepaged_anon_tests;
 mod khugepaged_tests;
 #[cfg(test)]
 mod madvise_tests;
+#[cfg(test)]
+mod memcontrol_kmem_tests;
 #[cfg(test)]
 mod memfd_tests;
 #[cfg(test)]
@@ -191,6 +196,9 @@ pub struct Kernel {
     pub nr_cpus: usize,
     /// The mm of the task in the kernel now (None: a kernel thread).
     pub cur_mm: Option<MmId>,
+    /// The kernel is running a kernel thread (kswapd, khugepaged, kscrubd): no task's memcg
+    /// is charged for the slab objects it allocates (`current_obj_cgroup` of a PF_KTHREAD).
+    pub in_kthread: bool,
     /// kswapd's state (kernel/vmscan.rs; its thread is the interpreter's).
     pub kswapd: vmscan::KswapdState,
     /// PF_MEMALLOC: the current context is reclaiming (its allocations and charges are
@@ -207,6 +215,8 @@ pub struct Kernel {
     pub oom_group_victims: Vec<MmId>,
     /// Reclaim's CPU costs (the profile's).
     pub cost: ReclaimCost,
+    /// The accounted slab caches' object sizes (the profile's).
+    pub slab_sizes: slab::SlabSizes,
     /// Deliberate bugs, for proving that the checkers catch them (tests only).
     pub sabotage: Sabotage,
     /// The events `engine.events` selects (`tracepoints`), raised here and stamped with their
@@ -404,6 +414,7 @@ impl Kernel {
             now_ns: 0,
             nr_cpus: 1,
             cur_mm: None,
+            in_kthread: false,
             kswapd: Default::default(),
             in_reclaim: false,
             reclaimer: vmscan::Reclaimer::Direct,
@@ -412,6 +423,7 @@ impl Kernel {
             kernel_pages: 0,
             oom_group_victims: Vec::new(),
             cost: ReclaimCost::default(),
+            slab_sizes: slab::SlabSizes::default(),
             work: Vec::new(),
             check_scratch: Default::default(),
         };

@@ -56,6 +56,8 @@ pub struct AddressSpace {
     /// shmem: the swap entry (`SwpEntry`'s value) of each page reclaim wrote to swap
     /// (`i_pages`' swap value entries; `info->swapped` is their number).
     pub swapped: FastMap<u64, u32>,
+    /// The shape of `i_pages` (its entries' orders and its nodes: kernel/xarray.rs).
+    pub xa: super::xarray::XArray,
 }
 
 impl AddressSpace {
@@ -71,6 +73,7 @@ impl AddressSpace {
             i_writecount: 0,
             shadows: FastMap::default(),
             swapped: FastMap::default(),
+            xa: super::xarray::XArray::new(fs == Fs::Ext4),
         }
     }
 
@@ -288,7 +291,7 @@ impl Kernel {
         if self.mem_cgroup_charge(head, memcg, gfp_flags).is_err() {
             return false;
         }
-        self.__filemap_add_folio(obj, index, head, order);
+        self.__filemap_add_folio(obj, index, head, order, gfp_flags);
         let shadow = self.inode_mut_shadow_take(obj, index, 1 << order);
         if self.inode(obj).is_shmem() {
             self.mem.pages[head.idx()].set(pg::SHMEM);
@@ -325,12 +328,14 @@ impl Kernel {
         }
     }
 
-    /// `__filemap_add_folio` proper: the page-cache slots and the statistics.
-    pub fn __filemap_add_folio(&mut self, obj: u32, index: u64, head: Pfn, order: u32) {
+    /// `__filemap_add_folio` proper: the page-cache slots (the xarray's nodes allocated with
+    /// `gfp_flags`) and the statistics.
+    pub fn __filemap_add_folio(&mut self, obj: u32, index: u64, head: Pfn, order: u32, gfp_flags: u32) {
         crate::tracepoints::raise(&mut self.tp, crate::tracepoints::ev::FILEMAP_ADD, || {
             format!("ino={obj} pfn={:#x} ofs={} order={order}", head.0, index << 12)
         });
         let nr = 1u64 << order;
+        self.xa_store(obj, index, order, false, gfp_flags & !gfp::WRITE);
         let o = self.shmem[obj as usize].as_mut().expect("object");
         let shmem = o.is_shmem();
         for i in 0..nr {
@@ -358,7 +363,7 @@ impl Kernel {
     /// eviction), then the cache's references dropped.
     pub fn filemap_remove_folio_shadow(&mut self, obj: u32, head: Pfn, shadow: Option<u64>) {
         let (index, nr) = (self.mem.pages[head.idx()].index, self.folio_nr_pages(head));
-        self.filemap_remove_folio(obj, head);
+        self.page_cache_delete(obj, head, shadow.is_some());
         if let Some(s) = shadow {
             let o = self.shmem[obj as usize].as_mut().expect("object");
             for i in index..index + nr {
@@ -370,9 +375,21 @@ impl Kernel {
     /// `filemap_remove_folio` (+ `folio_put` of the cache's references): the folio headed at
     /// `head` leaves the page cache of `obj`; it is freed unless something else holds it.
     pub fn filemap_remove_folio(&mut self, obj: u32, head: Pfn) {
+        self.page_cache_delete(obj, head, false);
+    }
+
+    /// `page_cache_delete` (and the rest of `filemap_remove_folio`): the folio's entry is
+    /// erased, or with `value` replaced by a value entry of its order (a shadow, a swap
+    /// entry), which the caller records.
+    pub(super) fn page_cache_delete(&mut self, obj: u32, head: Pfn, value: bool) {
         let nr = self.folio_nr_pages(head);
         let h = self.mem.pages[head.idx()];
         let index = h.index;
+        if value {
+            self.xa_store(obj, index, nr.trailing_zeros(), true, gfp::KERNEL);
+        } else {
+            self.xa_erase(obj, index);
+        }
         let o = self.shmem[obj as usize].as_mut().expect("object");
         let shmem = o.is_shmem();
         for i in 0..nr {
@@ -439,6 +456,7 @@ impl Kernel {
             return;
         }
         self.truncate_inode_pages(obj);
+        self.xa_destroy(obj);
         self.shmem[obj as usize] = None;
     }
 }

@@ -12,7 +12,7 @@
 //! entries become once `shmem_split_large_entry` has split them.
 
 use super::mm_types::pg;
-use super::page_alloc::ClearPath;
+use super::page_alloc::{gfp, ClearPath};
 use super::pgtable::SwpEntry;
 use super::vmscan::PageoutResult;
 use super::vmstat::VmEvent;
@@ -80,7 +80,7 @@ impl Kernel {
     fn shmem_delete_from_page_cache(&mut self, f: Pfn, e: SwpEntry) {
         let obj = self.mem.pages[f.idx()].mapping;
         let (index, nr) = (self.mem.pages[f.idx()].index, self.folio_nr_pages(f));
-        self.filemap_remove_folio(obj, f);
+        self.page_cache_delete(obj, f, true);
         let o = self.shmem[obj as usize].as_mut().expect("object");
         for i in 0..nr {
             o.swapped.insert(index + i, e.add(i as u32).0);
@@ -133,7 +133,7 @@ impl Kernel {
         }
         // shmem_add_to_page_cache: a reference per page for the cache.
         let order = if nr > 1 { u32::from(self.mem.pages[folio.idx()].order) } else { 0 };
-        self.__filemap_add_folio(obj, base, folio, order);
+        self.__filemap_add_folio(obj, base, folio, order, gfp::HIGHUSER_MOVABLE);
         self.folio_get(folio);
         self.swap_cache_del_folio(folio);
         self.mem.pages[folio.idx()].set(pg::DIRTY);
@@ -156,6 +156,9 @@ impl Kernel {
         gone.sort_unstable();
         for (i, _) in &gone {
             o.swapped.remove(i);
+        }
+        for (i, _) in &gone {
+            self.xa_erase(obj, *i);
         }
         for (_, v) in gone {
             self.free_swap_and_cache_nr(SwpEntry(v), 1);

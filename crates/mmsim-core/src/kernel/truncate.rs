@@ -154,6 +154,7 @@ impl Kernel {
         }
         self.folio_mms.remove(&head.0);
         let fi = h.index;
+        self.xa_split(obj, fi, 0);
         let keep = pg::SHMEM | pg::DIRTY | pg::LRU | pg::ACTIVE | pg::REFERENCED | pg::WORKINGSET | pg::UNEVICTABLE;
         let tail_flags = h.flags & keep;
         for i in 0..nr as u32 {

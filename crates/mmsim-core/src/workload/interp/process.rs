@@ -288,6 +288,7 @@ impl Interp {
         let cpu = self.tasks[t].cpu;
         self.kernel.cur_cpu = cpu;
         self.kernel.cur_mm = self.tasks[t].mm;
+        self.kernel.in_kthread = false;
         let cycles = self.machine.cpus[cpu].time_base + self.tasks[t].perf.cycles;
         let ns = (cycles / self.machine.p.cpu.freq_ghz).max(0.0) as u64;
         self.kernel.advance_time(ns);

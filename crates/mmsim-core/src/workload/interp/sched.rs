@@ -304,6 +304,7 @@ impl Interp {
             self.machine.clock[cpu] += stall;
         }
         self.kernel.cur_cpu = cpu;
+        self.kernel.in_kthread = true;
     }
 
     /// Each kernel thread that could run (kscrubd, khugepaged): its time, scheduling key,
