@@ -1,7 +1,7 @@
 //! brk(2) (mm/mmap.c `SYSCALL_DEFINE1(brk)` and mm/vma.c `do_brk_flags`): the heap, one
 //! anonymous vma from `start_brk` that grows and shrinks with the break.
 
-use super::mm::{vm, Backing, Vma};
+use super::mm::{vm, Backing, Vma, VMA_UNALLOCATED};
 use super::mmap::STACK_GUARD_GAP_PAGES;
 use super::{Kernel, MmId};
 
@@ -77,6 +77,7 @@ impl Kernel {
             backing: Backing::Anon,
             anon_vma: None,
             fork_child: false,
+            objcg: VMA_UNALLOCATED,
         };
         let prev = self.mm(mm).vmas.range(..addr).next_back().map(|(_, v)| v.clone());
         if let Some(prev) = prev.filter(|p| p.end == addr) {
@@ -86,6 +87,7 @@ impl Kernel {
             }
         }
         self.mm_mut(mm).vmas.insert(addr, new);
+        self.vm_area_alloc_new(mm, addr);
     }
 }
 

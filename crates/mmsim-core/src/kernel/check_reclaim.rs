@@ -195,6 +195,16 @@ impl Kernel {
                 }
             }
         }
+        for m in self.mms.iter().flatten() {
+            for v in m.vmas.values() {
+                if v.objcg == super::mm::VMA_UNALLOCATED {
+                    return Err(violation!("vma {:#x}-{:#x} was never allocated", v.start, v.end));
+                }
+                if v.objcg != NO_MEMCG {
+                    slab[v.objcg as usize][0] += self.slab_sizes.obj_full_size(KmemCache::VmAreaStruct);
+                }
+            }
+        }
         for (m, l) in local.iter_mut().enumerate() {
             let stacks = self.memcg.groups[m].stat_local.items[VmItem::NrKernelStack] / stack_kb_per_page;
             let g = &self.memcg.groups[m];

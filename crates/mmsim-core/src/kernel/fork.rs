@@ -2,7 +2,7 @@
 //! (the stack exec leaves behind), dup_mm (dup_mmap + copy_page_range), and exit_mmap.
 //! Differs from Linux: a simulated process has a stack and no text, data or libraries.
 
-use super::mm::{vm, Backing, MmCounter, MmStruct, Vma};
+use super::mm::{vm, Backing, MmCounter, MmStruct, Vma, VMA_UNALLOCATED};
 use super::{vm_fault, Kernel, MmId};
 
 /// Size of the initial stack vma (setup_arg_pages expands the stack by 128 KiB, plus the
@@ -64,8 +64,10 @@ impl Kernel {
             backing: Backing::Anon,
             anon_vma: None,
             fork_child: false,
+            objcg: VMA_UNALLOCATED,
         };
         self.mm_mut(mm).vmas.insert(start, vma);
+        self.vm_area_alloc_new(mm, start);
         if self.handle_mm_fault(mm, self.geo.task_size() - self.geo.page_size(), true) & vm_fault::ERROR != 0 {
             self.exit_mmap(mm);
             return None;
@@ -94,6 +96,8 @@ impl Kernel {
                 continue;
             }
             let mut cv = v.clone();
+            // dup_mmap's vm_area_dup, charged to the forking task's memcg.
+            cv.objcg = self.vm_area_alloc();
             // dup_mmap: the child's vmas are not locked (VM_LOCKED_MASK cleared); mm_init
             // left its def_flags empty (VM_INIT_DEF_MASK keeps no VM_LOCKED: mlockall's
             // MCL_FUTURE is not inherited).
@@ -167,6 +171,7 @@ impl Kernel {
         self.free_pgtables(mm, &vmas, 0, 0);
         for v in &vmas {
             self.vma_close(mm, v, false);
+            self.vm_area_free(v.objcg);
         }
         self.mm_mut(mm).vmas.clear();
         self.mm_put_huge_zero_folio(mm);

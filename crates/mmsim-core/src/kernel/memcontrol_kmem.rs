@@ -9,6 +9,7 @@
 //! objcg is ever reparented); one node, so the stock's cached_pgdat never changes.
 
 use super::memcontrol::*;
+use super::mm::VMA_UNALLOCATED;
 use super::page_alloc::gfp;
 use super::slab::KmemCache;
 use super::vmstat::VmItem;
@@ -334,5 +335,41 @@ impl Kernel {
     pub fn memcg_obj_stock_bytes(&self, memcg: u16) -> u64 {
         let stocks: u64 = self.memcg.obj_stock.iter().filter(|s| s.cached == memcg).map(|s| s.nr_bytes).sum();
         stocks + self.memcg.groups[memcg as usize].nr_charged_bytes
+    }
+
+    // ---- vm_area_struct (mm/vma_init.c) --------------------------------------------------
+
+    /// `vm_area_alloc` / `vm_area_dup`: a vm_area_struct charged to the current task's memcg
+    /// (none for a kernel thread or the root's tasks). Differs from Linux: a charge that fails
+    /// leaves it uncharged (Linux fails the mmap or split with -ENOMEM).
+    pub(super) fn vm_area_alloc(&mut self) -> u16 {
+        let memcg = if self.in_kthread { NO_MEMCG } else { self.cur_memcg() };
+        self.memcg_slab_post_alloc_hook(KmemCache::VmAreaStruct, memcg, gfp::KERNEL).unwrap_or(NO_MEMCG)
+    }
+
+    /// The vma at `start` that mmap, brk or mremap placed: allocated if no merge made it
+    /// unnecessary.
+    pub(super) fn vm_area_alloc_new(&mut self, mm: super::MmId, start: u64) {
+        if self.mm(mm).vmas.get(&start).is_some_and(|v| v.objcg == VMA_UNALLOCATED) {
+            let objcg = self.vm_area_alloc();
+            self.mm_mut(mm).vmas.get_mut(&start).expect("vma").objcg = objcg;
+        }
+    }
+
+    /// `vm_area_free` of a vma's struct (nothing for one never allocated).
+    pub(super) fn vm_area_free(&mut self, objcg: u16) {
+        if objcg != VMA_UNALLOCATED {
+            self.memcg_slab_free_hook(KmemCache::VmAreaStruct, objcg);
+        }
+    }
+
+    /// Two vmas merged into `v`, whose `objcg` is the one of the vma whose struct goes: the
+    /// survivor's struct (`survivor`) stays unless it was never allocated (a new vma merging
+    /// into an old one: the old one's stays). Returns the objcg of the struct to free.
+    pub(super) fn vma_merge_objcg(v: &mut super::mm::Vma, survivor: u16) -> u16 {
+        if survivor == VMA_UNALLOCATED {
+            return VMA_UNALLOCATED;
+        }
+        std::mem::replace(&mut v.objcg, survivor)
     }
 }

@@ -90,7 +90,14 @@ pub struct Vma {
     /// the parent's (more than one entry). Such a vma does not merge with one that has no
     /// anon_vma (Linux >= 6.16 `is_mergeable_anon_vma`).
     pub fork_child: bool,
+    /// The memcg its vm_area_struct is charged to (`NO_MEMCG`: none; `VMA_UNALLOCATED`: a
+    /// new vma not yet allocated, which a merge may make unnecessary).
+    pub objcg: u16,
 }
+
+/// `Vma::objcg` of a vma mmap or mremap is placing, allocated (`vm_area_alloc`) only if it
+/// merges with no neighbour (`vma_merge_new_range` expands the neighbour instead).
+pub const VMA_UNALLOCATED: u16 = u16::MAX - 1;
 
 impl Vma {
     pub fn is_anonymous(&self) -> bool {

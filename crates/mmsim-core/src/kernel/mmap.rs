@@ -2,7 +2,7 @@
 //! large anonymous mappings), vma merging and splitting, and do_munmap with unmap_region and
 //! free_pgtables.
 
-use super::mm::{vm, Backing, Vma};
+use super::mm::{vm, Backing, Vma, VMA_UNALLOCATED};
 use super::Kernel;
 use super::MmId;
 use crate::units::{align_up, is_aligned};
@@ -201,9 +201,19 @@ impl Kernel {
         };
         let populate = flags & vm::LOCKED != 0;
         let flags = self.mmap_locked_flags(mm, flags, len);
-        let vma = Vma { start: addr, end: addr + len, flags, pgoff, backing, anon_vma: None, fork_child: false };
+        let vma = Vma {
+            start: addr,
+            end: addr + len,
+            flags,
+            pgoff,
+            backing,
+            anon_vma: None,
+            fork_child: false,
+            objcg: VMA_UNALLOCATED,
+        };
         self.mm_mut(mm).vmas.insert(addr, vma);
-        self.vma_merge_around(mm, addr);
+        let at = self.vma_merge_around(mm, addr);
+        self.vm_area_alloc_new(mm, at);
         if matches!(backing, Backing::File(_) | Backing::Anon) {
             // __mmap_new_vma's khugepaged_enter_vma.
             self.khugepaged_enter_vma(mm, addr);
@@ -278,8 +288,18 @@ impl Kernel {
         let populate = self.mm(mm).def_flags & vm::LOCKED != 0;
         let backing = Backing::Hugetlb(file);
         let pgoff = if a.hugetlbfs.is_some() { a.pgoff } else { 0 };
-        let vma = Vma { start: addr, end: addr + len, flags, pgoff, backing, anon_vma: None, fork_child: false };
+        let vma = Vma {
+            start: addr,
+            end: addr + len,
+            flags,
+            pgoff,
+            backing,
+            anon_vma: None,
+            fork_child: false,
+            objcg: VMA_UNALLOCATED,
+        };
         self.mm_mut(mm).vmas.insert(addr, vma);
+        self.vm_area_alloc_new(mm, addr);
         if populate {
             let _ = self.mm_populate(mm, addr, addr + len, true);
         }
@@ -496,6 +516,9 @@ impl Kernel {
                 v.end = next.end;
                 v.anon_vma = v.anon_vma.or(next.anon_vma);
                 v.fork_child |= next.fork_child;
+                // Linux expands next over the range and frees the vma it replaces.
+                let gone = Self::vma_merge_objcg(v, next.objcg);
+                self.vm_area_free(gone);
                 self.vma_file_put(mm, next.backing);
             }
         }
@@ -508,6 +531,11 @@ impl Kernel {
                 v.end = cur.end;
                 v.anon_vma = v.anon_vma.or(cur.anon_vma);
                 v.fork_child |= cur.fork_child;
+                // prev expands; the vma after it is freed.
+                let keep = v.objcg;
+                v.objcg = cur.objcg;
+                let gone = Self::vma_merge_objcg(v, keep);
+                self.vm_area_free(gone);
                 self.vma_file_put(mm, cur.backing);
                 start = prev.start;
             }
@@ -529,6 +557,8 @@ impl Kernel {
         let mut hi = v.clone();
         hi.start = addr;
         hi.pgoff = v.pgoff + ((addr - v.start) >> self.geo.page_shift);
+        // __split_vma's vm_area_dup.
+        hi.objcg = self.vm_area_alloc();
         self.vma_file_get(mm, v.backing);
         self.mm_mut(mm).vmas.get_mut(&v.start).expect("vma").end = addr;
         self.mm_mut(mm).vmas.insert(addr, hi);
@@ -581,6 +611,8 @@ impl Kernel {
         self.free_pgtables(mm, &victims, floor, ceiling);
         for v in &victims {
             self.vma_close(mm, v, keep_resv);
+            // remove_vma's vm_area_free.
+            self.vm_area_free(v.objcg);
         }
         Ok(())
     }

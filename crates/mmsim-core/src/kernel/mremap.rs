@@ -11,7 +11,7 @@
 //! the outcome (`Effects::remapped`) for the reference model.
 
 use super::memory::Slot;
-use super::mm::{vm, Vma};
+use super::mm::{vm, Vma, VMA_UNALLOCATED};
 use super::mmap::Errno;
 use super::pgtable::Entry;
 use super::uapi::MremapFlags;
@@ -287,7 +287,7 @@ impl Kernel {
             vma.pgoff + ((addr - vma.start) >> shift)
         };
         self.vma_file_get(mm, vma.backing);
-        let copy = Vma { start: new_addr, end: new_addr + new_len, pgoff, ..vma.clone() };
+        let copy = Vma { start: new_addr, end: new_addr + new_len, pgoff, objcg: VMA_UNALLOCATED, ..vma.clone() };
         if vma.flags & vm::LOCKED != 0 {
             // vrm_stat_account: the new range is locked; the unmap of the old one unlocks it
             // (with MREMAP_DONTUNMAP, nothing does: see dontunmap_complete).
@@ -298,7 +298,9 @@ impl Kernel {
             self.mm_mut(mm).nonlinear_anon = true;
         }
         self.mm_mut(mm).vmas.insert(new_addr, copy);
-        self.vma_merge_around(mm, new_addr);
+        // copy_vma: vm_area_dup unless the new range merges.
+        let at = self.vma_merge_around(mm, new_addr);
+        self.vm_area_alloc_new(mm, at);
         let moved = self.move_page_tables(mm, addr, new_addr, old_len);
         if moved < old_len {
             // A destination table could not be allocated: move the entries back (the old

@@ -4,25 +4,28 @@
 //! Differs from Linux: no slabs. An object is its charge (`obj_full_size`: the cache's
 //! `s->size` and the obj_ext pointer) and its NR_SLAB_*_B update to its memcg
 //! (kernel/memcontrol_kmem.rs); the node's NR_SLAB_* counters, which count slab pages, are
-//! not kept, and objects no memcg is charged for are not modelled. Of the accounted caches only
-//! the page cache's xarray nodes are modelled (docs/model/reclaim.md lists the others).
+//! not kept, and objects no memcg is charged for are not modelled. Of the accounted caches the
+//! vmas and the page cache's xarray nodes are modelled (docs/model/reclaim.md lists the others).
 
-use super::memcontrol::EXTRA_SLAB_RECLAIMABLE_B;
+use super::memcontrol::{EXTRA_SLAB_RECLAIMABLE_B, EXTRA_SLAB_UNRECLAIMABLE_B};
 
 /// An accounted slab cache of the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KmemCache {
+    /// `vm_area_cachep` (SLAB_ACCOUNT): each vma.
+    VmAreaStruct,
     /// `radix_tree_node_cachep` (SLAB_RECLAIM_ACCOUNT; a mapping's i_pages is
     /// XA_FLAGS_ACCOUNT): an xarray node of the page cache.
     RadixTreeNode,
 }
 
 impl KmemCache {
-    pub const ALL: [KmemCache; 1] = [KmemCache::RadixTreeNode];
+    pub const ALL: [KmemCache; 2] = [KmemCache::VmAreaStruct, KmemCache::RadixTreeNode];
 
     /// Its name in /sys/kernel/slab (and the profile's `slab` table).
     pub fn name(self) -> &'static str {
         match self {
+            KmemCache::VmAreaStruct => "vm_area_struct",
             KmemCache::RadixTreeNode => "radix_tree_node",
         }
     }
@@ -31,6 +34,7 @@ impl KmemCache {
     /// NR_SLAB_UNRECLAIMABLE_B (as `MemCgroup::extra` indices).
     pub fn vmstat_idx(self) -> usize {
         match self {
+            KmemCache::VmAreaStruct => EXTRA_SLAB_UNRECLAIMABLE_B,
             KmemCache::RadixTreeNode => EXTRA_SLAB_RECLAIMABLE_B,
         }
     }
@@ -52,6 +56,6 @@ impl SlabSizes {
 impl Default for SlabSizes {
     /// The sizes of this repository's default profile (profiles/default.toml's `slab`).
     fn default() -> Self {
-        SlabSizes([584])
+        SlabSizes([192, 584])
     }
 }

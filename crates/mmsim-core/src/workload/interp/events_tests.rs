@@ -179,3 +179,28 @@ fn memcg_updates_and_flushes_are_events_as_linuxs_memcg_tracepoints() {
     let after = r.snapshots.iter().find(|s| s.label == "after").unwrap();
     assert_eq!(after.cgroups["box"].stat.get("anon"), Some(100 * 4096));
 }
+
+#[test]
+fn a_tasks_vmas_are_slab_objects_charged_to_its_cgroup() {
+    // A process of `box` maps 16 MiB (one vm_area_struct), then 4 MiB right after it, which
+    // merges (vma_merge_new_range expands the first: nothing allocated); it mprotects 4 MiB in
+    // the middle (__split_vma twice: two vm_area_dup) and unmaps the first 16 MiB (a split at
+    // their end, then three vm_area_free); its exit frees the last. kmem:kmem_cache_alloc and
+    // kmem_cache_free as the kernel's tracepoints count them, each charged to box (memcg 1)
+    // but the stack's, made before the process joined box.
+    let w = json!({"cgroups":{"box":{}},"cgroup":"box","program":[
+        {"op":"mmap","name":"p","size":"16M","addr":"0x100000000","fixed":true},
+        {"op":"mmap","name":"q","size":"4M","addr":"0x101000000","fixed":true},
+        {"op":"mprotect","region":"p","offset":"4M","length":"4M","prot":"r"},
+        {"op":"munmap","region":"p"}]});
+    let r = run(w, Some("kmem:kmem_cache*"));
+    let vma_events = |name: &str| {
+        r.trace_events
+            .iter()
+            .filter(|e| e.event == name && e.fields.starts_with("name=vm_area_struct "))
+            .map(|e| e.fields.rsplit("memcg_id=").next().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(vma_events("kmem:kmem_cache_alloc"), ["1"; 4]);
+    assert_eq!(vma_events("kmem:kmem_cache_free"), ["1", "1", "1", "1", "none"]);
+}

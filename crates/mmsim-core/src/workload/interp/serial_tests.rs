@@ -135,7 +135,10 @@ fn each_task_made_in_a_cgroup_charges_it_its_kernel_stack() {
     // The child and its thread.
     assert_eq!(at("grandchild", "kernel_stack"), 2 * 16384);
     assert_eq!(at("end", "kernel_stack"), 0);
-    assert_eq!(at("end", "kernel"), at("end", "pagetables"));
+    // Kernel memory left: the page tables, and at most the page the CPU's object stock keeps
+    // of the bytes the child's vm_area_structs (dup_mmap's, charged to box) gave back.
+    let rest = at("end", "kernel") - at("end", "pagetables");
+    assert!(rest == 0 || rest == 4096, "{rest}");
     let vm = |l: &str| {
         let s = r.snapshots.iter().rfind(|s| s.label == l).expect("snapshot");
         s.vmstat.get("nr_kernel_stack").unwrap()
