@@ -256,20 +256,21 @@ pub struct SmpSpec {
 #[serde(deny_unknown_fields, default)]
 pub struct SlabSpec {
     pub vm_area_struct: u32,
+    pub buffer_head: u32,
     pub radix_tree_node: u32,
 }
 
 impl Default for SlabSpec {
     fn default() -> Self {
-        let [vm_area_struct, radix_tree_node] = crate::kernel::slab::SlabSizes::default().0;
-        SlabSpec { vm_area_struct, radix_tree_node }
+        let [vm_area_struct, buffer_head, radix_tree_node] = crate::kernel::slab::SlabSizes::default().0;
+        SlabSpec { vm_area_struct, buffer_head, radix_tree_node }
     }
 }
 
 impl SlabSpec {
     /// The sizes by `KmemCache`.
     pub fn sizes(&self) -> crate::kernel::slab::SlabSizes {
-        crate::kernel::slab::SlabSizes([self.vm_area_struct, self.radix_tree_node])
+        crate::kernel::slab::SlabSizes([self.vm_area_struct, self.buffer_head, self.radix_tree_node])
     }
 }
 

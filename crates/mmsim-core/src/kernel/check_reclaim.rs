@@ -195,6 +195,12 @@ impl Kernel {
                 }
             }
         }
+        for (pfn, p) in self.mem.pages.iter().enumerate() {
+            if p.test(pg::PRIVATE) && p.head == pfn as u32 && p.memcg != NO_MEMCG && p.memcg != ROOT_MEMCG {
+                slab[p.memcg as usize][1] +=
+                    self.folio_blocks(Pfn(pfn as u32)) * self.slab_sizes.obj_full_size(KmemCache::BufferHead);
+            }
+        }
         for m in self.mms.iter().flatten() {
             for v in m.vmas.values() {
                 if v.objcg == super::mm::VMA_UNALLOCATED {

@@ -467,6 +467,10 @@ impl Kernel {
             };
             let Some(page) = page else { break };
             let head = self.head_of(page);
+            if !shmem {
+                // ext4_da_write_begin -> __block_write_begin -> create_empty_buffers.
+                self.folio_create_buffers(head);
+            }
             let (fi, nr) = self.folio_span(head);
             let stop = end.min((fi + nr) * ps);
             self.i_size_write(obj, stop);

@@ -112,6 +112,8 @@ impl Kernel {
         }
         let head = self.head_of(page);
         if write {
+            // ext4_page_mkwrite -> block_page_mkwrite: the folio's buffers, then dirty.
+            self.folio_create_buffers(head);
             self.folio_mark_dirty(head);
         }
         self.folio_get(head);

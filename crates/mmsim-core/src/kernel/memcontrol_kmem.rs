@@ -372,4 +372,39 @@ impl Kernel {
         }
         std::mem::replace(&mut v.objcg, survivor)
     }
+
+    // ---- buffer heads (fs/buffer.c) ------------------------------------------------------
+
+    /// `create_empty_buffers` for an ext4 folio being written: a buffer head per 4 KiB block
+    /// (`folio_alloc_buffers`: GFP_NOFS | __GFP_ACCOUNT | __GFP_NOFAIL with the folio's memcg
+    /// active, so charged to it whoever writes), unless it has them.
+    pub(super) fn folio_create_buffers(&mut self, head: Pfn) {
+        let p = self.mem.pages[head.idx()];
+        if p.test(super::mm_types::pg::PRIVATE) || p.test(super::mm_types::pg::SHMEM) {
+            return;
+        }
+        self.mem.pages[head.idx()].set(super::mm_types::pg::PRIVATE);
+        for _ in 0..self.folio_blocks(head) {
+            let _ = self.memcg_slab_post_alloc_hook(KmemCache::BufferHead, p.memcg, gfp::NOFAIL);
+        }
+    }
+
+    /// `try_to_free_buffers` (`filemap_release_folio`): a folio leaving the page cache or being
+    /// split gives its buffer heads back.
+    pub(super) fn folio_free_buffers(&mut self, head: Pfn) {
+        let p = self.mem.pages[head.idx()];
+        if !p.test(super::mm_types::pg::PRIVATE) {
+            return;
+        }
+        self.mem.pages[head.idx()].clear(super::mm_types::pg::PRIVATE);
+        let objcg = self.current_obj_cgroup(p.memcg);
+        for _ in 0..self.folio_blocks(head) {
+            self.memcg_slab_free_hook(KmemCache::BufferHead, objcg);
+        }
+    }
+
+    /// Blocks of ext4's 4 KiB block size in a folio.
+    pub(super) fn folio_blocks(&self, head: Pfn) -> u64 {
+        (self.folio_nr_pages(head) * self.geo.page_size()).div_ceil(4096)
+    }
 }

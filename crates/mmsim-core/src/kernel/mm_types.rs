@@ -76,6 +76,9 @@ pub mod pg {
     /// finds it). mmsim keeps it apart from the page cache's `READAHEAD` mark and from
     /// `RECLAIM`, whose bit it is in Linux (`swap_update_readahead` takes both).
     pub const SWAP_READAHEAD: u32 = 1 << 28;
+    /// PG_private of an ext4 folio: buffer heads are attached (`create_empty_buffers`), one
+    /// per 4 KiB block, charged to the folio's memcg.
+    pub const PRIVATE: u32 = 1 << 29;
 }
 
 /// No frame / end of a list.

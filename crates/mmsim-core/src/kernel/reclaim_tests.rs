@@ -408,7 +408,9 @@ fn a_file_written_past_the_limit_is_flushed_not_oom_killed() {
             assert_eq!(cg.events.get("oom_kill"), Some(0), "{v} {max}");
             assert_eq!(r.vmstat.get("pgpgout"), Some(pages as i64 * 4), "{v} {max}: each page written once");
             assert!(r.vmstat.get("pgrotated").unwrap() > 0, "{v} {max}");
-            assert!(cg.peak as u64 <= crate::units::parse_size(max).unwrap(), "{v} {max}");
+            // The limit holds but for a folio's buffer heads, charged __GFP_NOFAIL (forced when
+            // reclaim cannot make room): a 1 MiB folio's 256, 7 pages.
+            assert!(cg.peak as u64 <= crate::units::parse_size(max).unwrap() + 7 * 4096, "{v} {max}: {}", cg.peak);
             let written = snap(&r, "written");
             assert!(vmstat(written, "nr_dirty") <= pages as i64 / 4, "{v} {max}: the flusher ran");
         }

@@ -382,6 +382,7 @@ impl Kernel {
     /// erased, or with `value` replaced by a value entry of its order (a shadow, a swap
     /// entry), which the caller records.
     pub(super) fn page_cache_delete(&mut self, obj: u32, head: Pfn, value: bool) {
+        self.folio_free_buffers(head);
         let nr = self.folio_nr_pages(head);
         let h = self.mem.pages[head.idx()];
         let index = h.index;

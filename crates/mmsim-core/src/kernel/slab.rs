@@ -5,7 +5,7 @@
 //! `s->size` and the obj_ext pointer) and its NR_SLAB_*_B update to its memcg
 //! (kernel/memcontrol_kmem.rs); the node's NR_SLAB_* counters, which count slab pages, are
 //! not kept, and objects no memcg is charged for are not modelled. Of the accounted caches the
-//! vmas and the page cache's xarray nodes are modelled (docs/model/reclaim.md lists the others).
+//! vmas, ext4's buffer heads and the page cache's xarray nodes are modelled (docs/model/reclaim.md lists the others).
 
 use super::memcontrol::{EXTRA_SLAB_RECLAIMABLE_B, EXTRA_SLAB_UNRECLAIMABLE_B};
 
@@ -14,18 +14,22 @@ use super::memcontrol::{EXTRA_SLAB_RECLAIMABLE_B, EXTRA_SLAB_UNRECLAIMABLE_B};
 pub enum KmemCache {
     /// `vm_area_cachep` (SLAB_ACCOUNT): each vma.
     VmAreaStruct,
+    /// `bh_cachep` (SLAB_RECLAIM_ACCOUNT; `folio_alloc_buffers` allocates with __GFP_ACCOUNT
+    /// under the folio's memcg): an ext4 folio's buffer heads.
+    BufferHead,
     /// `radix_tree_node_cachep` (SLAB_RECLAIM_ACCOUNT; a mapping's i_pages is
     /// XA_FLAGS_ACCOUNT): an xarray node of the page cache.
     RadixTreeNode,
 }
 
 impl KmemCache {
-    pub const ALL: [KmemCache; 2] = [KmemCache::VmAreaStruct, KmemCache::RadixTreeNode];
+    pub const ALL: [KmemCache; 3] = [KmemCache::VmAreaStruct, KmemCache::BufferHead, KmemCache::RadixTreeNode];
 
     /// Its name in /sys/kernel/slab (and the profile's `slab` table).
     pub fn name(self) -> &'static str {
         match self {
             KmemCache::VmAreaStruct => "vm_area_struct",
+            KmemCache::BufferHead => "buffer_head",
             KmemCache::RadixTreeNode => "radix_tree_node",
         }
     }
@@ -35,7 +39,7 @@ impl KmemCache {
     pub fn vmstat_idx(self) -> usize {
         match self {
             KmemCache::VmAreaStruct => EXTRA_SLAB_UNRECLAIMABLE_B,
-            KmemCache::RadixTreeNode => EXTRA_SLAB_RECLAIMABLE_B,
+            KmemCache::BufferHead | KmemCache::RadixTreeNode => EXTRA_SLAB_RECLAIMABLE_B,
         }
     }
 }
@@ -56,6 +60,6 @@ impl SlabSizes {
 impl Default for SlabSizes {
     /// The sizes of this repository's default profile (profiles/default.toml's `slab`).
     fn default() -> Self {
-        SlabSizes([192, 584])
+        SlabSizes([192, 104, 584])
     }
 }

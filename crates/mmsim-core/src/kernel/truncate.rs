@@ -154,6 +154,8 @@ impl Kernel {
         }
         self.folio_mms.remove(&head.0);
         let fi = h.index;
+        // filemap_release_folio before the split.
+        self.folio_free_buffers(head);
         self.xa_split(obj, fi, 0);
         let keep = pg::SHMEM | pg::DIRTY | pg::LRU | pg::ACTIVE | pg::REFERENCED | pg::WORKINGSET | pg::UNEVICTABLE;
         let tail_flags = h.flags & keep;

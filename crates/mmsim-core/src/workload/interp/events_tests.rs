@@ -204,3 +204,26 @@ fn a_tasks_vmas_are_slab_objects_charged_to_its_cgroup() {
     assert_eq!(vma_events("kmem:kmem_cache_alloc"), ["1"; 4]);
     assert_eq!(vma_events("kmem:kmem_cache_free"), ["1", "1", "1", "1", "none"]);
 }
+
+#[test]
+fn an_ext4_folios_buffer_heads_are_charged_to_its_memcg() {
+    // 4 MiB written to an ext4 file by a process of `box`: each folio written gets a buffer
+    // head per 4 KiB block (create_empty_buffers), 1024 in all, charged to box; once fsync has
+    // written them, fadvise DONTNEED drops the folios, freeing every buffer head
+    // (try_to_free_buffers) as the kernel's kmem tracepoints count them.
+    let w = json!({"cgroups":{"box":{}},"cgroup":"box","program":[
+        {"op":"create","file":"f","size":0,"fs":"ext4"},
+        {"op":"pwrite","file":"f","length":"4M","chunk":"64K"},
+        {"op":"fsync","file":"f"},
+        {"op":"fadvise","file":"f","advice":"dontneed"}]});
+    let r = run(w, Some("kmem:kmem_cache*"));
+    let bh = |name: &str| {
+        r.trace_events
+            .iter()
+            .filter(|e| e.event == name && e.fields.starts_with("name=buffer_head "))
+            .map(|e| e.fields.rsplit("memcg_id=").next().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(bh("kmem:kmem_cache_alloc"), vec!["1"; 1024]);
+    assert_eq!(bh("kmem:kmem_cache_free"), vec!["1"; 1024]);
+}
