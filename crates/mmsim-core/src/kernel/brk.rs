@@ -1,7 +1,7 @@
 //! brk(2) (mm/mmap.c `SYSCALL_DEFINE1(brk)` and mm/vma.c `do_brk_flags`): the heap, one
 //! anonymous vma from `start_brk` that grows and shrinks with the break.
 
-use super::mm::{vm, Backing, Vma, VMA_UNALLOCATED};
+use super::mm::{vm, Backing, Vma};
 use super::mmap::STACK_GUARD_GAP_PAGES;
 use super::{Kernel, MmId};
 
@@ -69,16 +69,7 @@ impl Kernel {
             self.mm_mut(mm).locked_vm += (len >> self.geo.page_shift) as i64;
         }
         let pgoff = addr >> self.geo.page_shift;
-        let new = Vma {
-            start: addr,
-            end: addr + len,
-            flags,
-            pgoff,
-            backing: Backing::Anon,
-            anon_vma: None,
-            fork_child: false,
-            objcg: VMA_UNALLOCATED,
-        };
+        let new = Vma::new_unallocated(addr, addr + len, flags, pgoff, Backing::Anon);
         let prev = self.mm(mm).vmas.range(..addr).next_back().map(|(_, v)| v.clone());
         if let Some(prev) = prev.filter(|p| p.end == addr) {
             if Self::can_merge(&prev, &new, self.geo) {

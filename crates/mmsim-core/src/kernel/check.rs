@@ -64,6 +64,8 @@ pub struct CheckScratch {
     pub(super) memcg_tables: Vec<u64>,
     /// Per memcg: pages of its folios in the swap cache (its local NR_SWAPCACHE).
     pub(super) memcg_swapcache: Vec<u64>,
+    /// Per memcg: blocks of its folios with buffer heads attached (PG_private).
+    pub(super) memcg_bh_blocks: Vec<u64>,
     /// Folios flagged PG_lru, and of those, the pages flagged PG_unevictable.
     pub(super) lru_flagged: u64,
     pub(super) unevictable_pages: u64,
@@ -127,6 +129,7 @@ impl CheckScratch {
         self.memcg_folio_pages.clear();
         self.memcg_tables.clear();
         self.memcg_swapcache.clear();
+        self.memcg_bh_blocks.clear();
         self.lru_flagged = 0;
         self.unevictable_pages = 0;
         self.unevictable_folios = 0;
@@ -583,6 +586,12 @@ impl Kernel {
                             c.memcg_swapcache.resize(p.memcg as usize + 1, 0);
                         }
                         c.memcg_swapcache[p.memcg as usize] += nr;
+                    }
+                    if p.test(pg::PRIVATE) {
+                        if c.memcg_bh_blocks.len() <= p.memcg as usize {
+                            c.memcg_bh_blocks.resize(p.memcg as usize + 1, 0);
+                        }
+                        c.memcg_bh_blocks[p.memcg as usize] += self.folio_blocks(Pfn(head as u32));
                     }
                 }
                 if p.test(pg::LRU) {

@@ -195,10 +195,10 @@ impl Kernel {
                 }
             }
         }
-        for (pfn, p) in self.mem.pages.iter().enumerate() {
-            if p.test(pg::PRIVATE) && p.head == pfn as u32 && p.memcg != NO_MEMCG && p.memcg != ROOT_MEMCG {
-                slab[p.memcg as usize][1] +=
-                    self.folio_blocks(Pfn(pfn as u32)) * self.slab_sizes.obj_full_size(KmemCache::BufferHead);
+        let bh = self.slab_sizes.obj_full_size(KmemCache::BufferHead);
+        for (m, blocks) in c.memcg_bh_blocks.iter().enumerate() {
+            if m != ROOT_MEMCG as usize {
+                slab[m][1] += blocks * bh;
             }
         }
         for m in self.mms.iter().flatten() {

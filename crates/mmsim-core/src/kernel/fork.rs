@@ -2,7 +2,7 @@
 //! (the stack exec leaves behind), dup_mm (dup_mmap + copy_page_range), and exit_mmap.
 //! Differs from Linux: a simulated process has a stack and no text, data or libraries.
 
-use super::mm::{vm, Backing, MmCounter, MmStruct, Vma, VMA_UNALLOCATED};
+use super::mm::{vm, Backing, MmCounter, MmStruct, Vma};
 use super::{vm_fault, Kernel, MmId};
 
 /// Size of the initial stack vma (setup_arg_pages expands the stack by 128 KiB, plus the
@@ -56,16 +56,8 @@ impl Kernel {
         let m = self.mm_mut(mm);
         (m.start_brk, m.brk) = (START_BRK, START_BRK);
         let start = self.geo.page_align_down(self.geo.task_size() - STACK_SIZE);
-        let vma = Vma {
-            start,
-            end: self.geo.task_size(),
-            flags: vm::READ | vm::WRITE | vm::MAYREAD | vm::MAYWRITE | vm::MAYEXEC | vm::GROWSDOWN | vm::ACCOUNT,
-            pgoff: start >> self.geo.page_shift,
-            backing: Backing::Anon,
-            anon_vma: None,
-            fork_child: false,
-            objcg: VMA_UNALLOCATED,
-        };
+        let flags = vm::READ | vm::WRITE | vm::MAYREAD | vm::MAYWRITE | vm::MAYEXEC | vm::GROWSDOWN | vm::ACCOUNT;
+        let vma = Vma::new_unallocated(start, self.geo.task_size(), flags, start >> self.geo.page_shift, Backing::Anon);
         self.mm_mut(mm).vmas.insert(start, vma);
         self.vm_area_alloc_new(mm, start);
         if self.handle_mm_fault(mm, self.geo.task_size() - self.geo.page_size(), true) & vm_fault::ERROR != 0 {

@@ -663,10 +663,15 @@ impl Kernel {
         let (m, n) = self.memcg.stock[cpu][i];
         self.memcg.stock[cpu][i] = (NO_MEMCG, 0);
         if m != NO_MEMCG && n > 0 {
-            self.page_counter_uncharge(m, Counter::Memory, n);
-            if self.memcg_v1() {
-                self.page_counter_uncharge(m, Counter::Memsw, n);
-            }
+            self.memcg_uncharge(m, n);
+        }
+    }
+
+    /// `memcg_uncharge`: `nr` pages off the memory counter, and off memsw on cgroup v1.
+    pub(super) fn memcg_uncharge(&mut self, memcg: u16, nr: u64) {
+        self.page_counter_uncharge(memcg, Counter::Memory, nr);
+        if self.memcg_v1() {
+            self.page_counter_uncharge(memcg, Counter::Memsw, nr);
         }
     }
 
@@ -674,10 +679,7 @@ impl Kernel {
     /// or an evicted one, is drained).
     pub(super) fn refill_stock(&mut self, memcg: u16, nr: u64) {
         if nr > MEMCG_CHARGE_BATCH {
-            self.page_counter_uncharge(memcg, Counter::Memory, nr);
-            if self.memcg_v1() {
-                self.page_counter_uncharge(memcg, Counter::Memsw, nr);
-            }
+            self.memcg_uncharge(memcg, nr);
             return;
         }
         let cpu = self.stock_cpu();
@@ -946,10 +948,7 @@ impl Kernel {
         }
         let nr = self.folio_nr_pages(head);
         if memcg != ROOT_MEMCG {
-            self.page_counter_uncharge(memcg, Counter::Memory, nr);
-            if self.memcg_v1() {
-                self.page_counter_uncharge(memcg, Counter::Memsw, nr);
-            }
+            self.memcg_uncharge(memcg, nr);
         }
         self.mod_memcg_extra(memcg, EXTRA_PGPGOUT, 1);
     }

@@ -95,24 +95,30 @@ impl Kernel {
     /// (`try_charge_memcg`, then MEMCG_KMEM and v1's kmem counter).
     fn obj_cgroup_charge_pages(&mut self, memcg: u16, gfp_flags: u32, nr: u64) -> Result<(), ()> {
         self.try_charge_memcg(memcg, gfp_flags, nr)?;
-        self.mod_memcg_extra(memcg, EXTRA_KMEM, nr as i64);
-        if self.memcg_v1() && memcg != ROOT_MEMCG {
-            self.page_counter_charge(memcg, Counter::Kmem, nr);
-        }
+        self.memcg_account_kmem(memcg, nr as i64);
         Ok(())
     }
 
     /// `obj_cgroup_uncharge_pages`: the charge goes back through the stock (the root's has
     /// no counter to go back to).
     fn obj_cgroup_uncharge_pages(&mut self, memcg: u16, nr: u64) {
-        self.mod_memcg_extra(memcg, EXTRA_KMEM, -(nr as i64));
-        if memcg == ROOT_MEMCG {
-            return;
+        self.memcg_account_kmem(memcg, -(nr as i64));
+        if memcg != ROOT_MEMCG {
+            self.refill_stock(memcg, nr);
         }
-        if self.memcg_v1() {
-            self.page_counter_uncharge(memcg, Counter::Kmem, nr);
+    }
+
+    /// `mod_memcg_state(MEMCG_KMEM)` and `memcg1_account_kmem`: `nr` pages more (or fewer) of
+    /// kernel memory, and on cgroup v1 on the kmem counter (which the root has not).
+    fn memcg_account_kmem(&mut self, memcg: u16, nr: i64) {
+        self.mod_memcg_extra(memcg, EXTRA_KMEM, nr);
+        if self.memcg_v1() && memcg != ROOT_MEMCG {
+            if nr > 0 {
+                self.page_counter_charge(memcg, Counter::Kmem, nr as u64);
+            } else {
+                self.page_counter_uncharge(memcg, Counter::Kmem, nr.unsigned_abs());
+            }
         }
-        self.refill_stock(memcg, nr);
     }
 
     /// `__memcg_kmem_uncharge_page`: the page's charge goes back through the stock.
@@ -302,14 +308,8 @@ impl Kernel {
             let ps = self.geo.page_size();
             let nr_pages = st.nr_bytes / ps;
             if nr_pages != 0 {
-                self.mod_memcg_extra(old, EXTRA_KMEM, -(nr_pages as i64));
-                if self.memcg_v1() {
-                    self.page_counter_uncharge(old, Counter::Kmem, nr_pages);
-                }
-                self.page_counter_uncharge(old, Counter::Memory, nr_pages);
-                if self.memcg_v1() {
-                    self.page_counter_uncharge(old, Counter::Memsw, nr_pages);
-                }
+                self.memcg_account_kmem(old, -(nr_pages as i64));
+                self.memcg_uncharge(old, nr_pages);
             }
             self.memcg.groups[old as usize].nr_charged_bytes += st.nr_bytes % ps;
         }

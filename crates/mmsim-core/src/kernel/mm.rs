@@ -100,6 +100,12 @@ pub struct Vma {
 pub const VMA_UNALLOCATED: u16 = u16::MAX - 1;
 
 impl Vma {
+    /// A vma mmap, brk or exec is placing: no anon_vma yet, its vm_area_struct allocated
+    /// once it is known not to merge (`VMA_UNALLOCATED`).
+    pub fn new_unallocated(start: u64, end: u64, flags: u32, pgoff: u64, backing: Backing) -> Vma {
+        Vma { start, end, flags, pgoff, backing, anon_vma: None, fork_child: false, objcg: VMA_UNALLOCATED }
+    }
+
     pub fn is_anonymous(&self) -> bool {
         self.backing == Backing::Anon
     }

@@ -2,7 +2,7 @@
 //! large anonymous mappings), vma merging and splitting, and do_munmap with unmap_region and
 //! free_pgtables.
 
-use super::mm::{vm, Backing, Vma, VMA_UNALLOCATED};
+use super::mm::{vm, Backing, Vma};
 use super::Kernel;
 use super::MmId;
 use crate::units::{align_up, is_aligned};
@@ -201,16 +201,7 @@ impl Kernel {
         };
         let populate = flags & vm::LOCKED != 0;
         let flags = self.mmap_locked_flags(mm, flags, len);
-        let vma = Vma {
-            start: addr,
-            end: addr + len,
-            flags,
-            pgoff,
-            backing,
-            anon_vma: None,
-            fork_child: false,
-            objcg: VMA_UNALLOCATED,
-        };
+        let vma = Vma::new_unallocated(addr, addr + len, flags, pgoff, backing);
         self.mm_mut(mm).vmas.insert(addr, vma);
         let at = self.vma_merge_around(mm, addr);
         self.vm_area_alloc_new(mm, at);
@@ -288,16 +279,7 @@ impl Kernel {
         let populate = self.mm(mm).def_flags & vm::LOCKED != 0;
         let backing = Backing::Hugetlb(file);
         let pgoff = if a.hugetlbfs.is_some() { a.pgoff } else { 0 };
-        let vma = Vma {
-            start: addr,
-            end: addr + len,
-            flags,
-            pgoff,
-            backing,
-            anon_vma: None,
-            fork_child: false,
-            objcg: VMA_UNALLOCATED,
-        };
+        let vma = Vma::new_unallocated(addr, addr + len, flags, pgoff, backing);
         self.mm_mut(mm).vmas.insert(addr, vma);
         self.vm_area_alloc_new(mm, addr);
         if populate {

@@ -146,11 +146,6 @@ impl XArray {
         (index < first + (1u64 << e.order)).then_some((first, e))
     }
 
-    /// Whether any entry lies in [index, index + nr).
-    pub fn any_in(&self, index: u64, nr: u64) -> bool {
-        self.load(index).is_some() || self.entries.range(index..index + nr).next().is_some()
-    }
-
     /// `xas_store` of an entry of `order` at `index` (aligned): what the range held (smaller
     /// entries, whole subtrees) is replaced. A larger entry covering the range must have been
     /// split first (the caller's `xas_split`).

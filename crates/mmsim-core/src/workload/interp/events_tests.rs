@@ -194,15 +194,8 @@ fn a_tasks_vmas_are_slab_objects_charged_to_its_cgroup() {
         {"op":"mprotect","region":"p","offset":"4M","length":"4M","prot":"r"},
         {"op":"munmap","region":"p"}]});
     let r = run(w, Some("kmem:kmem_cache*"));
-    let vma_events = |name: &str| {
-        r.trace_events
-            .iter()
-            .filter(|e| e.event == name && e.fields.starts_with("name=vm_area_struct "))
-            .map(|e| e.fields.rsplit("memcg_id=").next().unwrap().to_string())
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(vma_events("kmem:kmem_cache_alloc"), ["1"; 4]);
-    assert_eq!(vma_events("kmem:kmem_cache_free"), ["1", "1", "1", "1", "none"]);
+    assert_eq!(slab_events(&r, "kmem:kmem_cache_alloc", "vm_area_struct"), ["1"; 4]);
+    assert_eq!(slab_events(&r, "kmem:kmem_cache_free", "vm_area_struct"), ["1", "1", "1", "1", "none"]);
 }
 
 #[test]
@@ -217,13 +210,16 @@ fn an_ext4_folios_buffer_heads_are_charged_to_its_memcg() {
         {"op":"fsync","file":"f"},
         {"op":"fadvise","file":"f","advice":"dontneed"}]});
     let r = run(w, Some("kmem:kmem_cache*"));
-    let bh = |name: &str| {
-        r.trace_events
-            .iter()
-            .filter(|e| e.event == name && e.fields.starts_with("name=buffer_head "))
-            .map(|e| e.fields.rsplit("memcg_id=").next().unwrap().to_string())
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(bh("kmem:kmem_cache_alloc"), vec!["1"; 1024]);
-    assert_eq!(bh("kmem:kmem_cache_free"), vec!["1"; 1024]);
+    assert_eq!(slab_events(&r, "kmem:kmem_cache_alloc", "buffer_head"), vec!["1"; 1024]);
+    assert_eq!(slab_events(&r, "kmem:kmem_cache_free", "buffer_head"), vec!["1"; 1024]);
+}
+
+/// The memcg (`memcg_id`) of each `event` (kmem:kmem_cache_alloc or _free) of `cache`.
+fn slab_events(r: &Report, event: &str, cache: &str) -> Vec<String> {
+    let name = format!("name={cache} ");
+    r.trace_events
+        .iter()
+        .filter(|e| e.event == event && e.fields.starts_with(&name))
+        .map(|e| e.fields.rsplit("memcg_id=").next().unwrap().to_string())
+        .collect()
 }
